@@ -1,0 +1,83 @@
+# Metallo — see README.md. Two cores here: builds and tests use -p 2.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+GO ?= go
+GOFLAGS_TEST ?= -p 2 -count=1 -timeout 75m
+CACHE := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/metallo
+TOOLS := $(CACHE)/tools
+SQLC_VERSION := v1.30.0
+SQLC := $(TOOLS)/sqlc-$(SQLC_VERSION)/sqlc
+GOLANGCI_VERSION := v2.15.0
+GOLANGCI := $(TOOLS)/golangci-lint-$(GOLANGCI_VERSION)/golangci-lint
+BIN := bin/metallo
+# ROLES: roles with an OpenAPI document; SERVE_ROLES: what `make run` serves in one process.
+ROLES := provisioning
+SERVE_ROLES := provisioning
+SERVE_FLAGS :=
+DEV_PRINCIPALS := site:alpha service:beto service:execution
+REQUIRED_LANES := $(shell paste -sd, .ci/lanes)
+
+.PHONY: all build run test test-unit generate generate-sqlc generate-openapi lint bench tools services clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./app/cmd/metallo
+
+## run: serve the central roles on their embedded default SQLite databases under ./var/
+run: build
+	@mkdir -p var
+	@if [ ! -f var/keys.yaml ]; then \
+	  for p in $(DEV_PRINCIPALS); do $(BIN) keys new --principal $$p --append var/keys.yaml | sed -n "s/^key: /$$p /p"; done > var/dev-keys.txt; \
+	  echo "wrote var/keys.yaml; the development keys are in var/dev-keys.txt"; \
+	fi
+	$(BIN) serve --role $(SERVE_ROLES) --keys-file var/keys.yaml --migrate --log-format console $(SERVE_FLAGS)
+
+## test: every lane (unit, SQLite, PostgreSQL, Kubernetes); fails when a lane runs no test or skips one
+test: services
+	@mkdir -p var
+	$(GO) vet ./...
+	@unformatted=$$(gofmt -l app contexts platform sql 2>/dev/null); if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
+	$(GO) build -o var/lanecheck ./app/cmd/lanecheck
+	status=0; $(GO) test -json $(GOFLAGS_TEST) ./... > var/test-report.json || status=$$?; \
+	var/lanecheck -quiet -require $(REQUIRED_LANES) -file var/test-report.json && exit $$status
+
+## services: make sure the local PostgreSQL server answers (machines of this kind have it installed)
+services:
+	@if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then \
+	  echo "starting the local PostgreSQL server"; \
+	  if ! command -v pg_ctlcluster >/dev/null; then sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; $$sudo apt-get install -y postgresql; fi; \
+	  pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql | head -1) main start; \
+	  for i in $$(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done; \
+	fi
+	@pg_isready -h 127.0.0.1 -p 5432
+
+## generate: sqlc queries and the OpenAPI documents (committed; CI fails on drift)
+generate: generate-sqlc generate-openapi
+
+generate-sqlc: $(SQLC)
+	$(SQLC) generate
+
+generate-openapi:
+	@for role in $(ROLES); do $(GO) run ./app/cmd/metallo openapi --role $$role > openapi/$$role.yaml.tmp && mv openapi/$$role.yaml.tmp openapi/$$role.yaml; done
+
+$(SQLC):
+	@mkdir -p $(dir $@)
+	GOBIN=$(dir $@) $(GO) install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION)
+
+$(GOLANGCI):
+	@mkdir -p $(dir $@)
+	GOBIN=$(dir $@) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
+
+tools: $(SQLC)
+
+lint: $(GOLANGCI)
+	$(GO) vet ./...
+	$(GOLANGCI) run ./...
+
+## bench: benchmarks with same-run baselines; results go to BENCHMARKS.md
+bench: services build
+	@echo "see BENCHMARKS.md for what each benchmark measures"
+
+clean:
+	rm -rf bin var/test-report.json var/lanecheck

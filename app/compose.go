@@ -1,0 +1,67 @@
+package app
+
+import (
+	"strings"
+	"time"
+
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/pharos-metallo/metallo/platform/admin"
+	"github.com/pharos-metallo/metallo/platform/auth"
+	"github.com/pharos-metallo/metallo/platform/clock"
+	"github.com/pharos-metallo/metallo/platform/httpserver"
+	"github.com/pharos-metallo/metallo/platform/logging"
+)
+
+// Common is the configuration every serving process shares.
+type Common struct {
+	// Listen is the public API address (central roles).
+	Listen string
+	// AdminListen is the metrics listener's address; empty disables it.
+	AdminListen string
+	// KeysFile is the path of keys.yaml (central roles).
+	KeysFile string
+	// Migrate applies pending migrations at start.
+	Migrate bool
+	// StartTimeout and StopTimeout bound Fx's start and stop.
+	StartTimeout, StopTimeout time.Duration
+}
+
+// Compose returns the Fx options of a process serving roles (already
+// validated by RoleSet.Select): the platform modules the roles need, then
+// each role's context module. Central roles share one public API and one
+// keys file; the runtime role gets neither.
+func Compose(roles []Role, c Common, log *zap.Logger) fx.Option {
+	opts := []fx.Option{
+		logging.Module(log),
+		clock.Module(),
+		admin.Module(admin.Config{Listen: c.AdminListen}),
+	}
+	if len(roles) > 0 && roles[0].Central {
+		opts = append(opts,
+			auth.Module(c.KeysFile),
+			httpserver.Module(httpserver.Config{Listen: c.Listen, Title: Title(roles)}),
+		)
+	}
+	for _, r := range roles {
+		opts = append(opts, r.Module(c.Migrate))
+	}
+	if c.StartTimeout > 0 {
+		opts = append(opts, fx.StartTimeout(c.StartTimeout))
+	}
+	if c.StopTimeout > 0 {
+		opts = append(opts, fx.StopTimeout(c.StopTimeout))
+	}
+	return fx.Options(opts...)
+}
+
+// Title is the OpenAPI title of a process serving roles, e.g.
+// "Metallo provisioning".
+func Title(roles []Role) string {
+	names := make([]string, 0, len(roles))
+	for _, r := range roles {
+		names = append(names, r.Name)
+	}
+	return "Metallo " + strings.Join(names, " + ")
+}

@@ -1,0 +1,106 @@
+// Package app is the only place that picks modules: it defines the roles a
+// metallo process can take, composes the chosen contexts with the platform
+// modules under Fx, and builds the cobra command tree. Design:
+// ../shared/design/README.md ("One binary, roles per process").
+package app
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/spf13/pflag"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/pharos-metallo/metallo/platform/config"
+)
+
+// Role is one value of `serve --role`: a bounded context and how to compose
+// it. A Role value owns its configuration; Roles() returns fresh values.
+type Role struct {
+	// Name is the role value, e.g. "provisioning".
+	Name string
+	// Context is the bounded context's name, e.g. "resource_provisioning".
+	Context string
+	// Central roles are served behind the public HTTP API with keys.yaml
+	// authentication; the runtime role is not central.
+	Central bool
+	// Flags registers the role's own flags. It is called for every role so
+	// that any flag parses whatever roles are selected.
+	Flags func(fs *pflag.FlagSet)
+	// Preflight validates the role's configuration (errors name the flag)
+	// and logs what it will use (e.g. the embedded default database). It
+	// runs before Fx starts.
+	Preflight func(log *zap.Logger) error
+	// Module composes the context. migrate says whether pending migrations
+	// are applied at start (--migrate).
+	Module func(migrate bool) fx.Option
+	// OpenAPI registers the role's operations on api without any service
+	// behind them, to print or check the role's OpenAPI document.
+	OpenAPI func(api huma.API)
+	// Migrate applies the context's migrations (`metallo migrate`); nil for
+	// roles without a platform database.
+	Migrate func(ctx context.Context, log *zap.Logger) error
+	// DatabaseFlags names the role's database flags (to refuse them where
+	// a role takes no database).
+	DatabaseFlags []string
+}
+
+// RoleSet is the registry of roles a binary knows.
+type RoleSet []Role
+
+// Names returns the valid role names, sorted.
+func (rs RoleSet) Names() []string {
+	names := make([]string, 0, len(rs))
+	for _, r := range rs {
+		names = append(names, r.Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Select returns the roles named by the --role value (comma separated or
+// repeated), in registry order. It fails naming the flag and listing the
+// valid roles for an unknown or empty selection, and refuses to combine the
+// runtime role with any other (the Runtime never shares a process).
+func (rs RoleSet) Select(names []string) ([]Role, error) {
+	var picked []string
+	for _, n := range names {
+		for _, part := range strings.Split(n, ",") {
+			part = strings.TrimSpace(part)
+			if part == "" {
+				continue
+			}
+			if !slices.Contains(picked, part) {
+				picked = append(picked, part)
+			}
+		}
+	}
+	valid := strings.Join(rs.Names(), ", ")
+	if len(picked) == 0 {
+		return nil, config.Invalid("role", "", fmt.Errorf("choose at least one role: %s", valid))
+	}
+	var out []Role
+	for _, r := range rs {
+		if slices.Contains(picked, r.Name) {
+			out = append(out, r)
+		}
+	}
+	for _, p := range picked {
+		if !slices.ContainsFunc(out, func(r Role) bool { return r.Name == p }) {
+			return nil, config.Invalid("role", strings.Join(names, ","), fmt.Errorf("unknown role %q; valid roles: %s", p, valid))
+		}
+	}
+	if len(out) > 1 {
+		for _, r := range out {
+			if !r.Central {
+				return nil, config.Invalid("role", strings.Join(names, ","), fmt.Errorf("role %s runs alone in its process; it cannot be combined with other roles", r.Name))
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,110 @@
+package app
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/pharos-metallo/metallo/platform/config"
+)
+
+func newServeCommand(env Env) *cobra.Command {
+	roles := env.Roles()
+	var (
+		roleNames []string
+		common    Common
+		logs      logFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "serve --role ROLE[,ROLE]",
+		Short: "Serve one or more roles: " + joinNames(roles.Names()),
+		Long: `Serve the chosen roles in this process. Central roles (provisioning,
+execution) share one public API and one keys file, each with its own database.
+The runtime role runs alone. Every flag has a METALLO_* environment equivalent
+(--provisioning-database-url is METALLO_PROVISIONING_DATABASE_URL).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd, env); err != nil {
+				return err
+			}
+			selected, err := roles.Select(roleNames)
+			if err != nil {
+				return err
+			}
+			if err := refuseForeignFlags(cmd, roles, selected); err != nil {
+				return err
+			}
+			log, err := logs.build()
+			if err != nil {
+				return err
+			}
+			defer func() { _ = log.Sync() }()
+			for _, r := range selected {
+				if r.Preflight == nil {
+					continue
+				}
+				if err := r.Preflight(log.With(zap.String("context", r.Context))); err != nil {
+					return err
+				}
+			}
+			log.Info("starting", zap.Strings("roles", namesOf(selected)))
+			return runApp(cmd.Context(), Compose(selected, common, log), common.StopTimeout)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringSliceVar(&roleNames, "role", nil, "roles to serve, comma separated: "+joinNames(roles.Names()))
+	fs.StringVar(&common.Listen, "listen", "127.0.0.1:8080", "public API listen address (central roles)")
+	fs.StringVar(&common.AdminListen, "admin-listen", "127.0.0.1:9090", "admin listener for Prometheus /metrics; empty disables it")
+	fs.StringVar(&common.KeysFile, "keys-file", "keys.yaml", "keys file: principals and the SHA-256 of their bearer keys (central roles)")
+	fs.BoolVar(&common.Migrate, "migrate", false, "apply pending database migrations at start")
+	fs.DurationVar(&common.StartTimeout, "start-timeout", 60*time.Second, "bound on start-up")
+	fs.DurationVar(&common.StopTimeout, "stop-timeout", 30*time.Second, "bound on graceful shutdown")
+	logs.register(fs)
+	for _, r := range roles {
+		if r.Flags != nil {
+			r.Flags(fs)
+		}
+	}
+	return cmd
+}
+
+// refuseForeignFlags fails when a database flag of a role that is not
+// selected was given (on the command line or in the environment) to a
+// process serving a role without a platform database (the runtime), so a
+// Runtime can never be handed a platform database by mistake.
+func refuseForeignFlags(cmd *cobra.Command, all RoleSet, selected []Role) error {
+	for _, s := range selected {
+		if s.Central {
+			return nil
+		}
+	}
+	for _, r := range all {
+		for _, f := range r.DatabaseFlags {
+			if fl := cmd.Flags().Lookup(f); fl != nil && fl.Changed {
+				return config.Invalid(f, fl.Value.String(), fmt.Errorf("role %s has no platform database; remove --%s", selected[0].Name, f))
+			}
+		}
+	}
+	return nil
+}
+
+func namesOf(rs []Role) []string {
+	out := make([]string, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, r.Name)
+	}
+	return out
+}
+
+func joinNames(n []string) string {
+	s := ""
+	for i, x := range n {
+		if i > 0 {
+			s += ", "
+		}
+		s += x
+	}
+	return s
+}

@@ -1,0 +1,92 @@
+// Package admin serves the process's admin listener: Prometheus metrics at
+// /metrics from a registry owned by the app (never the global default
+// registry), plus /healthz. Contexts register their collectors on the
+// *prometheus.Registry this module provides.
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+)
+
+// Config is the admin listener's configuration.
+type Config struct {
+	// Listen is the TCP address, e.g. "127.0.0.1:9090"; empty disables the
+	// listener (the registry is still provided).
+	Listen string
+}
+
+// Server is the running admin listener.
+type Server struct {
+	Registry *prometheus.Registry
+	ln       net.Listener
+}
+
+// Addr returns the bound address, empty when disabled or not started.
+func (s *Server) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// NewRegistry returns a registry with the Go runtime and process collectors.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Module provides a *prometheus.Registry (also as prometheus.Registerer) and
+// serves it on cfg.Listen.
+func Module(cfg Config) fx.Option {
+	return fx.Module("admin",
+		fx.Provide(
+			NewRegistry,
+			func(r *prometheus.Registry) prometheus.Registerer { return r },
+			func(lc fx.Lifecycle, reg *prometheus.Registry, log *zap.Logger) *Server {
+				return newServer(lc, cfg, reg, log.Named("admin"))
+			},
+		),
+		fx.Invoke(func(*Server) {}),
+	)
+}
+
+func newServer(lc fx.Lifecycle, cfg Config, reg *prometheus.Registry, log *zap.Logger) *Server {
+	s := &Server{Registry: reg}
+	if cfg.Listen == "" {
+		return s
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			ln, err := net.Listen("tcp", cfg.Listen)
+			if err != nil {
+				return fmt.Errorf("listen on --admin-listen %s: %w", cfg.Listen, err)
+			}
+			s.ln = ln
+			log.Info("serving metrics", zap.String("addr", ln.Addr().String()))
+			go func() {
+				if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+					log.Error("admin server stopped", zap.Error(err))
+				}
+			}()
+			return nil
+		},
+		OnStop: func(ctx context.Context) error { return srv.Shutdown(ctx) },
+	})
+	return s
+}

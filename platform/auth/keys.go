@@ -1,0 +1,121 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// KeysFile is the shape of keys.yaml:
+//
+//	keys:
+//	  - principal: site:alpha
+//	    sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+//
+// Only the lower-case hex SHA-256 of each key is stored; the key itself is
+// shown once by `metallo keys new` and never written.
+type KeysFile struct {
+	Keys []KeyEntry `json:"keys"`
+}
+
+// KeyEntry is one line of the keys file.
+type KeyEntry struct {
+	Principal string `json:"principal"`
+	SHA256    string `json:"sha256"`
+}
+
+// KeyStore authenticates static bearer keys against their stored hashes.
+type KeyStore struct {
+	entries []storedKey
+}
+
+type storedKey struct {
+	principal Principal
+	hash      [sha256.Size]byte
+}
+
+// LoadKeys reads and validates a keys file. It fails, naming the entry, on a
+// malformed principal or hash and on a hash listed twice (a key can stand for
+// only one principal).
+func LoadKeys(path string) (*KeyStore, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read keys file: %w", err)
+	}
+	var f KeysFile
+	if err := yaml.UnmarshalStrict(raw, &f); err != nil {
+		return nil, fmt.Errorf("parse keys file %s: %w", path, err)
+	}
+	return NewKeyStore(f)
+}
+
+// NewKeyStore validates f and returns a store for it.
+func NewKeyStore(f KeysFile) (*KeyStore, error) {
+	s := &KeyStore{}
+	seen := map[[sha256.Size]byte]bool{}
+	for i, e := range f.Keys {
+		p, err := ParsePrincipal(e.Principal)
+		if err != nil {
+			return nil, fmt.Errorf("keys[%d]: %w", i, err)
+		}
+		b, err := hex.DecodeString(e.SHA256)
+		if err != nil || len(b) != sha256.Size || strings.ToLower(e.SHA256) != e.SHA256 {
+			return nil, fmt.Errorf("keys[%d] (%s): sha256 must be 64 lower-case hex digits", i, e.Principal)
+		}
+		var h [sha256.Size]byte
+		copy(h[:], b)
+		if seen[h] {
+			return nil, fmt.Errorf("keys[%d] (%s): the same key hash is listed twice", i, e.Principal)
+		}
+		seen[h] = true
+		s.entries = append(s.entries, storedKey{principal: p, hash: h})
+	}
+	return s, nil
+}
+
+// Len returns the number of keys held.
+func (s *KeyStore) Len() int { return len(s.entries) }
+
+// Authenticate hashes token and compares it with every stored hash in
+// constant time (every entry is compared, whatever matches). It returns
+// ErrUnauthenticated when no entry matches.
+func (s *KeyStore) Authenticate(_ context.Context, token string) (Principal, error) {
+	h := sha256.Sum256([]byte(token))
+	var found Principal
+	matched := 0
+	for _, e := range s.entries {
+		if subtle.ConstantTimeCompare(h[:], e.hash[:]) == 1 {
+			found = e.principal
+			matched = 1
+		}
+	}
+	if matched == 0 || token == "" {
+		return Principal{}, ErrUnauthenticated
+	}
+	return found, nil
+}
+
+// HashKey returns the lower-case hex SHA-256 of key, as stored in keys.yaml.
+func HashKey(key string) string {
+	h := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(h[:])
+}
+
+// NewKey returns a fresh random key (32 bytes from crypto/rand, base64url
+// without padding, prefixed "mtl_") and its keys-file entry for p.
+func NewKey(p Principal) (string, KeyEntry, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", KeyEntry{}, fmt.Errorf("read random key: %w", err)
+	}
+	key := "mtl_" + base64.RawURLEncoding.EncodeToString(b[:])
+	return key, KeyEntry{Principal: p.String(), SHA256: HashKey(key)}, nil
+}

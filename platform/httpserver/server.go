@@ -1,0 +1,234 @@
+// Package httpserver serves the process's one Huma API on the standard
+// library mux: the union of the operations of every context composed in the
+// process, /openapi.json, /openapi.yaml, /docs, /healthz and /readyz.
+// Errors are RFC 9457 problem details with a "reason" member (Problem).
+// Design: ../shared/design/README.md ("Dependencies, chosen once").
+package httpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/pharos-metallo/metallo/platform/auth"
+)
+
+// Config is the public listener's configuration.
+type Config struct {
+	// Listen is the TCP address, e.g. "127.0.0.1:8080" (":0" picks a free
+	// port; Server.Addr tells which).
+	Listen string
+	// Title is the OpenAPI document's title.
+	Title string
+	// ShutdownTimeout bounds graceful shutdown.
+	ShutdownTimeout time.Duration
+}
+
+// Registrar adds a context's operations to the API. Contexts provide theirs
+// into the "http.registrars" group with AsRegistrar.
+type Registrar interface {
+	Register(api huma.API)
+}
+
+// RegistrarFunc adapts a function to Registrar.
+type RegistrarFunc func(api huma.API)
+
+// Register calls f.
+func (f RegistrarFunc) Register(api huma.API) { f(api) }
+
+// AsRegistrar annotates a constructor returning a Registrar so Fx adds it to
+// the routes group.
+func AsRegistrar(constructor any) any {
+	return fx.Annotate(constructor, fx.As(new(Registrar)), fx.ResultTags(`group:"http.registrars"`))
+}
+
+// ReadinessCheck is one dependency /readyz checks (a database ping).
+type ReadinessCheck struct {
+	Name  string
+	Check func(ctx context.Context) error
+}
+
+// AsReadinessCheck annotates a constructor returning a ReadinessCheck so Fx
+// adds it to the readiness group.
+func AsReadinessCheck(constructor any) any {
+	return fx.Annotate(constructor, fx.ResultTags(`group:"http.readiness"`))
+}
+
+// BearerScheme is the name of the bearer security scheme in the OpenAPI
+// document. Operations that list it require an authenticated principal.
+const BearerScheme = "bearer"
+
+// Bearer is the Security requirement for an operation that needs a bearer
+// credential.
+func Bearer() []map[string][]string { return []map[string][]string{{BearerScheme: {}}} }
+
+// NewAPI builds a Huma API on mux with the platform's conventions: OpenAPI
+// 3.1 at /openapi.json and /openapi.yaml, docs at /docs, the bearer security
+// scheme, problem details with "reason", and no "$schema" link injection
+// (bodies are exactly what the operation returns).
+func NewAPI(mux *http.ServeMux, title string) huma.API {
+	cfg := huma.DefaultConfig(title, "1.0.0")
+	cfg.CreateHooks = nil
+	cfg.Transformers = append(cfg.Transformers, problemTransformer)
+	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		BearerScheme: {Type: "http", Scheme: "bearer", Description: "A key from keys.yaml, or a Kubernetes service-account token for a Site Runtime."},
+	}
+	return humago.New(mux, cfg)
+}
+
+// UseAuthentication makes every operation that lists the bearer scheme
+// require a credential that authn recognises: 401 without one or with an
+// unknown one, 503 when the check itself fails. The principal is put into
+// the request context (auth.FromContext).
+func UseAuthentication(api huma.API, authn auth.Authenticator, log *zap.Logger) {
+	api.UseMiddleware(func(ctx huma.Context, next func(huma.Context)) {
+		if !requiresBearer(ctx.Operation()) {
+			next(ctx)
+			return
+		}
+		token, ok := strings.CutPrefix(ctx.Header("Authorization"), "Bearer ")
+		if !ok || token == "" {
+			ctx.SetHeader("WWW-Authenticate", `Bearer`)
+			_ = huma.WriteErr(api, ctx, http.StatusUnauthorized, "a bearer credential is required")
+			return
+		}
+		p, err := authn.Authenticate(ctx.Context(), token)
+		if errors.Is(err, auth.ErrUnauthenticated) {
+			ctx.SetHeader("WWW-Authenticate", `Bearer error="invalid_token"`)
+			_ = huma.WriteErr(api, ctx, http.StatusUnauthorized, "the bearer credential is not recognised")
+			return
+		}
+		if err != nil {
+			log.Warn("authentication unavailable", zap.Error(err))
+			_ = huma.WriteErr(api, ctx, http.StatusServiceUnavailable, "the credential could not be checked now; retry later")
+			return
+		}
+		next(huma.WithContext(ctx, auth.WithPrincipal(ctx.Context(), p)))
+	})
+}
+
+func requiresBearer(op *huma.Operation) bool {
+	if op == nil {
+		return false
+	}
+	for _, req := range op.Security {
+		if _, ok := req[BearerScheme]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Server is the running public listener.
+type Server struct {
+	API    huma.API
+	Mux    *http.ServeMux
+	srv    *http.Server
+	ln     net.Listener
+	config Config
+}
+
+// Addr returns the bound address (useful with ":0"); empty before start.
+func (s *Server) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+type serverParams struct {
+	fx.In
+	Lifecycle  fx.Lifecycle
+	Log        *zap.Logger
+	Authn      auth.Authenticator
+	Registrars []Registrar      `group:"http.registrars"`
+	Checks     []ReadinessCheck `group:"http.readiness"`
+}
+
+// Module serves the API on cfg.Listen for the lifetime of the app. It needs
+// an auth.Authenticator and collects Registrars and ReadinessChecks.
+func Module(cfg Config) fx.Option {
+	return fx.Module("httpserver",
+		fx.Provide(func(p serverParams) (*Server, error) { return newServer(cfg, p) }),
+		fx.Invoke(func(*Server) {}),
+	)
+}
+
+func newServer(cfg Config, p serverParams) (*Server, error) {
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = 10 * time.Second
+	}
+	mux := http.NewServeMux()
+	api := NewAPI(mux, cfg.Title)
+	UseAuthentication(api, p.Authn, p.Log)
+	for _, r := range p.Registrars {
+		r.Register(api)
+	}
+	registerHealth(mux, p.Checks)
+	s := &Server{API: api, Mux: mux, config: cfg}
+	log := p.Log.Named("http")
+	s.srv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          zap.NewStdLog(log),
+	}
+	p.Lifecycle.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			ln, err := net.Listen("tcp", cfg.Listen)
+			if err != nil {
+				return fmt.Errorf("listen on --listen %s: %w", cfg.Listen, err)
+			}
+			s.ln = ln
+			log.Info("serving API", zap.String("addr", ln.Addr().String()), zap.String("docs", "http://"+ln.Addr().String()+"/docs"))
+			go func() {
+				if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+					log.Error("API server stopped", zap.Error(err))
+				}
+			}()
+			return nil
+		},
+		OnStop: func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, cfg.ShutdownTimeout)
+			defer cancel()
+			if err := s.srv.Shutdown(ctx); err != nil {
+				return fmt.Errorf("shut down API server: %w", err)
+			}
+			return nil
+		},
+	})
+	return s, nil
+}
+
+func registerHealth(mux *http.ServeMux, checks []ReadinessCheck) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		var failed []string
+		for _, c := range checks {
+			if err := c.Check(ctx); err != nil {
+				failed = append(failed, c.Name+": "+err.Error())
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if len(failed) > 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("not ready\n" + strings.Join(failed, "\n") + "\n"))
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+}

@@ -1,0 +1,391 @@
+package siteprotocol
+
+import (
+	"encoding/base64"
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// FieldError is one broken rule, located by a JSON path such as
+// "payload.demand.cpu".
+type FieldError struct {
+	Field   string
+	Message string
+}
+
+// ValidationError lists every broken rule of one command or result. It
+// wraps ErrInvalid.
+type ValidationError struct {
+	Fields []FieldError
+}
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, 0, len(e.Fields))
+	for _, f := range e.Fields {
+		parts = append(parts, f.Field+": "+f.Message)
+	}
+	return "invalid: " + strings.Join(parts, "; ")
+}
+
+// Unwrap returns ErrInvalid.
+func (e *ValidationError) Unwrap() error { return ErrInvalid }
+
+func invalid(fields ...FieldError) error { return &ValidationError{Fields: fields} }
+
+type checker struct{ fields []FieldError }
+
+func (c *checker) add(field, format string, args ...any) {
+	c.fields = append(c.fields, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+func (c *checker) err() error {
+	if len(c.fields) == 0 {
+		return nil
+	}
+	return &ValidationError{Fields: c.fields}
+}
+
+var (
+	uuidRe      = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	operationRe = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`)
+	timeRe      = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$`)
+	digestRe    = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	dnsLabelRe  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+	gpuKeyRe    = regexp.MustCompile(`^gpu\.[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$`)
+	commitRe    = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
+	imageRe     = regexp.MustCompile(`^[^\s@]+@sha256:[0-9a-f]{64}$`)
+)
+
+// IsUUID reports whether s is a lower-case canonical UUID.
+func IsUUID(s string) bool { return uuidRe.MatchString(s) }
+
+// IsDigest reports whether s is 64 lower-case hex digits.
+func IsDigest(s string) bool { return digestRe.MatchString(s) }
+
+// IsDNSLabel reports whether s is a Kubernetes DNS-1123 label.
+func IsDNSLabel(s string) bool { return dnsLabelRe.MatchString(s) }
+
+// IsPinnedImage reports whether image is pinned by digest ("…@sha256:<64 hex>").
+func IsPinnedImage(image string) bool { return imageRe.MatchString(image) }
+
+// ValidTime reports whether s is RFC 3339 in UTC with "Z".
+func ValidTime(s string) bool {
+	if !timeRe.MatchString(s) {
+		return false
+	}
+	_, err := time.Parse(time.RFC3339Nano, s)
+	return err == nil
+}
+
+// ValidDemandKey reports whether k is a canonical resource key: "cpu"
+// (millicores), "memory" (bytes) or "gpu.<vendor>" (devices).
+func ValidDemandKey(k string) bool {
+	return k == "cpu" || k == "memory" || gpuKeyRe.MatchString(k)
+}
+
+// MemberAccount returns the native account of a Party: "member-<party>".
+func MemberAccount(partyID string) string { return "member-" + partyID }
+
+// Validate checks a command's envelope and, for a known operation, its
+// payload. It returns a *ValidationError listing every broken rule.
+func Validate(c Command) error {
+	if err := ValidateEnvelope(c); err != nil {
+		return err
+	}
+	if c.Operation.Known() {
+		return ValidatePayload(c)
+	}
+	return nil
+}
+
+// ValidateEnvelope checks the fields every command carries: id, operation,
+// issued_at, the identities each known operation needs, account_ref and
+// family. Unknown operations are valid envelopes (the Runtime answers them
+// unsupported-operation).
+func ValidateEnvelope(c Command) error {
+	var ck checker
+	if !IsUUID(c.ID) {
+		ck.add("id", "must be a lower-case UUID")
+	}
+	if !operationRe.MatchString(string(c.Operation)) || len(c.Operation) > 64 {
+		ck.add("operation", "must be a kebab-case operation name")
+	}
+	if !ValidTime(c.IssuedAt) {
+		ck.add("issued_at", "must be RFC 3339 in UTC with Z, e.g. 2026-11-29T10:00:00.123Z")
+	}
+	ids := []struct {
+		name, value string
+		required    bool
+	}{
+		{"run_id", c.RunID, c.Operation.NeedsFamily()},
+		{"attempt_id", c.AttemptID, c.Operation.NeedsFamily()},
+		{"member_id", c.MemberID, c.Operation.Known()},
+		{"project_id", c.ProjectID, c.Operation.Known()},
+	}
+	for _, id := range ids {
+		switch {
+		case id.value == "" && id.required:
+			ck.add(id.name, "is required for %s", c.Operation)
+		case id.value != "" && !IsUUID(id.value):
+			ck.add(id.name, "must be a lower-case UUID")
+		}
+	}
+	if c.AccountRef != nil {
+		if !IsUUID(c.AccountRef.BindingID) {
+			ck.add("account_ref.binding_id", "must be a lower-case UUID")
+		}
+		if c.AccountRef.Generation < 1 {
+			ck.add("account_ref.generation", "must be at least 1")
+		}
+	} else if c.Operation == OpPrepare || c.Operation == OpStart {
+		ck.add("account_ref", "is required for %s", c.Operation)
+	}
+	switch {
+	case c.Family != "" && !c.Family.Valid():
+		ck.add("family", "must be batch, application or inference")
+	case c.Family == "" && c.Operation.NeedsFamily():
+		ck.add("family", "is required for %s", c.Operation)
+	case c.Family != "" && c.Operation.Known() && !c.Operation.NeedsFamily():
+		ck.add("family", "is not used by %s; leave it out", c.Operation)
+	}
+	if c.Digest != "" && !IsDigest(c.Digest) {
+		ck.add("digest", "must be 64 lower-case hex digits")
+	}
+	return ck.err()
+}
+
+// ValidatePayload checks the payload of a known operation against its
+// shape and rules. An unknown member is reported as a *ValidationError on
+// "payload".
+func ValidatePayload(c Command) error {
+	var ck checker
+	decode := func(v any) bool {
+		if err := decodeInto(c, v); err != nil {
+			ck.add("payload", "%v", err)
+			return false
+		}
+		return true
+	}
+	switch c.Operation {
+	case OpBindMember:
+		var p BindMemberPayload
+		if decode(&p) {
+			if !IsUUID(p.PartyID) {
+				ck.add("payload.party_id", "must be a lower-case UUID")
+			} else if c.MemberID != "" && p.PartyID != c.MemberID {
+				ck.add("payload.party_id", "must equal member_id")
+			}
+			if !IsDNSLabel(p.Namespace) {
+				ck.add("payload.namespace", "must be a Kubernetes namespace name")
+			}
+			if p.Account != MemberAccount(p.PartyID) {
+				ck.add("payload.account", "must be member-<party_id>")
+			}
+			if !IsUUID(p.BindingID) {
+				ck.add("payload.binding_id", "must be a lower-case UUID")
+			}
+			if p.Revision < 1 {
+				ck.add("payload.revision", "must be at least 1")
+			}
+			if p.Generation < 1 {
+				ck.add("payload.generation", "must be at least 1")
+			}
+		}
+	case OpRetireMember:
+		var p RetireMemberPayload
+		if decode(&p) {
+			if !IsUUID(p.BindingID) {
+				ck.add("payload.binding_id", "must be a lower-case UUID")
+			}
+			if p.Generation < 1 {
+				ck.add("payload.generation", "must be at least 1")
+			}
+		}
+	case OpPrepare:
+		var p PreparePayload
+		if decode(&p) {
+			validatePrepare(&ck, c, p)
+		}
+	case OpStart:
+		var p StartPayload
+		if decode(&p) {
+			validateStart(&ck, c, p)
+		}
+	case OpObserve, OpCancel, OpCleanup:
+		var p EmptyPayload
+		decode(&p)
+	case OpReadLogs:
+		var p ReadLogsPayload
+		if decode(&p) {
+			if p.TailBytes < 1 || p.TailBytes > MaxReadBytes {
+				ck.add("payload.tail_bytes", "must be between 1 and %d", MaxReadBytes)
+			}
+			if p.Container != "" && !IsDNSLabel(p.Container) {
+				ck.add("payload.container", "must be a container name")
+			}
+		}
+	case OpReadFile:
+		var p ReadFilePayload
+		if decode(&p) {
+			if !SafeRelativePath(p.Path) {
+				ck.add("payload.path", "must be a relative path inside the workspace")
+			}
+			if p.MaxBytes < 1 || p.MaxBytes > MaxReadBytes {
+				ck.add("payload.max_bytes", "must be between 1 and %d", MaxReadBytes)
+			}
+		}
+	case OpProxy:
+		var p ProxyPayload
+		if decode(&p) {
+			switch p.Method {
+			case "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS":
+			default:
+				ck.add("payload.method", "must be an HTTP method")
+			}
+			if !strings.HasPrefix(p.Path, "/") || strings.Contains(p.Path, "..") {
+				ck.add("payload.path", "must be an absolute path without ..")
+			}
+			if body, err := base64.StdEncoding.DecodeString(p.BodyBase64); err != nil {
+				ck.add("payload.body_base64", "must be standard base64")
+			} else if len(body) > MaxReadBytes {
+				ck.add("payload.body_base64", "must decode to at most %d bytes", MaxReadBytes)
+			}
+		}
+	}
+	return ck.err()
+}
+
+func decodeInto(c Command, v any) error {
+	if len(c.Payload) == 0 {
+		return nil
+	}
+	if err := rejectNulls(c.Payload); err != nil {
+		return err
+	}
+	return strictUnmarshal(c.Payload, v)
+}
+
+func validatePrepare(ck *checker, c Command, p PreparePayload) {
+	if p.WorkspaceSizeBytes < 1 {
+		ck.add("payload.workspace_size_bytes", "must be a positive number of bytes")
+	}
+	if r := p.Repository; r != nil {
+		if !strings.HasPrefix(r.URL, "https://") && !strings.HasPrefix(r.URL, "http://") {
+			ck.add("payload.repository.url", "must be an http(s) URL")
+		}
+		if !commitRe.MatchString(r.Commit) {
+			ck.add("payload.repository.commit", "must be a full lower-case commit hash")
+		}
+	}
+	switch c.Family {
+	case FamilyBatch:
+		if p.ServiceKind != "" || p.Image != "" || p.Model != nil || p.Port != 0 || p.Readiness != nil || p.Demand != nil {
+			ck.add("payload", "a batch prepare carries only repository and workspace_size_bytes")
+		}
+	case FamilyApplication, FamilyInference:
+		if string(p.ServiceKind) != string(c.Family) {
+			ck.add("payload.service_kind", "must equal the family (%s)", c.Family)
+		}
+		if c.Family == FamilyApplication && !IsPinnedImage(p.Image) {
+			ck.add("payload.image", "must be pinned by digest (…@sha256:<64 hex>)")
+		}
+		if c.Family == FamilyApplication && p.Model != nil {
+			ck.add("payload.model", "is for inference services")
+		}
+		if c.Family == FamilyInference {
+			if p.Image != "" {
+				ck.add("payload.image", "inference services run the pinned serving runtime; leave image out")
+			}
+			if p.Model == nil || p.Model.Format == "" || len(p.Model.Args) == 0 {
+				ck.add("payload.model", "needs format and args")
+			}
+		}
+		if p.Port < 1 || p.Port > 65535 {
+			ck.add("payload.port", "must be a TCP port")
+		}
+		validateDemand(ck, "payload.demand", p.Demand)
+	}
+}
+
+func validateStart(ck *checker, c Command, p StartPayload) {
+	if c.Family != FamilyBatch {
+		if p.Demand != nil || p.TimeLimitSeconds != 0 || p.Argv != nil || p.Env != nil {
+			ck.add("payload", "services start what prepare saved; leave the payload empty")
+		}
+		return
+	}
+	validateDemand(ck, "payload.demand", p.Demand)
+	if p.TimeLimitSeconds < 1 {
+		ck.add("payload.time_limit_seconds", "must be a positive number of seconds")
+	}
+	if len(p.Argv) == 0 {
+		ck.add("payload.argv", "must name the program to run")
+	}
+	for k := range p.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			ck.add("payload.env", "variable names must be non-empty without '=' or NUL")
+			break
+		}
+	}
+}
+
+func validateDemand(ck *checker, field string, d map[string]int64) {
+	if d["cpu"] < 1 {
+		ck.add(field+".cpu", "must be a positive number of millicores")
+	}
+	if d["memory"] < 1 {
+		ck.add(field+".memory", "must be a positive number of bytes")
+	}
+	for k, v := range d {
+		if !ValidDemandKey(k) {
+			ck.add(field+"."+k, "unknown resource key: use cpu (millicores), memory (bytes) or gpu.<vendor> (devices)")
+		} else if v < 0 {
+			ck.add(field+"."+k, "must not be negative")
+		}
+	}
+}
+
+// SafeRelativePath reports whether p is a clean relative path that cannot
+// leave its root: not absolute, no "..", no empty name.
+func SafeRelativePath(p string) bool {
+	if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, "\x00") {
+		return false
+	}
+	clean := path.Clean(p)
+	return clean == p && clean != "." && clean != ".." && !strings.HasPrefix(clean, "../")
+}
+
+// ValidateResult checks a result's fields (not its digest).
+func ValidateResult(r Result) error {
+	var ck checker
+	if !IsUUID(r.CommandID) {
+		ck.add("command_id", "must be a lower-case UUID")
+	}
+	if !IsDigest(r.CommandDigest) {
+		ck.add("command_digest", "must be 64 lower-case hex digits")
+	}
+	if r.Sequence < 1 {
+		ck.add("sequence", "must be a positive integer")
+	}
+	if !r.Outcome.Valid() {
+		ck.add("outcome", "must be succeeded, failed or refused")
+	}
+	if !r.Reason.Known() {
+		ck.add("reason", "must be a reason of the protocol's vocabulary")
+	}
+	if len(r.Detail) > 0 && (r.Detail[0] != '{') {
+		ck.add("detail", "must be a JSON object")
+	}
+	for i, ref := range r.NativeRefs {
+		if ref.Kind == "" || ref.Name == "" {
+			ck.add(fmt.Sprintf("native_refs[%d]", i), "needs kind and name")
+		}
+	}
+	if r.Digest != "" && !IsDigest(r.Digest) {
+		ck.add("digest", "must be 64 lower-case hex digits")
+	}
+	return ck.err()
+}

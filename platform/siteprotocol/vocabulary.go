@@ -1,0 +1,195 @@
+// Package siteprotocol holds the Site protocol's shared wire types, its
+// closed vocabularies (operations, families, outcomes, states, reasons), the
+// canonical encoding (RFC 8785 JCS) and SHA-256 digests of commands and
+// results, and their validation. Both sides use it: the execution role
+// (server) and the Site Runtime (client); neither imports the other's
+// adaptors. Normative source: ../shared/design/site-protocol.md.
+package siteprotocol
+
+// Operation is a command's operation (site-protocol.md, "Operations").
+type Operation string
+
+// Operations the protocol defines.
+const (
+	OpBindMember   Operation = "bind-member"
+	OpRetireMember Operation = "retire-member"
+	OpPrepare      Operation = "prepare"
+	OpStart        Operation = "start"
+	OpObserve      Operation = "observe"
+	OpCancel       Operation = "cancel"
+	OpCleanup      Operation = "cleanup"
+	OpReadLogs     Operation = "read-logs"
+	OpReadFile     Operation = "read-file"
+	OpProxy        Operation = "proxy"
+)
+
+// Operations lists every defined operation.
+func Operations() []Operation {
+	return []Operation{OpBindMember, OpRetireMember, OpPrepare, OpStart, OpObserve, OpCancel, OpCleanup, OpReadLogs, OpReadFile, OpProxy}
+}
+
+// Known reports whether op is a defined operation. A Runtime answers any
+// other operation refused / unsupported-operation.
+func (op Operation) Known() bool {
+	for _, o := range Operations() {
+		if o == op {
+			return true
+		}
+	}
+	return false
+}
+
+// NeedsFamily reports whether commands of op must name a family (the
+// workload operations); member binding operations carry none.
+func (op Operation) NeedsFamily() bool {
+	switch op {
+	case OpBindMember, OpRetireMember:
+		return false
+	}
+	return op.Known()
+}
+
+// Family is the kind of native workload a command concerns.
+type Family string
+
+// Families.
+const (
+	FamilyBatch       Family = "batch"
+	FamilyApplication Family = "application"
+	FamilyInference   Family = "inference"
+)
+
+// Valid reports whether f is a defined family.
+func (f Family) Valid() bool {
+	return f == FamilyBatch || f == FamilyApplication || f == FamilyInference
+}
+
+// Outcome says whether the operation did its work.
+type Outcome string
+
+// Outcomes (site-protocol.md, "Operations: payload and result detail").
+const (
+	// OutcomeSucceeded: the operation did its work.
+	OutcomeSucceeded Outcome = "succeeded"
+	// OutcomeFailed: the operation could not do its work.
+	OutcomeFailed Outcome = "failed"
+	// OutcomeRefused: the operation was not allowed or not understood.
+	OutcomeRefused Outcome = "refused"
+)
+
+// Valid reports whether o is a defined outcome.
+func (o Outcome) Valid() bool {
+	return o == OutcomeSucceeded || o == OutcomeFailed || o == OutcomeRefused
+}
+
+// State is the native state an operation observed (detail.state).
+type State string
+
+// States.
+const (
+	StateQueued    State = "queued"
+	StateRunning   State = "running"
+	StateHealthy   State = "healthy"
+	StateSucceeded State = "succeeded"
+	StateFailed    State = "failed"
+	StateMissing   State = "missing"
+)
+
+// Valid reports whether s is a defined state.
+func (s State) Valid() bool {
+	switch s {
+	case StateQueued, StateRunning, StateHealthy, StateSucceeded, StateFailed, StateMissing:
+		return true
+	}
+	return false
+}
+
+// Reason is a result's machine reason, from the closed, kebab-case
+// vocabulary below (site-protocol.md; site-runtime.md "Access before every
+// native start" and "Native executors"; seed 000).
+type Reason string
+
+// Result reasons.
+const (
+	// Succeeded outcomes.
+	ReasonApplied  Reason = "applied"  // bind-member / retire-member recorded
+	ReasonPrepared Reason = "prepared" // prepare completed (workspace ready)
+	ReasonCreated  Reason = "created"  // start created (or adopted) the workload
+	ReasonObserved Reason = "observed" // observe read the native state
+	ReasonDeleted  Reason = "deleted"  // cancel / cleanup removed (or found gone) our objects
+	ReasonRead     Reason = "read"     // read-logs / read-file answered
+	ReasonProxied  Reason = "proxied"  // proxy answered
+
+	// Refused outcomes.
+	ReasonUnsupportedOperation  Reason = "unsupported-operation"
+	ReasonInvalidPayload        Reason = "invalid-payload"
+	ReasonPayloadTooLarge       Reason = "payload-too-large"
+	ReasonBindingMissing        Reason = "binding-missing"
+	ReasonBindingRetired        Reason = "binding-retired"
+	ReasonBindingConflict       Reason = "binding-conflict"
+	ReasonPermissionDenied      Reason = "permission-denied"
+	ReasonPermissionUnavailable Reason = "permission-unavailable"
+	ReasonNativeRequestDenied   Reason = "native-request-denied"
+	ReasonProjectMismatch       Reason = "project-mismatch"
+	ReasonNotPrepared           Reason = "not-prepared"
+	ReasonPathRejected          Reason = "path-rejected"
+
+	// Failed outcomes.
+	ReasonNativeMissing   Reason = "native-missing"
+	ReasonDeletionPending Reason = "deletion-pending"
+	ReasonNativeError     Reason = "native-error"
+)
+
+// Reasons lists the whole result vocabulary.
+func Reasons() []Reason {
+	return []Reason{
+		ReasonApplied, ReasonPrepared, ReasonCreated, ReasonObserved, ReasonDeleted, ReasonRead, ReasonProxied,
+		ReasonUnsupportedOperation, ReasonInvalidPayload, ReasonPayloadTooLarge, ReasonBindingMissing,
+		ReasonBindingRetired, ReasonBindingConflict, ReasonPermissionDenied, ReasonPermissionUnavailable,
+		ReasonNativeRequestDenied, ReasonProjectMismatch, ReasonNotPrepared, ReasonPathRejected,
+		ReasonNativeMissing, ReasonDeletionPending, ReasonNativeError,
+	}
+}
+
+// Known reports whether r is in the vocabulary.
+func (r Reason) Known() bool {
+	for _, x := range Reasons() {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
+// Problem reasons: the "reason" member of the server's RFC 9457 answers on
+// Site and Execution routes. The Runtime decides by these alone.
+const (
+	ProblemOutOfOrder           = "out-of-order"
+	ProblemIdentityMismatch     = "identity-mismatch"
+	ProblemResultConflict       = "result-conflict"
+	ProblemInstallationMismatch = "installation-mismatch"
+	ProblemConflictingRetry     = "conflicting-retry"
+	ProblemUnknownEnvironment   = "unknown-environment"
+	ProblemUnknownCommand       = "unknown-command"
+	ProblemInvalidCommand       = "invalid-command"
+	ProblemInvalidResult        = "invalid-result"
+	ProblemInstallationRequired = "installation-required"
+	ProblemForbidden            = "forbidden"
+)
+
+// InstallationHeader carries the Runtime installation ID on every Site
+// route (site-protocol.md, "One Runtime installation per stream").
+const InstallationHeader = "Metallo-Installation"
+
+// Size bounds.
+const (
+	// MaxCommandBytes bounds a command's encoded size; a larger command is
+	// refused / payload-too-large.
+	MaxCommandBytes = 1 << 20
+	// MaxReadBytes bounds tail_bytes, max_bytes and proxied bodies.
+	MaxReadBytes = 1 << 20
+	// MaxPullLimit bounds a pull's limit.
+	MaxPullLimit = 100
+	// MaxPullWaitSeconds bounds a pull's long-poll wait.
+	MaxPullWaitSeconds = 30
+)

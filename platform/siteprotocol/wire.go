@@ -1,0 +1,110 @@
+package siteprotocol
+
+import "encoding/json"
+
+// AccountRef is the native account binding a command acts through.
+type AccountRef struct {
+	BindingID  string `json:"binding_id"`
+	Generation int64  `json:"generation"`
+}
+
+// Command is a command as appended and pulled. Optional fields are absent
+// from the JSON, never null. The digest covers the JCS form of every field
+// except sequence and digest (CommandDigest).
+type Command struct {
+	// Sequence is assigned by the server (absent when appending).
+	Sequence int64 `json:"sequence,omitempty"`
+	// ID is the command identity, a UUID chosen by Execution.
+	ID        string    `json:"id"`
+	Operation Operation `json:"operation"`
+	// IssuedAt is RFC 3339 in UTC with "Z".
+	IssuedAt   string          `json:"issued_at"`
+	RunID      string          `json:"run_id,omitempty"`
+	AttemptID  string          `json:"attempt_id,omitempty"`
+	MemberID   string          `json:"member_id,omitempty"`
+	ProjectID  string          `json:"project_id,omitempty"`
+	AccountRef *AccountRef     `json:"account_ref,omitempty"`
+	Family     Family          `json:"family,omitempty"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
+	// Digest is lower-case hex SHA-256 (set by the server when appending).
+	Digest string `json:"digest,omitempty"`
+}
+
+// NativeRef names a native object a result touched.
+type NativeRef struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	UID       string `json:"uid,omitempty"`
+}
+
+// Result is the Runtime's answer to one command. Digest covers the JCS form
+// of every other field (ResultDigest). The Runtime saves the exact bytes it
+// sends and resends them unchanged on replay.
+type Result struct {
+	CommandID     string          `json:"command_id"`
+	CommandDigest string          `json:"command_digest"`
+	Sequence      int64           `json:"sequence"`
+	Outcome       Outcome         `json:"outcome"`
+	Reason        Reason          `json:"reason"`
+	Message       string          `json:"message"`
+	Detail        json.RawMessage `json:"detail,omitempty"`
+	NativeRefs    []NativeRef     `json:"native_refs,omitempty"`
+	Digest        string          `json:"digest,omitempty"`
+}
+
+// Acknowledgement is the server's answer to a recorded result.
+type Acknowledgement struct {
+	AcknowledgedSequence int64  `json:"acknowledged_sequence"`
+	ResultDigest         string `json:"result_digest"`
+}
+
+// StreamState describes a stream (GET /site/v1/streams/{environment}).
+type StreamState struct {
+	Environment          string `json:"environment"`
+	Site                 string `json:"site,omitempty"`
+	Authority            string `json:"authority"`
+	AcknowledgedSequence int64  `json:"acknowledged_sequence"`
+	HeadSequence         int64  `json:"head_sequence"`
+	// InstallationID is the bound Runtime installation; absent while unbound.
+	InstallationID string `json:"installation_id,omitempty"`
+}
+
+// Pull is the answer to GET …/commands: commands after the asked sequence,
+// oldest first, each exactly as the server stores it (its JCS form with
+// sequence and digest).
+type Pull struct {
+	Commands []json.RawMessage `json:"commands"`
+	// HeadSequence is the stream's last assigned sequence at read time.
+	HeadSequence int64 `json:"head_sequence"`
+	// AcknowledgedSequence is the stream's acknowledged sequence at read time.
+	AcknowledgedSequence int64 `json:"acknowledged_sequence"`
+}
+
+// AppendReceipt is Execution's answer to an append.
+type AppendReceipt struct {
+	ID       string `json:"id"`
+	Sequence int64  `json:"sequence"`
+	Digest   string `json:"digest"`
+	// Created is false when the append was an idempotent retry.
+	Created bool `json:"created"`
+}
+
+// CommandRecord is Execution's read of one command: the command as stored
+// and, once acknowledged, its exact result.
+type CommandRecord struct {
+	Command json.RawMessage `json:"command"`
+	// Result is the recorded result's exact bytes, absent until acknowledged.
+	Result json.RawMessage `json:"result,omitempty"`
+	// AcknowledgedAt is when the server recorded the result.
+	AcknowledgedAt string `json:"acknowledged_at,omitempty"`
+}
+
+// Rebind is the body of POST /execution/v1/streams/{environment}/rebind.
+type Rebind struct {
+	// InstallationID is the installation to bind; empty unbinds so the next
+	// installation that pulls binds the stream.
+	InstallationID string `json:"installation_id,omitempty"`
+	// Reason is the operator's note, recorded with who and when.
+	Reason string `json:"reason"`
+}
