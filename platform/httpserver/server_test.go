@@ -1,0 +1,152 @@
+package httpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/danielgtaylor/huma/v2"
+	"go.uber.org/zap"
+
+	"github.com/pharos-metallo/metallo/platform/auth"
+)
+
+type echoIn struct {
+	Body struct {
+		N int `json:"n" minimum:"0"`
+	}
+}
+type echoOut struct {
+	Body struct {
+		Principal string `json:"principal"`
+	}
+}
+
+func testServer(t *testing.T, authn auth.Authenticator) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	api := NewAPI(mux, "test")
+	UseAuthentication(api, authn, zap.NewNop())
+	huma.Register(api, huma.Operation{OperationID: "echo", Method: http.MethodPost, Path: "/echo", Security: Bearer()},
+		func(ctx context.Context, in *echoIn) (*echoOut, error) {
+			p, _ := auth.FromContext(ctx)
+			if in.Body.N == 7 {
+				return nil, NewProblem(http.StatusConflict, "seven_is_taken", "n=7 is taken")
+			}
+			out := &echoOut{}
+			out.Body.Principal = p.String()
+			return out, nil
+		})
+	registerHealth(mux, []ReadinessCheck{{Name: "db", Check: func(context.Context) error { return errors.New("down") }}})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func post(t *testing.T, url, token, body string) (int, map[string]any, http.Header) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	return resp.StatusCode, m, resp.Header
+}
+
+func TestErrorsAreProblemDetailsWithAReason(t *testing.T) {
+	key, entry, _ := auth.NewKey(auth.Principal{Kind: auth.KindSite, ID: "alpha"})
+	ks, _ := auth.NewKeyStore(auth.KeysFile{Keys: []auth.KeyEntry{entry}})
+	srv := testServer(t, ks)
+	cases := []struct {
+		name, token, body string
+		status            int
+		reason            string
+	}{
+		{"no credential", "", `{"n":1}`, 401, "unauthenticated"},
+		{"unknown credential", "nope", `{"n":1}`, 401, "unauthenticated"},
+		{"malformed json", key, `{"n":`, 400, "invalid-request"},
+		{"unknown field", key, `{"n":1,"m":2}`, 422, "validation-failed"},
+		{"negative", key, `{"n":-1}`, 422, "validation-failed"},
+		{"too large", key, `{"n":1,"pad":"` + strings.Repeat("x", 1<<20) + `"}`, 413, "payload-too-large"},
+		{"domain problem", key, `{"n":7}`, 409, "seven_is_taken"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body, hdr := post(t, srv.URL+"/echo", tc.token, tc.body)
+			if status != tc.status || body["reason"] != tc.reason {
+				t.Fatalf("status %d reason %v, want %d %s (body %v)", status, body["reason"], tc.status, tc.reason, body)
+			}
+			if ct := hdr.Get("Content-Type"); !strings.HasPrefix(ct, "application/problem+json") {
+				t.Fatalf("content type %q", ct)
+			}
+			if body["status"] != float64(tc.status) || body["title"] == "" {
+				t.Fatalf("not RFC 9457: %v", body)
+			}
+		})
+	}
+	status, body, _ := post(t, srv.URL+"/echo", key, `{"n":1}`)
+	if status != 200 || body["principal"] != "site:alpha" {
+		t.Fatalf("authenticated call: %d %v", status, body)
+	}
+	if _, ok := body["$schema"]; ok {
+		t.Fatal("responses must be exactly the operation's body, without $schema")
+	}
+}
+
+type brokenAuthn struct{}
+
+func (brokenAuthn) Authenticate(context.Context, string) (auth.Principal, error) {
+	return auth.Principal{}, errors.New("tokenreview: connection refused")
+}
+
+func TestAnAuthenticatorThatCannotCheckAnswers503(t *testing.T) {
+	srv := testServer(t, brokenAuthn{})
+	status, body, _ := post(t, srv.URL+"/echo", "tok", `{"n":1}`)
+	if status != 503 || body["reason"] != "unavailable" {
+		t.Fatalf("%d %v", status, body)
+	}
+}
+
+func TestReadyzReportsFailedChecksAndHealthzDoesNot(t *testing.T) {
+	srv := testServer(t, auth.Chain{})
+	resp, err := http.Get(srv.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || !strings.Contains(string(b), "db: down") {
+		t.Fatalf("readyz %d %q", resp.StatusCode, b)
+	}
+	resp, err = http.Get(srv.URL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("healthz %d", resp.StatusCode)
+	}
+	for _, p := range []string{"/openapi.json", "/openapi.yaml", "/docs"} {
+		resp, err := http.Get(srv.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("%s: %d", p, resp.StatusCode)
+		}
+	}
+}
