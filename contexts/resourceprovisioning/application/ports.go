@@ -1,0 +1,121 @@
+// Package application holds Resource Provisioning's services: report intake
+// (one transaction per batch), the Beto event intake that builds the Project
+// and Party binding views, and the reads other contexts use (a Project's
+// allocations with freshness, the paginated snapshot, the change feed). It
+// declares the ports its adaptors implement: the stores, the clock and an
+// observer for refusals worth counting.
+//
+// Rule sources: seed 003_3353bb7f5c2e9b6e.txt, section "Allocations";
+// ../shared/design/resource-provisioning.md; execution-ports.md §2 and §4.
+package application
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
+)
+
+// ErrUnavailable is wrapped by every store error that means the database
+// could not be reached or answered (connection refused, closed pool,
+// timeout, SQLite busy). Readers map it to ResourceLookupUnavailable and
+// never guess.
+var ErrUnavailable = errors.New("resource provisioning store unavailable")
+
+// Clock is the source of server time (receipt times, freshness). Times are
+// used in UTC.
+type Clock interface {
+	Now() time.Time
+}
+
+// Observer is told about refusals and conflicts an operator should see
+// (logged and counted by the telemetry adaptor).
+type Observer interface {
+	// EventConflict: an event_id was received again with other content and
+	// refused.
+	EventConflict(eventID, eventType string)
+	// BindingConflict: after a Project event, a provider Project is claimed
+	// by several canonical Projects.
+	BindingConflict(c domain.BindingConflict)
+}
+
+// Store is the context's database: transactions for intake and reads.
+type Store interface {
+	// InReportTx runs fn in one transaction and commits when fn returns
+	// nil. fn may be run again when the engine asks for a retry
+	// (serialization failure, deadlock); it must not keep effects outside
+	// the transaction between runs. Errors wrap ErrUnavailable when the
+	// database cannot be reached.
+	InReportTx(ctx context.Context, fn func(ctx context.Context, tx ReportTx) error) error
+	// InEventTx is InReportTx for the Beto event intake.
+	InEventTx(ctx context.Context, fn func(ctx context.Context, tx EventTx) error) error
+	Reader
+	// Ping checks the database answers (readiness).
+	Ping(ctx context.Context) error
+}
+
+// Reader is the read side of the store. Reads see committed data only.
+type Reader interface {
+	// ProjectAllocations returns the allocations bound to projectID, at site
+	// (every Site when site is empty), ordered by Site then ID.
+	ProjectAllocations(ctx context.Context, projectID, site string) ([]domain.Allocation, error)
+	// AllocationsAfter returns up to limit allocations with ID > afterID in
+	// ID order (keyset paging).
+	AllocationsAfter(ctx context.Context, afterID string, limit int) ([]domain.Allocation, error)
+	// ChangesHead returns the position of the newest committed change (0
+	// when none). Every change at or below it is committed and readable.
+	ChangesHead(ctx context.Context) (int64, error)
+	// ChangesAfter returns up to limit changes with position > after, in
+	// position (= commit) order.
+	ChangesAfter(ctx context.Context, after int64, limit int) ([]domain.Change, error)
+	// BindingConflicts returns every provider Project claimed by more than
+	// one canonical Project, ordered by instance then provider Project.
+	BindingConflicts(ctx context.Context) ([]domain.BindingConflict, error)
+}
+
+// ReportTx is one report transaction. Allocation rows are locked until the
+// transaction ends.
+type ReportTx interface {
+	// LockAllocation returns the allocation with id, locked for update, or
+	// nil when there is none.
+	LockAllocation(ctx context.Context, id string) (*domain.Allocation, error)
+	// ProviderProjectClaims returns up to two canonical Project IDs whose
+	// Waldur binding at instance names providerProjectID, sorted.
+	ProviderProjectClaims(ctx context.Context, instance, providerProjectID string, limit int) ([]string, error)
+	// InsertAllocation inserts a new allocation; false when the ID exists
+	// already (a concurrent transaction inserted it first).
+	InsertAllocation(ctx context.Context, a domain.Allocation) (bool, error)
+	// UpdateAllocation stores a material change of a locked allocation.
+	UpdateAllocation(ctx context.Context, a domain.Allocation) error
+	// RenewAllocation moves only observed_at and last_seen_at.
+	RenewAllocation(ctx context.Context, id string, observedAt, lastSeenAt time.Time) error
+	// InsertReceipt stores the receipt of a material change.
+	InsertReceipt(ctx context.Context, r domain.Receipt) error
+	// AppendChanges writes AllocationChanged outbox rows, giving them the
+	// next feed positions. Positions follow commit order: no change that
+	// commits later gets a position at or below one already readable.
+	// Call it once, as the transaction's last write.
+	AppendChanges(ctx context.Context, events []domain.AllocationChanged, recordedAt time.Time) error
+}
+
+// EventTx is one Beto event transaction.
+type EventTx interface {
+	// InsertEventReceipt records a new event_id; false when it was received
+	// before (nothing inserted).
+	InsertEventReceipt(ctx context.Context, r domain.EventReceipt) (bool, error)
+	// EventReceipt returns the receipt of eventID (which must exist).
+	EventReceipt(ctx context.Context, eventID string) (domain.EventReceipt, error)
+	// SetEventOutcome records what the event did (applied or ignored).
+	SetEventOutcome(ctx context.Context, eventID, outcome string) error
+	// UpsertProject stores p when the view has no row for it or an older
+	// revision; true when stored.
+	UpsertProject(ctx context.Context, p domain.ProjectView) (bool, error)
+	// ReplaceProjectBindings replaces the Project's Waldur bindings.
+	ReplaceProjectBindings(ctx context.Context, projectID string, bindings []domain.ProviderBinding) error
+	// ProviderProjectClaims is ReportTx.ProviderProjectClaims.
+	ProviderProjectClaims(ctx context.Context, instance, providerProjectID string, limit int) ([]string, error)
+	// UpsertPartyBinding stores b when the view has no row for its ID or an
+	// older revision; true when stored.
+	UpsertPartyBinding(ctx context.Context, b domain.PartyProviderBinding, updatedAt time.Time) (bool, error)
+}

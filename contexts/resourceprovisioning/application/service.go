@@ -1,0 +1,334 @@
+package application
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
+)
+
+// DefaultFreshness is how long an allocation counts as observed after its
+// last accepted report (seed 003 "Freshness": fifteen minutes).
+const DefaultFreshness = 15 * time.Minute
+
+// Page sizes of the snapshot and the change feed.
+const (
+	DefaultPageLimit = 100
+	MaxPageLimit     = 1000
+)
+
+// Config configures the service.
+type Config struct {
+	// WaldurInstance is the Waldur instance URL whose Project bindings
+	// resolve allocations; bindings naming another instance are ignored.
+	WaldurInstance string
+	// Freshness bounds how old last_seen_at may be for an allocation to
+	// read as fresh (DefaultFreshness when zero).
+	Freshness time.Duration
+}
+
+// Service is Resource Provisioning's application service: report and event
+// intake, and the reads. It is safe for concurrent use.
+type Service struct {
+	store    Store
+	clock    Clock
+	observer Observer
+	cfg      Config
+}
+
+// NewService returns a Service. It fails when cfg.WaldurInstance is empty
+// or cfg.Freshness is negative.
+func NewService(store Store, clock Clock, observer Observer, cfg Config) (*Service, error) {
+	if cfg.WaldurInstance == "" {
+		return nil, errors.New("the Waldur instance is required")
+	}
+	if cfg.Freshness < 0 {
+		return nil, fmt.Errorf("freshness %s must not be negative", cfg.Freshness)
+	}
+	if cfg.Freshness == 0 {
+		cfg.Freshness = DefaultFreshness
+	}
+	return &Service{store: store, clock: clock, observer: observer, cfg: cfg}, nil
+}
+
+// Freshness returns the configured freshness bound.
+func (s *Service) Freshness() time.Duration { return s.cfg.Freshness }
+
+func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }
+
+// ReportResult is the outcome of one accepted report.
+type ReportResult struct {
+	ProviderResourceID string
+	AllocationID       string
+	// Outcome is created, changed, renewed or duplicate.
+	Outcome   string
+	Revision  int64
+	Lifecycle string
+}
+
+// SubmitReports applies a batch of 1–100 reports from site's agent in one
+// transaction, all or nothing (design "Report body"). Results are in input
+// order. Errors:
+//   - *domain.ValidationError (nothing stored) for an empty or oversized
+//     batch or any invalid report, listing every problem;
+//   - *domain.ConflictError (nothing stored) when any report is stale,
+//     conflicts with an accepted one, or follows a retirement, listing every
+//     refused report;
+//   - an error wrapping ErrUnavailable when the store cannot be reached.
+//
+// Reports are applied in allocation-ID order (reports of one allocation keep
+// their input order), so concurrent batches lock rows in one order.
+func (s *Service) SubmitReports(ctx context.Context, site string, reports []domain.Report) ([]ReportResult, error) {
+	if err := validateBatch(reports); err != nil {
+		return nil, err
+	}
+	normal := make([]domain.Report, len(reports))
+	order := make([]int, len(reports))
+	ids := make([]string, len(reports))
+	for i, r := range reports {
+		normal[i] = r.Normalize()
+		order[i] = i
+		ids[i] = domain.AllocationID(site, r.ProviderResourceID)
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(ids[a], ids[b]) })
+	now := s.now()
+	var results []ReportResult
+	err := s.store.InReportTx(ctx, func(ctx context.Context, tx ReportTx) error {
+		results = make([]ReportResult, len(normal))
+		refused := make([]*domain.Refusal, len(normal))
+		var events []domain.AllocationChanged
+		for _, i := range order {
+			res, ev, refusal, err := s.applyReport(ctx, tx, site, normal[i], now)
+			if err != nil {
+				return err
+			}
+			if refusal != nil {
+				refusal.Location = fmt.Sprintf("body.reports[%d]", i)
+				refused[i] = refusal
+				continue
+			}
+			results[i] = res
+			if ev != nil {
+				events = append(events, *ev)
+			}
+		}
+		var refusals []domain.Refusal
+		for _, r := range refused {
+			if r != nil {
+				refusals = append(refusals, *r)
+			}
+		}
+		if len(refusals) > 0 {
+			return &domain.ConflictError{Refusals: refusals}
+		}
+		if len(events) == 0 {
+			return nil
+		}
+		return tx.AppendChanges(ctx, events, now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+func validateBatch(reports []domain.Report) error {
+	if len(reports) == 0 || len(reports) > domain.MaxReportsPerBatch {
+		return domain.Invalid(domain.Problem{Location: "body.reports", Message: fmt.Sprintf("send 1 to %d reports", domain.MaxReportsPerBatch), Value: len(reports)})
+	}
+	var problems []domain.Problem
+	for i, r := range reports {
+		problems = append(problems, r.Validate(fmt.Sprintf("body.reports[%d]", i))...)
+	}
+	return domain.Invalid(problems...)
+}
+
+// applyReport decides one report inside the transaction and writes its
+// effect; it returns the event of a material change.
+func (s *Service) applyReport(ctx context.Context, tx ReportTx, site string, r domain.Report, now time.Time) (ReportResult, *domain.AllocationChanged, *domain.Refusal, error) {
+	id := domain.AllocationID(site, r.ProviderResourceID)
+	projectID, err := s.resolve(ctx, tx, r.ProviderProjectID)
+	if err != nil {
+		return ReportResult{}, nil, nil, err
+	}
+	cur, err := tx.LockAllocation(ctx, id)
+	if err != nil {
+		return ReportResult{}, nil, nil, err
+	}
+	d, refusal := domain.Decide(cur, site, r, projectID, now)
+	if refusal != nil {
+		return ReportResult{}, nil, refusal, nil
+	}
+	switch d.Outcome {
+	case domain.OutcomeCreated:
+		inserted, err := tx.InsertAllocation(ctx, d.Next)
+		if err != nil {
+			return ReportResult{}, nil, nil, err
+		}
+		if !inserted {
+			// A concurrent transaction created it and has committed:
+			// decide again against its row, now locked.
+			if cur, err = tx.LockAllocation(ctx, id); err != nil {
+				return ReportResult{}, nil, nil, err
+			}
+			if cur == nil {
+				return ReportResult{}, nil, nil, fmt.Errorf("allocation %s neither inserted nor found", id)
+			}
+			if d, refusal = domain.Decide(cur, site, r, projectID, now); refusal != nil {
+				return ReportResult{}, nil, refusal, nil
+			}
+			if err := s.writeExisting(ctx, tx, d); err != nil {
+				return ReportResult{}, nil, nil, err
+			}
+		}
+	default:
+		if err := s.writeExisting(ctx, tx, d); err != nil {
+			return ReportResult{}, nil, nil, err
+		}
+	}
+	res := ReportResult{ProviderResourceID: r.ProviderResourceID, AllocationID: id, Outcome: d.Outcome, Revision: d.Next.Revision, Lifecycle: d.Next.Lifecycle}
+	if !d.Material() {
+		return res, nil, nil, nil
+	}
+	if err := tx.InsertReceipt(ctx, domain.NewReceipt(d.Next, r)); err != nil {
+		return ReportResult{}, nil, nil, err
+	}
+	ev := domain.NewAllocationChanged(d.Next)
+	return res, &ev, nil, nil
+}
+
+// writeExisting stores the decision about an existing, locked allocation.
+func (s *Service) writeExisting(ctx context.Context, tx ReportTx, d domain.Decision) error {
+	switch d.Outcome {
+	case domain.OutcomeChanged:
+		return tx.UpdateAllocation(ctx, d.Next)
+	case domain.OutcomeRenewed:
+		return tx.RenewAllocation(ctx, d.Next.ID, d.Next.ObservedAt, d.Next.LastSeenAt)
+	}
+	return nil
+}
+
+// resolve maps a Waldur Project to the one canonical Project that claims it
+// at the configured instance; "" when none or several do (design "Project
+// view": nothing guesses).
+func (s *Service) resolve(ctx context.Context, tx ReportTx, providerProjectID string) (string, error) {
+	claims, err := tx.ProviderProjectClaims(ctx, s.cfg.WaldurInstance, providerProjectID, 2)
+	if err != nil {
+		return "", err
+	}
+	if len(claims) != 1 {
+		return "", nil
+	}
+	return claims[0], nil
+}
+
+// EventResult is the outcome of one Beto event.
+type EventResult struct {
+	EventID string
+	// Outcome is applied, ignored (not newer than the view) or duplicate.
+	Outcome string
+}
+
+// ReceiveBetoEvent records one Beto event and applies it to the Project or
+// Party binding view (design "Beto events"): a receipt per event_id; the
+// same event_id with identical content is a duplicate (no-op); an event
+// whose revision is not newer than the view's is recorded and ignored.
+// Events never rewrite allocations: a report resolves its Project when it
+// arrives. Errors:
+//   - *domain.ValidationError for an invalid event or an unknown type;
+//   - *domain.ConflictError (reason event_conflict) when the event_id was
+//     received with other content; the observer is told;
+//   - an error wrapping ErrUnavailable when the store cannot be reached.
+func (s *Service) ReceiveBetoEvent(ctx context.Context, ev domain.BetoEvent) (EventResult, error) {
+	if err := domain.Invalid(ev.Validate("body")...); err != nil {
+		return EventResult{}, err
+	}
+	ev = ev.Normalize()
+	now := s.now()
+	digest := ev.ContentDigest()
+	var (
+		result    EventResult
+		conflicts []domain.BindingConflict
+	)
+	err := s.store.InEventTx(ctx, func(ctx context.Context, tx EventTx) error {
+		conflicts = nil
+		inserted, err := tx.InsertEventReceipt(ctx, domain.EventReceipt{
+			EventID: ev.EventID, Type: ev.Type, ContentDigest: digest, Outcome: domain.EventIgnored,
+			OccurredAt: ev.OccurredAt, ReceivedAt: now,
+		})
+		if err != nil {
+			return err
+		}
+		if !inserted {
+			prior, err := tx.EventReceipt(ctx, ev.EventID)
+			if err != nil {
+				return err
+			}
+			if prior.ContentDigest != digest {
+				return &domain.ConflictError{Refusals: []domain.Refusal{{
+					Reason: domain.ReasonEventConflict, Location: "body.event_id",
+					Detail: fmt.Sprintf("event %s was received at %s with other content", ev.EventID, prior.ReceivedAt.Format(time.RFC3339)),
+				}}}
+			}
+			result = EventResult{EventID: ev.EventID, Outcome: domain.EventDuplicate}
+			return nil
+		}
+		applied, err := s.applyEvent(ctx, tx, ev, now)
+		if err != nil {
+			return err
+		}
+		result = EventResult{EventID: ev.EventID, Outcome: domain.EventIgnored}
+		if !applied {
+			return nil
+		}
+		result.Outcome = domain.EventApplied
+		if ev.Project != nil {
+			if conflicts, err = s.conflictsOf(ctx, tx, ev.Project); err != nil {
+				return err
+			}
+		}
+		return tx.SetEventOutcome(ctx, ev.EventID, domain.EventApplied)
+	})
+	var conflict *domain.ConflictError
+	if errors.As(err, &conflict) {
+		s.observer.EventConflict(ev.EventID, ev.Type)
+	}
+	if err != nil {
+		return EventResult{}, err
+	}
+	for _, c := range conflicts {
+		s.observer.BindingConflict(c)
+	}
+	return result, nil
+}
+
+func (s *Service) applyEvent(ctx context.Context, tx EventTx, ev domain.BetoEvent, now time.Time) (bool, error) {
+	if p := ev.Project; p != nil {
+		applied, err := tx.UpsertProject(ctx, domain.ProjectView{ProjectID: p.ID, Revision: p.Revision, State: p.State, UpdatedAt: now})
+		if err != nil || !applied {
+			return false, err
+		}
+		return true, tx.ReplaceProjectBindings(ctx, p.ID, p.WaldurBindings())
+	}
+	return tx.UpsertPartyBinding(ctx, *ev.Binding, now)
+}
+
+// conflictsOf returns the provider Projects of p now claimed by several
+// canonical Projects.
+func (s *Service) conflictsOf(ctx context.Context, tx EventTx, p *domain.ProjectChanged) ([]domain.BindingConflict, error) {
+	var out []domain.BindingConflict
+	for _, b := range p.WaldurBindings() {
+		claims, err := tx.ProviderProjectClaims(ctx, b.Instance, b.ExternalID, 0)
+		if err != nil {
+			return nil, err
+		}
+		if len(claims) > 1 {
+			out = append(out, domain.BindingConflict{Instance: b.Instance, ProviderProjectID: b.ExternalID, ProjectIDs: claims})
+		}
+	}
+	return out, nil
+}
