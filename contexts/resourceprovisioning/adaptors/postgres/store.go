@@ -1,0 +1,304 @@
+// Package postgres is Resource Provisioning's store on PostgreSQL (pgx/v5
+// pool, sqlc-generated queries in pgdb). Transactions run at READ COMMITTED
+// with row locks: a report locks its allocation row (SELECT … FOR UPDATE, or
+// the unique index on insert), and the change feed's positions are taken
+// from the one-row head table as each transaction's last write, so the head
+// row's lock is held until commit and positions follow commit order.
+// Serialization failures and deadlocks are retried inside the store.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/internal/rows"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/postgres/pgdb"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/application"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
+)
+
+// maxAttempts bounds retries of a transaction after a serialization failure
+// or a deadlock.
+const maxAttempts = 8
+
+// Store implements application.Store on a pgx pool. The pool belongs to the
+// caller.
+type Store struct {
+	pool *pgxpool.Pool
+	q    *pgdb.Queries
+}
+
+// New returns a Store on pool (already migrated).
+func New(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, q: pgdb.New(pool)}
+}
+
+var _ application.Store = (*Store)(nil)
+
+// InReportTx implements application.Store.
+func (s *Store) InReportTx(ctx context.Context, fn func(context.Context, application.ReportTx) error) error {
+	return s.inTx(ctx, func(ctx context.Context, q *pgdb.Queries) error { return fn(ctx, reportTx{q}) })
+}
+
+// InEventTx implements application.Store.
+func (s *Store) InEventTx(ctx context.Context, fn func(context.Context, application.EventTx) error) error {
+	return s.inTx(ctx, func(ctx context.Context, q *pgdb.Queries) error { return fn(ctx, eventTx{reportTx{q}}) })
+}
+
+func (s *Store) inTx(ctx context.Context, fn func(context.Context, *pgdb.Queries) error) error {
+	for attempt := 1; ; attempt++ {
+		err := s.attempt(ctx, fn)
+		if err == nil || !retryable(err) || attempt == maxAttempts {
+			return err
+		}
+	}
+}
+
+func (s *Store) attempt(ctx context.Context, fn func(context.Context, *pgdb.Queries) error) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return dbErr("begin", err)
+	}
+	if err := fn(ctx, pgdb.New(tx)); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return dbErr("commit", err)
+	}
+	return nil
+}
+
+// retryable reports a serialization failure or a deadlock.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// dbErr wraps a database error for op. Failures to reach or keep talking
+// to the server (connection errors, a closed pool, the server shutting
+// down or out of connections, I/O errors) also wrap
+// application.ErrUnavailable; a cancelled context does not.
+func dbErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, application.ErrUnavailable) {
+		return fmt.Errorf("postgres %s: %w", op, err)
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code[:2] {
+		case "08", "53", "57", "58":
+			return fmt.Errorf("postgres %s: %w: %w", op, application.ErrUnavailable, err)
+		}
+		return fmt.Errorf("postgres %s: %w", op, err)
+	}
+	return fmt.Errorf("postgres %s: %w: %w", op, application.ErrUnavailable, err)
+}
+
+// Ping implements application.Store.
+func (s *Store) Ping(ctx context.Context) error { return dbErr("ping", s.pool.Ping(ctx)) }
+
+// ProjectAllocations implements application.Reader.
+func (s *Store) ProjectAllocations(ctx context.Context, projectID, site string) ([]domain.Allocation, error) {
+	rs, err := s.q.ProjectAllocations(ctx, pgdb.ProjectAllocationsParams{ProjectID: projectID, Site: site})
+	if err != nil {
+		return nil, dbErr("project allocations", err)
+	}
+	return rows.ToDomainAll(rs, toRow)
+}
+
+// AllocationsAfter implements application.Reader.
+func (s *Store) AllocationsAfter(ctx context.Context, afterID string, limit int) ([]domain.Allocation, error) {
+	rs, err := s.q.AllocationsAfter(ctx, pgdb.AllocationsAfterParams{After: afterID, MaxRows: clampRows(limit)})
+	if err != nil {
+		return nil, dbErr("allocations page", err)
+	}
+	return rows.ToDomainAll(rs, toRow)
+}
+
+// ChangesHead implements application.Reader.
+func (s *Store) ChangesHead(ctx context.Context) (int64, error) {
+	p, err := s.q.ChangesHead(ctx)
+	return p, dbErr("changes head", err)
+}
+
+// ChangesAfter implements application.Reader.
+func (s *Store) ChangesAfter(ctx context.Context, after int64, limit int) ([]domain.Change, error) {
+	rs, err := s.q.ChangesAfter(ctx, pgdb.ChangesAfterParams{After: after, MaxRows: clampRows(limit)})
+	if err != nil {
+		return nil, dbErr("changes", err)
+	}
+	out := make([]domain.Change, 0, len(rs))
+	for _, r := range rs {
+		c, err := rows.Change(r.Position, r.Payload)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// BindingConflicts implements application.Reader.
+func (s *Store) BindingConflicts(ctx context.Context) ([]domain.BindingConflict, error) {
+	rs, err := s.q.BindingConflicts(ctx)
+	if err != nil {
+		return nil, dbErr("binding conflicts", err)
+	}
+	return rows.GroupConflicts(len(rs), func(i int) (string, string, string) {
+		return rs[i].Instance, rs[i].ExternalID, rs[i].ProjectID
+	}), nil
+}
+
+// clampRows turns a row limit into a LIMIT value; 0 or less means no limit.
+func clampRows(limit int) int32 {
+	if limit <= 0 || limit > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int32(limit)
+}
+
+func toRow(r pgdb.Allocation) rows.Allocation {
+	return rows.Allocation{
+		ID: r.ID, Site: r.Site, ProviderResourceID: r.ProviderResourceID, ProjectID: r.ProjectID,
+		OfferingID: r.OfferingID, ProviderProjectID: r.ProviderProjectID, NativeScope: r.NativeScope,
+		Lifecycle: r.Lifecycle, Reasons: r.Reasons, Configured: r.ConfiguredLimits, Applied: r.AppliedLimits,
+		WaldurState: r.WaldurState, Paused: r.Paused, Revision: r.Revision, ContentDigest: r.ContentDigest,
+		ObservedAt: r.ObservedAt, LastSeenAt: r.LastSeenAt,
+	}
+}
+
+type reportTx struct{ q *pgdb.Queries }
+
+func (t reportTx) LockAllocation(ctx context.Context, id string) (*domain.Allocation, error) {
+	r, err := t.q.LockAllocation(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, dbErr("lock allocation", err)
+	}
+	a, err := toRow(r).ToDomain()
+	if err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+func (t reportTx) ProviderProjectClaims(ctx context.Context, instance, providerProjectID string, limit int) ([]string, error) {
+	ids, err := t.q.ProviderProjectClaims(ctx, pgdb.ProviderProjectClaimsParams{Instance: instance, ExternalID: providerProjectID, MaxRows: clampRows(limit)})
+	return ids, dbErr("provider project claims", err)
+}
+
+func (t reportTx) InsertAllocation(ctx context.Context, a domain.Allocation) (bool, error) {
+	r := rows.FromDomain(a)
+	n, err := t.q.InsertAllocation(ctx, pgdb.InsertAllocationParams{
+		ID: r.ID, Site: r.Site, ProviderResourceID: r.ProviderResourceID, ProjectID: r.ProjectID,
+		OfferingID: r.OfferingID, ProviderProjectID: r.ProviderProjectID, NativeScope: r.NativeScope,
+		Lifecycle: r.Lifecycle, Reasons: r.Reasons, ConfiguredLimits: r.Configured, AppliedLimits: r.Applied,
+		WaldurState: r.WaldurState, Paused: r.Paused, Revision: r.Revision, ContentDigest: r.ContentDigest,
+		ObservedAt: r.ObservedAt, LastSeenAt: r.LastSeenAt,
+	})
+	return n == 1, dbErr("insert allocation", err)
+}
+
+func (t reportTx) UpdateAllocation(ctx context.Context, a domain.Allocation) error {
+	r := rows.FromDomain(a)
+	return dbErr("update allocation", t.q.UpdateAllocation(ctx, pgdb.UpdateAllocationParams{
+		ID: r.ID, ProjectID: r.ProjectID, OfferingID: r.OfferingID, ProviderProjectID: r.ProviderProjectID,
+		NativeScope: r.NativeScope, Lifecycle: r.Lifecycle, Reasons: r.Reasons, ConfiguredLimits: r.Configured,
+		AppliedLimits: r.Applied, WaldurState: r.WaldurState, Paused: r.Paused, Revision: r.Revision,
+		ContentDigest: r.ContentDigest, ObservedAt: r.ObservedAt, LastSeenAt: r.LastSeenAt,
+	}))
+}
+
+func (t reportTx) RenewAllocation(ctx context.Context, id string, observedAt, lastSeenAt time.Time) error {
+	return dbErr("renew allocation", t.q.RenewAllocation(ctx, pgdb.RenewAllocationParams{ID: id, ObservedAt: observedAt.UTC(), LastSeenAt: lastSeenAt.UTC()}))
+}
+
+func (t reportTx) InsertReceipt(ctx context.Context, r domain.Receipt) error {
+	return dbErr("insert receipt", t.q.InsertReceipt(ctx, pgdb.InsertReceiptParams{
+		AllocationID: r.AllocationID, Revision: r.Revision, ObservedAt: r.ObservedAt.UTC(),
+		ReceivedAt: r.ReceivedAt.UTC(), ContentDigest: r.ContentDigest, Report: r.Report,
+	}))
+}
+
+func (t reportTx) AppendChanges(ctx context.Context, events []domain.AllocationChanged, recordedAt time.Time) error {
+	last, err := t.q.AdvanceChangesHead(ctx, int64(len(events)))
+	if err != nil {
+		return dbErr("advance changes head", err)
+	}
+	first := last - int64(len(events)) + 1
+	for i, ev := range events {
+		if err := t.q.InsertChange(ctx, pgdb.InsertChangeParams{
+			Position: first + int64(i), AllocationID: ev.AllocationID, Revision: ev.Revision,
+			Payload: ev.Payload(), RecordedAt: recordedAt.UTC(),
+		}); err != nil {
+			return dbErr("insert change", err)
+		}
+	}
+	return nil
+}
+
+type eventTx struct{ reportTx }
+
+func (t eventTx) InsertEventReceipt(ctx context.Context, r domain.EventReceipt) (bool, error) {
+	n, err := t.q.InsertEventReceipt(ctx, pgdb.InsertEventReceiptParams{
+		EventID: r.EventID, EventType: r.Type, ContentDigest: r.ContentDigest, Outcome: r.Outcome,
+		OccurredAt: r.OccurredAt.UTC(), ReceivedAt: r.ReceivedAt.UTC(),
+	})
+	return n == 1, dbErr("insert event receipt", err)
+}
+
+func (t eventTx) EventReceipt(ctx context.Context, eventID string) (domain.EventReceipt, error) {
+	r, err := t.q.EventReceipt(ctx, eventID)
+	if err != nil {
+		return domain.EventReceipt{}, dbErr("event receipt", err)
+	}
+	return domain.EventReceipt{EventID: r.EventID, Type: r.EventType, ContentDigest: r.ContentDigest, Outcome: r.Outcome, OccurredAt: r.OccurredAt.UTC(), ReceivedAt: r.ReceivedAt.UTC()}, nil
+}
+
+func (t eventTx) SetEventOutcome(ctx context.Context, eventID, outcome string) error {
+	return dbErr("set event outcome", t.q.SetEventOutcome(ctx, pgdb.SetEventOutcomeParams{EventID: eventID, Outcome: outcome}))
+}
+
+func (t eventTx) UpsertProject(ctx context.Context, p domain.ProjectView) (bool, error) {
+	n, err := t.q.UpsertProject(ctx, pgdb.UpsertProjectParams{ProjectID: p.ProjectID, Revision: p.Revision, State: p.State, UpdatedAt: p.UpdatedAt.UTC()})
+	return n == 1, dbErr("upsert project", err)
+}
+
+func (t eventTx) ReplaceProjectBindings(ctx context.Context, projectID string, bindings []domain.ProviderBinding) error {
+	if err := t.q.DeleteProjectBindings(ctx, projectID); err != nil {
+		return dbErr("delete project bindings", err)
+	}
+	for _, b := range bindings {
+		if err := t.q.InsertProjectBinding(ctx, pgdb.InsertProjectBindingParams{ProjectID: projectID, Instance: b.Instance, ExternalID: b.ExternalID}); err != nil {
+			return dbErr("insert project binding", err)
+		}
+	}
+	return nil
+}
+
+func (t eventTx) UpsertPartyBinding(ctx context.Context, b domain.PartyProviderBinding, updatedAt time.Time) (bool, error) {
+	n, err := t.q.UpsertPartyBinding(ctx, pgdb.UpsertPartyBindingParams{
+		BindingID: b.ID, PartyID: b.PartyID, Revision: b.Revision, Provider: b.Provider, Instance: b.Instance,
+		ExternalID: b.ExternalID, State: b.State, Generation: b.Generation, UpdatedAt: updatedAt.UTC(),
+	})
+	return n == 1, dbErr("upsert party binding", err)
+}
+
+// CountReceipts returns how many receipts (material changes) allocationID
+// has; a diagnostic for tests and operators.
+func (s *Store) CountReceipts(ctx context.Context, allocationID string) (int64, error) {
+	n, err := s.q.CountReceipts(ctx, allocationID)
+	return n, dbErr("count receipts", err)
+}

@@ -1,0 +1,40 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/postgres"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/storetest"
+	"github.com/pharos-metallo/metallo/platform/database"
+	"github.com/pharos-metallo/metallo/platform/database/dbtest"
+	sqlfiles "github.com/pharos-metallo/metallo/sql"
+)
+
+// TestPostgresStoreConforms runs the shared store suite on a real
+// PostgreSQL database per subtest.
+func TestPostgresStoreConforms(t *testing.T) {
+	storetest.Exercise(t, func(t *testing.T) storetest.Subject {
+		ctx := t.Context()
+		target, err := database.ParseURL(dbtest.NewPostgres(t), "")
+		dbtest.Must(t, err)
+		h, err := database.Open(ctx, target, database.Options{MaxConns: 16})
+		dbtest.Must(t, err)
+		t.Cleanup(h.Close)
+		migrations, err := sqlfiles.Migrations("postgres", "resourceprovisioning")
+		dbtest.Must(t, err)
+		_, err = h.Migrate(ctx, migrations, "resource_provisioning")
+		dbtest.Must(t, err)
+		s := postgres.New(h.Pool)
+		return storetest.Subject{
+			Store:    s,
+			Receipts: s.CountReceipts,
+			LockWaits: func(ctx context.Context) (int, error) {
+				var n int
+				err := h.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
+				return n, err
+			},
+			Break: h.Pool.Close,
+		}
+	})
+}
