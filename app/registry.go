@@ -5,7 +5,9 @@ import "github.com/spf13/cobra"
 // DefaultRoles returns the roles of the metallo binary, each with fresh
 // configuration. Each context contributes its role here.
 func DefaultRoles() RoleSet {
-	return RoleSet{}
+	return RoleSet{
+		ExecutionRole(),
+	}
 }
 
 // extraCommands returns the context-specific operator commands

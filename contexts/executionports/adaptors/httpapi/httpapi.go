@@ -1,0 +1,493 @@
+// Package httpapi serves the execution_ports routes on the process's Huma
+// API (tag execution_ports): the Site protocol routes a Runtime calls
+// (/site/v1/…, principal environment:<id> of the path's environment, header
+// Metallo-Installation on every request) and Execution's routes
+// (/execution/v1/…, a service principal from the configured set). Route
+// table: site-protocol.md "Routes"; planning: execution-ports.md §3. Every
+// 4xx is RFC 9457 problem details with the protocol's kebab-case reason.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"go.uber.org/zap"
+
+	"github.com/pharos-metallo/metallo/contexts/executionports/application"
+	"github.com/pharos-metallo/metallo/contexts/executionports/domain"
+	"github.com/pharos-metallo/metallo/platform/auth"
+	"github.com/pharos-metallo/metallo/platform/httpserver"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+// Tag is the OpenAPI tag of every operation here (the context's name).
+const Tag = "execution_ports"
+
+// DefaultService is the service principal ID that may call Execution's
+// routes unless configured otherwise: keys.yaml's "service:execution".
+const DefaultService = "execution"
+
+// MaxResultBytes bounds a result body: a read-file or proxy detail carries
+// up to 1 MiB base64-encoded plus the envelope.
+const MaxResultBytes = 4 << 20
+
+// Handlers holds what the routes call. Registering with a zero Handlers
+// documents the routes without serving them (metallo openapi).
+type Handlers struct {
+	Streams *application.Streams
+	Planner *application.Planner
+	// Services are the service principal IDs allowed on /execution/v1
+	// routes (default DefaultService).
+	Services []string
+	Log      *zap.Logger
+}
+
+// Register adds the execution_ports operations to api.
+func Register(api huma.API, h *Handlers) {
+	if h.Log == nil {
+		h.Log = zap.NewNop()
+	}
+	if len(h.Services) == 0 {
+		h.Services = []string{DefaultService}
+	}
+	registerSite(api, h)
+	registerExecution(api, h)
+}
+
+// StoredCommand is a command exactly as the server serves it (the JCS form
+// of its stored object with sequence and digest); its schema is the
+// Command schema.
+type StoredCommand []byte
+
+// MarshalJSON returns the stored bytes unchanged.
+func (c StoredCommand) MarshalJSON() ([]byte, error) { return c, nil }
+
+// Schema documents a stored command as a siteprotocol.Command.
+func (StoredCommand) Schema(r huma.Registry) *huma.Schema {
+	return r.Schema(reflect.TypeFor[siteprotocol.Command](), true, "Command")
+}
+
+// RecordedResult is a result exactly as the Runtime sent it; its schema is
+// the Result schema.
+type RecordedResult []byte
+
+// MarshalJSON returns the recorded bytes unchanged.
+func (r RecordedResult) MarshalJSON() ([]byte, error) { return r, nil }
+
+// Schema documents a recorded result as a siteprotocol.Result.
+func (RecordedResult) Schema(r huma.Registry) *huma.Schema {
+	return r.Schema(reflect.TypeFor[siteprotocol.Result](), true, "Result")
+}
+
+// EnvironmentPath is the environment path parameter of Execution's stream
+// routes (exported: Huma reads parameters only of exported embedded
+// structs).
+type EnvironmentPath struct {
+	Environment string `path:"environment" maxLength:"128" doc:"Execution environment ID, e.g. alpha-k8s."`
+}
+
+// SiteRequest holds what every Site route's input carries: the environment
+// and the installation header (exported: Huma reads parameters only of
+// exported embedded structs).
+type SiteRequest struct {
+	Environment  string `path:"environment" maxLength:"128" doc:"Execution environment ID, e.g. alpha-k8s."`
+	Installation string `header:"Metallo-Installation" doc:"The Runtime installation ID (required on every Site route). The first installation that pulls an unbound stream binds it; any other is refused with 409 installation-mismatch until an operator rebinds the stream."`
+}
+
+func stateBody(env domain.Environment, st domain.StreamState) siteprotocol.StreamState {
+	return siteprotocol.StreamState{
+		Environment: env.ID, Site: env.Site, Authority: env.Authority,
+		AcknowledgedSequence: st.AcknowledgedSequence, HeadSequence: st.HeadSequence, InstallationID: st.InstallationID,
+	}
+}
+
+type stateOutput struct {
+	Body siteprotocol.StreamState
+}
+
+type pullInput struct {
+	SiteRequest
+	After int64 `query:"after" minimum:"0" default:"0" doc:"Return commands with a sequence greater than this."`
+	Limit int   `query:"limit" minimum:"1" maximum:"100" default:"100" doc:"At most this many commands."`
+	Wait  int   `query:"wait" minimum:"0" maximum:"30" default:"0" doc:"Seconds to wait for a command when none is ready (long poll)."`
+}
+
+// PullBody is the answer to a pull (the shape of siteprotocol.Pull).
+type PullBody struct {
+	Commands             []StoredCommand `json:"commands" doc:"Commands after the asked sequence, oldest first, exactly as stored (verify each digest)."`
+	HeadSequence         int64           `json:"head_sequence" doc:"The stream's last assigned sequence."`
+	AcknowledgedSequence int64           `json:"acknowledged_sequence" doc:"The last sequence whose result is recorded."`
+}
+
+type pullOutput struct {
+	Body PullBody
+}
+
+type resultInput struct {
+	SiteRequest
+	Sequence int64  `path:"sequence" minimum:"1" doc:"The sequence of the command the result answers."`
+	RawBody  []byte `contentType:"application/json"`
+}
+
+type ackOutput struct {
+	Body siteprotocol.Acknowledgement
+}
+
+func registerSite(api huma.API, h *Handlers) {
+	huma.Register(api, huma.Operation{
+		OperationID: "get-stream-state",
+		Method:      http.MethodGet,
+		Path:        "/site/v1/streams/{environment}",
+		Summary:     "Read a stream's state",
+		Description: "The environment, its Site and authority, the acknowledged and head sequences and the bound installation. `metallo runtime check` reads it; it never binds the stream.",
+		Tags:        []string{Tag},
+		Security:    httpserver.Bearer(),
+		Errors:      []int{400, 401, 403, 404, 409},
+	}, func(ctx context.Context, in *SiteRequest) (*stateOutput, error) {
+		if err := h.siteAccess(ctx, in); err != nil {
+			return nil, err
+		}
+		env, st, err := h.Streams.State(ctx, in.Environment, in.Installation)
+		if err != nil {
+			return nil, h.problem(err, "")
+		}
+		return &stateOutput{Body: stateBody(env, st)}, nil
+	})
+	requireHeaderInDocs(api, "/site/v1/streams/{environment}", http.MethodGet)
+
+	huma.Register(api, huma.Operation{
+		OperationID: "pull-commands",
+		Method:      http.MethodGet,
+		Path:        "/site/v1/streams/{environment}/commands",
+		Summary:     "Pull commands",
+		Description: "Commands with sequence > after, oldest first, at most limit; waits up to wait seconds when none is ready. The first installation that pulls an unbound stream binds it.",
+		Tags:        []string{Tag},
+		Security:    httpserver.Bearer(),
+		Errors:      []int{400, 401, 403, 404, 409, 422},
+	}, func(ctx context.Context, in *pullInput) (*pullOutput, error) {
+		if err := h.siteAccess(ctx, &in.SiteRequest); err != nil {
+			return nil, err
+		}
+		who := principalOf(ctx)
+		page, err := h.Streams.Pull(ctx, in.Environment, in.Installation, who, in.After, in.Limit, time.Duration(in.Wait)*time.Second)
+		if err != nil {
+			return nil, h.problem(err, "")
+		}
+		body := PullBody{Commands: make([]StoredCommand, 0, len(page.Commands)), HeadSequence: page.State.HeadSequence, AcknowledgedSequence: page.State.AcknowledgedSequence}
+		for _, c := range page.Commands {
+			raw, err := siteprotocol.EncodeStored(c.Canonical, c.Sequence, c.Digest)
+			if err != nil {
+				return nil, h.problem(fmt.Errorf("serve stored command %d: %w", c.Sequence, err), "")
+			}
+			body.Commands = append(body.Commands, raw)
+		}
+		return &pullOutput{Body: body}, nil
+	})
+	requireHeaderInDocs(api, "/site/v1/streams/{environment}/commands", http.MethodGet)
+
+	huma.Register(api, huma.Operation{
+		OperationID:      "record-result",
+		Method:           http.MethodPut,
+		Path:             "/site/v1/streams/{environment}/commands/{sequence}/result",
+		Summary:          "Record a command's result",
+		Description:      "The sequence must be acknowledged + 1 and the result must name the stored command's id and digest (else 409 out-of-order / identity-mismatch). A result for an acknowledged sequence is accepted only if byte-identical (same digest): 200 with the same acknowledgement; otherwise 409 result-conflict and nothing changes. The result's exact bytes are stored.",
+		Tags:             []string{Tag},
+		Security:         httpserver.Bearer(),
+		MaxBodyBytes:     MaxResultBytes,
+		SkipValidateBody: true,
+		Errors:           []int{400, 401, 403, 404, 409, 413, 422},
+	}, func(ctx context.Context, in *resultInput) (*ackOutput, error) {
+		if err := h.siteAccess(ctx, &in.SiteRequest); err != nil {
+			return nil, err
+		}
+		ack, err := h.Streams.Acknowledge(ctx, in.Environment, in.Installation, principalOf(ctx), in.Sequence, in.RawBody)
+		if err != nil {
+			return nil, h.problem(err, siteprotocol.ProblemInvalidResult)
+		}
+		return &ackOutput{Body: siteprotocol.Acknowledgement{AcknowledgedSequence: ack.Sequence, ResultDigest: ack.ResultDigest}}, nil
+	})
+	path := "/site/v1/streams/{environment}/commands/{sequence}/result"
+	requireHeaderInDocs(api, path, http.MethodPut)
+	documentBody(api, path, http.MethodPut, reflect.TypeFor[siteprotocol.Result](), "Result", "A result exactly as the Runtime saved it (JCS with its digest).")
+}
+
+type appendInput struct {
+	EnvironmentPath
+	RawBody []byte `contentType:"application/json"`
+}
+
+type appendOutput struct {
+	Status int
+	Body   siteprotocol.AppendReceipt
+}
+
+type commandInput struct {
+	EnvironmentPath
+	ID string `path:"id" maxLength:"64" doc:"The command ID (UUID)."`
+}
+
+// CommandRecordBody is Execution's read of one command (the shape of
+// siteprotocol.CommandRecord).
+type CommandRecordBody struct {
+	Command        StoredCommand  `json:"command" doc:"The command as the Runtime pulls it."`
+	Result         RecordedResult `json:"result,omitempty" doc:"The recorded result's exact bytes; absent until acknowledged."`
+	AcknowledgedAt string         `json:"acknowledged_at,omitempty" doc:"When the result was recorded (RFC 3339, UTC)."`
+}
+
+type commandOutput struct {
+	Body CommandRecordBody
+}
+
+type rebindInput struct {
+	EnvironmentPath
+	Body struct {
+		InstallationID string `json:"installation_id,omitempty" maxLength:"128" doc:"The installation to bind; leave out to unbind, so the next installation that pulls binds the stream."`
+		Reason         string `json:"reason" minLength:"1" maxLength:"1000" doc:"Why the stream is rebound; recorded with who and when."`
+	}
+}
+
+// BindingBody is a recorded binding of a stream.
+type BindingBody struct {
+	Action                 string `json:"action" enum:"bound,rebound"`
+	InstallationID         string `json:"installation_id,omitempty"`
+	PreviousInstallationID string `json:"previous_installation_id,omitempty"`
+	Principal              string `json:"principal" doc:"Who bound the stream."`
+	Reason                 string `json:"reason"`
+	RecordedAt             string `json:"recorded_at" doc:"When (RFC 3339, UTC)."`
+}
+
+type rebindOutput struct {
+	Body struct {
+		Stream  siteprotocol.StreamState `json:"stream"`
+		Binding BindingBody              `json:"binding"`
+	}
+}
+
+func registerExecution(api huma.API, h *Handlers) {
+	const appendPath = "/execution/v1/streams/{environment}/commands"
+	huma.Register(api, huma.Operation{
+		OperationID:      "append-command",
+		Method:           http.MethodPost,
+		Path:             appendPath,
+		Summary:          "Append a command",
+		Description:      "Appends a command (no sequence; digest optional and checked) and answers its sequence: 201 when created; 200 with the original sequence and created false when the same id was appended with the same content (compared by the digest of its JCS form); 409 conflicting-retry for the same id with other content. The server stores the received object's canonical form.",
+		Tags:             []string{Tag},
+		Security:         httpserver.Bearer(),
+		DefaultStatus:    http.StatusCreated,
+		MaxBodyBytes:     siteprotocol.MaxCommandBytes,
+		SkipValidateBody: true,
+		Errors:           []int{400, 401, 403, 404, 409, 413, 422},
+	}, func(ctx context.Context, in *appendInput) (*appendOutput, error) {
+		if err := h.serviceAccess(ctx); err != nil {
+			return nil, err
+		}
+		a, err := h.Streams.Append(ctx, in.Environment, in.RawBody)
+		if err != nil {
+			return nil, h.problem(err, siteprotocol.ProblemInvalidCommand)
+		}
+		out := &appendOutput{Status: http.StatusCreated, Body: siteprotocol.AppendReceipt{ID: a.ID, Sequence: a.Sequence, Digest: a.Digest, Created: a.Created}}
+		if !a.Created {
+			out.Status = http.StatusOK
+		}
+		return out, nil
+	})
+	documentBody(api, appendPath, http.MethodPost, reflect.TypeFor[siteprotocol.Command](), "Command", "The command to append, without sequence.")
+	if op := api.OpenAPI().Paths[appendPath].Post; op != nil {
+		created := op.Responses["201"]
+		op.Responses["200"] = &huma.Response{Description: "An idempotent retry: the command was already appended with this content; its original sequence, created false.", Content: created.Content}
+	}
+
+	huma.Register(api, huma.Operation{
+		OperationID: "get-command",
+		Method:      http.MethodGet,
+		Path:        "/execution/v1/streams/{environment}/commands/{id}",
+		Summary:     "Read a command and its result",
+		Description: "The command as stored (with its sequence and digest) and, once acknowledged, its exact result.",
+		Tags:        []string{Tag},
+		Security:    httpserver.Bearer(),
+		Errors:      []int{401, 403, 404},
+	}, func(ctx context.Context, in *commandInput) (*commandOutput, error) {
+		if err := h.serviceAccess(ctx); err != nil {
+			return nil, err
+		}
+		rec, err := h.Streams.Command(ctx, in.Environment, in.ID)
+		if err != nil {
+			return nil, h.problem(err, "")
+		}
+		cmd, err := siteprotocol.EncodeStored(rec.Command.Canonical, rec.Command.Sequence, rec.Command.Digest)
+		if err != nil {
+			return nil, h.problem(fmt.Errorf("serve stored command %s: %w", in.ID, err), "")
+		}
+		body := CommandRecordBody{Command: cmd}
+		if rec.Result != nil {
+			body.Result = rec.Result
+			body.AcknowledgedAt = rec.AcknowledgedAt.UTC().Format(time.RFC3339Nano)
+		}
+		return &commandOutput{Body: body}, nil
+	})
+
+	huma.Register(api, huma.Operation{
+		OperationID: "rebind-stream",
+		Method:      http.MethodPost,
+		Path:        "/execution/v1/streams/{environment}/rebind",
+		Summary:     "Rebind a stream to a Runtime installation",
+		Description: "An operator's explicit rebind: binds the stream to installation_id (or unbinds it), recorded with the calling principal, the time and the reason. The previously bound installation is refused from then on.",
+		Tags:        []string{Tag},
+		Security:    httpserver.Bearer(),
+		Errors:      []int{401, 403, 404, 422},
+	}, func(ctx context.Context, in *rebindInput) (*rebindOutput, error) {
+		if err := h.serviceAccess(ctx); err != nil {
+			return nil, err
+		}
+		b, st, err := h.Streams.Rebind(ctx, in.Environment, in.Body.InstallationID, principalOf(ctx), in.Body.Reason)
+		if err != nil {
+			return nil, h.problem(err, "")
+		}
+		env, _ := h.Streams.Environment(in.Environment)
+		out := &rebindOutput{}
+		out.Body.Stream = stateBody(env, st)
+		out.Body.Binding = BindingBody{
+			Action: b.Action, InstallationID: b.InstallationID, PreviousInstallationID: b.PreviousInstallationID,
+			Principal: b.Principal, Reason: b.Reason, RecordedAt: b.RecordedAt.UTC().Format(time.RFC3339Nano),
+		}
+		return out, nil
+	})
+
+	registerPlans(api, h)
+}
+
+// requireHeaderInDocs marks the Metallo-Installation header required in the
+// OpenAPI document; the handler enforces it itself so a missing header is
+// answered 400 installation-required.
+func requireHeaderInDocs(api huma.API, path, method string) {
+	op := operation(api, path, method)
+	if op == nil {
+		return
+	}
+	for _, p := range op.Parameters {
+		if p.In == "header" && p.Name == siteprotocol.InstallationHeader {
+			p.Required = true
+		}
+	}
+}
+
+// documentBody documents a raw JSON request body with the schema of t (the
+// handler parses and validates it with platform/siteprotocol).
+func documentBody(api huma.API, path, method string, t reflect.Type, hint, description string) {
+	op := operation(api, path, method)
+	if op == nil || op.RequestBody == nil {
+		return
+	}
+	op.RequestBody.Description = description
+	op.RequestBody.Content = map[string]*huma.MediaType{
+		"application/json": {Schema: api.OpenAPI().Components.Schemas.Schema(t, true, hint)},
+	}
+}
+
+func operation(api huma.API, path, method string) *huma.Operation {
+	item := api.OpenAPI().Paths[path]
+	if item == nil {
+		return nil
+	}
+	switch method {
+	case http.MethodGet:
+		return item.Get
+	case http.MethodPut:
+		return item.Put
+	case http.MethodPost:
+		return item.Post
+	}
+	return nil
+}
+
+func principalOf(ctx context.Context) string {
+	p, _ := auth.FromContext(ctx)
+	return p.String()
+}
+
+// siteAccess allows only the principal environment:<path environment> and
+// requires a well-formed installation header.
+func (h *Handlers) siteAccess(ctx context.Context, in *SiteRequest) error {
+	p, ok := auth.FromContext(ctx)
+	if !ok || !p.Is(auth.KindEnvironment, in.Environment) {
+		return httpserver.NewProblem(http.StatusForbidden, siteprotocol.ProblemForbidden,
+			fmt.Sprintf("%s may not use the stream of environment %s", p, in.Environment))
+	}
+	if in.Installation == "" || !domain.ValidInstallationID(in.Installation) {
+		return httpserver.NewProblem(http.StatusBadRequest, siteprotocol.ProblemInstallationRequired,
+			"header "+siteprotocol.InstallationHeader+" must carry the Runtime's installation ID (1-128 letters, digits, '.', '_' or '-')",
+			&huma.ErrorDetail{Location: "header." + siteprotocol.InstallationHeader, Message: "required installation ID", Value: in.Installation})
+	}
+	return nil
+}
+
+// serviceAccess allows only the configured service principals.
+func (h *Handlers) serviceAccess(ctx context.Context) error {
+	p, ok := auth.FromContext(ctx)
+	if !ok || p.Kind != auth.KindService || !slices.Contains(h.Services, p.ID) {
+		return httpserver.NewProblem(http.StatusForbidden, siteprotocol.ProblemForbidden,
+			fmt.Sprintf("%s may not use Execution's routes; they need one of the service keys %s", p, strings.Join(prefixed(h.Services), ", ")))
+	}
+	return nil
+}
+
+func prefixed(ids []string) []string {
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, auth.KindService+":"+id)
+	}
+	return out
+}
+
+// problem maps a service error to problem details. invalidReason is the
+// reason for a malformed or invalid body (invalid-command / invalid-result).
+// Anything unexpected is logged once here and answered 500.
+func (h *Handlers) problem(err error, invalidReason string) error {
+	type mapping struct {
+		target error
+		status int
+		reason string
+	}
+	for _, m := range []mapping{
+		{domain.ErrUnknownEnvironment, http.StatusNotFound, siteprotocol.ProblemUnknownEnvironment},
+		{domain.ErrUnknownCommand, http.StatusNotFound, siteprotocol.ProblemUnknownCommand},
+		{domain.ErrConflictingRetry, http.StatusConflict, siteprotocol.ProblemConflictingRetry},
+		{domain.ErrOutOfOrder, http.StatusConflict, siteprotocol.ProblemOutOfOrder},
+		{domain.ErrIdentityMismatch, http.StatusConflict, siteprotocol.ProblemIdentityMismatch},
+		{domain.ErrResultConflict, http.StatusConflict, siteprotocol.ProblemResultConflict},
+		{domain.ErrInstallationMismatch, http.StatusConflict, siteprotocol.ProblemInstallationMismatch},
+		{siteprotocol.ErrTooLarge, http.StatusRequestEntityTooLarge, httpserver.DefaultReason(http.StatusRequestEntityTooLarge)},
+		{siteprotocol.ErrMalformed, http.StatusBadRequest, invalidReason},
+		{siteprotocol.ErrDigestMismatch, http.StatusUnprocessableEntity, invalidReason},
+		{siteprotocol.ErrInvalid, http.StatusUnprocessableEntity, invalidReason},
+		{application.ErrInvalidRequest, http.StatusUnprocessableEntity, httpserver.DefaultReason(http.StatusUnprocessableEntity)},
+	} {
+		if errors.Is(err, m.target) {
+			return httpserver.NewProblem(m.status, m.reason, err.Error(), fieldErrors(err)...)
+		}
+	}
+	if errors.Is(err, context.Canceled) {
+		return httpserver.NewProblem(http.StatusServiceUnavailable, httpserver.DefaultReason(http.StatusServiceUnavailable), "the request was cancelled")
+	}
+	h.Log.Error("execution_ports request failed", zap.Error(err))
+	return httpserver.NewProblem(http.StatusInternalServerError, httpserver.DefaultReason(http.StatusInternalServerError), "internal error; see the server log")
+}
+
+func fieldErrors(err error) []*huma.ErrorDetail {
+	var ve *siteprotocol.ValidationError
+	if !errors.As(err, &ve) {
+		return nil
+	}
+	out := make([]*huma.ErrorDetail, 0, len(ve.Fields))
+	for _, f := range ve.Fields {
+		out = append(out, &huma.ErrorDetail{Location: "body." + f.Field, Message: f.Message})
+	}
+	return out
+}

@@ -1,0 +1,132 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+
+	"github.com/danielgtaylor/huma/v2"
+	"go.uber.org/zap"
+
+	"github.com/pharos-metallo/metallo/contexts/executionports/application"
+	"github.com/pharos-metallo/metallo/contexts/executionports/domain"
+	"github.com/pharos-metallo/metallo/platform/httpserver"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+// PlanRequest asks whether a demand fits a Project's allocation at an
+// environment.
+type PlanRequest struct {
+	Project     string           `json:"project" pattern:"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$" doc:"Canonical Project ID (lower-case UUID)."`
+	Environment string           `json:"environment" minLength:"1" maxLength:"128" doc:"Execution environment ID; it maps to its Site through environments.yaml."`
+	Demand      map[string]int64 `json:"demand" doc:"Demand in canonical units: cpu (millicores), memory and storage (bytes), gpu.<vendor> (devices). Values must not be negative."`
+}
+
+// Excess is one resource of a too_large demand.
+type Excess struct {
+	Resource string `json:"resource" doc:"The resource key, e.g. cpu, memory, gpu.nvidia."`
+	Unit     string `json:"unit" enum:"cores,bytes,devices" doc:"The unit compared: cpu in whole cores (demand rounded up, limit rounded down), the rest exactly."`
+	Demand   int64  `json:"demand"`
+	Limit    int64  `json:"limit" doc:"0 when the allocation has no limit for the resource."`
+}
+
+// PlanBody is the planning answer.
+type PlanBody struct {
+	Answer      string `json:"answer" enum:"admissible,refused,unavailable" doc:"admissible: the demand fits the whole allocation's applied limits (it may still wait at the Site, whose quota decides); refused: see reason; unavailable: the owner could not be read."`
+	Reason      string `json:"reason,omitempty" enum:"too_large,resource_suspended,not_ready,no_allocation,resource_ambiguous" doc:"Why the plan is refused."`
+	Project     string `json:"project"`
+	Environment string `json:"environment"`
+	Site        string `json:"site"`
+	// AllocationID is the allocation planned against or concerned.
+	AllocationID     string           `json:"allocation_id,omitempty" doc:"The allocation planned against, or the one the refusal concerns."`
+	Candidates       []string         `json:"candidates,omitempty" doc:"The allocations that made the plan ambiguous, or that are not ready or suspended."`
+	LifecycleReasons []string         `json:"lifecycle_reasons,omitempty" doc:"The lifecycle reasons of a not_ready refusal (e.g. provisioning, limits_not_applied, stale)."`
+	TooLarge         []Excess         `json:"too_large,omitempty" doc:"Every resource whose demand exceeds its limit."`
+	Limits           map[string]int64 `json:"limits,omitempty" doc:"The applied limits planned against (canonical units)."`
+	Detail           string           `json:"detail,omitempty" doc:"Why the owner could not be read (unavailable)."`
+}
+
+type planInput struct {
+	Body PlanRequest
+}
+
+type planOutput struct {
+	Body PlanBody
+}
+
+func registerPlans(api huma.API, h *Handlers) {
+	huma.Register(api, huma.Operation{
+		OperationID: "plan-capacity",
+		Method:      http.MethodPost,
+		Path:        "/execution/v1/plans",
+		Summary:     "Plan a demand against a Project's allocation",
+		Description: "Reads the Project's allocations at the environment's Site from their owner (resource_provisioning) live and answers admissible, refused (too_large with each resource's demand and limit, resource_suspended, not_ready with the lifecycle reasons, no_allocation, resource_ambiguous) or unavailable. CPU limits round down and CPU demands round up to whole cores; memory, storage and devices compare exactly; a demanded key without a limit has limit 0; a changing allocation plans against the applied limits still in force.",
+		Tags:        []string{Tag},
+		Security:    httpserver.Bearer(),
+		Errors:      []int{401, 403, 422},
+	}, func(ctx context.Context, in *planInput) (*planOutput, error) {
+		if err := h.serviceAccess(ctx); err != nil {
+			return nil, err
+		}
+		if err := validateDemand(in.Body.Demand); err != nil {
+			return nil, err
+		}
+		body := PlanBody{Project: in.Body.Project, Environment: in.Body.Environment}
+		if env, err := h.Streams.Environment(in.Body.Environment); err == nil {
+			body.Site = env.Site
+		}
+		plan, err := h.Planner.Plan(ctx, in.Body.Project, in.Body.Environment, in.Body.Demand)
+		switch {
+		case errors.Is(err, domain.ErrUnknownEnvironment):
+			return nil, httpserver.NewProblem(http.StatusUnprocessableEntity, siteprotocol.ProblemUnknownEnvironment, err.Error(),
+				&huma.ErrorDetail{Location: "body.environment", Message: "no such environment is configured", Value: in.Body.Environment})
+		case errors.Is(err, application.ErrResourceLookupUnavailable):
+			h.Log.Warn("planning: the allocation owner cannot be read", zap.Error(err))
+			body.Answer, body.Detail = string(domain.PlanUnavailable), err.Error()
+			return &planOutput{Body: body}, nil
+		case err != nil:
+			return nil, h.problem(err, "")
+		}
+		fillPlan(&body, plan)
+		return &planOutput{Body: body}, nil
+	})
+}
+
+func fillPlan(body *PlanBody, p domain.Plan) {
+	body.Answer = string(p.Answer)
+	body.Reason = string(p.Reason)
+	body.AllocationID = p.AllocationID
+	body.Candidates = p.Candidates
+	body.LifecycleReasons = p.LifecycleReasons
+	body.Limits = p.Limits
+	for _, e := range p.TooLarge {
+		body.TooLarge = append(body.TooLarge, Excess{Resource: e.Resource, Unit: e.Unit, Demand: e.Demand, Limit: e.Limit})
+	}
+}
+
+// validateDemand refuses unknown resource keys and negative values (422,
+// each error naming its key).
+func validateDemand(demand map[string]int64) error {
+	keys := make([]string, 0, len(demand))
+	for k := range demand {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var errs []*huma.ErrorDetail
+	for _, k := range keys {
+		v := demand[k]
+		switch {
+		case k != "storage" && !siteprotocol.ValidDemandKey(k):
+			errs = append(errs, &huma.ErrorDetail{Location: "body.demand." + k, Message: "unknown resource key: use cpu (millicores), memory or storage (bytes), gpu.<vendor> (devices)", Value: v})
+		case v < 0:
+			errs = append(errs, &huma.ErrorDetail{Location: "body.demand." + k, Message: "must not be negative", Value: v})
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return httpserver.NewProblem(http.StatusUnprocessableEntity, httpserver.DefaultReason(http.StatusUnprocessableEntity),
+		fmt.Sprintf("%d demand value(s) refused", len(errs)), errs...)
+}

@@ -1,0 +1,214 @@
+// Package application holds the execution_ports services — the Site
+// protocol's server side (Streams) and capacity planning (Planner) — and
+// the ports they use: the stream store, the configured environments and the
+// owner ports ProjectResources, MemberAccounts and MemberBindings
+// (execution-ports.md). Adaptors implement the ports; nothing here imports
+// a driver, Huma, zap or another context.
+package application
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/pharos-metallo/metallo/contexts/executionports/domain"
+)
+
+// Clock reads the time recorded on appends, acknowledgements and bindings.
+type Clock interface {
+	Now() time.Time
+}
+
+// Environments is the configured set of execution environments
+// (environments.yaml).
+type Environments interface {
+	// Environment returns the environment with id, or false.
+	Environment(id string) (domain.Environment, bool)
+}
+
+// NewCommand is a command ready to append: its ID, its digest and the
+// canonical (JCS) object the digest covers, as siteprotocol.ParseAppend
+// returns them.
+type NewCommand struct {
+	ID        string
+	Digest    string
+	Canonical []byte
+}
+
+// Appended is the outcome of an append: the command's sequence and digest,
+// and whether this call created it (false for an idempotent retry).
+type Appended struct {
+	ID       string
+	Sequence int64
+	Digest   string
+	Created  bool
+}
+
+// StoredCommand is a command as stored: its sequence, digest and canonical
+// object without sequence and digest (siteprotocol.EncodeStored serves it).
+type StoredCommand struct {
+	Sequence  int64
+	Digest    string
+	Canonical []byte
+}
+
+// ReceivedResult is a result as received: its identity and its exact bytes.
+type ReceivedResult struct {
+	domain.ReceivedResult
+	// Bytes are the request body exactly as sent; they are stored unchanged.
+	Bytes []byte
+}
+
+// Acknowledgement is the answer to a recorded (or exactly replayed) result.
+type Acknowledgement struct {
+	Sequence     int64
+	ResultDigest string
+	// Replayed is true when the result was already recorded and nothing
+	// changed.
+	Replayed bool
+}
+
+// CommandRecord is Execution's read of one command.
+type CommandRecord struct {
+	Command    StoredCommand
+	AppendedAt time.Time
+	// Result holds the recorded result's exact bytes; nil until
+	// acknowledged.
+	Result         []byte
+	ResultDigest   string
+	AcknowledgedAt time.Time
+}
+
+// Binding actions recorded in a stream's binding history.
+const (
+	// BindingBound: the first installation that used an unbound stream.
+	BindingBound = "bound"
+	// BindingRebound: an operator's explicit rebind.
+	BindingRebound = "rebound"
+)
+
+// Binding is one entry of a stream's binding history: who bound the stream
+// to which installation, when and why.
+type Binding struct {
+	Environment            string
+	Action                 string
+	InstallationID         string
+	PreviousInstallationID string
+	Principal              string
+	Reason                 string
+	RecordedAt             time.Time
+}
+
+// StreamStore holds the command streams (one per environment) in this
+// context's own database. Every method is one transaction where it writes.
+// Errors wrap the domain errors named below, or are infrastructure errors.
+type StreamStore interface {
+	// Append adds c to environment's stream with the next sequence (gapless
+	// and unique under concurrent appenders, across processes). A command
+	// ID already stored is decided by domain.DecideRetry: the same content
+	// returns its original sequence with Created false; other content or
+	// another stream is domain.ErrConflictingRetry.
+	Append(ctx context.Context, environment string, c NewCommand, at time.Time) (Appended, error)
+	// Bind returns the stream's state after binding it to installation if
+	// it is unbound (recording principal and at); a stream bound to another
+	// installation is domain.ErrInstallationMismatch.
+	Bind(ctx context.Context, environment, installation, principal string, at time.Time) (domain.StreamState, error)
+	// CommandsAfter returns up to limit commands with sequence > after,
+	// oldest first.
+	CommandsAfter(ctx context.Context, environment string, after int64, limit int) ([]StoredCommand, error)
+	// Acknowledge records r for sequence in one transaction, under the
+	// fencing rule (domain.CheckInstallation; an unbound stream is bound to
+	// installation) and the acknowledgement rules
+	// (domain.DecideAcknowledgement). A refused result changes nothing.
+	Acknowledge(ctx context.Context, environment, installation, principal string, sequence int64, r ReceivedResult, at time.Time) (Acknowledgement, error)
+	// State returns the stream's state (zero positions for a stream never
+	// used).
+	State(ctx context.Context, environment string) (domain.StreamState, error)
+	// Command returns the command with id in environment's stream, or
+	// domain.ErrUnknownCommand.
+	Command(ctx context.Context, environment, id string) (CommandRecord, error)
+	// Rebind binds the stream to installation ("" unbinds it, so the next
+	// installation that pulls binds it) and records who, when and why.
+	Rebind(ctx context.Context, environment, installation, principal, reason string, at time.Time) (Binding, error)
+	// Bindings returns the stream's binding history, oldest first.
+	Bindings(ctx context.Context, environment string) ([]Binding, error)
+}
+
+// ErrResourceLookupUnavailable is wrapped by owner adaptors when the owner
+// cannot be read (unreachable, failing, undecodable answer). Planning
+// answers "unavailable", never a guess.
+var ErrResourceLookupUnavailable = errors.New("resource lookup unavailable")
+
+// ErrNotProvidedYet is returned by the MemberAccounts and MemberBindings
+// adaptors until native member accounts are built (a later issue): an
+// explicit refusal, never an empty success.
+var ErrNotProvidedYet = errors.New("not provided yet")
+
+// ProjectResources is the owner port for a Project's allocations
+// (execution-ports.md §2). Its owner is resource_provisioning.
+type ProjectResources interface {
+	// ProjectAllocations returns the allocations of projectID at site, read
+	// live (freshness judged at read time). It returns an error wrapping
+	// ErrResourceLookupUnavailable when the owner cannot be read.
+	ProjectAllocations(ctx context.Context, projectID, site string) ([]domain.Allocation, error)
+}
+
+// MemberAccount is a member's ready native account for a Project at a Site.
+type MemberAccount struct {
+	PartyID    string
+	ProjectID  string
+	Site       string
+	Account    string
+	UID        string
+	BindingID  string
+	Generation int64
+}
+
+// MemberAccounts is the owner port for native member accounts.
+type MemberAccounts interface {
+	// ReadyAccount returns the ready native account of memberID for
+	// projectID at site (ErrNotProvidedYet until a later issue).
+	ReadyAccount(ctx context.Context, memberID, projectID, site string) (MemberAccount, error)
+}
+
+// MemberBinding is a desired Runtime member binding, delivered through the
+// Site protocol as bind-member / retire-member.
+type MemberBinding struct {
+	PartyID    string
+	ProjectID  string
+	Namespace  string
+	Account    string
+	BindingID  string
+	Revision   int64
+	Generation int64
+	Retired    bool
+}
+
+// MemberBindings is the owner port for desired Runtime member bindings.
+type MemberBindings interface {
+	// DesiredBindings returns the bindings to deliver to environment's
+	// Runtime (ErrNotProvidedYet until a later issue).
+	DesiredBindings(ctx context.Context, environment string) ([]MemberBinding, error)
+}
+
+// UnbuiltMemberPorts answers MemberAccounts and MemberBindings with an error
+// wrapping ErrNotProvidedYet: native member accounts and desired bindings
+// are built by a later issue, and until then the owner adaptors refuse
+// explicitly rather than answer an empty success. Owner names the owner
+// context the adaptor reads (in its error).
+type UnbuiltMemberPorts struct {
+	Owner string
+}
+
+// ReadyAccount implements MemberAccounts; it always fails with
+// ErrNotProvidedYet.
+func (u UnbuiltMemberPorts) ReadyAccount(_ context.Context, memberID, projectID, site string) (MemberAccount, error) {
+	return MemberAccount{}, fmt.Errorf("%w: native member accounts are not read from %s yet (member %s, project %s, site %s)", ErrNotProvidedYet, u.Owner, memberID, projectID, site)
+}
+
+// DesiredBindings implements MemberBindings; it always fails with
+// ErrNotProvidedYet.
+func (u UnbuiltMemberPorts) DesiredBindings(_ context.Context, environment string) ([]MemberBinding, error) {
+	return nil, fmt.Errorf("%w: desired member bindings are not read from %s yet (environment %s)", ErrNotProvidedYet, u.Owner, environment)
+}

@@ -1,0 +1,201 @@
+package application
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/pharos-metallo/metallo/contexts/executionports/domain"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+// DefaultRecheck is how often a waiting pull re-reads its stream even
+// without a wake-up, so appends made by a process whose notification was
+// lost (or a SQLite file shared by processes) are still seen.
+const DefaultRecheck = 2 * time.Second
+
+// Streams is the Site protocol's server side (site-protocol.md): append,
+// pull with long-poll, acknowledge, stream state, command reads and the
+// operator's rebind. Its methods return errors wrapping
+// domain.ErrUnknownEnvironment for an environment not configured, the
+// domain errors of the store's rules, the siteprotocol codec errors
+// (ErrMalformed, ErrInvalid, ErrDigestMismatch, ErrTooLarge) for bad
+// commands and results, or infrastructure errors.
+type Streams struct {
+	store   StreamStore
+	envs    Environments
+	clock   Clock
+	wake    *Wakeups
+	recheck time.Duration
+}
+
+// NewStreams returns the service. recheck ≤ 0 means DefaultRecheck.
+func NewStreams(store StreamStore, envs Environments, clock Clock, wake *Wakeups, recheck time.Duration) *Streams {
+	if recheck <= 0 {
+		recheck = DefaultRecheck
+	}
+	return &Streams{store: store, envs: envs, clock: clock, wake: wake, recheck: recheck}
+}
+
+// Environment returns the configured environment id or an error wrapping
+// domain.ErrUnknownEnvironment.
+func (s *Streams) Environment(id string) (domain.Environment, error) {
+	env, ok := s.envs.Environment(id)
+	if !ok {
+		return domain.Environment{}, fmt.Errorf("%w: %q is not configured", domain.ErrUnknownEnvironment, id)
+	}
+	return env, nil
+}
+
+// Append parses raw with siteprotocol.ParseAppend (the server stores the
+// received object's canonical JCS form and computes its digest) and
+// appends it to environment's stream. Waiting pulls are woken.
+func (s *Streams) Append(ctx context.Context, environment string, raw []byte) (Appended, error) {
+	if _, err := s.Environment(environment); err != nil {
+		return Appended{}, err
+	}
+	cmd, canonical, err := siteprotocol.ParseAppend(raw)
+	if err != nil {
+		return Appended{}, fmt.Errorf("append command: %w", err)
+	}
+	a, err := s.store.Append(ctx, environment, NewCommand{ID: cmd.ID, Digest: cmd.Digest, Canonical: canonical}, s.clock.Now())
+	if err != nil {
+		return Appended{}, err
+	}
+	if a.Created {
+		s.wake.Notify(environment)
+	}
+	return a, nil
+}
+
+// PullPage is the answer to a pull: the stream's state and the commands
+// after the asked sequence, oldest first.
+type PullPage struct {
+	State    domain.StreamState
+	Commands []StoredCommand
+}
+
+// Pull returns up to limit commands after sequence after, for installation
+// (who names the principal, recorded if this pull binds the stream). When
+// none are ready it waits up to wait for an append, without holding a
+// database connection, then answers with what is there (possibly nothing).
+// A stream bound to another installation is domain.ErrInstallationMismatch.
+func (s *Streams) Pull(ctx context.Context, environment, installation, who string, after int64, limit int, wait time.Duration) (PullPage, error) {
+	if _, err := s.Environment(environment); err != nil {
+		return PullPage{}, err
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		woken := s.wake.Watch(environment)
+		page, err := s.read(ctx, environment, installation, who, after, limit)
+		if err != nil || len(page.Commands) > 0 {
+			return page, err
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			return page, nil
+		}
+		timer := time.NewTimer(min(remaining, s.recheck))
+		select {
+		case <-woken:
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return page, nil
+		}
+		timer.Stop()
+	}
+}
+
+func (s *Streams) read(ctx context.Context, environment, installation, who string, after int64, limit int) (PullPage, error) {
+	state, err := s.store.Bind(ctx, environment, installation, who, s.clock.Now())
+	if err != nil {
+		return PullPage{}, err
+	}
+	cmds, err := s.store.CommandsAfter(ctx, environment, after, limit)
+	if err != nil {
+		return PullPage{}, err
+	}
+	if n := len(cmds); n > 0 && cmds[n-1].Sequence > state.HeadSequence {
+		state.HeadSequence = cmds[n-1].Sequence
+	}
+	return PullPage{State: state, Commands: cmds}, nil
+}
+
+// Acknowledge records the result raw (exact bytes) for sequence. raw must
+// parse with siteprotocol.ParseResult (strict shape, matching digest); the
+// store applies the fencing and acknowledgement rules.
+func (s *Streams) Acknowledge(ctx context.Context, environment, installation, who string, sequence int64, raw []byte) (Acknowledgement, error) {
+	if _, err := s.Environment(environment); err != nil {
+		return Acknowledgement{}, err
+	}
+	r, err := siteprotocol.ParseResult(raw)
+	if err != nil {
+		return Acknowledgement{}, fmt.Errorf("acknowledge result: %w", err)
+	}
+	received := ReceivedResult{
+		ReceivedResult: domain.ReceivedResult{CommandID: r.CommandID, CommandDigest: r.CommandDigest, Sequence: r.Sequence, Digest: r.Digest},
+		Bytes:          raw,
+	}
+	return s.store.Acknowledge(ctx, environment, installation, who, sequence, received, s.clock.Now())
+}
+
+// State returns the stream's state for installation (fenced like every Site
+// route, but a state read never binds).
+func (s *Streams) State(ctx context.Context, environment, installation string) (domain.Environment, domain.StreamState, error) {
+	env, err := s.Environment(environment)
+	if err != nil {
+		return domain.Environment{}, domain.StreamState{}, err
+	}
+	st, err := s.store.State(ctx, environment)
+	if err != nil {
+		return env, domain.StreamState{}, err
+	}
+	if err := domain.CheckInstallation(st.InstallationID, installation); err != nil {
+		return env, domain.StreamState{}, err
+	}
+	return env, st, nil
+}
+
+// Command returns the command id of environment's stream with its result
+// once acknowledged (domain.ErrUnknownCommand when absent).
+func (s *Streams) Command(ctx context.Context, environment, id string) (CommandRecord, error) {
+	if _, err := s.Environment(environment); err != nil {
+		return CommandRecord{}, err
+	}
+	return s.store.Command(ctx, environment, id)
+}
+
+// Rebind binds environment's stream to installation ("" unbinds) on an
+// operator's request, recording who and why, and wakes its pulls.
+func (s *Streams) Rebind(ctx context.Context, environment, installation, who, reason string) (Binding, domain.StreamState, error) {
+	if _, err := s.Environment(environment); err != nil {
+		return Binding{}, domain.StreamState{}, err
+	}
+	if installation != "" && !domain.ValidInstallationID(installation) {
+		return Binding{}, domain.StreamState{}, fmt.Errorf("%w: installation_id must be 1-128 letters, digits, '.', '_' or '-'", ErrInvalidRequest)
+	}
+	b, err := s.store.Rebind(ctx, environment, installation, who, reason, s.clock.Now())
+	if err != nil {
+		return Binding{}, domain.StreamState{}, err
+	}
+	st, err := s.store.State(ctx, environment)
+	if err != nil {
+		return b, domain.StreamState{}, err
+	}
+	s.wake.Notify(environment)
+	return b, st, nil
+}
+
+// Bindings returns the stream's binding history.
+func (s *Streams) Bindings(ctx context.Context, environment string) ([]Binding, error) {
+	if _, err := s.Environment(environment); err != nil {
+		return nil, err
+	}
+	return s.store.Bindings(ctx, environment)
+}
+
+// ErrInvalidRequest is wrapped by service errors for request values that
+// break a rule the HTTP schema cannot express.
+var ErrInvalidRequest = errors.New("invalid request")

@@ -1,0 +1,288 @@
+// Package executionports composes the execution_ports context (role
+// execution): the Site protocol's server side, the owner ports and capacity
+// planning (execution-ports.md, site-protocol.md). Module is its one Fx
+// option; the exported constructors build the same pieces without Fx.
+package executionports
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/pharos-metallo/metallo/contexts/executionports/adaptors/environments"
+	"github.com/pharos-metallo/metallo/contexts/executionports/adaptors/httpapi"
+	"github.com/pharos-metallo/metallo/contexts/executionports/adaptors/httpowners"
+	"github.com/pharos-metallo/metallo/contexts/executionports/adaptors/inprocessowners"
+	"github.com/pharos-metallo/metallo/contexts/executionports/adaptors/pgstore"
+	"github.com/pharos-metallo/metallo/contexts/executionports/adaptors/sqlitestore"
+	"github.com/pharos-metallo/metallo/contexts/executionports/adaptors/tokenreview"
+	"github.com/pharos-metallo/metallo/contexts/executionports/application"
+	"github.com/pharos-metallo/metallo/platform/auth"
+	"github.com/pharos-metallo/metallo/platform/clock"
+	"github.com/pharos-metallo/metallo/platform/database"
+	"github.com/pharos-metallo/metallo/platform/httpserver"
+	sqlfiles "github.com/pharos-metallo/metallo/sql"
+)
+
+// Names of the context.
+const (
+	// ContextName is the Fx module name, log field and OpenAPI tag.
+	ContextName = "execution_ports"
+	// MigrationsDir is the context's directory under sql/<engine>/.
+	MigrationsDir = "executionports"
+	// DefaultDatabasePath is the embedded default SQLite database.
+	DefaultDatabasePath = "./var/execution.sqlite"
+	// OwnerName is the owner of allocations and member accounts.
+	OwnerName = inprocessowners.OwnerName
+)
+
+// ResourceOwner selects the owner adaptor (execution-ports.md §2).
+type ResourceOwner string
+
+// Owner adaptors.
+const (
+	// OwnerRefusing is the absence of a choice: start-up fails naming the
+	// missing owner.
+	OwnerRefusing ResourceOwner = ""
+	// OwnerInProcess calls resource_provisioning composed in this process.
+	OwnerInProcess ResourceOwner = "in-process"
+	// OwnerHTTP reads the provisioning role's API with a service key.
+	OwnerHTTP ResourceOwner = "http"
+)
+
+// Config is the context's configuration (flags of the execution role).
+type Config struct {
+	// DatabaseURL is the context's own database ("" = DefaultDatabasePath).
+	DatabaseURL string
+	// Migrate applies pending migrations at start; otherwise start-up fails
+	// on pending migrations.
+	Migrate bool
+	// EnvironmentsFile is environments.yaml.
+	EnvironmentsFile string
+	// ResourceOwner picks the owner adaptor.
+	ResourceOwner ResourceOwner
+	// ProvisioningURL and ProvisioningKeyFile configure OwnerHTTP.
+	ProvisioningURL     string
+	ProvisioningKeyFile string
+	// Services are the service principal IDs allowed on Execution's routes
+	// (default httpapi.DefaultService, i.e. service:execution).
+	Services []string
+	// PullRecheck is how often a waiting pull re-reads without a wake-up
+	// (default application.DefaultRecheck).
+	PullRecheck time.Duration
+}
+
+// ErrNoOwner is wrapped by the refusing owner adaptor's start-up error.
+var ErrNoOwner = errors.New("no owner adaptor configured")
+
+// Module composes the context for cfg.
+//
+// Without an owner adaptor (cfg.ResourceOwner empty) the module is an
+// fx.Error naming the missing owner, so start-up fails before anything
+// opens; with OwnerInProcess it fails at start unless resource_provisioning
+// is composed in the same process.
+func Module(cfg Config) fx.Option {
+	if err := checkOwner(cfg); err != nil {
+		return fx.Module(ContextName, fx.Error(err))
+	}
+	return fx.Module(ContextName,
+		fx.Decorate(func(log *zap.Logger) *zap.Logger { return log.With(zap.String("context", ContextName)) }),
+		fx.Provide(
+			fx.Private,
+			func(lc fx.Lifecycle, log *zap.Logger) (*database.Handle, error) {
+				h, err := OpenDatabase(context.Background(), cfg.DatabaseURL, cfg.Migrate, log)
+				if err != nil {
+					return nil, err
+				}
+				lc.Append(fx.StopHook(h.Close))
+				return h, nil
+			},
+			NewStore,
+			func() (*environments.Set, error) { return LoadEnvironments(cfg.EnvironmentsFile) },
+			func(s *environments.Set) application.Environments { return s },
+			application.NewWakeups,
+			func(store application.StreamStore, envs application.Environments, c clock.Clock, w *application.Wakeups) *application.Streams {
+				return application.NewStreams(store, envs, c, w, cfg.PullRecheck)
+			},
+			ownerAdaptor(cfg),
+			func() application.MemberAccounts { return application.UnbuiltMemberPorts{Owner: OwnerName} },
+			func() application.MemberBindings { return application.UnbuiltMemberPorts{Owner: OwnerName} },
+			application.NewPlanner,
+		),
+		fx.Provide(
+			httpserver.AsRegistrar(func(s *application.Streams, p *application.Planner, log *zap.Logger) httpserver.Registrar {
+				h := &httpapi.Handlers{Streams: s, Planner: p, Services: cfg.Services, Log: log}
+				return httpserver.RegistrarFunc(func(api huma.API) { httpapi.Register(api, h) })
+			}),
+			auth.AsAuthenticator(NewAuthenticator),
+			httpserver.AsReadinessCheck(func(h *database.Handle) httpserver.ReadinessCheck {
+				return httpserver.ReadinessCheck{Name: ContextName + " database", Check: h.Ping}
+			}),
+		),
+		fx.Invoke(func(application.ProjectResources) {}),
+		fx.Invoke(listenForAppends),
+	)
+}
+
+// OpenDatabase opens the context's database at rawURL (empty: the embedded
+// default SQLite file) and applies pending migrations (migrate) or fails
+// when any is pending.
+func OpenDatabase(ctx context.Context, rawURL string, migrate bool, log *zap.Logger) (*database.Handle, error) {
+	target, err := database.ParseURL(rawURL, DefaultDatabasePath)
+	if err != nil {
+		return nil, fmt.Errorf("--execution-database-url: %w", err)
+	}
+	h, err := database.Open(ctx, target, database.Options{})
+	if err != nil {
+		return nil, err
+	}
+	migrations, err := sqlfiles.Migrations(string(target.Engine), MigrationsDir)
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if migrate {
+		applied, err := h.Migrate(ctx, migrations, ContextName)
+		if err != nil {
+			h.Close()
+			return nil, err
+		}
+		log.Info("database migrated", zap.Stringer("database", target), zap.Int64s("applied", applied))
+		return h, nil
+	}
+	if err := h.CheckMigrated(ctx, migrations, ContextName); err != nil {
+		h.Close()
+		return nil, err
+	}
+	return h, nil
+}
+
+// Migrate applies the context's pending migrations to the database at
+// rawURL (`metallo migrate --role execution`).
+func Migrate(ctx context.Context, rawURL string, log *zap.Logger) error {
+	h, err := OpenDatabase(ctx, rawURL, true, log)
+	if err != nil {
+		return err
+	}
+	h.Close()
+	return nil
+}
+
+// NewStore returns the stream store of the handle's engine.
+func NewStore(h *database.Handle) application.StreamStore {
+	if h.Pool != nil {
+		return pgstore.New(h.Pool)
+	}
+	return sqlitestore.New(h.DB)
+}
+
+// LoadEnvironments loads environments.yaml, naming the flag on failure.
+func LoadEnvironments(path string) (*environments.Set, error) {
+	s, err := environments.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("--environments-file: %w", err)
+	}
+	return s, nil
+}
+
+// NewAuthenticator returns the authenticator of the environments' Runtimes:
+// their static keys (hashes only, constant-time), then TokenReview for the
+// environments configured with it. Principals are environment:<id>.
+func NewAuthenticator(set *environments.Set) (auth.Authenticator, error) {
+	chain := auth.Chain{set.Keys()}
+	reviews := set.TokenReviews()
+	if len(reviews) == 0 {
+		return chain, nil
+	}
+	targets := make([]tokenreview.Target, 0, len(reviews))
+	for _, r := range reviews {
+		targets = append(targets, tokenreview.Target{Environment: r.Environment, Username: r.Username, Audience: r.Audience, Kubeconfig: r.Kubeconfig})
+	}
+	tr, err := tokenreview.New(targets)
+	if err != nil {
+		return nil, fmt.Errorf("--environments-file: %w", err)
+	}
+	return append(chain, tr), nil
+}
+
+// checkOwner refuses a configuration without a usable owner adaptor,
+// naming the missing owner (the Go equivalent of the seed's external_owners
+// refusal).
+func checkOwner(cfg Config) error {
+	switch cfg.ResourceOwner {
+	case OwnerInProcess, OwnerHTTP:
+		return nil
+	case OwnerRefusing:
+		return fmt.Errorf("%w: %s needs its owner %s: set --resource-owner in-process (with --role provisioning,execution) or --resource-owner http with --provisioning-url and --provisioning-key-file",
+			ErrNoOwner, ContextName, OwnerName)
+	}
+	return fmt.Errorf("--resource-owner %q: want in-process or http", cfg.ResourceOwner)
+}
+
+// ownerAdaptor returns the constructor of the ProjectResources adaptor cfg
+// chooses (checkOwner has accepted cfg).
+func ownerAdaptor(cfg Config) any {
+	if cfg.ResourceOwner == OwnerInProcess {
+		return func(p inprocessowners.Params) (application.ProjectResources, error) {
+			return inprocessowners.FromFx(p)
+		}
+	}
+	return func() (application.ProjectResources, error) {
+		return NewHTTPOwner(cfg.ProvisioningURL, cfg.ProvisioningKeyFile)
+	}
+}
+
+// NewHTTPOwner returns the HTTP owner adaptor for the provisioning role at
+// url, with the key read from keyFile.
+func NewHTTPOwner(url, keyFile string) (*httpowners.Resources, error) {
+	if url == "" || keyFile == "" {
+		return nil, fmt.Errorf("--resource-owner http needs --provisioning-url and --provisioning-key-file (a service key of the provisioning role)")
+	}
+	key, err := httpowners.ReadKeyFile(keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--provisioning-key-file: %w", err)
+	}
+	r, err := httpowners.New(url, key, nil)
+	if err != nil {
+		return nil, fmt.Errorf("--provisioning-url: %w", err)
+	}
+	return r, nil
+}
+
+// listenForAppends runs, on PostgreSQL, the LISTEN/NOTIFY listener that
+// wakes this process's waiting pulls when another server process appends.
+func listenForAppends(lc fx.Lifecycle, h *database.Handle, w *application.Wakeups, log *zap.Logger) {
+	if h.Pool == nil {
+		return
+	}
+	l := pgstore.NewListener(h.Pool, w, time.Second, func(err error) {
+		log.Warn("stream notifications interrupted; waiting pulls re-read on their own", zap.Error(err))
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			go func() {
+				defer close(done)
+				_ = l.Run(ctx)
+			}()
+			return nil
+		},
+		OnStop: func(stop context.Context) error {
+			cancel()
+			select {
+			case <-done:
+				return nil
+			case <-stop.Done():
+				return fmt.Errorf("stop stream listener: %w", stop.Err())
+			}
+		},
+	})
+}

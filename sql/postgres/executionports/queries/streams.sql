@@ -1,0 +1,70 @@
+-- name: EnsureStream :exec
+INSERT INTO streams (environment, created_at) VALUES ($1, $2)
+ON CONFLICT (environment) DO NOTHING;
+
+-- name: CommandByID :one
+SELECT environment, sequence, digest FROM commands WHERE command_id = $1;
+
+-- name: StreamState :one
+SELECT environment, head_sequence, acknowledged_sequence, installation_id, bound_at
+FROM streams WHERE environment = $1;
+
+-- name: LockStream :one
+SELECT environment, head_sequence, acknowledged_sequence, installation_id, bound_at
+FROM streams WHERE environment = $1
+FOR UPDATE;
+
+-- name: CommandsAfter :many
+SELECT sequence, digest, canonical FROM commands
+WHERE environment = $1 AND sequence > $2
+ORDER BY sequence
+LIMIT $3;
+
+-- name: CommandAt :one
+SELECT command_id, digest, result_digest FROM commands
+WHERE environment = $1 AND sequence = $2;
+
+-- name: CommandRecord :one
+SELECT sequence, digest, canonical, result, result_digest, appended_at, acknowledged_at
+FROM commands WHERE environment = $1 AND command_id = $2;
+
+-- name: RecordResult :execrows
+UPDATE commands SET result = $3, result_digest = $4, acknowledged_at = $5
+WHERE environment = $1 AND sequence = $2 AND result IS NULL;
+
+-- name: AdvanceAcknowledged :execrows
+UPDATE streams SET acknowledged_sequence = sqlc.arg(sequence)
+WHERE environment = sqlc.arg(environment) AND acknowledged_sequence = sqlc.arg(sequence)::bigint - 1;
+
+-- name: BindIfUnbound :execrows
+UPDATE streams SET installation_id = $2, bound_at = $3
+WHERE environment = $1 AND installation_id IS NULL;
+
+-- name: SetInstallation :exec
+UPDATE streams SET installation_id = $2, bound_at = $3 WHERE environment = $1;
+
+-- name: InsertBinding :exec
+INSERT INTO stream_bindings (environment, action, installation_id, previous_installation_id, principal, reason, recorded_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7);
+
+-- name: Bindings :many
+SELECT action, installation_id, previous_installation_id, principal, reason, recorded_at
+FROM stream_bindings WHERE environment = $1 ORDER BY id;
+
+-- name: AppendCommand :one
+-- One statement, so one transaction: the counter row's UPDATE … RETURNING
+-- takes the stream's row lock, the INSERT stores the command at the new
+-- head, and pg_notify wakes the listeners of every server process at
+-- commit. A command ID stored meanwhile makes the INSERT fail (unique
+-- violation), which rolls the counter back: sequences stay gapless.
+WITH head AS (
+    UPDATE streams SET head_sequence = head_sequence + 1
+    WHERE environment = sqlc.arg(environment)
+    RETURNING head_sequence
+), inserted AS (
+    INSERT INTO commands (environment, sequence, command_id, digest, canonical, appended_at)
+    SELECT sqlc.arg(environment), head.head_sequence, sqlc.arg(command_id), sqlc.arg(digest), sqlc.arg(canonical), sqlc.arg(appended_at)
+    FROM head
+    RETURNING sequence
+)
+SELECT inserted.sequence FROM inserted, LATERAL (SELECT pg_notify(sqlc.arg(channel)::text, sqlc.arg(environment)::text)) AS notified;
