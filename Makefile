@@ -13,7 +13,7 @@ BIN := bin/metallo
 # ROLES: roles with an OpenAPI document; SERVE_ROLES: what `make run` serves in one process.
 ROLES := provisioning
 SERVE_ROLES := provisioning
-SERVE_FLAGS :=
+SERVE_FLAGS := --waldur-instance https://waldur.example.org
 DEV_PRINCIPALS := site:alpha service:beto service:execution
 REQUIRED_LANES := $(shell paste -sd, .ci/lanes)
 

@@ -6,6 +6,7 @@ import "github.com/spf13/cobra"
 // configuration. Each context contributes its role here.
 func DefaultRoles() RoleSet {
 	return RoleSet{
+		ProvisioningRole(),
 		ExecutionRole(),
 	}
 }
@@ -13,5 +14,7 @@ func DefaultRoles() RoleSet {
 // extraCommands returns the context-specific operator commands
 // (`metallo provisioning …`, `metallo runtime …`).
 func extraCommands(env Env) []*cobra.Command {
-	return nil
+	return []*cobra.Command{
+		newProvisioningCommand(env),
+	}
 }

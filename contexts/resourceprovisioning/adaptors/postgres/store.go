@@ -302,3 +302,6 @@ func (s *Store) CountReceipts(ctx context.Context, allocationID string) (int64, 
 	n, err := s.q.CountReceipts(ctx, allocationID)
 	return n, dbErr("count receipts", err)
 }
+
+// Close releases nothing: the pool belongs to the caller.
+func (s *Store) Close() error { return nil }

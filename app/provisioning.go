@@ -1,0 +1,202 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/httpapi"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/waldur"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
+	"github.com/pharos-metallo/metallo/platform/auth"
+	"github.com/pharos-metallo/metallo/platform/clock"
+	"github.com/pharos-metallo/metallo/platform/config"
+)
+
+// ProvisioningRole is the provisioning role: the resource_provisioning
+// context on its own database (--provisioning-database-url; the embedded
+// default SQLite file ./var/provisioning.sqlite when empty). It needs
+// --waldur-instance, the Waldur instance URL whose Project bindings resolve
+// allocations.
+func ProvisioningRole() Role {
+	cfg := resourceprovisioning.Config{}
+	return Role{
+		Name:    "provisioning",
+		Context: resourceprovisioning.Name,
+		Central: true,
+		Flags: func(fs *pflag.FlagSet) {
+			fs.StringVar(&cfg.DatabaseURL, "provisioning-database-url", "", "resource_provisioning database: postgres://… or sqlite:<path> (default: the embedded SQLite file "+resourceprovisioning.DefaultSQLitePath+")")
+			fs.Int32Var(&cfg.MaxConns, "provisioning-database-max-conns", 16, "most PostgreSQL connections of resource_provisioning")
+			fs.StringVar(&cfg.WaldurInstance, "waldur-instance", "", "the Waldur instance URL (e.g. https://waldur.example.org) whose Project bindings in Beto events resolve allocations; required to serve")
+			fs.DurationVar(&cfg.Freshness, "allocation-freshness", 15*time.Minute, "an allocation whose last report was received longer ago reads as not ready (pending, stale)")
+		},
+		Preflight: func(log *zap.Logger) error {
+			target, err := cfg.Target()
+			if err != nil {
+				return config.Invalid("provisioning-database-url", cfg.DatabaseURL, err)
+			}
+			if cfg.MaxConns < 1 {
+				return config.Invalid("provisioning-database-max-conns", fmt.Sprint(cfg.MaxConns), errors.New("must be at least 1"))
+			}
+			if cfg.Freshness <= 0 {
+				return config.Invalid("allocation-freshness", cfg.Freshness.String(), errors.New("must be positive"))
+			}
+			if target.Default {
+				log.Info("using the embedded default SQLite " + target.Path + " (set --provisioning-database-url for PostgreSQL)")
+			} else {
+				log.Info("using " + target.String())
+			}
+			return nil
+		},
+		Module: func(migrate bool) fx.Option {
+			c := cfg
+			c.Migrate = migrate
+			return resourceprovisioning.Module(c)
+		},
+		OpenAPI: func(api huma.API) { httpapi.New(nil, nil).Register(api) },
+		Migrate: func(ctx context.Context, log *zap.Logger) error {
+			return resourceprovisioning.Migrate(ctx, cfg, log)
+		},
+		DatabaseFlags: []string{"provisioning-database-url"},
+	}
+}
+
+// newProvisioningCommand is `metallo provisioning …`, the operator commands
+// of the provisioning role.
+func newProvisioningCommand(env Env) *cobra.Command {
+	cmd := &cobra.Command{Use: "provisioning", Short: "Resource Provisioning tools (Waldur mapping)"}
+	cmd.AddCommand(newWaldurReportCommand(env))
+	return cmd
+}
+
+// newWaldurReportCommand maps Waldur resource records to a report and prints
+// or posts it (design resource-provisioning.md, "The Waldur mapping").
+func newWaldurReportCommand(env Env) *cobra.Command {
+	var (
+		site, file, post, keyFile, observed, vendor string
+		timeout                                     time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "waldur-report --site S --resource FILE [--post URL --key-file F] [--observed-at T] [--gpu-vendor nvidia]",
+		Short: "Map Waldur marketplace resource records to a provisioning report; print it or post it",
+		Long: `Read one Waldur marketplace resource record, or a JSON array of them, from FILE
+("-" for standard input) and map each to a report: uuid → provider_resource_id,
+offering_uuid, project_uuid, state, paused; limits → configured limits (cpu cores
+× 1000 millicores; ram and storage GiB → bytes; gpu → gpu.<vendor> devices);
+backend_metadata.quota (Kubernetes quantities) → applied limits;
+backend_metadata.name → native_scope. observed_at is now unless --observed-at
+gives it (RFC 3339).
+
+Without --post the request body {"reports": […]} is printed. With --post the
+reports are posted in batches of at most 100 to URL (the provisioning API's base
+URL; /resource-provisioning/<site>/reports is appended unless the path already
+ends in /reports) with the Site key read from --key-file, and each answer is
+printed. A refused batch (4xx/5xx) fails the command with the problem's reason.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd, env); err != nil {
+				return err
+			}
+			if _, err := auth.ParsePrincipal(auth.KindSite + ":" + site); err != nil {
+				return config.Invalid("site", site, err)
+			}
+			if file == "" {
+				return config.Invalid("resource", file, errors.New("a file with Waldur resource records is required"))
+			}
+			at := clock.System{}.Now()
+			if observed != "" {
+				t, err := time.Parse(time.RFC3339Nano, observed)
+				if err != nil {
+					return config.Invalid("observed-at", observed, err)
+				}
+				at = t
+			}
+			raw, err := readInput(cmd.InOrStdin(), file)
+			if err != nil {
+				return err
+			}
+			records, err := waldur.ParseResources(raw)
+			if err != nil {
+				return fmt.Errorf("--resource %s: %w", file, err)
+			}
+			reports, err := waldur.Reports(records, waldur.Options{GPUVendor: vendor, ObservedAt: at})
+			if err != nil {
+				return fmt.Errorf("--resource %s: %w", file, err)
+			}
+			out := cmd.OutOrStdout()
+			if post == "" {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(httpapi.NewReportsRequest(reports))
+			}
+			return postReports(cmd.Context(), out, post, site, keyFile, timeout, reports)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&site, "site", "", "the Site whose agent reports (the key must be site:<site>)")
+	fs.StringVar(&file, "resource", "", `file with one Waldur resource record or a JSON array of them ("-": standard input)`)
+	fs.StringVar(&post, "post", "", "post to this provisioning API base URL instead of printing")
+	fs.StringVar(&keyFile, "key-file", "", "file holding the Site's bearer key (with --post)")
+	fs.StringVar(&observed, "observed-at", "", "observation time of the records, RFC 3339 (default: now)")
+	fs.StringVar(&vendor, "gpu-vendor", waldur.DefaultGPUVendor, "accelerator vendor of Waldur's gpu limit: gpu.<vendor>")
+	fs.DurationVar(&timeout, "timeout", 30*time.Second, "bound on each post")
+	return cmd
+}
+
+func readInput(stdin io.Reader, file string) ([]byte, error) {
+	if file == "-" {
+		b, err := io.ReadAll(stdin)
+		if err != nil {
+			return nil, fmt.Errorf("read standard input: %w", err)
+		}
+		return b, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, config.Invalid("resource", file, err)
+	}
+	return b, nil
+}
+
+func postReports(ctx context.Context, out io.Writer, base, site, keyFile string, timeout time.Duration, reports []domain.Report) error {
+	if keyFile == "" {
+		return config.Invalid("key-file", "", errors.New("--post needs the Site's key in --key-file"))
+	}
+	rawKey, err := os.ReadFile(keyFile)
+	if err != nil {
+		return config.Invalid("key-file", keyFile, err)
+	}
+	key := strings.TrimSpace(string(rawKey))
+	if key == "" {
+		return config.Invalid("key-file", keyFile, errors.New("the file holds no key"))
+	}
+	target, err := httpapi.ReportsURL(base, site)
+	if err != nil {
+		return config.Invalid("post", base, err)
+	}
+	client := &http.Client{Timeout: timeout}
+	for start := 0; start < len(reports); start += domain.MaxReportsPerBatch {
+		end := min(start+domain.MaxReportsPerBatch, len(reports))
+		answer, err := httpapi.PostReports(ctx, client, target, key, reports[start:end])
+		if err != nil {
+			return fmt.Errorf("reports %d–%d: %w", start, end-1, err)
+		}
+		if _, err := fmt.Fprintf(out, "%s\n", strings.TrimSpace(string(answer))); err != nil {
+			return err
+		}
+	}
+	return nil
+}

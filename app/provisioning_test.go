@@ -1,0 +1,195 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/application"
+	"github.com/pharos-metallo/metallo/platform/auth"
+	"github.com/pharos-metallo/metallo/platform/config"
+	"github.com/pharos-metallo/metallo/platform/httpserver"
+)
+
+// provisioningRoleWith returns the provisioning role configured by args.
+func provisioningRoleWith(t *testing.T, args ...string) Role {
+	t.Helper()
+	r := ProvisioningRole()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	r.Flags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// provisioningKeys writes a keys file admitting principals and returns its path and
+// each principal's key.
+func provisioningKeys(t *testing.T, principals ...string) (string, map[string]string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "keys.yaml")
+	keys := map[string]string{}
+	for _, s := range principals {
+		p, err := auth.ParsePrincipal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, entry, err := auth.NewKey(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := appendKey(path, entry); err != nil {
+			t.Fatal(err)
+		}
+		keys[s] = key
+	}
+	return path, keys
+}
+
+func provisioningSQLiteArgs(t *testing.T) []string {
+	return []string{"--provisioning-database-url", "sqlite:" + filepath.Join(t.TempDir(), "provisioning.sqlite"), "--waldur-instance", "https://waldur.example.org"}
+}
+
+// TestProvisioningOpenAPIDocumentIsCommitted proves openapi/provisioning.yaml
+// is what `metallo openapi --role provisioning` prints (regenerate with
+// `make generate-openapi`). It never writes the file.
+func TestProvisioningOpenAPIDocumentIsCommitted(t *testing.T) {
+	want, err := OpenAPIYAML([]Role{ProvisioningRole()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("../openapi/provisioning.yaml")
+	if err != nil {
+		t.Fatalf("read the committed document: %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("openapi/provisioning.yaml differs from `metallo openapi --role provisioning`; run `make generate-openapi` and commit it")
+	}
+	for _, op := range []string{"/resource-provisioning/{site}/reports", "/resource-provisioning/events/beto", "/resource-provisioning/allocations", "/resource-provisioning/projects/{project}/allocations", "/resource-provisioning/changes"} {
+		if !strings.Contains(string(want), op+":") {
+			t.Errorf("the document lacks %s", op)
+		}
+	}
+}
+
+func TestProvisioningRoleGraphIsValid(t *testing.T) {
+	keys, _ := provisioningKeys(t, "site:alpha")
+	r := provisioningRoleWith(t, provisioningSQLiteArgs(t)...)
+	if err := fx.ValidateApp(Compose([]Role{r}, Common{Listen: "127.0.0.1:0", KeysFile: keys, Migrate: true}, zap.NewNop())); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestProvisioningRoleStartsServesAndStops starts the role under fxtest on a
+// SQLite file: readiness pings the database, /docs is served, a Site's
+// report is accepted, the service is provided for in-process owners, and
+// the app stops cleanly.
+func TestProvisioningRoleStartsServesAndStops(t *testing.T) {
+	keysFile, keys := provisioningKeys(t, "site:alpha", "service:execution")
+	r := provisioningRoleWith(t, provisioningSQLiteArgs(t)...)
+	var (
+		srv *httpserver.Server
+		svc *application.Service
+	)
+	app := fxtest.New(t, Compose([]Role{r}, Common{Listen: "127.0.0.1:0", KeysFile: keysFile, Migrate: true}, zaptest.NewLogger(t)), fx.Populate(&srv, &svc))
+	app.RequireStart()
+	base := "http://" + srv.Addr()
+	for _, path := range []string{"/readyz", "/docs", "/openapi.json"} {
+		if code, body := provisioningCall(t, http.MethodGet, base+path, "", ""); code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, code, body)
+		}
+	}
+	report := `{"reports":[{"provider_resource_id":"r1","offering_id":"o","provider_project_id":"pp","state":"OK","paused":false,
+	  "limits":{"cpu":1000},"applied_limits":{"cpu":1000},"observed_at":"2026-08-20T10:00:00Z"}]}`
+	if code, body := provisioningCall(t, http.MethodPost, base+"/resource-provisioning/alpha/reports", keys["site:alpha"], report); code != http.StatusOK || !strings.Contains(body, `"outcome":"created"`) {
+		t.Fatalf("report: %d %s", code, body)
+	}
+	if code, body := provisioningCall(t, http.MethodGet, base+"/resource-provisioning/allocations", keys["service:execution"], ""); code != http.StatusOK || !strings.Contains(body, `"provider_resource_id":"r1"`) {
+		t.Fatalf("snapshot: %d %s", code, body)
+	}
+	if svc == nil {
+		t.Fatal("the application service is not provided for in-process owners")
+	}
+	app.RequireStop()
+}
+
+func TestProvisioningRoleWithoutMigrateRefusesPendingMigrations(t *testing.T) {
+	keysFile, _ := provisioningKeys(t, "site:alpha")
+	r := provisioningRoleWith(t, provisioningSQLiteArgs(t)...)
+	app := fx.New(Compose([]Role{r}, Common{Listen: "127.0.0.1:0", KeysFile: keysFile}, zap.NewNop()))
+	err := app.Start(t.Context())
+	if err == nil {
+		_ = app.Stop(context.Background())
+		t.Fatal("started on an unmigrated database")
+	}
+	if !strings.Contains(err.Error(), "pending migrations") || !strings.Contains(err.Error(), "--migrate") {
+		t.Fatalf("error does not say what to do: %v", err)
+	}
+}
+
+func TestProvisioningRoleNeedsAWaldurInstance(t *testing.T) {
+	keysFile, _ := provisioningKeys(t, "site:alpha")
+	for _, args := range [][]string{{}, {"--waldur-instance", "waldur.example.org"}} {
+		r := provisioningRoleWith(t, args...)
+		err := fx.ValidateApp(Compose([]Role{r}, Common{Listen: "127.0.0.1:0", KeysFile: keysFile}, zap.NewNop()))
+		if !errors.Is(err, config.ErrInvalidFlag) || !strings.Contains(err.Error(), "--waldur-instance") {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+}
+
+func TestProvisioningPreflightSaysItUsesTheEmbeddedDefault(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	r := provisioningRoleWith(t, "--waldur-instance", "https://waldur.example.org")
+	if err := r.Preflight(zap.New(core)); err != nil {
+		t.Fatal(err)
+	}
+	if logs.Len() != 1 || !strings.Contains(logs.All()[0].Message, "embedded default SQLite ./var/provisioning.sqlite") {
+		t.Fatalf("preflight logs %+v", logs.All())
+	}
+	bad := provisioningRoleWith(t, "--provisioning-database-url", "mysql://x", "--waldur-instance", "https://w.example")
+	if err := bad.Preflight(zap.NewNop()); !errors.Is(err, config.ErrInvalidFlag) || !strings.Contains(err.Error(), "--provisioning-database-url") {
+		t.Fatalf("bad URL: %v", err)
+	}
+}
+
+func provisioningCall(t *testing.T, method, url, key, body string) (int, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}

@@ -1,0 +1,195 @@
+// Package httpapi serves Resource Provisioning's routes under
+// /resource-provisioning on the process's Huma API (tag
+// resource_provisioning): report and Beto event intake, and the reads
+// (snapshot, a Project's allocations, the change feed, binding conflicts).
+// Errors are RFC 9457 problem details with a snake_case reason; bad input is
+// always a 4xx and stores nothing. Design: ../shared/design/
+// resource-provisioning.md ("Routes", "Report body", "Beto events").
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+	"go.uber.org/zap"
+
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/application"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
+	"github.com/pharos-metallo/metallo/platform/auth"
+	"github.com/pharos-metallo/metallo/platform/httpserver"
+)
+
+// Tag is the OpenAPI tag of every operation.
+const Tag = "resource_provisioning"
+
+// BetoPrincipal is the only principal allowed to post Beto events.
+func betoPrincipal() auth.Principal { return auth.Principal{Kind: auth.KindService, ID: "beto"} }
+
+// API registers the routes. A nil service registers them for the OpenAPI
+// document only.
+type API struct {
+	svc *application.Service
+	log *zap.Logger
+}
+
+// New returns the routes of svc; log receives unexpected errors.
+func New(svc *application.Service, log *zap.Logger) *API {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &API{svc: svc, log: log}
+}
+
+// Register implements httpserver.Registrar.
+func (a *API) Register(api huma.API) {
+	errs := []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusUnprocessableEntity, http.StatusServiceUnavailable}
+	huma.Register(api, huma.Operation{
+		OperationID: "submit-reports",
+		Method:      http.MethodPost,
+		Path:        "/resource-provisioning/{site}/reports",
+		Summary:     "Report a Site's provider resources",
+		Description: "The Site's agent reports 1–100 Waldur resources, applied all or nothing in one transaction. " +
+			"The caller must be the key of `site:<site>`; another Site's key is 403. Each report answers `created`, " +
+			"`changed` (a material change: revision + 1, a receipt and an AllocationChanged), `renewed` (newer " +
+			"observed_at, nothing changed: only last_seen_at moves) or `duplicate` (same observed_at and content: " +
+			"nothing moves). 409 with reason `stale_report` (older observed_at), `allocation_retired` (a " +
+			"non-retiring report after Terminated) or `report_conflict` (same observed_at, other content) refuses " +
+			"the whole batch. Limits are in canonical units: `cpu` millicores, `memory` and `storage` bytes, " +
+			"`gpu.<vendor>` devices; any other key or a negative amount is 422 naming it.",
+		Tags:     []string{Tag},
+		Security: httpserver.Bearer(),
+		Errors:   append(errs, http.StatusConflict, http.StatusRequestEntityTooLarge),
+	}, a.submitReports)
+	huma.Register(api, huma.Operation{
+		OperationID: "receive-beto-event",
+		Method:      http.MethodPost,
+		Path:        "/resource-provisioning/events/beto",
+		Summary:     "Receive one encoded Beto event",
+		Description: "`project.ProjectChanged` builds the Project view (a canonical Project's Waldur provider " +
+			"Projects); `party.PartyProviderBindingChanged` the Party binding view. A receipt per event_id: an " +
+			"identical duplicate answers `duplicate`, the same event_id with other content is 409 `event_conflict`. " +
+			"An event whose revision is not newer than the view's is recorded and answers `ignored`. Events never " +
+			"rewrite allocations: the next report of an allocation resolves its Project. Only `service:beto` may post.",
+		Tags:     []string{Tag},
+		Security: httpserver.Bearer(),
+		Errors:   append(errs, http.StatusConflict, http.StatusRequestEntityTooLarge),
+	}, a.receiveBetoEvent)
+	huma.Register(api, huma.Operation{
+		OperationID: "list-allocations",
+		Method:      http.MethodGet,
+		Path:        "/resource-provisioning/allocations",
+		Summary:     "The complete allocation snapshot, paginated",
+		Description: "Every allocation in a stable order (by ID) with an opaque cursor. The first page carries " +
+			"`changes_cursor`, the change feed position captured before paging began: after the last page, " +
+			"follow `GET /resource-provisioning/changes?after=<changes_cursor>` and apply only newer revisions. " +
+			"Lifecycle and freshness are computed at read time. For `service:*` principals.",
+		Tags:     []string{Tag},
+		Security: httpserver.Bearer(),
+		Errors:   errs,
+	}, a.listAllocations)
+	huma.Register(api, huma.Operation{
+		OperationID: "project-allocations",
+		Method:      http.MethodGet,
+		Path:        "/resource-provisioning/projects/{project}/allocations",
+		Summary:     "A Project's allocations, with lifecycle and freshness",
+		Description: "The allocations bound to a canonical Project, at one Site (`site`) or all. An allocation " +
+			"not seen within the freshness bound (default 15 minutes) reads `fresh: false` and, unless suspended " +
+			"or retired, `pending` with reason `stale`. A store that cannot be read is 503, never a guess. " +
+			"For `service:*` principals.",
+		Tags:     []string{Tag},
+		Security: httpserver.Bearer(),
+		Errors:   errs,
+	}, a.projectAllocations)
+	huma.Register(api, huma.Operation{
+		OperationID: "allocation-changes",
+		Method:      http.MethodGet,
+		Path:        "/resource-provisioning/changes",
+		Summary:     "AllocationChanged events in commit order after a cursor",
+		Description: "The change feed: one AllocationChanged per material change, in commit order. A change " +
+			"that commits late is never skipped: positions are taken under one lock held until commit. Pass " +
+			"`next_cursor` as `after` to continue. For `service:*` principals.",
+		Tags:     []string{Tag},
+		Security: httpserver.Bearer(),
+		Errors:   errs,
+	}, a.changes)
+	huma.Register(api, huma.Operation{
+		OperationID: "project-binding-conflicts",
+		Method:      http.MethodGet,
+		Path:        "/resource-provisioning/project-binding-conflicts",
+		Summary:     "Provider Projects claimed by several canonical Projects",
+		Description: "Conflicts are kept visible, never resolved by guessing: allocations of these provider " +
+			"Projects stay `pending` with `project_unbound`. For `service:*` principals.",
+		Tags:     []string{Tag},
+		Security: httpserver.Bearer(),
+		Errors:   errs,
+	}, a.bindingConflicts)
+}
+
+// problem maps an application error to a problem; unexpected errors are
+// logged and answered 500 without detail.
+func (a *API) problem(op string, err error) error {
+	var (
+		ve *domain.ValidationError
+		ce *domain.ConflictError
+	)
+	switch {
+	case errors.As(err, &ve):
+		details := make([]*huma.ErrorDetail, 0, len(ve.Problems))
+		for _, p := range ve.Problems {
+			details = append(details, &huma.ErrorDetail{Location: p.Location, Message: p.Message, Value: p.Value})
+		}
+		return httpserver.NewProblem(http.StatusUnprocessableEntity, domain.ReasonValidation, "the request breaks a validation rule; nothing was stored", details...)
+	case errors.As(err, &ce):
+		details := make([]*huma.ErrorDetail, 0, len(ce.Refusals))
+		for _, r := range ce.Refusals {
+			details = append(details, &huma.ErrorDetail{Location: r.Location, Message: r.Reason + ": " + r.Detail})
+		}
+		return httpserver.NewProblem(http.StatusConflict, ce.Reason(), "refused; nothing was stored: "+ce.Refusals[0].Detail, details...)
+	case errors.Is(err, application.ErrUnavailable):
+		a.log.Warn("resource provisioning store unavailable", zap.String("operation", op), zap.Error(err))
+		return httpserver.NewProblem(http.StatusServiceUnavailable, "unavailable", "the allocation store cannot be reached; retry later")
+	case errors.Is(err, context.Canceled):
+		return httpserver.NewProblem(http.StatusServiceUnavailable, "cancelled", "the request was cancelled before it finished; nothing was stored")
+	}
+	a.log.Error("resource provisioning request failed", zap.String("operation", op), zap.Error(err))
+	return httpserver.NewProblem(http.StatusInternalServerError, "internal-error", "internal error")
+}
+
+// requireSite admits only site:<site>.
+func requireSite(ctx context.Context, site string) error {
+	p, ok := auth.FromContext(ctx)
+	if !ok {
+		return httpserver.NewProblem(http.StatusUnauthorized, "unauthenticated", "a bearer credential is required")
+	}
+	if !p.Is(auth.KindSite, site) {
+		return httpserver.NewProblem(http.StatusForbidden, "forbidden", fmt.Sprintf("%s may not report for Site %s", p, site))
+	}
+	return nil
+}
+
+// requireKind admits any principal of kind (e.g. service:*).
+func requireKind(ctx context.Context, kind string) error {
+	p, ok := auth.FromContext(ctx)
+	if !ok {
+		return httpserver.NewProblem(http.StatusUnauthorized, "unauthenticated", "a bearer credential is required")
+	}
+	if p.Kind != kind {
+		return httpserver.NewProblem(http.StatusForbidden, "forbidden", fmt.Sprintf("%s may not read allocations; a %s:* key is required", p, kind))
+	}
+	return nil
+}
+
+// requirePrincipal admits only want.
+func requirePrincipal(ctx context.Context, want auth.Principal) error {
+	p, ok := auth.FromContext(ctx)
+	if !ok {
+		return httpserver.NewProblem(http.StatusUnauthorized, "unauthenticated", "a bearer credential is required")
+	}
+	if p != want {
+		return httpserver.NewProblem(http.StatusForbidden, "forbidden", fmt.Sprintf("%s may not post here; only %s may", p, want))
+	}
+	return nil
+}

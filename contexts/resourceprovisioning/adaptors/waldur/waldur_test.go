@@ -1,0 +1,146 @@
+package waldur_test
+
+import (
+	"encoding/json"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/waldur"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
+)
+
+const gib = int64(1) << 30
+
+// testdata/waldur-resources.json is a copy of the project's shared cases
+// (../shared/cases/provisioning/waldur-resources.json).
+func cases(t *testing.T) []waldur.Resource {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/waldur-resources.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := waldur.ParseResources(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 5 {
+		t.Fatalf("%d records", len(rs))
+	}
+	return rs
+}
+
+func TestEveryCaseRecordMapsToCanonicalUnitsAndTheDocumentedLifecycle(t *testing.T) {
+	at := time.Date(2026, 8, 20, 10, 20, 0, 0, time.UTC)
+	want := map[string]struct {
+		configured, applied domain.Limits
+		scope, lifecycle    string
+		reasons             []string
+	}{
+		"alpha-gpu-ns": {
+			configured: domain.Limits{"cpu": 32000, "memory": 128 * gib, "storage": 500 * gib, "gpu.nvidia": 2},
+			applied:    domain.Limits{"cpu": 32000, "memory": 128 * gib, "storage": 500 * gib, "gpu.nvidia": 2},
+			scope:      "waldur-alpha-gpu-ns", lifecycle: domain.LifecycleReady,
+		},
+		"beta-cpu-ns": {
+			configured: domain.Limits{"cpu": 8000, "memory": 16 * gib, "storage": 100 * gib},
+			lifecycle:  domain.LifecyclePending, reasons: []string{"provisioning", "limits_not_applied"},
+		},
+		"gamma-ns": {
+			configured: domain.Limits{"cpu": 64000, "memory": 256 * gib, "storage": 1000 * gib, "gpu.nvidia": 4},
+			applied:    domain.Limits{"cpu": 32000, "memory": 128 * gib, "storage": 1000 * gib, "gpu.nvidia": 4},
+			scope:      "waldur-gamma-ns", lifecycle: domain.LifecycleChanging,
+		},
+		"delta-ns": {
+			configured: domain.Limits{"cpu": 16000, "memory": 64 * gib, "storage": 200 * gib},
+			applied:    domain.Limits{"cpu": 0, "memory": 0, "storage": 200 * gib},
+			scope:      "waldur-delta-ns", lifecycle: domain.LifecycleSuspended,
+		},
+		"epsilon-ns": {
+			configured: domain.Limits{"cpu": 4000, "memory": 8 * gib, "storage": 50 * gib},
+			lifecycle:  domain.LifecycleRetired,
+		},
+	}
+	for _, rec := range cases(t) {
+		w, ok := want[rec.Name]
+		if !ok {
+			t.Fatalf("unexpected record %s", rec.Name)
+		}
+		r, err := waldur.Report(rec, waldur.Options{ObservedAt: at})
+		if err != nil {
+			t.Fatalf("%s: %v", rec.Name, err)
+		}
+		if r.ProviderResourceID != rec.UUID || r.OfferingID != rec.OfferingUUID || r.ProviderProjectID != rec.ProjectUUID || r.State != rec.State || !r.ObservedAt.Equal(at) {
+			t.Errorf("%s: bindings %+v", rec.Name, r)
+		}
+		if !r.Limits.Equal(w.configured) || !r.AppliedLimits.Equal(w.applied) || r.NativeScope != w.scope {
+			t.Errorf("%s: configured %v applied %v scope %q", rec.Name, r.Limits, r.AppliedLimits, r.NativeScope)
+		}
+		if p := r.Validate("r"); len(p) != 0 {
+			t.Errorf("%s: mapped report invalid: %+v", rec.Name, p)
+		}
+		f := domain.Derive(r.Normalize(), "project")
+		if f.Lifecycle != w.lifecycle || !slices.Equal(f.Reasons, append([]string{}, w.reasons...)) {
+			t.Errorf("%s: lifecycle %s %v, want %s %v", rec.Name, f.Lifecycle, f.Reasons, w.lifecycle, w.reasons)
+		}
+	}
+}
+
+func TestOneRecordOrAnArrayParse(t *testing.T) {
+	rs := cases(t)
+	one, err := json.Marshal(map[string]any{"uuid": rs[0].UUID, "limits": map[string]any{"cpu": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := waldur.ParseResources(one)
+	if err != nil || len(got) != 1 || got[0].UUID != rs[0].UUID {
+		t.Fatalf("%+v %v", got, err)
+	}
+}
+
+func TestGPUVendorComesFromConfiguration(t *testing.T) {
+	r, err := waldur.Report(cases(t)[0], waldur.Options{GPUVendor: "amd"})
+	if err != nil || r.Limits["gpu.amd"] != 2 || r.AppliedLimits["gpu.amd"] != 2 {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if _, err := waldur.Report(cases(t)[0], waldur.Options{GPUVendor: "Not A Vendor"}); err == nil {
+		t.Fatal("a vendor that makes no valid key was accepted")
+	}
+}
+
+func TestFractionalCoresAndQuotaQuantitiesBecomeMillicoresAndBytes(t *testing.T) {
+	raw := `{"uuid":"u","name":"n","state":"OK","limits":{"cpu":0.5,"ram":1.5},
+	  "backend_metadata":{"name":"ns","quota":{"cpu":"500m","memory":"1536Mi"}}}`
+	rs, err := waldur.ParseResources([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := waldur.Report(rs[0], waldur.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := domain.Limits{"cpu": 500, "memory": 1536 << 20}
+	if !r.Limits.Equal(want) || !r.AppliedLimits.Equal(want) {
+		t.Fatalf("configured %v applied %v", r.Limits, r.AppliedLimits)
+	}
+}
+
+func TestUnknownKeysAndInexactAmountsAreRefusedByName(t *testing.T) {
+	for raw, want := range map[string]string{
+		`{"uuid":"u","limits":{"cores":1}}`:                                    "unknown limit \"cores\"",
+		`{"uuid":"u","limits":{"cpu":0.0001}}`:                                 "not a whole number",
+		`{"uuid":"u","limits":{"storage":-1}}`:                                 "negative",
+		`{"uuid":"u","limits":{},"backend_metadata":{"quota":{"pods":"10"}}}`:  "unknown quota \"pods\"",
+		`{"uuid":"u","limits":{},"backend_metadata":{"quota":{"cpu":"lots"}}}`: "not a Kubernetes quantity",
+	} {
+		rs, err := waldur.ParseResources([]byte(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := waldur.Report(rs[0], waldur.Options{}); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "resource u") {
+			t.Errorf("%s: %v, want an error naming the record and %q", raw, err, want)
+		}
+	}
+}

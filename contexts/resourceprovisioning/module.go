@@ -1,0 +1,197 @@
+// Package resourceprovisioning composes the resource_provisioning context:
+// its own database (PostgreSQL, or the embedded default SQLite file), its
+// goose migrations (version table goose_resource_provisioning), the
+// application service, the HTTP routes under /resource-provisioning, a
+// readiness check and its metrics. Design:
+// ../shared/design/resource-provisioning.md.
+package resourceprovisioning
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/httpapi"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/postgres"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/sqlite"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/telemetry"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/application"
+	"github.com/pharos-metallo/metallo/platform/clock"
+	"github.com/pharos-metallo/metallo/platform/config"
+	"github.com/pharos-metallo/metallo/platform/database"
+	"github.com/pharos-metallo/metallo/platform/httpserver"
+	sqlfiles "github.com/pharos-metallo/metallo/sql"
+)
+
+// Name is the context's name (Fx module, log field "context", OpenAPI tag).
+const Name = "resource_provisioning"
+
+// dir is the context's directory under sql/<engine>/.
+const dir = "resourceprovisioning"
+
+// DefaultSQLitePath is the embedded default database.
+const DefaultSQLitePath = "./var/provisioning.sqlite"
+
+// Config is the context's configuration (flags of the provisioning role).
+type Config struct {
+	// DatabaseURL is --provisioning-database-url: postgres://…, sqlite:<path>,
+	// or empty for DefaultSQLitePath.
+	DatabaseURL string
+	// MaxConns bounds the PostgreSQL pool (0: pgx's default).
+	MaxConns int32
+	// WaldurInstance is --waldur-instance, the Waldur instance URL that
+	// Project events must name to resolve allocations.
+	WaldurInstance string
+	// Freshness is --allocation-freshness (default 15 minutes).
+	Freshness time.Duration
+	// Migrate applies pending migrations at start; otherwise start fails
+	// while migrations are pending.
+	Migrate bool
+}
+
+// Target parses DatabaseURL.
+func (c Config) Target() (database.Target, error) {
+	return database.ParseURL(c.DatabaseURL, DefaultSQLitePath)
+}
+
+// Validate checks the configuration needed to serve; each error is a
+// *config.FlagError naming its flag.
+func (c Config) Validate() error {
+	if _, err := c.Target(); err != nil {
+		return config.Invalid("provisioning-database-url", c.DatabaseURL, err)
+	}
+	if c.WaldurInstance == "" {
+		return config.Invalid("waldur-instance", "", errors.New("required: the Waldur instance URL that Beto's Project bindings name (e.g. https://waldur.example.org)"))
+	}
+	if u, err := url.Parse(c.WaldurInstance); err != nil || u.Scheme == "" || u.Host == "" {
+		return config.Invalid("waldur-instance", c.WaldurInstance, errors.New("want an absolute URL such as https://waldur.example.org"))
+	}
+	if c.Freshness <= 0 {
+		return config.Invalid("allocation-freshness", c.Freshness.String(), errors.New("must be positive"))
+	}
+	return nil
+}
+
+// Migrate applies the context's pending migrations to the configured
+// database (`metallo migrate --role provisioning`).
+func Migrate(ctx context.Context, cfg Config, log *zap.Logger) error {
+	h, err := OpenDatabase(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	return migrate(ctx, h, log)
+}
+
+// OpenDatabase opens the configured database (without migrating).
+func OpenDatabase(ctx context.Context, cfg Config) (*database.Handle, error) {
+	t, err := cfg.Target()
+	if err != nil {
+		return nil, fmt.Errorf("--provisioning-database-url: %w", err)
+	}
+	return database.Open(ctx, t, database.Options{MaxConns: cfg.MaxConns})
+}
+
+func migrate(ctx context.Context, h *database.Handle, log *zap.Logger) error {
+	m, err := sqlfiles.Migrations(string(h.Target.Engine), dir)
+	if err != nil {
+		return err
+	}
+	applied, err := h.Migrate(ctx, m, Name)
+	if err != nil {
+		return err
+	}
+	log.Info("migrated", zap.String("database", h.Target.String()), zap.Int64s("applied", applied))
+	return nil
+}
+
+func checkMigrated(ctx context.Context, h *database.Handle) error {
+	m, err := sqlfiles.Migrations(string(h.Target.Engine), dir)
+	if err != nil {
+		return err
+	}
+	return h.CheckMigrated(ctx, m, Name)
+}
+
+// Store is an application.Store that may hold resources of its own.
+type Store interface {
+	application.Store
+	Close() error
+}
+
+// NewStore returns the store adaptor for h's engine.
+func NewStore(h *database.Handle) (Store, error) {
+	switch h.Target.Engine {
+	case database.Postgres:
+		return postgres.New(h.Pool), nil
+	case database.SQLite:
+		return sqlite.New(h.DB, h.Target.Path)
+	}
+	return nil, fmt.Errorf("no store for engine %q", h.Target.Engine)
+}
+
+// NewService builds the application service on store without Fx.
+func NewService(store application.Store, clk application.Clock, log *zap.Logger, reg prometheus.Registerer, cfg Config) (*application.Service, error) {
+	tel, err := telemetry.New(log, reg)
+	if err != nil {
+		return nil, err
+	}
+	return application.NewService(store, clk, tel, application.Config{WaldurInstance: cfg.WaldurInstance, Freshness: cfg.Freshness})
+}
+
+// Module composes the context for cfg. It provides *application.Service
+// (public, for in-process owner adaptors), HTTP routes and a readiness
+// check; the database handle and store are private. An invalid cfg fails
+// the app, naming the flag.
+func Module(cfg Config) fx.Option {
+	if err := cfg.Validate(); err != nil {
+		return fx.Error(err)
+	}
+	return fx.Module(Name,
+		fx.Decorate(func(log *zap.Logger) *zap.Logger { return log.With(zap.String("context", Name)) }),
+		fx.Provide(
+			fx.Private,
+			func(lc fx.Lifecycle, log *zap.Logger) (*database.Handle, error) {
+				h, err := OpenDatabase(context.Background(), cfg)
+				if err != nil {
+					return nil, err
+				}
+				lc.Append(fx.Hook{
+					OnStart: func(ctx context.Context) error {
+						if cfg.Migrate {
+							return migrate(ctx, h, log)
+						}
+						return checkMigrated(ctx, h)
+					},
+					OnStop: func(context.Context) error { h.Close(); return nil },
+				})
+				return h, nil
+			},
+			func(lc fx.Lifecycle, h *database.Handle) (Store, error) {
+				s, err := NewStore(h)
+				if err != nil {
+					return nil, err
+				}
+				lc.Append(fx.StopHook(s.Close))
+				return s, nil
+			},
+		),
+		fx.Provide(
+			func(s Store, clk clock.Clock, log *zap.Logger, reg prometheus.Registerer) (*application.Service, error) {
+				return NewService(s, clk, log, reg, cfg)
+			},
+			httpserver.AsRegistrar(func(svc *application.Service, log *zap.Logger) httpserver.Registrar {
+				return httpapi.New(svc, log)
+			}),
+			httpserver.AsReadinessCheck(func(svc *application.Service) httpserver.ReadinessCheck {
+				return httpserver.ReadinessCheck{Name: Name + " database", Check: svc.Ping}
+			}),
+		),
+	)
+}
