@@ -8,6 +8,7 @@ func DefaultRoles() RoleSet {
 	return RoleSet{
 		ProvisioningRole(),
 		ExecutionRole(),
+		RuntimeRole(),
 	}
 }
 
@@ -16,5 +17,6 @@ func DefaultRoles() RoleSet {
 func extraCommands(env Env) []*cobra.Command {
 	return []*cobra.Command{
 		newProvisioningCommand(env),
+		newRuntimeCommand(env),
 	}
 }

@@ -1,0 +1,223 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/heartbeat"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal"
+	"github.com/pharos-metallo/metallo/platform/clock"
+	"github.com/pharos-metallo/metallo/platform/config"
+)
+
+// Defaults of the runtime role.
+const (
+	defaultHeartbeatFile = "/tmp/metallo-runtime.heartbeat"
+	defaultLivenessBound = 2 * time.Minute
+)
+
+// RuntimeRole is the runtime role: the site_runtime context alone in its
+// process, with its three SQLite journals and the admin listener, and no
+// public API, platform database or migrations (site-runtime.md). Preflight
+// validates the flags and opens the journal set — locking the directory,
+// verifying it read-only, refusing to start on damage — before Fx starts.
+func RuntimeRole() Role {
+	var (
+		cfg siteruntime.Config
+		j   *journal.Journal
+	)
+	return Role{
+		Name:    "runtime",
+		Context: siteruntime.ContextName,
+		Central: false,
+		Flags:   func(fs *pflag.FlagSet) { runtimeServeFlags(fs, &cfg) },
+		Preflight: func(log *zap.Logger) error {
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			opened, err := siteruntime.OpenJournal(context.Background(), cfg)
+			if err != nil {
+				return fmt.Errorf("--journal-dir %s: %w", cfg.JournalDir, err)
+			}
+			j = opened
+			b := j.Binding()
+			log.Info("journal set verified", zap.String("journal_dir", cfg.JournalDir), zap.String("environment", b.Environment),
+				zap.String("authority", b.Authority), zap.String("installation", b.InstallationID))
+			return nil
+		},
+		Module: func(bool) fx.Option {
+			if j == nil {
+				return fx.Error(errors.New("runtime role: the journal set was not opened (Preflight did not run)"))
+			}
+			return siteruntime.Module(cfg, j)
+		},
+	}
+}
+
+// runtimeIdentityFlags registers the flags that name the stream and the
+// Site API.
+func runtimeIdentityFlags(fs *pflag.FlagSet, cfg *siteruntime.Config) {
+	fs.StringVar(&cfg.Environment, "environment", "", "the execution environment (stream) this Runtime serves, e.g. alpha-k8s")
+	fs.StringVar(&cfg.Authority, "authority", "", "the Site API URL the Runtime trusts (https; plain http only to loopback)")
+}
+
+func runtimeCredentialFlags(fs *pflag.FlagSet, cfg *siteruntime.Config) {
+	fs.StringVar(&cfg.TokenFile, "token-file", "", "file holding the bearer token (the projected service-account token), re-read for every request")
+	fs.StringVar(&cfg.KeyFile, "key-file", "", "file holding a static bearer key, instead of --token-file")
+	fs.StringVar(&cfg.CAFile, "ca-file", "", "PEM bundle to verify the Site API's certificate (system roots when empty)")
+}
+
+func runtimeServeFlags(fs *pflag.FlagSet, cfg *siteruntime.Config) {
+	runtimeIdentityFlags(fs, cfg)
+	runtimeCredentialFlags(fs, cfg)
+	fs.StringVar(&cfg.JournalDir, "journal-dir", "", "directory of the journal set (delivery.sqlite, jobs.sqlite, services.sqlite); never created by serve")
+	fs.StringVar(&cfg.HeartbeatFile, "heartbeat-file", defaultHeartbeatFile, "file the worker beats (read by `metallo runtime liveness`)")
+	fs.DurationVar(&cfg.LivenessBound, "liveness-bound", defaultLivenessBound, "oldest heartbeat `runtime liveness` accepts; must exceed --pull-wait plus --backoff-max")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig of the Site cluster (in-cluster configuration when empty)")
+	fs.StringVar(&cfg.BatchImage, "batch-image", "", "batch execution image, pinned by digest (…@sha256:<64 hex>); required")
+	fs.StringVar(&cfg.Permissions, "permissions", "", "permission provider: http:<url> or policy:<file>; required")
+	fs.StringVar(&cfg.InstallationRecord, "installation-record", "", "installation record: configmap:<namespace>/<name> or file:<path>; required")
+	fs.IntVar(&cfg.PullLimit, "pull-limit", 100, "most commands per pull (1..100)")
+	fs.DurationVar(&cfg.PullWait, "pull-wait", 30*time.Second, "long-poll wait of a pull (0..30s)")
+	fs.DurationVar(&cfg.BackoffInitial, "backoff-initial", 200*time.Millisecond, "first wait after a transient failure")
+	fs.DurationVar(&cfg.BackoffMax, "backoff-max", 30*time.Second, "cap of the exponential backoff")
+	fs.BoolVar(&cfg.FoldAcknowledgement, "fold-acknowledgement", true, "fold clearing an acknowledged command into the next command's first commit when that command came in the same pull")
+	fs.StringVar(&cfg.Failpoints, "failpoints", "", "crash points for tests (name or name@n, comma separated)")
+	_ = fs.MarkHidden("failpoints")
+}
+
+// newRuntimeCommand is `metallo runtime …`: install, check, liveness.
+func newRuntimeCommand(env Env) *cobra.Command {
+	cmd := &cobra.Command{Use: "runtime", Short: "Operate a Site Runtime: install its journals, check its Site API access, probe its liveness"}
+	cmd.AddCommand(newRuntimeInstallCommand(env), newRuntimeCheckCommand(env), newRuntimeLivenessCommand(env))
+	return cmd
+}
+
+func newRuntimeInstallCommand(env Env) *cobra.Command {
+	var (
+		cfg  siteruntime.Config
+		logs logFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "install",
+		Short: "The installation hook: initialise the journal set once and record it",
+		Long: `Initialise the journal set only when the directory holds no journal and no
+installation record exists, generating the installation ID; record complete
+journals that predate the record as they are; verify an existing record
+against its journals. Once recorded, missing or partial journals stop the hook
+(non-zero exit) until they are restored together. Never replaces a record.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd, env); err != nil {
+				return err
+			}
+			switch {
+			case cfg.JournalDir == "":
+				return config.Invalid("journal-dir", "", errors.New("required"))
+			case cfg.Environment == "" || cfg.Authority == "":
+				return config.Invalid("environment/--authority", cfg.Environment+" "+cfg.Authority, errors.New("both are required"))
+			}
+			log, err := logs.build()
+			if err != nil {
+				return err
+			}
+			defer func() { _ = log.Sync() }()
+			rec, err := siteruntime.NewInstallationRecord(cfg.InstallationRecord, cfg.Kubeconfig)
+			if err != nil {
+				return config.Invalid("installation-record", cfg.InstallationRecord, err)
+			}
+			action, inst, err := siteruntime.Install(cmd.Context(), cfg.JournalDir, cfg.Environment, cfg.Authority, rec, clock.System{})
+			if err != nil {
+				return err
+			}
+			log.Info("installation", zap.String("action", string(action)), zap.String("installation", inst.InstallationID),
+				zap.String("journal_dir", cfg.JournalDir), zap.String("record", rec.Describe()))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s installation %s (%s)\n", action, inst.InstallationID, rec.Describe())
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	runtimeIdentityFlags(fs, &cfg)
+	fs.StringVar(&cfg.JournalDir, "journal-dir", "", "directory of the journal set")
+	fs.StringVar(&cfg.InstallationRecord, "installation-record", "", "installation record: configmap:<namespace>/<name> or file:<path>")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig for a ConfigMap record (in-cluster configuration when empty)")
+	logs.register(fs)
+	return cmd
+}
+
+func newRuntimeCheckCommand(env Env) *cobra.Command {
+	var (
+		cfg      siteruntime.Config
+		retryFor time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Prove identity and authorisation against the Site API with one read-only pull",
+		Long: `Read the stream's state, then pull once with wait=0; never acknowledge
+anything. Refused connections are retried for up to --retry-for (a new Pod's
+network may be admitted seconds after start); then, or on any problem answer,
+exit non-zero with the reason.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd, env); err != nil {
+				return err
+			}
+			rec, err := siteruntime.NewInstallationRecord(cfg.InstallationRecord, cfg.Kubeconfig)
+			if err != nil {
+				return config.Invalid("installation-record", cfg.InstallationRecord, err)
+			}
+			rep, err := siteruntime.Check(cmd.Context(), cfg, rec, retryFor)
+			if err != nil {
+				return fmt.Errorf("runtime check: %w", err)
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "stream %s at %s: acknowledged %d, head %d, installation %s\n", rep.State.Environment, rep.State.Authority,
+				rep.State.AcknowledgedSequence, rep.State.HeadSequence, rep.State.InstallationID)
+			if rep.Next != nil {
+				fmt.Fprintf(out, "next command %d (%s, %s) verified\n", rep.Next.Sequence, rep.Next.Operation, rep.Next.Digest)
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	runtimeIdentityFlags(fs, &cfg)
+	runtimeCredentialFlags(fs, &cfg)
+	fs.StringVar(&cfg.InstallationRecord, "installation-record", "", "installation record (its installation ID is sent): configmap:<namespace>/<name> or file:<path>")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig for a ConfigMap record (in-cluster configuration when empty)")
+	fs.DurationVar(&retryFor, "retry-for", time.Minute, "how long refused connections are retried")
+	return cmd
+}
+
+func newRuntimeLivenessCommand(env Env) *cobra.Command {
+	var (
+		path  string
+		bound time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "liveness",
+		Short: "Exit non-zero when the worker's heartbeat is missing, stale, or records a stop",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd, env); err != nil {
+				return err
+			}
+			r, err := heartbeat.Check(path, bound, time.Now())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "alive: last beat %s ago\n", time.Since(r.BeatAt).Round(time.Millisecond))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&path, "heartbeat-file", defaultHeartbeatFile, "the worker's heartbeat file")
+	cmd.Flags().DurationVar(&bound, "liveness-bound", defaultLivenessBound, "oldest heartbeat accepted")
+	return cmd
+}

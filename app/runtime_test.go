@@ -1,0 +1,155 @@
+package app
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runtimeArgs returns a complete `serve --role runtime` command line whose
+// files exist, with the journal directory dir.
+func runtimeArgs(t *testing.T, dir string) []string {
+	t.Helper()
+	tmp := t.TempDir()
+	key := filepath.Join(tmp, "key")
+	policy := filepath.Join(tmp, "policy.yaml")
+	for _, f := range []string{key, policy} {
+		if err := os.WriteFile(f, []byte("x\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return []string{"serve", "--role", "runtime", "--admin-listen", "", "--journal-dir", dir,
+		"--environment", "alpha-k8s", "--authority", "http://127.0.0.1:1", "--key-file", key,
+		"--heartbeat-file", filepath.Join(tmp, "heartbeat"), "--permissions", "policy:" + policy,
+		"--batch-image", "registry.example/batch@sha256:" + strings.Repeat("a", 64),
+		"--installation-record", "file:" + filepath.Join(tmp, "installation.json")}
+}
+
+func runMain(t *testing.T, env map[string]string, args ...string) (int, string) {
+	t.Helper()
+	var stderr bytes.Buffer
+	code := Main(t.Context(), args, Env{Stdout: &bytes.Buffer{}, Stderr: &stderr, LookupEnv: func(k string) (string, bool) {
+		v, ok := env[k]
+		return v, ok
+	}})
+	return code, stderr.String()
+}
+
+func with(args []string, flag, value string) []string {
+	out := append([]string(nil), args...)
+	for i := range out {
+		if out[i] == flag {
+			out[i+1] = value
+			return out
+		}
+	}
+	return append(out, flag, value)
+}
+
+func without(args []string, flag string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == flag {
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
+}
+
+func TestTheRuntimeRoleRefusesEveryDatabaseURL(t *testing.T) {
+	dir := t.TempDir()
+	for _, flag := range []string{"--execution-database-url", "--provisioning-database-url"} {
+		code, stderr := runMain(t, nil, with(runtimeArgs(t, dir), flag, "sqlite:"+filepath.Join(dir, "x.sqlite"))...)
+		if code == 0 || !strings.Contains(stderr, flag) || !strings.Contains(stderr, "no platform database") {
+			t.Fatalf("%s: exit %d, %s", flag, code, stderr)
+		}
+	}
+	code, stderr := runMain(t, map[string]string{"METALLO_EXECUTION_DATABASE_URL": "postgres://localhost/x"}, runtimeArgs(t, dir)...)
+	if code == 0 || !strings.Contains(stderr, "execution-database-url") {
+		t.Fatalf("from the environment: exit %d, %s", code, stderr)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatal("a refused start created files")
+	}
+	if r := RuntimeRole(); r.Central || r.Migrate != nil || r.Context != "site_runtime" {
+		t.Fatalf("runtime role %+v", r)
+	}
+}
+
+func TestTheRuntimeRoleRunsAloneInItsProcess(t *testing.T) {
+	code, stderr := runMain(t, nil, with(runtimeArgs(t, t.TempDir()), "--role", "runtime,execution")...)
+	if code == 0 || !strings.Contains(stderr, "runs alone") {
+		t.Fatalf("exit %d, %s", code, stderr)
+	}
+}
+
+func TestServeRefusesTheRuntimeConfigurationsItCannotRunNamingTheFlag(t *testing.T) {
+	base := runtimeArgs(t, t.TempDir())
+	cases := map[string][]string{
+		"--batch-image":         with(base, "--batch-image", "registry.example/batch:latest"),
+		"--permissions":         without(base, "--permissions"),
+		"--installation-record": with(base, "--installation-record", "secret:ns/x"),
+		"--authority":           with(base, "--authority", "http://metallo.example.org"),
+		"--token-file":          without(base, "--key-file"),
+		"--liveness-bound":      with(base, "--liveness-bound", "10s"),
+	}
+	for flag, args := range cases {
+		code, stderr := runMain(t, nil, args...)
+		if code == 0 || !strings.Contains(stderr, flag) {
+			t.Errorf("%s: exit %d, %s", flag, code, stderr)
+		}
+	}
+	code, stderr := runMain(t, map[string]string{"METALLO_BATCH_IMAGE": "busybox"}, without(base, "--batch-image")...)
+	if code == 0 || !strings.Contains(stderr, "METALLO_BATCH_IMAGE") || !strings.Contains(stderr, "pinned by digest") {
+		t.Fatalf("tag-only image from the environment: exit %d, %s", code, stderr)
+	}
+}
+
+func TestServeNeverCreatesAMissingJournal(t *testing.T) {
+	dir := t.TempDir()
+	code, stderr := runMain(t, nil, runtimeArgs(t, dir)...)
+	if code == 0 || !strings.Contains(stderr, "metallo runtime install") {
+		t.Fatalf("exit %d, %s", code, stderr)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("serve created %d files in the journal directory", len(entries))
+	}
+	missing := filepath.Join(dir, "absent")
+	if code, _ := runMain(t, nil, runtimeArgs(t, missing)...); code == 0 {
+		t.Fatal("served a missing journal directory")
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Fatal("serve created the journal directory")
+	}
+}
+
+func TestInstallThenLivenessWithoutAWorkerFails(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journals")
+	record := filepath.Join(t.TempDir(), "installation.json")
+	install := []string{"runtime", "install", "--journal-dir", dir, "--environment", "alpha-k8s", "--authority", "https://site.example",
+		"--installation-record", "file:" + record, "--log-level", "error"}
+	if code, stderr := runMain(t, nil, install...); code != 0 {
+		t.Fatalf("install: %s", stderr)
+	}
+	raw, _ := os.ReadFile(record)
+	if code, stderr := runMain(t, nil, install...); code != 0 {
+		t.Fatalf("install again (verifies): %s", stderr)
+	}
+	if again, _ := os.ReadFile(record); !bytes.Equal(raw, again) {
+		t.Fatal("a second install replaced the record")
+	}
+	if err := os.Remove(filepath.Join(dir, "jobs.sqlite")); err != nil {
+		t.Fatal(err)
+	}
+	if code, stderr := runMain(t, nil, install...); code == 0 || !strings.Contains(stderr, "jobs.sqlite") {
+		t.Fatalf("install over a missing journal: exit %d, %s", code, stderr)
+	}
+	code, stderr := runMain(t, nil, "runtime", "liveness", "--heartbeat-file", filepath.Join(t.TempDir(), "none"))
+	if code == 0 || !strings.Contains(stderr, "heartbeat file missing") {
+		t.Fatalf("liveness without a heartbeat: exit %d, %s", code, stderr)
+	}
+}

@@ -1,0 +1,130 @@
+// Package heartbeat is the worker's liveness signal as a file (the
+// Heartbeat port) and its reading by `metallo runtime liveness`, which
+// runs as a separate process (site-runtime.md, "Liveness and check").
+//
+// The file holds one JSON object: {"beat_at": RFC 3339 UTC} while the
+// worker runs, plus "stopped" (the stop reason) and "cause" once it has
+// stopped. It is replaced atomically (write, then rename), so a reader
+// never sees a partial file.
+package heartbeat
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+)
+
+// Record is the heartbeat file's content.
+type Record struct {
+	BeatAt  time.Time         `json:"beat_at"`
+	Stopped domain.StopReason `json:"stopped,omitempty"`
+	Cause   string            `json:"cause,omitempty"`
+}
+
+// File writes the heartbeat file.
+type File struct {
+	path     string
+	clock    application.Clock
+	interval time.Duration
+
+	mu      sync.Mutex
+	last    time.Time
+	stopped bool
+}
+
+// NewFile returns the heartbeat at path. Beats closer together than
+// interval (one second when 0) write nothing, bounding the file's cost
+// per command; set the liveness bound well above interval.
+func NewFile(path string, clock application.Clock, interval time.Duration) *File {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	return &File{path: path, clock: clock, interval: interval}
+}
+
+// Beat records a beat unless one was written within the interval or the
+// worker has stopped.
+func (f *File) Beat(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.clock.Now()
+	if f.stopped || now.Sub(f.last) < f.interval {
+		return nil
+	}
+	if err := write(f.path, Record{BeatAt: now.UTC()}); err != nil {
+		return err
+	}
+	f.last = now
+	return nil
+}
+
+// Stopped records the stop; Beat writes nothing afterwards.
+func (f *File) Stopped(_ context.Context, reason domain.StopReason, cause string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopped = true
+	return write(f.path, Record{BeatAt: f.clock.Now().UTC(), Stopped: reason, Cause: cause})
+}
+
+func write(path string, r Record) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode heartbeat: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write heartbeat: %w", err)
+	}
+	_, werr := tmp.Write(append(b, '\n'))
+	cerr := tmp.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("write heartbeat: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("write heartbeat: %w", err)
+	}
+	return nil
+}
+
+// Errors of Check.
+var (
+	ErrMissing = errors.New("heartbeat file missing")
+	ErrStale   = errors.New("heartbeat older than the liveness bound")
+	ErrStopped = errors.New("runtime worker stopped")
+)
+
+// Check reads the heartbeat at path and fails when it is missing or
+// unreadable (ErrMissing), records a stopped worker (ErrStopped, with the
+// reason), or is older than bound at now (ErrStale).
+func Check(path string, bound time.Duration, now time.Time) (Record, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Record{}, fmt.Errorf("%w: %s", ErrMissing, path)
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("%w: %v", ErrMissing, err)
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil || r.BeatAt.IsZero() {
+		return Record{}, fmt.Errorf("%w: %s does not hold a heartbeat", ErrMissing, path)
+	}
+	if r.Stopped != "" {
+		return r, fmt.Errorf("%w (%s) at %s: %s", ErrStopped, r.Stopped, r.BeatAt.Format(time.RFC3339), r.Cause)
+	}
+	if age := now.Sub(r.BeatAt); age > bound {
+		return r, fmt.Errorf("%w: last beat %s ago (bound %s)", ErrStale, age.Round(time.Millisecond), bound)
+	}
+	return r, nil
+}
+
+var _ application.Heartbeat = (*File)(nil)

@@ -1,0 +1,426 @@
+package journal
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofrs/flock"
+
+	// Registers the "sqlite" database/sql driver (modernc.org/sqlite).
+	_ "modernc.org/sqlite"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal/journaldb"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/database"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+// Journal is an open journal set: it holds the directory lock until Close
+// and implements application.RuntimeJournal and application.MemberBindings
+// on delivery.sqlite; Batch and Services return the native record stores.
+type Journal struct {
+	dir  string
+	lock *flock.Flock
+	cp   domain.Checkpoint
+
+	mu      sync.Mutex
+	files   map[string]*sql.DB
+	closed  bool
+	commits atomic.Int64
+}
+
+// Options tune Open.
+type Options struct {
+	// BusyTimeout is SQLite's busy timeout (default 10 s).
+	BusyTimeout time.Duration
+}
+
+// Open locks dir, verifies the complete journal set read-only and opens it
+// for writing. It never creates a journal. It fails with ErrLocked when
+// another Runtime holds the directory, ErrNotInstalled when no journal
+// exists, and an *IntegrityError naming the file and row when a check
+// fails; the directory is unchanged in every failure.
+func Open(ctx context.Context, dir string, opts Options) (*Journal, error) {
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := verifySet(ctx, dir)
+	if err != nil {
+		_ = lock.Unlock()
+		return nil, err
+	}
+	j := &Journal{dir: dir, lock: lock, cp: cp, files: map[string]*sql.DB{}}
+	busy := opts.BusyTimeout
+	if busy == 0 {
+		busy = 10 * time.Second
+	}
+	for _, f := range domain.JournalFiles() {
+		// mode=rw: never create a missing file.
+		dsn := database.SQLiteDSN(filepath.Join(dir, f), busy, "synchronous(FULL)") + "&_txlock=immediate&mode=rw"
+		db, err := sql.Open("sqlite", dsn)
+		if err == nil {
+			db.SetMaxOpenConns(1)
+			db.SetConnMaxIdleTime(0)
+			db.SetConnMaxLifetime(0)
+			err = db.PingContext(ctx)
+		}
+		if err != nil {
+			j.files[f] = db
+			_ = j.Close()
+			return nil, integrity(f, "", "cannot be opened for writing: %v", err)
+		}
+		j.files[f] = db
+	}
+	return j, nil
+}
+
+// Binding returns the binding verified at Open.
+func (j *Journal) Binding() domain.Binding { return j.cp.Binding }
+
+// Dir returns the journal directory.
+func (j *Journal) Dir() string { return j.dir }
+
+// Commits returns the number of durable commits made through j, on all
+// three files.
+func (j *Journal) Commits() int64 { return j.commits.Load() }
+
+// CloseFiles closes the three files (SQLite checkpoints and removes the
+// WAL) but keeps the directory lock, so a stopped Runtime writes nothing
+// more and no second Runtime can start. Later writes fail.
+func (j *Journal) CloseFiles() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return nil
+	}
+	j.closed = true
+	var errs []error
+	for _, f := range domain.JournalFiles() {
+		if db := j.files[f]; db != nil {
+			errs = append(errs, db.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close closes the files and releases the directory lock.
+func (j *Journal) Close() error {
+	err := j.CloseFiles()
+	return errors.Join(err, j.lock.Unlock())
+}
+
+// ErrClosed is returned by every operation after CloseFiles.
+var ErrClosed = errors.New("journal closed")
+
+// tx runs f in one write transaction of file and commits it durably.
+func (j *Journal) tx(ctx context.Context, file string, f func(q *journaldb.Queries) error) error {
+	j.mu.Lock()
+	closed, db := j.closed, j.files[file]
+	j.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("journal %s: begin: %w", file, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := f(journaldb.New(tx)); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("journal %s: commit: %w", file, err)
+	}
+	j.commits.Add(1)
+	return nil
+}
+
+// read runs f on file's connection outside a write transaction.
+func (j *Journal) read(file string) (*journaldb.Queries, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return nil, ErrClosed
+	}
+	return journaldb.New(j.files[file]), nil
+}
+
+// Restore reads delivery.sqlite again, verifying every row.
+func (j *Journal) Restore(ctx context.Context) (domain.Checkpoint, error) {
+	q, err := j.read(domain.DeliveryFile)
+	if err != nil {
+		return domain.Checkpoint{}, err
+	}
+	return readDelivery(ctx, q)
+}
+
+// pendingRow reads and verifies the pending row inside a transaction.
+func pendingRow(ctx context.Context, q *journaldb.Queries) (*domain.Pending, int64, error) {
+	c, err := q.GetCheckpoint(ctx)
+	if err != nil {
+		return nil, 0, integrity(domain.DeliveryFile, "checkpoint", "cannot be read: %v", err)
+	}
+	if c.Digest != checkpointDigest(c.AcknowledgedSequence) {
+		return nil, 0, integrity(domain.DeliveryFile, "checkpoint", "digest mismatch")
+	}
+	rows, err := q.ListPending(ctx)
+	if err != nil {
+		return nil, 0, integrity(domain.DeliveryFile, "pending", "cannot be read: %v", err)
+	}
+	switch len(rows) {
+	case 0:
+		return nil, c.AcknowledgedSequence, nil
+	case 1:
+		p, err := checkPending(rows[0], c.AcknowledgedSequence)
+		return p, c.AcknowledgedSequence, err
+	}
+	return nil, 0, integrity(domain.DeliveryFile, "pending", "%d pending commands", len(rows))
+}
+
+// SavePending persists p as the pending command (commit #1), first
+// clearing the folded acknowledgement prior when given. Repeating a save
+// that committed succeeds.
+func (j *Journal) SavePending(ctx context.Context, p domain.Pending, prior *domain.Acknowledgement) error {
+	return j.tx(ctx, domain.DeliveryFile, func(q *journaldb.Queries) error {
+		cur, acked, err := pendingRow(ctx, q)
+		if err != nil {
+			return err
+		}
+		if cur != nil && cur.Sequence == p.Sequence && cur.Command.Digest == p.Command.Digest {
+			return nil // already saved
+		}
+		if prior != nil && cur != nil {
+			if err := clearPending(ctx, q, cur, *prior); err != nil {
+				return err
+			}
+			cur, acked = nil, prior.Sequence
+		}
+		row := fmt.Sprintf("pending (sequence %d)", p.Sequence)
+		if cur != nil {
+			return integrity(domain.DeliveryFile, row, "command %d is still pending", cur.Sequence)
+		}
+		if p.Sequence != acked+1 {
+			return integrity(domain.DeliveryFile, row, "does not follow the checkpoint %d", acked)
+		}
+		return q.InsertPending(ctx, journaldb.InsertPendingParams{
+			Sequence: p.Sequence, Command: p.Raw, CommandDigest: p.Command.Digest,
+			Digest: pendingDigest(p.Sequence, p.Raw, p.Command.Digest, nil, sql.NullString{}),
+		})
+	})
+}
+
+func clearPending(ctx context.Context, q *journaldb.Queries, cur *domain.Pending, ack domain.Acknowledgement) error {
+	row := fmt.Sprintf("pending (sequence %d)", cur.Sequence)
+	if cur.Sequence != ack.Sequence || cur.ResultDigest != ack.ResultDigest {
+		return integrity(domain.DeliveryFile, row, "the acknowledged result is %d/%s; the saved one is %d/%s", ack.Sequence, ack.ResultDigest, cur.Sequence, cur.ResultDigest)
+	}
+	n, err := q.DeletePending(ctx, ack.Sequence)
+	if err != nil {
+		return fmt.Errorf("journal %s: clear %s: %w", domain.DeliveryFile, row, err)
+	}
+	if n != 1 {
+		return integrity(domain.DeliveryFile, row, "vanished while clearing")
+	}
+	if err := q.SetCheckpoint(ctx, journaldb.SetCheckpointParams{AcknowledgedSequence: ack.Sequence, Digest: checkpointDigest(ack.Sequence)}); err != nil {
+		return fmt.Errorf("journal %s: advance checkpoint: %w", domain.DeliveryFile, err)
+	}
+	return nil
+}
+
+// SaveResult persists the exact result of the pending command (commit #2).
+// Saving the same bytes again succeeds; other bytes for a command whose
+// result is saved are an integrity failure.
+func (j *Journal) SaveResult(ctx context.Context, sequence int64, result []byte, resultDigest string) error {
+	return j.tx(ctx, domain.DeliveryFile, func(q *journaldb.Queries) error {
+		cur, _, err := pendingRow(ctx, q)
+		if err != nil {
+			return err
+		}
+		row := fmt.Sprintf("pending (sequence %d)", sequence)
+		switch {
+		case cur == nil || cur.Sequence != sequence:
+			return integrity(domain.DeliveryFile, row, "no such pending command")
+		case cur.Result != nil && cur.ResultDigest == resultDigest:
+			return nil
+		case cur.Result != nil:
+			return integrity(domain.DeliveryFile, row, "another result (%s) is saved", cur.ResultDigest)
+		}
+		rd := sql.NullString{String: resultDigest, Valid: true}
+		n, err := q.SetPendingResult(ctx, journaldb.SetPendingResultParams{
+			Result: result, ResultDigest: rd, Sequence: sequence,
+			Digest: pendingDigest(sequence, cur.Raw, cur.Command.Digest, result, rd),
+		})
+		if err != nil {
+			return fmt.Errorf("journal %s: save result of %s: %w", domain.DeliveryFile, row, err)
+		}
+		if n != 1 {
+			return integrity(domain.DeliveryFile, row, "changed while saving the result")
+		}
+		return nil
+	})
+}
+
+// Acknowledge clears the acknowledged pending command and advances the
+// checkpoint (commit #3). Repeating it after it committed succeeds.
+func (j *Journal) Acknowledge(ctx context.Context, ack domain.Acknowledgement) error {
+	return j.tx(ctx, domain.DeliveryFile, func(q *journaldb.Queries) error {
+		cur, acked, err := pendingRow(ctx, q)
+		if err != nil {
+			return err
+		}
+		if cur == nil {
+			if acked >= ack.Sequence {
+				return nil
+			}
+			return integrity(domain.DeliveryFile, fmt.Sprintf("pending (sequence %d)", ack.Sequence), "no such pending command")
+		}
+		return clearPending(ctx, q, cur, ack)
+	})
+}
+
+// Resolve returns the member binding for ref.
+func (j *Journal) Resolve(ctx context.Context, ref siteprotocol.AccountRef) (domain.MemberBinding, bool, error) {
+	q, err := j.read(domain.DeliveryFile)
+	if err != nil {
+		return domain.MemberBinding{}, false, err
+	}
+	rows, err := q.GetMemberBinding(ctx, journaldb.GetMemberBindingParams{BindingID: ref.BindingID, Generation: ref.Generation})
+	if err != nil {
+		return domain.MemberBinding{}, false, fmt.Errorf("journal %s: read member binding: %w", domain.DeliveryFile, err)
+	}
+	if len(rows) == 0 {
+		return domain.MemberBinding{}, false, nil
+	}
+	b, err := memberFromRow(journaldb.MemberBinding(rows[0]))
+	return b, err == nil, err
+}
+
+// Generations returns every stored generation of bindingID.
+func (j *Journal) Generations(ctx context.Context, bindingID string) ([]domain.MemberBinding, error) {
+	q, err := j.read(domain.DeliveryFile)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.ListBindingGenerations(ctx, bindingID)
+	if err != nil {
+		return nil, fmt.Errorf("journal %s: read member bindings: %w", domain.DeliveryFile, err)
+	}
+	out := make([]domain.MemberBinding, 0, len(rows))
+	for _, r := range rows {
+		b, err := memberFromRow(journaldb.MemberBinding(r))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// Save writes member bindings in one durable commit.
+func (j *Journal) Save(ctx context.Context, rows []domain.MemberBinding) error {
+	return j.tx(ctx, domain.DeliveryFile, func(q *journaldb.Queries) error {
+		for _, b := range rows {
+			r := journaldb.MemberBinding{
+				BindingID: b.BindingID, Generation: b.Generation, Revision: b.Revision, PartyID: b.PartyID,
+				ProjectID: b.ProjectID, Namespace: b.Namespace, Account: b.Account, AppliedBy: b.AppliedBy,
+			}
+			if b.Retired {
+				r.Retired = 1
+			}
+			r.Digest = memberDigest(r)
+			if err := q.UpsertMemberBinding(ctx, journaldb.UpsertMemberBindingParams(r)); err != nil {
+				return fmt.Errorf("journal %s: save member binding %s/%d: %w", domain.DeliveryFile, b.BindingID, b.Generation, err)
+			}
+		}
+		return nil
+	})
+}
+
+func memberFromRow(r journaldb.MemberBinding) (domain.MemberBinding, error) {
+	if r.Digest != memberDigest(r) {
+		return domain.MemberBinding{}, integrity(domain.DeliveryFile, fmt.Sprintf("member_bindings (binding %s, generation %d)", r.BindingID, r.Generation), "digest mismatch")
+	}
+	return domain.MemberBinding{
+		BindingID: r.BindingID, Generation: r.Generation, Revision: r.Revision, PartyID: r.PartyID,
+		ProjectID: r.ProjectID, Namespace: r.Namespace, Account: r.Account, Retired: r.Retired == 1, AppliedBy: r.AppliedBy,
+	}, nil
+}
+
+// Records is the native record store of jobs.sqlite or services.sqlite
+// (application.BatchRecords, application.ServiceRecords).
+type Records struct {
+	j    *Journal
+	file string
+}
+
+// Batch returns jobs.sqlite's records.
+func (j *Journal) Batch() *Records { return &Records{j: j, file: domain.JobsFile} }
+
+// Services returns services.sqlite's records.
+func (j *Journal) Services() *Records { return &Records{j: j, file: domain.ServicesFile} }
+
+// SaveRecord inserts or replaces r in one durable commit. The spec digest
+// is computed from r.Spec; a given SpecDigest must match it.
+func (s *Records) SaveRecord(ctx context.Context, r domain.NativeRecord) error {
+	digest := sha256Hex(r.Spec)
+	if r.SpecDigest != "" && r.SpecDigest != digest {
+		return fmt.Errorf("journal %s: record %s %s: spec digest %s does not match the specification (%s)", s.file, r.Kind, r.Name, r.SpecDigest, digest)
+	}
+	spec := r.Spec
+	if spec == nil {
+		spec = []byte{}
+	}
+	row := journaldb.NativeRecord{
+		AttemptID: r.AttemptID, Kind: r.Kind, Name: r.Name, Namespace: r.Namespace, Uid: r.UID,
+		ServiceKind: r.ServiceKind, Phase: r.Phase, CommandID: r.CommandID, Sequence: r.Sequence,
+		Spec: spec, SpecDigest: digest,
+	}
+	row.Digest = recordDigest(row)
+	return s.j.tx(ctx, s.file, func(q *journaldb.Queries) error {
+		if err := q.UpsertNativeRecord(ctx, journaldb.UpsertNativeRecordParams(row)); err != nil {
+			return fmt.Errorf("journal %s: save record %s %s: %w", s.file, r.Kind, r.Name, err)
+		}
+		return nil
+	})
+}
+
+// Records returns the Attempt's records, verifying each.
+func (s *Records) Records(ctx context.Context, attemptID string) ([]domain.NativeRecord, error) {
+	q, err := s.j.read(s.file)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.ListNativeRecords(ctx, attemptID)
+	if err != nil {
+		return nil, fmt.Errorf("journal %s: read records: %w", s.file, err)
+	}
+	out := make([]domain.NativeRecord, 0, len(rows))
+	for _, r := range rows {
+		nr := journaldb.NativeRecord(r)
+		if nr.Digest != recordDigest(nr) || nr.SpecDigest != sha256Hex(nr.Spec) {
+			return nil, integrity(s.file, fmt.Sprintf("native_records (attempt %s, %s %s)", r.AttemptID, r.Kind, r.Name), "digest mismatch")
+		}
+		out = append(out, domain.NativeRecord{
+			AttemptID: r.AttemptID, Kind: r.Kind, Name: r.Name, Namespace: r.Namespace, UID: r.Uid,
+			ServiceKind: r.ServiceKind, Phase: r.Phase, CommandID: r.CommandID, Sequence: r.Sequence,
+			Spec: r.Spec, SpecDigest: r.SpecDigest,
+		})
+	}
+	return out, nil
+}
+
+// Interface checks.
+var (
+	_ application.RuntimeJournal = (*Journal)(nil)
+	_ application.MemberBindings = (*Journal)(nil)
+	_ application.BatchRecords   = (*Records)(nil)
+	_ application.ServiceRecords = (*Records)(nil)
+)

@@ -1,0 +1,241 @@
+// Package sitehttp is the Site Runtime's SiteControl adaptor: an HTTPS
+// client of the Site protocol's routes (site-protocol.md, "Routes",
+// "Authentication and authorisation", "One Runtime installation per
+// stream").
+//
+//   - The bearer token is re-read from its file for every request, so a
+//     projected service-account token rotated by the kubelet (or a rotated
+//     static key) is picked up at the next connection attempt.
+//   - The server certificate is verified against the configured CA bundle
+//     (the system roots when none is configured).
+//   - Plain HTTP is accepted only to a loopback address; New refuses any
+//     other http:// authority.
+//   - Every request carries the installation ID in Metallo-Installation.
+//   - A 4xx answer is returned as an *application.Problem carrying the
+//     problem's "reason"; a 5xx, 408, 429, a timeout or a connection failure
+//     wraps application.ErrTransient.
+package sitehttp
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+// Config configures a Client.
+type Config struct {
+	// Authority is the Site API's base URL, e.g. https://metallo.example.org
+	// (or http://127.0.0.1:8080 on loopback).
+	Authority string
+	// Environment is the stream's environment ID.
+	Environment string
+	// InstallationID is sent in Metallo-Installation on every request.
+	InstallationID string
+	// TokenFile holds the bearer credential (a projected service-account
+	// token or a static key), re-read for every request.
+	TokenFile string
+	// CAFile is a PEM bundle to verify the server with; empty uses the
+	// system roots.
+	CAFile string
+	// RequestTimeout bounds a request other than a long poll (default 30 s);
+	// a pull may take its wait on top.
+	RequestTimeout time.Duration
+}
+
+// Client is the SiteControl adaptor.
+type Client struct {
+	base    *url.URL
+	cfg     Config
+	http    *http.Client
+	timeout time.Duration
+}
+
+// ErrPlainHTTP is returned by New for an http:// authority that is not a
+// loopback address.
+var ErrPlainHTTP = errors.New("plain http is accepted only to a loopback address")
+
+// New validates cfg and returns a client. It fails for a malformed
+// authority, plain HTTP to a non-loopback host (ErrPlainHTTP), an unreadable
+// token file or CA bundle, and a bundle without certificates.
+func New(cfg Config) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(cfg.Authority, "/"))
+	if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("authority %q: want an absolute https URL", cfg.Authority)
+	}
+	switch u.Scheme {
+	case "https":
+	case "http":
+		if !Loopback(u.Hostname()) {
+			return nil, fmt.Errorf("authority %q: %w", cfg.Authority, ErrPlainHTTP)
+		}
+	default:
+		return nil, fmt.Errorf("authority %q: want https", cfg.Authority)
+	}
+	if cfg.Environment == "" || cfg.InstallationID == "" {
+		return nil, errors.New("site client needs the environment and the installation ID")
+	}
+	if _, err := readToken(cfg.TokenFile); err != nil {
+		return nil, err
+	}
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cfg.CAFile != "" {
+		pem, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("read CA bundle: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("CA bundle %s holds no PEM certificate", cfg.CAFile)
+		}
+		tlsCfg.RootCAs = pool
+	}
+	transport := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       tlsCfg,
+		TLSHandshakeTimeout:   10 * time.Second,
+		MaxIdleConnsPerHost:   2,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: 0, // long polls; bounded per request by context
+	}
+	timeout := cfg.RequestTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	return &Client{base: u, cfg: cfg, http: &http.Client{Transport: transport}, timeout: timeout}, nil
+}
+
+// Loopback reports whether host is a loopback address (or "localhost").
+func Loopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func readToken(path string) (string, error) {
+	if path == "" {
+		return "", errors.New("no token file configured")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("token file %s is empty", path)
+	}
+	return tok, nil
+}
+
+func (c *Client) streamURL(suffix string, q url.Values) string {
+	u := *c.base
+	u.Path = c.base.Path + "/site/v1/streams/" + url.PathEscape(c.cfg.Environment) + suffix
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// StreamState reads the stream's state.
+func (c *Client) StreamState(ctx context.Context) (siteprotocol.StreamState, error) {
+	var st siteprotocol.StreamState
+	err := c.do(ctx, http.MethodGet, c.streamURL("", nil), nil, c.timeout, &st)
+	return st, err
+}
+
+// Pull returns the commands after sequence after (at most limit), waiting
+// up to wait (rounded down to whole seconds) when none is ready.
+func (c *Client) Pull(ctx context.Context, after int64, limit int, wait time.Duration) (siteprotocol.Pull, error) {
+	q := url.Values{}
+	q.Set("after", strconv.FormatInt(after, 10))
+	q.Set("limit", strconv.Itoa(limit))
+	q.Set("wait", strconv.Itoa(int(wait/time.Second)))
+	var p siteprotocol.Pull
+	err := c.do(ctx, http.MethodGet, c.streamURL("/commands", q), nil, c.timeout+wait, &p)
+	return p, err
+}
+
+// SendResult PUTs the exact result bytes of command sequence.
+func (c *Client) SendResult(ctx context.Context, sequence int64, result []byte) (siteprotocol.Acknowledgement, error) {
+	var a siteprotocol.Acknowledgement
+	err := c.do(ctx, http.MethodPut, c.streamURL("/commands/"+strconv.FormatInt(sequence, 10)+"/result", nil), result, c.timeout, &a)
+	return a, err
+}
+
+func (c *Client) do(ctx context.Context, method, target string, body []byte, timeout time.Duration, out any) error {
+	token, err := readToken(c.cfg.TokenFile)
+	if err != nil {
+		// The file may be mid-rotation: retry.
+		return fmt.Errorf("%w: %v", application.ErrTransient, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set(siteprotocol.InstallationHeader, c.cfg.InstallationID)
+	req.Header.Set("Accept", "application/json, application/problem+json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: %s %s: %v", application.ErrTransient, method, req.URL.Path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return fmt.Errorf("%w: read answer to %s %s: %v", application.ErrTransient, method, req.URL.Path, err)
+	}
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		if err := json.Unmarshal(raw, out); err != nil {
+			return &application.Problem{Status: resp.StatusCode, Reason: "malformed-answer", Detail: fmt.Sprintf("%s %s: %v", method, req.URL.Path, err)}
+		}
+		return nil
+	case resp.StatusCode >= 500, resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests:
+		return fmt.Errorf("%w: %s %s answered %d: %s", application.ErrTransient, method, req.URL.Path, resp.StatusCode, snippet(raw))
+	}
+	var prob struct {
+		Reason string `json:"reason"`
+		Detail string `json:"detail"`
+		Title  string `json:"title"`
+	}
+	if err := json.Unmarshal(raw, &prob); err != nil || prob.Reason == "" {
+		return &application.Problem{Status: resp.StatusCode, Reason: "malformed-answer", Detail: fmt.Sprintf("%s %s answered %d without a problem reason: %s", method, req.URL.Path, resp.StatusCode, snippet(raw))}
+	}
+	if prob.Detail == "" {
+		prob.Detail = prob.Title
+	}
+	return &application.Problem{Status: resp.StatusCode, Reason: prob.Reason, Detail: prob.Detail}
+}
+
+func snippet(b []byte) string {
+	if len(b) > 200 {
+		return string(b[:200]) + "…"
+	}
+	return string(b)
+}
+
+var _ application.SiteControl = (*Client)(nil)

@@ -1,0 +1,12 @@
+// Package application is the Site Runtime's application layer: the ports it
+// needs (SiteControl, RuntimeJournal, CommandExecutor, MemberBindings,
+// BatchRecords, ServiceRecords, InstallationRecord, Clock, Heartbeat,
+// Failpoints, Events), the ordered Worker that delivers the stream's
+// commands exactly once, the executor Registry routed by operation and
+// family, the bind-member and retire-member executors, the one-time
+// Installer and the read-only Checker behind `metallo runtime check`.
+//
+// It imports only the standard library, its own domain and
+// platform/siteprotocol. Rule sources: ../shared/design/site-runtime.md and
+// site-protocol.md; seed 000 ("Application ports and flows").
+package application

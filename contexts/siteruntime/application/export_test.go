@@ -1,0 +1,4 @@
+package application
+
+// Backoff exposes backoff to tests.
+var Backoff = backoff

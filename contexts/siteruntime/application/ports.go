@@ -1,0 +1,247 @@
+package application
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+// Sentinel errors shared by the ports.
+var (
+	// ErrTransient marks a failure that may pass by itself: connection
+	// refused or reset, a timeout, a 5xx answer. The worker retries it with
+	// capped exponential backoff and jitter; it never advances or clears
+	// anything because of it.
+	ErrTransient = errors.New("transient failure")
+	// ErrJournalIntegrity marks a journal whose saved state fails a check
+	// (version, digest, binding, missing row). Found while running it stops
+	// the worker (reason journal-integrity); found on open it refuses start.
+	ErrJournalIntegrity = errors.New("journal integrity check failed")
+	// ErrUnexplained is returned (wrapped) by an executor's Recover when
+	// the native state cannot be explained (an object with the command's
+	// deterministic name whose identity or specification does not match).
+	// The worker stops (reason unexplained-native-state) and deletes
+	// nothing.
+	ErrUnexplained = errors.New("unexplained native state")
+	// ErrRecordExists is returned by InstallationRecord.Create when a
+	// record exists; the existing record is kept.
+	ErrRecordExists = errors.New("installation record exists")
+)
+
+// Problem is a 4xx answer of the Site API: RFC 9457 problem details with
+// the machine reason the Runtime decides by (site-protocol.md, "Encoding
+// rules").
+type Problem struct {
+	// Status is the HTTP status code.
+	Status int
+	// Reason is the problem's "reason" member, e.g. "result-conflict".
+	Reason string
+	// Detail is the human explanation.
+	Detail string
+}
+
+func (p *Problem) Error() string {
+	return fmt.Sprintf("site api answered %d %s: %s", p.Status, p.Reason, p.Detail)
+}
+
+// SiteControl is the client side of the Site protocol for one environment
+// (site-protocol.md, "Routes"). Errors are a *Problem for a 4xx answer, or
+// wrap ErrTransient for a failure worth retrying.
+type SiteControl interface {
+	// StreamState reads the stream's environment, authority, acknowledged
+	// and head sequences and bound installation.
+	StreamState(ctx context.Context) (siteprotocol.StreamState, error)
+	// Pull returns the commands with sequence > after, oldest first, at
+	// most limit (1..100), long-polling up to wait (0..30 s) when none is
+	// ready. Each command is returned exactly as the server stores it.
+	Pull(ctx context.Context, after int64, limit int, wait time.Duration) (siteprotocol.Pull, error)
+	// SendResult sends the exact result bytes of command sequence and
+	// returns the server's acknowledgement.
+	SendResult(ctx context.Context, sequence int64, result []byte) (siteprotocol.Acknowledgement, error)
+}
+
+// RuntimeJournal is delivery.sqlite as the worker sees it: the checkpoint,
+// the pending command and its exact result. Every write is one durable
+// commit. Writes are idempotent: repeating a write that already committed
+// succeeds, so a write that failed with an ambiguous error can be retried.
+// Errors wrapping ErrJournalIntegrity stop the worker; other errors are
+// retried with backoff.
+type RuntimeJournal interface {
+	// Restore reads the checkpoint and pending command, verifying every
+	// digest.
+	Restore(ctx context.Context) (domain.Checkpoint, error)
+	// SavePending persists p as the pending command (commit #1). When
+	// prior is not nil, the same commit first clears the pending command
+	// prior names (exactly acknowledged, its result digest matching) and
+	// advances the checkpoint to it: the folded commit #3.
+	SavePending(ctx context.Context, p domain.Pending, prior *domain.Acknowledgement) error
+	// SaveResult persists the exact result of the pending command
+	// (commit #2).
+	SaveResult(ctx context.Context, sequence int64, result []byte, resultDigest string) error
+	// Acknowledge clears the pending command ack names and advances the
+	// checkpoint to it (commit #3).
+	Acknowledge(ctx context.Context, ack domain.Acknowledgement) error
+}
+
+// CommandExecutor performs commands of one operation (and family) on a
+// native system. Implementations must be deterministic per command: the
+// same command always yields the same Answer, whether through Execute or
+// Recover.
+//
+// Return an Answer for every outcome the native system gave, including
+// ordinary failures and refusals. Return an error only when the effect is
+// uncertain (the native call's outcome is unknown: a timeout, a lost
+// connection); the worker then backs off and calls Recover, never Execute
+// again. Return an error wrapping ErrUnexplained when native state cannot
+// be explained; the worker stops.
+type CommandExecutor interface {
+	// Execute performs a command the Runtime has not executed before.
+	Execute(ctx context.Context, cmd siteprotocol.Command) (domain.Answer, error)
+	// Recover answers a command whose effect is uncertain (the Runtime may
+	// have crashed after, or during, Execute): it looks up what the command
+	// did by its stable identity before acting, and completes it if
+	// needed.
+	Recover(ctx context.Context, cmd siteprotocol.Command) (domain.Answer, error)
+}
+
+// Registration routes commands of Operation (and Family; empty for
+// operations without one, or for every family) to Executor.
+type Registration struct {
+	Operation siteprotocol.Operation
+	Family    siteprotocol.Family
+	Executor  CommandExecutor
+	// Override lets a registration replace another for the same route; it
+	// exists for test compositions whose executor stands in for a native
+	// system. Two overrides of one route conflict.
+	Override bool
+}
+
+// MemberBindings stores member bindings (delivery.sqlite, table
+// member_bindings) and resolves them for access checks.
+type MemberBindings interface {
+	// Resolve returns the binding stored for ref's binding ID and
+	// generation; found is false when none is.
+	Resolve(ctx context.Context, ref siteprotocol.AccountRef) (b domain.MemberBinding, found bool, err error)
+	// Generations returns every stored generation of bindingID, oldest
+	// first.
+	Generations(ctx context.Context, bindingID string) ([]domain.MemberBinding, error)
+	// Save writes rows (insert or replace by binding ID and generation) in
+	// one durable commit.
+	Save(ctx context.Context, rows []domain.MemberBinding) error
+}
+
+// NativeRecords is the durable record store of one native family's file.
+// Executors save a record in the same order every time: native record
+// first, then (by the worker) the delivery result.
+type NativeRecords interface {
+	// SaveRecord inserts or replaces the record (attempt, kind, name) in
+	// one durable commit; the specification's digest is computed and saved
+	// with it.
+	SaveRecord(ctx context.Context, r domain.NativeRecord) error
+	// Records returns the records of an Attempt, in (kind, name) order.
+	Records(ctx context.Context, attemptID string) ([]domain.NativeRecord, error)
+}
+
+// BatchRecords is jobs.sqlite: batch preparation/submission records, saved
+// native identity and private workspace records.
+type BatchRecords interface{ NativeRecords }
+
+// ServiceRecords is services.sqlite: application/KServe preparation,
+// rendered specification, native identity, recovery and clean-up progress.
+type ServiceRecords interface{ NativeRecords }
+
+// InstallationRecord is the record, outside the journals' volume, that this
+// installation initialised the journals (a ConfigMap, or a file).
+type InstallationRecord interface {
+	// Read returns the record, or nil when there is none.
+	Read(ctx context.Context) (*domain.Installation, error)
+	// Create writes the record; it fails with ErrRecordExists (keeping the
+	// existing record) when one exists.
+	Create(ctx context.Context, rec domain.Installation) error
+	// Describe names the record for messages, e.g.
+	// "configmap metallo-runtime/metallo-installation".
+	Describe() string
+}
+
+// JournalSet is the journal directory as the installer sees it.
+type JournalSet interface {
+	// Present lists which journal files exist.
+	Present(ctx context.Context) (domain.JournalSet, error)
+	// Initialise creates the three journal files at their fixed schema
+	// version, bound to b.
+	Initialise(ctx context.Context, b domain.Binding) error
+	// Binding reads and verifies the complete journal set read-only and
+	// returns its binding.
+	Binding(ctx context.Context) (domain.Binding, error)
+}
+
+// Clock reads the time.
+type Clock interface{ Now() time.Time }
+
+// Heartbeat is the worker's liveness signal, read by `metallo runtime
+// liveness` in another process.
+type Heartbeat interface {
+	// Beat records that the worker made progress or completed an idle poll.
+	Beat(ctx context.Context) error
+	// Stopped records that the worker stopped for reason; liveness fails
+	// from then on.
+	Stopped(ctx context.Context, reason domain.StopReason, cause string) error
+}
+
+// Failpoints are crash points for tests: Hit(name) kills the process when a
+// test armed name, and does nothing otherwise.
+type Failpoints interface{ Hit(name string) }
+
+// Failpoint names: one right after each durable step and each native call.
+const (
+	// FailAfterPersistPending: commit #1 (pending command) is durable.
+	FailAfterPersistPending = "after-persist-pending"
+	// FailAfterNativeCall: an executor's native call returned.
+	FailAfterNativeCall = "after-native-call"
+	// FailAfterNativeRecord: a jobs.sqlite/services.sqlite record is
+	// durable, the delivery result is not yet.
+	FailAfterNativeRecord = "after-native-record"
+	// FailAfterBindingRecord: a member binding change is durable, the
+	// delivery result is not yet.
+	FailAfterBindingRecord = "after-binding-record"
+	// FailAfterRecover: Recover returned; its result is not yet saved.
+	FailAfterRecover = "after-recover"
+	// FailAfterPersistResult: commit #2 (exact result) is durable.
+	FailAfterPersistResult = "after-persist-result"
+	// FailAfterSend: the server acknowledged the result; the
+	// acknowledgement is not yet recorded.
+	FailAfterSend = "after-send"
+	// FailAfterAcknowledge: commit #3 (cleared pending, advanced
+	// checkpoint) is durable.
+	FailAfterAcknowledge = "after-acknowledge"
+)
+
+// FailpointNames lists every failpoint.
+func FailpointNames() []string {
+	return []string{FailAfterPersistPending, FailAfterNativeCall, FailAfterNativeRecord, FailAfterBindingRecord,
+		FailAfterRecover, FailAfterPersistResult, FailAfterSend, FailAfterAcknowledge}
+}
+
+// NoFailpoints is the inert Failpoints.
+type NoFailpoints struct{}
+
+// Hit does nothing.
+func (NoFailpoints) Hit(string) {}
+
+// Events receives what the worker does, for logs and metrics.
+type Events interface {
+	// Started reports the restored checkpoint.
+	Started(cp domain.Checkpoint)
+	// Stopped reports that the worker stopped; the process stays up.
+	Stopped(err *domain.StopError)
+	// Retrying reports a transient failure of step, retried after wait.
+	Retrying(step string, err error, wait time.Duration)
+	// Delivered reports an exactly acknowledged result; replayed is true
+	// when it was a saved result sent again, recovered when it came from
+	// Recover.
+	Delivered(sequence int64, outcome siteprotocol.Outcome, replayed, recovered bool)
+}

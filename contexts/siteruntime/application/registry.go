@@ -1,0 +1,111 @@
+package application
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+// Registry routes each command to the executor registered for its
+// operation and family, after the checks every command gets:
+//   - a command larger than siteprotocol.MaxCommandBytes is refused
+//     payload-too-large;
+//   - an operation outside the protocol's vocabulary is refused
+//     unsupported-operation;
+//   - a known operation with a payload that breaks its rules is refused
+//     invalid-payload;
+//   - a known operation without an executor for its family (one not built
+//     into this binary) is refused unsupported-operation.
+//
+// Refusals are pure functions of the command, so Recover gives the same
+// answer as Execute. (site-protocol.md, "Operations"; site-runtime.md,
+// "Native executors".)
+type Registry struct {
+	routes map[route]CommandExecutor
+}
+
+type route struct {
+	op     siteprotocol.Operation
+	family siteprotocol.Family
+}
+
+// ErrDuplicateRoute is returned by NewRegistry when two registrations of
+// the same kind claim one route.
+var ErrDuplicateRoute = errors.New("two executors for one route")
+
+// NewRegistry builds a registry. A route is (operation, family); an empty
+// family serves commands of every family that have no route of their own.
+// An Override registration replaces a plain one. It fails with
+// ErrDuplicateRoute when two plain (or two override) registrations claim
+// the same route, or when a registration has no executor.
+func NewRegistry(regs ...Registration) (*Registry, error) {
+	r := &Registry{routes: map[route]CommandExecutor{}}
+	overridden := map[route]bool{}
+	for _, reg := range regs {
+		if reg.Executor == nil {
+			return nil, fmt.Errorf("%w: %s/%s has no executor", ErrDuplicateRoute, reg.Operation, reg.Family)
+		}
+		k := route{reg.Operation, reg.Family}
+		_, taken := r.routes[k]
+		switch {
+		case reg.Override && overridden[k]:
+			return nil, fmt.Errorf("%w: two overrides of %s/%s", ErrDuplicateRoute, reg.Operation, reg.Family)
+		case reg.Override:
+			overridden[k] = true
+			r.routes[k] = reg.Executor
+		case taken && !overridden[k]:
+			return nil, fmt.Errorf("%w: %s/%s", ErrDuplicateRoute, reg.Operation, reg.Family)
+		case !taken:
+			r.routes[k] = reg.Executor
+		}
+	}
+	return r, nil
+}
+
+// Execute answers the pending command p for the first time.
+func (r *Registry) Execute(ctx context.Context, p *domain.Pending) (domain.Answer, error) {
+	exec, refusal := r.route(p)
+	if refusal != nil {
+		return *refusal, nil
+	}
+	return exec.Execute(ctx, p.Command)
+}
+
+// Recover answers the pending command p whose effect is uncertain.
+func (r *Registry) Recover(ctx context.Context, p *domain.Pending) (domain.Answer, error) {
+	exec, refusal := r.route(p)
+	if refusal != nil {
+		return *refusal, nil
+	}
+	return exec.Recover(ctx, p.Command)
+}
+
+func (r *Registry) route(p *domain.Pending) (CommandExecutor, *domain.Answer) {
+	cmd := p.Command
+	refuse := func(reason siteprotocol.Reason, format string, args ...any) (CommandExecutor, *domain.Answer) {
+		a := domain.Refused(reason, format, args...)
+		return nil, &a
+	}
+	if len(p.Raw) > siteprotocol.MaxCommandBytes {
+		return refuse(siteprotocol.ReasonPayloadTooLarge, "command is %d bytes; the limit is %d", len(p.Raw), siteprotocol.MaxCommandBytes)
+	}
+	if !cmd.Operation.Known() {
+		return refuse(siteprotocol.ReasonUnsupportedOperation, "operation %q is not part of the Site protocol", cmd.Operation)
+	}
+	if err := siteprotocol.ValidatePayload(cmd); err != nil {
+		return refuse(siteprotocol.ReasonInvalidPayload, "%s payload: %v", cmd.Operation, err)
+	}
+	if exec, ok := r.routes[route{cmd.Operation, cmd.Family}]; ok {
+		return exec, nil
+	}
+	if exec, ok := r.routes[route{cmd.Operation, ""}]; ok {
+		return exec, nil
+	}
+	if cmd.Family != "" {
+		return refuse(siteprotocol.ReasonUnsupportedOperation, "this Runtime has no executor for %s of family %s", cmd.Operation, cmd.Family)
+	}
+	return refuse(siteprotocol.ReasonUnsupportedOperation, "this Runtime has no executor for %s", cmd.Operation)
+}

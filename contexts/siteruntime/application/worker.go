@@ -1,0 +1,415 @@
+package application
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+// WorkerConfig configures the ordered worker.
+type WorkerConfig struct {
+	// Environment and Authority are the configured binding; the journal's
+	// binding and the server's stream must both match them.
+	Environment string
+	Authority   string
+	// PullLimit is the most commands asked per pull (1..100; default 100).
+	PullLimit int
+	// PullWait is the long-poll wait (0..30 s; default 30 s).
+	PullWait time.Duration
+	// BackoffInitial and BackoffMax bound the capped exponential backoff
+	// of transient failures (defaults 200 ms and 30 s). Each wait is drawn
+	// uniformly from [d/2, d] for d = min(max, initial·2^attempt).
+	BackoffInitial time.Duration
+	BackoffMax     time.Duration
+	// FoldAcknowledgement folds clearing an acknowledged command into the
+	// next command's commit #1 when that command was pulled in the same
+	// batch (2 journal commits per command instead of 3); the last command
+	// of a batch is always cleared at once, so an idle Runtime holds no
+	// pending state.
+	FoldAcknowledgement bool
+}
+
+func (c WorkerConfig) withDefaults() WorkerConfig {
+	if c.PullLimit <= 0 || c.PullLimit > 100 {
+		c.PullLimit = 100
+	}
+	if c.PullWait < 0 || c.PullWait > 30*time.Second {
+		c.PullWait = 30 * time.Second
+	}
+	if c.BackoffInitial <= 0 {
+		c.BackoffInitial = 200 * time.Millisecond
+	}
+	if c.BackoffMax < c.BackoffInitial {
+		c.BackoffMax = max(c.BackoffInitial, 30*time.Second)
+	}
+	return c
+}
+
+// Worker is the ordered worker (site-runtime.md, "The ordered worker"): it
+// restores the journal once, replays a saved result byte for byte, recovers
+// a pending command without a result, then pulls commands after the
+// checkpoint and, strictly one at a time, persists each as pending, executes
+// it, persists its exact result, sends it and clears it on an exact
+// acknowledgement. It stops on any unexplained journal, protocol or native
+// state and retries transient failures with capped exponential backoff and
+// jitter, never advancing or clearing anything because of one.
+type Worker struct {
+	cfg     WorkerConfig
+	site    SiteControl
+	journal RuntimeJournal
+	exec    *Registry
+	heart   Heartbeat
+	fp      Failpoints
+	events  Events
+
+	cp     domain.Checkpoint
+	folded *domain.Acknowledgement
+}
+
+// NewWorker returns a worker; call Run once.
+func NewWorker(cfg WorkerConfig, site SiteControl, journal RuntimeJournal, exec *Registry, heart Heartbeat, fp Failpoints, events Events) *Worker {
+	if fp == nil {
+		fp = NoFailpoints{}
+	}
+	return &Worker{cfg: cfg.withDefaults(), site: site, journal: journal, exec: exec, heart: heart, fp: fp, events: events}
+}
+
+// Run delivers commands until ctx is done (it then returns nil, leaving
+// any pending state for the next start) or the worker stops: it then
+// reports the stop to Events and Heartbeat and returns the *StopError.
+func (w *Worker) Run(ctx context.Context) error {
+	err := w.run(ctx)
+	var stop *domain.StopError
+	if errors.As(err, &stop) {
+		w.events.Stopped(stop)
+		_ = w.heart.Stopped(context.WithoutCancel(ctx), stop.Reason, stop.Err.Error())
+		return stop
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func (w *Worker) run(ctx context.Context) error {
+	cp, err := w.journal.Restore(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &domain.StopError{Reason: domain.StopJournalIntegrity, Err: fmt.Errorf("restore the journal: %w", err)}
+	}
+	w.cp = cp
+	if b := cp.Binding; b.Environment != w.cfg.Environment || !sameAuthority(b.Authority, w.cfg.Authority) {
+		return domain.Stop(domain.StopBindingMismatch, "the journal is bound to environment %q at %s; this Runtime is configured for environment %q at %s",
+			b.Environment, b.Authority, w.cfg.Environment, w.cfg.Authority)
+	}
+	w.events.Started(cp)
+	if err := w.verifyStream(ctx); err != nil {
+		return err
+	}
+	if cp.Pending != nil {
+		if err := w.resume(ctx); err != nil {
+			return err
+		}
+	}
+	for {
+		pull, err := retry(ctx, w, "pull", func() (siteprotocol.Pull, error) {
+			return w.site.Pull(ctx, w.cp.Acknowledged, w.cfg.PullLimit, w.cfg.PullWait)
+		})
+		if err != nil {
+			return err
+		}
+		if err := w.checkServerAcknowledged(pull.AcknowledgedSequence); err != nil {
+			return err
+		}
+		w.beat(ctx)
+		for i, raw := range pull.Commands {
+			if err := w.deliver(ctx, raw, i+1 < len(pull.Commands)); err != nil {
+				return err
+			}
+			w.beat(ctx)
+		}
+	}
+}
+
+// verifyStream compares the server's stream with the journal's binding
+// and checkpoint before anything is sent.
+func (w *Worker) verifyStream(ctx context.Context) error {
+	st, err := retry(ctx, w, "stream state", func() (siteprotocol.StreamState, error) { return w.site.StreamState(ctx) })
+	if err != nil {
+		return err
+	}
+	b := w.cp.Binding
+	if st.Environment != b.Environment || !sameAuthority(st.Authority, b.Authority) {
+		return domain.Stop(domain.StopBindingMismatch, "the server's stream is environment %q at %s; the journal is bound to environment %q at %s",
+			st.Environment, st.Authority, b.Environment, b.Authority)
+	}
+	if st.InstallationID != "" && st.InstallationID != b.InstallationID {
+		return domain.Stop(domain.StopInstallationMismatch, "the server has bound stream %s to installation %s; this journal belongs to installation %s",
+			b.Environment, st.InstallationID, b.InstallationID)
+	}
+	w.beat(ctx)
+	return w.checkServerAcknowledged(st.AcknowledgedSequence)
+}
+
+func (w *Worker) checkServerAcknowledged(acked int64) error {
+	switch {
+	case acked > w.cp.Limit():
+		return domain.Stop(domain.StopServerAhead, "the server acknowledged sequence %d; the journal's checkpoint is %d and its pending command %d",
+			acked, w.cp.Acknowledged, pendingSequence(w.cp.Pending))
+	case acked < w.cp.Acknowledged:
+		return domain.Stop(domain.StopServerBehind, "the server acknowledged sequence %d; the journal's checkpoint is already %d", acked, w.cp.Acknowledged)
+	}
+	return nil
+}
+
+// resume finishes the pending command restored from the journal: the
+// server must hold the same command at its sequence; a saved result is sent
+// again byte for byte; without one, the effect is uncertain and Recover
+// answers it.
+func (w *Worker) resume(ctx context.Context) error {
+	p := w.cp.Pending
+	pull, err := retry(ctx, w, "verify pending command", func() (siteprotocol.Pull, error) {
+		return w.site.Pull(ctx, p.Sequence-1, 1, 0)
+	})
+	if err != nil {
+		return err
+	}
+	if len(pull.Commands) == 0 {
+		return domain.Stop(domain.StopCommandMismatch, "the server has no command %d; the journal holds command %s (digest %s) as pending",
+			p.Sequence, p.Command.ID, p.Command.Digest)
+	}
+	cmd, err := siteprotocol.ParsePulled(pull.Commands[0])
+	if err != nil {
+		return domain.Stop(domain.StopInvalidCommand, "command %d as pulled: %v", p.Sequence, err)
+	}
+	if cmd.Sequence != p.Sequence || cmd.ID != p.Command.ID || cmd.Digest != p.Command.Digest {
+		return domain.Stop(domain.StopCommandMismatch, "the server's command %d is %s (digest %s); the journal holds %s (digest %s) as pending",
+			cmd.Sequence, cmd.ID, cmd.Digest, p.Command.ID, p.Command.Digest)
+	}
+	replayed := p.HasResult()
+	if !replayed {
+		a, err := w.recover(ctx, p)
+		if err != nil {
+			return err
+		}
+		w.fp.Hit(FailAfterRecover)
+		if err := w.saveResult(ctx, p, a); err != nil {
+			return err
+		}
+	}
+	return w.send(ctx, p, false, replayed, !replayed)
+}
+
+// deliver takes the next pulled command through commit #1, Execute,
+// commit #2, send and clear. more says whether another command of the same
+// pull follows (the clear may then fold into its commit #1).
+func (w *Worker) deliver(ctx context.Context, raw []byte, more bool) error {
+	cmd, err := siteprotocol.ParsePulled(raw)
+	if err != nil {
+		return domain.Stop(domain.StopInvalidCommand, "command after %d as pulled: %v", w.cp.Acknowledged, err)
+	}
+	if cmd.Sequence != w.cp.Acknowledged+1 {
+		return domain.Stop(domain.StopInvalidCommand, "the server offered command %d; the next in order is %d", cmd.Sequence, w.cp.Acknowledged+1)
+	}
+	p := &domain.Pending{Sequence: cmd.Sequence, Raw: raw, Command: cmd}
+	prior := w.folded
+	if _, err := retry(ctx, w, "persist pending command", func() (struct{}, error) {
+		return struct{}{}, w.journal.SavePending(ctx, *p, prior)
+	}); err != nil {
+		return err
+	}
+	w.folded = nil
+	w.cp.Pending = p
+	w.fp.Hit(FailAfterPersistPending)
+
+	a, err := w.exec.Execute(ctx, p)
+	recovered := false
+	if err != nil {
+		if stop := w.uncertain(ctx, "execute", err, 0); stop != nil {
+			return stop
+		}
+		if a, err = w.recover(ctx, p); err != nil {
+			return err
+		}
+		recovered = true
+	}
+	if err := w.saveResult(ctx, p, a); err != nil {
+		return err
+	}
+	return w.send(ctx, p, more, false, recovered)
+}
+
+// recover calls Recover until it answers.
+func (w *Worker) recover(ctx context.Context, p *domain.Pending) (domain.Answer, error) {
+	for attempt := 0; ; attempt++ {
+		a, err := w.exec.Recover(ctx, p)
+		if err == nil {
+			return a, nil
+		}
+		if stop := w.uncertain(ctx, "recover", err, attempt); stop != nil {
+			return domain.Answer{}, stop
+		}
+	}
+}
+
+// uncertain handles an executor error: stop on unexplained native state,
+// return ctx's error when done, otherwise wait out a backoff.
+func (w *Worker) uncertain(ctx context.Context, step string, err error, attempt int) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errors.Is(err, ErrUnexplained) {
+		return &domain.StopError{Reason: domain.StopUnexplainedNativeState, Err: fmt.Errorf("%s command %d: %w", step, w.cp.Pending.Sequence, err)}
+	}
+	return w.wait(ctx, step, err, attempt)
+}
+
+func (w *Worker) saveResult(ctx context.Context, p *domain.Pending, a domain.Answer) error {
+	r, b, err := siteprotocol.NewResult(p.Command, a.Outcome, a.Reason, a.Message, a.Detail, a.NativeRefs)
+	if err != nil {
+		return domain.Stop(domain.StopProtocolViolation, "the executor's answer to command %d cannot be encoded as a result: %v", p.Sequence, err)
+	}
+	if _, err := retry(ctx, w, "persist result", func() (struct{}, error) {
+		return struct{}{}, w.journal.SaveResult(ctx, p.Sequence, b, r.Digest)
+	}); err != nil {
+		return err
+	}
+	p.Result, p.ResultDigest = b, r.Digest
+	w.fp.Hit(FailAfterPersistResult)
+	return nil
+}
+
+// send sends the saved exact result until the server acknowledges it, and
+// clears the pending command on an exact acknowledgement.
+func (w *Worker) send(ctx context.Context, p *domain.Pending, mayFold, replayed, recovered bool) error {
+	ack, err := retry(ctx, w, "send result", func() (siteprotocol.Acknowledgement, error) {
+		return w.site.SendResult(ctx, p.Sequence, p.Result)
+	})
+	if err != nil {
+		return err
+	}
+	w.fp.Hit(FailAfterSend)
+	sent := domain.Acknowledgement{Sequence: p.Sequence, ResultDigest: p.ResultDigest}
+	got := domain.Acknowledgement{Sequence: ack.AcknowledgedSequence, ResultDigest: ack.ResultDigest}
+	if !got.Exact(sent) {
+		return domain.Stop(domain.StopProtocolViolation, "the server acknowledged sequence %d with result digest %s; the Runtime sent sequence %d with digest %s",
+			got.Sequence, got.ResultDigest, sent.Sequence, sent.ResultDigest)
+	}
+	if w.cfg.FoldAcknowledgement && mayFold {
+		w.folded = &sent
+	} else {
+		if _, err := retry(ctx, w, "record acknowledgement", func() (struct{}, error) {
+			return struct{}{}, w.journal.Acknowledge(ctx, sent)
+		}); err != nil {
+			return err
+		}
+		w.fp.Hit(FailAfterAcknowledge)
+	}
+	w.cp.Acknowledged, w.cp.Pending = p.Sequence, nil
+	var outcome siteprotocol.Outcome
+	if r, err := siteprotocol.ParseResult(p.Result); err == nil {
+		outcome = r.Outcome
+	}
+	w.events.Delivered(p.Sequence, outcome, replayed, recovered)
+	return nil
+}
+
+func (w *Worker) beat(ctx context.Context) { _ = w.heart.Beat(ctx) }
+
+// retry runs f until it succeeds, the failure stops the worker, or ctx is
+// done. Transient failures and journal errors other than integrity wait
+// out a capped, jittered exponential backoff (beating the heartbeat: the
+// worker is alive and waiting).
+func retry[T any](ctx context.Context, w *Worker, step string, f func() (T, error)) (T, error) {
+	for attempt := 0; ; attempt++ {
+		v, err := f()
+		if err == nil {
+			return v, nil
+		}
+		var zero T
+		if ctx.Err() != nil {
+			return zero, ctx.Err()
+		}
+		if stop := classify(step, err); stop != nil {
+			return zero, stop
+		}
+		if err := w.wait(ctx, step, err, attempt); err != nil {
+			return zero, err
+		}
+	}
+}
+
+func (w *Worker) wait(ctx context.Context, step string, err error, attempt int) error {
+	d := backoff(w.cfg.BackoffInitial, w.cfg.BackoffMax, attempt)
+	w.events.Retrying(step, err, d)
+	w.beat(ctx)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// backoff returns the wait before retry attempt (0-based): uniform in
+// [d/2, d] for d = min(maxWait, initial·2^attempt).
+func backoff(initial, maxWait time.Duration, attempt int) time.Duration {
+	d := maxWait
+	if attempt < 40 {
+		d = min(maxWait, initial<<attempt)
+	}
+	half := d / 2
+	return half + time.Duration(rand.Int64N(int64(d-half)+1))
+}
+
+// classify decides by the problem reason alone whether an error stops the
+// worker (a non-nil *StopError) or is retried (nil). Transient failures,
+// journal errors other than integrity, and the problems an operator (or the
+// kubelet's token rotation) may fix — unauthenticated, forbidden,
+// unknown-environment — are retried: retrying them changes nothing.
+func classify(step string, err error) *domain.StopError {
+	if errors.Is(err, ErrJournalIntegrity) {
+		return &domain.StopError{Reason: domain.StopJournalIntegrity, Err: fmt.Errorf("%s: %w", step, err)}
+	}
+	var p *Problem
+	if !errors.As(err, &p) {
+		return nil
+	}
+	var reason domain.StopReason
+	switch p.Reason {
+	case "unauthenticated", "forbidden", siteprotocol.ProblemUnknownEnvironment:
+		return nil
+	case siteprotocol.ProblemResultConflict:
+		reason = domain.StopResultConflict
+	case siteprotocol.ProblemIdentityMismatch:
+		reason = domain.StopCommandMismatch
+	case siteprotocol.ProblemOutOfOrder:
+		reason = domain.StopOutOfOrder
+	case siteprotocol.ProblemInstallationMismatch:
+		reason = domain.StopInstallationMismatch
+	default:
+		reason = domain.StopProtocolViolation
+	}
+	return &domain.StopError{Reason: reason, Err: fmt.Errorf("%s: %w", step, err)}
+}
+
+func sameAuthority(a, b string) bool {
+	return strings.TrimRight(a, "/") == strings.TrimRight(b, "/")
+}
+
+func pendingSequence(p *domain.Pending) int64 {
+	if p == nil {
+		return 0
+	}
+	return p.Sequence
+}

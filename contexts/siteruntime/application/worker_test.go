@@ -1,0 +1,318 @@
+package application_test
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+func appendObserves(t *testing.T, h *harness, from, to int) {
+	t.Helper()
+	for n := from; n <= to; n++ {
+		h.site.appendCommands(t, observe(t, n))
+	}
+}
+
+func waitAcked(t *testing.T, h *harness, seq int64) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("acknowledgement of %d", seq), func() bool {
+		cp, _ := h.journal.snapshot()
+		return cp.Acknowledged == seq && cp.Pending == nil
+	})
+}
+
+func TestWorkerDeliversEachCommandOnceInOrderAndClearsOnExactAcknowledgement(t *testing.T) {
+	h := newHarness()
+	h.cfg.PullLimit = 1 // every command is the last of its pull: never folded
+	appendObserves(t, h, 1, 5)
+	stop := h.start(t)
+	waitAcked(t, h, 5)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, commits := h.journal.snapshot()
+	if commits != 15 {
+		t.Fatalf("journal commits = %d, want 3 per command (pending, result, clear)", commits)
+	}
+	executes, recovers, effects := h.exec.counts()
+	if executes != 5 || recovers != 0 {
+		t.Fatalf("executes=%d recovers=%d", executes, recovers)
+	}
+	for id, n := range effects {
+		if n != 1 {
+			t.Fatalf("command %s has %d effects", id, n)
+		}
+	}
+	delivered, _, _, _ := h.events.get()
+	for i, seq := range delivered {
+		if seq != int64(i+1) {
+			t.Fatalf("delivered out of order: %v", delivered)
+		}
+	}
+	_, puts, results := h.site.state()
+	for i, put := range puts {
+		r, err := siteprotocol.ParseResult(put)
+		if err != nil || r.Sequence != int64(i+1) || !bytes.Equal(results[r.Sequence], put) {
+			t.Fatalf("put %d: %v %s", i, err, put)
+		}
+	}
+	if beats, _ := h.heart.get(); beats < 5 {
+		t.Fatalf("heartbeat beat %d times for 5 commands", beats)
+	}
+}
+
+func TestWorkerFoldsTheClearIntoTheNextCommandsFirstCommitWithinAPull(t *testing.T) {
+	h := newHarness()
+	h.cfg.FoldAcknowledgement = true
+	appendObserves(t, h, 1, 5)
+	stop := h.start(t)
+	waitAcked(t, h, 5)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	// Five commands in one pull: 2 commits each, plus the last one's clear.
+	if _, commits := h.journal.snapshot(); commits != 11 {
+		t.Fatalf("journal commits = %d, want 11", commits)
+	}
+}
+
+func TestWorkerReplaysASavedResultByteForByteWithoutExecutingAgain(t *testing.T) {
+	h := newHarness()
+	appendObserves(t, h, 1, 2)
+	stop := h.start(t)
+	waitAcked(t, h, 2)
+	_ = stop()
+
+	// Command 3 was executed and its result saved, then the process died
+	// before sending.
+	h.site.appendCommands(t, observe(t, 3))
+	raw := h.site.stored[2]
+	cmd, _ := siteprotocol.ParsePulled(raw)
+	_, saved, err := siteprotocol.NewResult(cmd, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonObserved, "saved before the crash", siteprotocol.ObserveDetail{State: siteprotocol.StateQueued}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := siteprotocol.ParseResult(saved)
+	h.journal.cp.Pending = &domain.Pending{Sequence: 3, Raw: raw, Command: cmd, Result: saved, ResultDigest: r.Digest}
+	executes, _, _ := h.exec.counts()
+
+	stop = h.start(t)
+	waitAcked(t, h, 3)
+	_ = stop()
+	after, recovers, _ := h.exec.counts()
+	if after != executes || recovers != 0 {
+		t.Fatalf("a saved result must be replayed, not executed or recovered: executes %d->%d, recovers %d", executes, after, recovers)
+	}
+	_, _, results := h.site.state()
+	if !bytes.Equal(results[3], saved) {
+		t.Fatalf("server recorded %s, want the saved bytes %s", results[3], saved)
+	}
+	if _, replayed, _, _ := h.events.get(); len(replayed) != 1 || replayed[0] != 3 {
+		t.Fatalf("replayed = %v", replayed)
+	}
+}
+
+func TestWorkerRecoversAPendingCommandWithoutAResultAndNeverExecutesIt(t *testing.T) {
+	h := newHarness()
+	h.site.appendCommands(t, observe(t, 1))
+	cmd, _ := siteprotocol.ParsePulled(h.site.stored[0])
+	h.journal.cp.Pending = &domain.Pending{Sequence: 1, Raw: h.site.stored[0], Command: cmd}
+	h.exec.effects[cmd.ID] = 1 // the crash happened after the native effect
+
+	stop := h.start(t)
+	waitAcked(t, h, 1)
+	_ = stop()
+	executes, recovers, effects := h.exec.counts()
+	if executes != 0 || recovers != 1 || effects[cmd.ID] != 1 {
+		t.Fatalf("executes=%d recovers=%d effects=%d", executes, recovers, effects[cmd.ID])
+	}
+}
+
+func TestLostAcknowledgementIsFollowedByAByteIdenticalReplayAndNoSecondExecute(t *testing.T) {
+	h := newHarness()
+	h.site.dropAck = 1
+	appendObserves(t, h, 1, 1)
+	stop := h.start(t)
+	waitAcked(t, h, 1)
+	_ = stop()
+	_, puts, results := h.site.state()
+	if len(puts) != 2 || !bytes.Equal(puts[0], puts[1]) || !bytes.Equal(puts[0], results[1]) {
+		t.Fatalf("want two byte-identical PUTs, got %d", len(puts))
+	}
+	if executes, recovers, _ := h.exec.counts(); executes != 1 || recovers != 0 {
+		t.Fatalf("executes=%d recovers=%d", executes, recovers)
+	}
+}
+
+func TestUncertainExecuteIsRecoveredNeverExecutedAgain(t *testing.T) {
+	h := newHarness()
+	h.exec.failExec = fmt.Errorf("%w: native API timed out", application.ErrTransient)
+	appendObserves(t, h, 1, 1)
+	stop := h.start(t)
+	waitAcked(t, h, 1)
+	_ = stop()
+	executes, recovers, effects := h.exec.counts()
+	if executes != 1 || recovers != 1 {
+		t.Fatalf("executes=%d recovers=%d", executes, recovers)
+	}
+	for id, n := range effects {
+		if n != 1 {
+			t.Fatalf("command %s has %d effects", id, n)
+		}
+	}
+}
+
+func TestTransientFailuresAreRetriedWithoutAdvancingOrClearing(t *testing.T) {
+	h := newHarness()
+	h.cfg.PullLimit = 1
+	transient := fmt.Errorf("%w: connection refused", application.ErrTransient)
+	unavailable := &application.Problem{Status: 401, Reason: "unauthenticated", Detail: "token rotated"}
+	h.site.failNext = []error{transient, transient, unavailable, transient}
+	h.journal.fail = []error{fmt.Errorf("disk I/O error")}
+	appendObserves(t, h, 1, 3)
+	stop := h.start(t)
+	waitAcked(t, h, 3)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, retries := h.events.get()
+	if len(retries) != 5 {
+		t.Fatalf("retries = %v, want 5", retries)
+	}
+	if executes, _, _ := h.exec.counts(); executes != 3 {
+		t.Fatalf("executes = %d", executes)
+	}
+}
+
+func TestBackoffWaitsAreCappedExponentialWithJitter(t *testing.T) {
+	for attempt, want := range []time.Duration{100, 200, 400, 800, 1000, 1000} {
+		for range 50 {
+			d := application.Backoff(100, 1000, attempt)
+			if d < want/2 || d > want {
+				t.Fatalf("attempt %d: wait %d outside [%d, %d]", attempt, d, want/2, want)
+			}
+		}
+	}
+	seen := map[time.Duration]bool{}
+	for range 50 {
+		seen[application.Backoff(time.Millisecond, time.Second, 3)] = true
+	}
+	if len(seen) < 2 {
+		t.Fatal("backoff waits carry no jitter")
+	}
+}
+
+func TestStopConditions(t *testing.T) {
+	type tc struct {
+		reason domain.StopReason
+		setup  func(t *testing.T, h *harness)
+	}
+	pendingFrom := func(h *harness, seq int64, withResult bool) {
+		raw := h.site.stored[seq-1]
+		cmd, _ := siteprotocol.ParsePulled(raw)
+		p := &domain.Pending{Sequence: seq, Raw: raw, Command: cmd}
+		if withResult {
+			r, b, _ := siteprotocol.NewResult(cmd, siteprotocol.OutcomeFailed, siteprotocol.ReasonNativeError, "a different result", nil, nil)
+			p.Result, p.ResultDigest = b, r.Digest
+		}
+		h.journal.cp.Pending = p
+	}
+	cases := map[string]tc{
+		"server acknowledged beyond checkpoint plus pending": {domain.StopServerAhead, func(t *testing.T, h *harness) {
+			appendObserves(t, h, 1, 3)
+			h.site.acked = 2
+			h.journal.cp.Acknowledged = 0
+			pendingFrom(h, 1, false)
+		}},
+		"server acknowledged less than the checkpoint": {domain.StopServerBehind, func(t *testing.T, h *harness) {
+			appendObserves(t, h, 1, 3)
+			h.site.acked = 1
+			h.journal.cp.Acknowledged = 2
+		}},
+		"server's command at the pending sequence differs": {domain.StopCommandMismatch, func(t *testing.T, h *harness) {
+			appendObserves(t, h, 1, 1)
+			other := newFakeSite()
+			other.appendCommands(t, observe(t, 99))
+			raw := other.stored[0]
+			cmd, _ := siteprotocol.ParsePulled(raw)
+			h.journal.cp.Pending = &domain.Pending{Sequence: 1, Raw: raw, Command: cmd}
+		}},
+		"server has no command at the pending sequence": {domain.StopCommandMismatch, func(t *testing.T, h *harness) {
+			other := newFakeSite()
+			other.appendCommands(t, observe(t, 99))
+			cmd, _ := siteprotocol.ParsePulled(other.stored[0])
+			h.journal.cp.Pending = &domain.Pending{Sequence: 1, Raw: other.stored[0], Command: cmd}
+		}},
+		"server rejects the saved result as a conflict": {domain.StopResultConflict, func(t *testing.T, h *harness) {
+			appendObserves(t, h, 1, 1)
+			cmd, _ := siteprotocol.ParsePulled(h.site.stored[0])
+			_, recorded, _ := siteprotocol.NewResult(cmd, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonObserved, "recorded", nil, nil)
+			h.site.results[1], h.site.acked = recorded, 1
+			pendingFrom(h, 1, true)
+		}},
+		"journal integrity fails while running": {domain.StopJournalIntegrity, func(t *testing.T, h *harness) {
+			appendObserves(t, h, 1, 1)
+			h.journal.integrity = fmt.Errorf("%w: delivery.sqlite pending row 1: digest mismatch", application.ErrJournalIntegrity)
+		}},
+		"journal bound to another authority than configured": {domain.StopBindingMismatch, func(t *testing.T, h *harness) {
+			h.journal.cp.Binding.Authority = "https://elsewhere.example"
+		}},
+		"server's stream names another authority": {domain.StopBindingMismatch, func(t *testing.T, h *harness) {
+			h.site.auth = "https://elsewhere.example"
+		}},
+		"server bound the stream to another installation": {domain.StopInstallationMismatch, func(t *testing.T, h *harness) {
+			h.site.install = "22222222-2222-4222-8222-222222222222"
+		}},
+		"server refuses the installation": {domain.StopInstallationMismatch, func(t *testing.T, h *harness) {
+			appendObserves(t, h, 1, 1)
+			h.site.failNext = []error{nil, &application.Problem{Status: 409, Reason: siteprotocol.ProblemInstallationMismatch}}
+		}},
+		"recovery finds native state it cannot explain": {domain.StopUnexplainedNativeState, func(t *testing.T, h *harness) {
+			appendObserves(t, h, 1, 1)
+			pendingFrom(h, 1, false)
+			h.exec.recoverErr = fmt.Errorf("Job attempt-x has another spec digest: %w", application.ErrUnexplained)
+		}},
+		"pulled command fails its digest": {domain.StopInvalidCommand, func(t *testing.T, h *harness) {
+			appendObserves(t, h, 1, 1)
+			h.site.stored[0] = bytes.Replace(h.site.stored[0], []byte(`"observe"`), []byte(`"cancel"`), 1)
+		}},
+		"server answers out of order": {domain.StopOutOfOrder, func(t *testing.T, h *harness) {
+			appendObserves(t, h, 1, 1)
+			h.site.failNext = []error{nil, nil, &application.Problem{Status: 409, Reason: siteprotocol.ProblemOutOfOrder}}
+		}},
+		"server acknowledges another sequence": {domain.StopProtocolViolation, func(t *testing.T, h *harness) {
+			appendObserves(t, h, 1, 1)
+			h.site.ackShift = 1
+		}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness()
+			c.setup(t, h)
+			before, _ := h.journal.snapshot()
+			_, commitsBefore := h.journal.snapshot()
+			stop := h.runUntilStopped(t)
+			if stop.Reason != c.reason {
+				t.Fatalf("stopped with %s (%v), want %s", stop.Reason, stop.Err, c.reason)
+			}
+			if _, reason := h.heart.get(); reason != c.reason {
+				t.Fatalf("heartbeat stop reason %q", reason)
+			}
+			if h.events.stop == nil || h.events.stop.Reason != c.reason {
+				t.Fatal("stop not reported to events")
+			}
+			after, commitsAfter := h.journal.snapshot()
+			if c.reason != domain.StopJournalIntegrity && c.reason != domain.StopProtocolViolation && c.reason != domain.StopOutOfOrder && commitsAfter != commitsBefore {
+				t.Fatalf("the journal was written before the stop: %d commits", commitsAfter-commitsBefore)
+			}
+			if after.Acknowledged != before.Acknowledged && c.reason != domain.StopProtocolViolation {
+				t.Fatalf("checkpoint moved %d -> %d", before.Acknowledged, after.Acknowledged)
+			}
+		})
+	}
+}

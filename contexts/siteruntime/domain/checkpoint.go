@@ -1,0 +1,79 @@
+package domain
+
+import "github.com/pharos-metallo/metallo/platform/siteprotocol"
+
+// Binding is what a journal set is bound to: the stream's environment, the
+// authority (the Site API URL the Runtime trusts) and the installation that
+// initialised it. It is written once by `runtime install` and checked on
+// every start (site-runtime.md, "Journals").
+type Binding struct {
+	Environment    string
+	Authority      string
+	InstallationID string
+}
+
+// Pending is the command the Runtime has accepted but not yet seen
+// acknowledged: its exact pulled bytes, the decoded command, and — once
+// executed — the exact result bytes that were (or will be) sent.
+type Pending struct {
+	// Sequence is the command's stream sequence.
+	Sequence int64
+	// Raw is the command exactly as pulled.
+	Raw []byte
+	// Command is Raw decoded and digest-verified.
+	Command siteprotocol.Command
+	// Result is the exact result bytes saved before sending; nil until the
+	// command has been executed (or recovered).
+	Result []byte
+	// ResultDigest is the protocol digest of Result; empty with Result.
+	ResultDigest string
+}
+
+// HasResult reports whether the exact result is saved.
+func (p *Pending) HasResult() bool { return p != nil && p.Result != nil }
+
+// Checkpoint is the delivery state restored from the journal at start: the
+// binding, the last sequence whose exact result the server acknowledged,
+// and the pending command if any.
+type Checkpoint struct {
+	Binding Binding
+	// Acknowledged is the local checkpoint: every command up to it has an
+	// exactly acknowledged result.
+	Acknowledged int64
+	// Pending is nil when no command is in flight.
+	Pending *Pending
+}
+
+// Next returns the sequence the Runtime expects next from the stream: the
+// pending command's, or checkpoint+1.
+func (c Checkpoint) Next() int64 {
+	if c.Pending != nil {
+		return c.Pending.Sequence
+	}
+	return c.Acknowledged + 1
+}
+
+// Limit returns the highest sequence the server may have acknowledged
+// without contradicting the journal: the checkpoint, plus the pending
+// command (the server may have recorded its result before the
+// acknowledgement was lost) (site-runtime.md, first stop condition).
+func (c Checkpoint) Limit() int64 {
+	if c.Pending != nil {
+		return c.Pending.Sequence
+	}
+	return c.Acknowledged
+}
+
+// Acknowledgement identifies an exact acknowledgement: the server recorded
+// the result with ResultDigest for Sequence.
+type Acknowledgement struct {
+	Sequence     int64
+	ResultDigest string
+}
+
+// Exact reports whether the server's acknowledgement matches the sequence
+// and result digest that were sent (site-protocol.md: the Runtime clears its
+// pending state only when both match).
+func (a Acknowledgement) Exact(sent Acknowledgement) bool {
+	return a.Sequence == sent.Sequence && a.ResultDigest == sent.ResultDigest
+}
