@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# The local cluster: build once into a cache outside the repository, then start or stop it.
+#
+#   deploy/localcluster/cluster.sh up [localcluster up flags]   build if needed, start or reuse
+#   deploy/localcluster/cluster.sh down                          stop every process
+#   deploy/localcluster/cluster.sh status                        exit 0 when up and healthy
+#   deploy/localcluster/cluster.sh build                         only build into the cache
+#
+# Environment: METALLO_CLUSTER_DIR (state, default var/localcluster under the repository),
+# METALLO_CLUSTER_CACHE (build cache, default ${XDG_CACHE_HOME:-~/.cache}/metallo/localcluster),
+# METALLO_CLUSTER_NODES, METALLO_CLUSTER_NODE_{CPU,MEMORY,PODS,GPUS} (fake Node capacity).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cd "$here"
+
+GO=${GO:-go}
+k8s_version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit } $1 == "require" && $2 == "k8s.io/kubernetes" { print $3; exit }' go.mod)
+kwok_version=v0.7.0
+# Needed free space for a cold build: the binaries (~0.4 GiB), module downloads (~1 GiB) and
+# Go's build cache for Kubernetes (~3 GiB), with a margin.
+need_gib=6
+
+state=${METALLO_CLUSTER_DIR:-$root/var/localcluster}
+cache_root=${METALLO_CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/metallo/localcluster}
+key=$k8s_version-$( { cat go.sum provisioner/go.sum; echo "kwok $kwok_version"; } | sha256sum | cut -c1-16)
+cache=$cache_root/$key
+bin=$cache/bin
+
+say() { echo "localcluster: $*" >&2; }
+die() { say "$*"; exit 1; }
+
+src_hash() { # the sources of one binary, so an edit rebuilds it
+	find "$@" -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16
+}
+
+check_disk() {
+	local probe=$1 avail_kb
+	while [ ! -d "$probe" ]; do probe=$(dirname "$probe"); done
+	avail_kb=$(df -Pk "$probe" | awk 'NR == 2 { print $4 }')
+	if [ "$avail_kb" -lt $((need_gib * 1024 * 1024)) ]; then
+		die "a cold build of the local cluster needs about ${need_gib} GiB free under $probe (the Kubernetes build cache, modules and binaries); only $((avail_kb / 1024 / 1024)) GiB are free"
+	fi
+}
+
+build() {
+	command -v "$GO" >/dev/null || die "go is not on PATH"
+	mkdir -p "$bin"
+	exec 9>"$cache/.build.lock"
+	flock 9
+	local want_lc want_pv
+	want_lc=$(src_hash go.mod go.sum cmd internal)
+	want_pv=$(src_hash provisioner)
+	if [ -x "$bin/localcluster" ] && [ "$(cat "$bin/.localcluster.src" 2>/dev/null)" = "$want_lc" ] &&
+		[ -x "$bin/provisioner" ] && [ "$(cat "$bin/.provisioner.src" 2>/dev/null)" = "$want_pv" ] &&
+		[ -x "$bin/kwok" ]; then
+		flock -u 9
+		return 0
+	fi
+	check_disk "$cache_root"
+	check_disk "$($GO env GOCACHE)"
+	local t0=$SECONDS p=${METALLO_BUILD_P:-2}
+	if ! [ -x "$bin/localcluster" ] || [ "$(cat "$bin/.localcluster.src" 2>/dev/null)" != "$want_lc" ]; then
+		say "building kube-apiserver, kube-controller-manager, kube-scheduler and etcd ($k8s_version) into $bin; the first build takes about 10 minutes on 2 cores"
+		local ldflags="-s -w"
+		local v=k8s.io/component-base/version major minor
+		major=$(echo "${k8s_version#v}" | cut -d. -f1)
+		minor=$(echo "${k8s_version#v}" | cut -d. -f2)
+		ldflags+=" -X $v.gitVersion=$k8s_version -X $v.gitMajor=$major -X $v.gitMinor=$minor -X $v.gitTreeState=clean"
+		ldflags+=" -X $v.buildDate=1970-01-01T00:00:00Z -X $v.gitCommit=$k8s_version"
+		"$GO" build -p "$p" -ldflags "$ldflags" -o "$bin/localcluster.tmp" ./cmd/localcluster
+		mv "$bin/localcluster.tmp" "$bin/localcluster"
+		echo "$want_lc" >"$bin/.localcluster.src"
+	fi
+	if ! [ -x "$bin/provisioner" ] || [ "$(cat "$bin/.provisioner.src" 2>/dev/null)" != "$want_pv" ]; then
+		say "building the volume provisioner"
+		(cd provisioner && "$GO" build -p "$p" -ldflags "-s -w" -o "$bin/provisioner.tmp" .)
+		mv "$bin/provisioner.tmp" "$bin/provisioner"
+		echo "$want_pv" >"$bin/.provisioner.src"
+	fi
+	if ! [ -x "$bin/kwok" ]; then
+		say "installing KWOK $kwok_version"
+		(cd "$cache" && GOBIN="$bin" GOFLAGS=-mod=mod "$GO" install -p "$p" -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$kwok_version")
+	fi
+	say "built in $((SECONDS - t0)) s ($(du -sh "$bin" | cut -f1) in $bin)"
+	flock -u 9
+}
+
+kserve_module() { # the kserve version the main module requires
+	local v
+	v=$(awk '$1 == "github.com/kserve/kserve" { print $2; exit }' "$root/go.mod" 2>/dev/null || true)
+	echo "github.com/kserve/kserve@${v:-v0.16.0}"
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+build)
+	build
+	;;
+up)
+	build || die "the build failed (see above)"
+	exec "$bin/localcluster" up --dir "$state" --bin-dir "$bin" \
+		--kwok-stages "$here/kwok/stages.yaml" \
+		--kserve-module "$(kserve_module)" \
+		--manifests "$root/deploy/cluster" "$@"
+	;;
+down | status)
+	if [ -x "$bin/localcluster" ]; then
+		exec "$bin/localcluster" "$cmd" --dir "$state" "$@"
+	fi
+	# No binary for this source tree: stop whatever a previous build left running.
+	for other in "$cache_root"/*/bin/localcluster; do
+		[ -x "$other" ] && exec "$other" "$cmd" --dir "$state" "$@"
+	done
+	if [ "$cmd" = status ]; then echo "down: not built"; exit 1; fi
+	say "nothing to stop (never built)"
+	;;
+cache-dir)
+	echo "$cache"
+	;;
+*)
+	echo "usage: $0 up|down|status|build|cache-dir" >&2
+	exit 2
+	;;
+esac
