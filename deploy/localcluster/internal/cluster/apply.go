@@ -21,14 +21,19 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
@@ -248,23 +253,34 @@ func (a *applier) applyOne(ctx context.Context, o *unstructured.Unstructured) er
 }
 
 func (a *applier) waitEstablished(ctx context.Context, name string) error {
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	for {
-		crd, err := a.ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
-		if err == nil {
-			for _, c := range crd.Status.Conditions {
-				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					return nil
-				}
+	lw := &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+			return a.ext.ApiextensionsV1().CustomResourceDefinitions().List(ctx, o)
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+			return a.ext.ApiextensionsV1().CustomResourceDefinitions().Watch(ctx, o)
+		},
+	}
+	_, err := watchtools.UntilWithSync(ctx, lw, &apiextensionsv1.CustomResourceDefinition{}, nil, func(ev watch.Event) (bool, error) {
+		crd, ok := ev.Object.(*apiextensionsv1.CustomResourceDefinition)
+		if !ok {
+			return false, nil
+		}
+		for _, c := range crd.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("CustomResourceDefinition %s not established: %w", name, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("CustomResourceDefinition %s not established: %w", name, err)
 	}
+	return nil
 }
 
 // applyFile applies every object of a YAML file.

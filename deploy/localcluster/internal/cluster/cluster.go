@@ -231,6 +231,9 @@ func waitFor(ctx context.Context, what string, dir string, watch []string, check
 
 func up(o upOptions) error {
 	began := time.Now()
+	step := func(format string, args ...any) {
+		logf("[%5.1fs] "+format, append([]any{time.Since(began).Seconds()}, args...)...)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	dir := o.dir
@@ -249,6 +252,12 @@ func up(o upOptions) error {
 
 	if o.kwokStages == "" {
 		return errors.New("--kwok-stages is required")
+	}
+	if _, err := o.nodes.resources(); err != nil {
+		return err
+	}
+	if o.nodes.count < 1 {
+		return fmt.Errorf("--nodes %d: at least one fake Node is needed", o.nodes.count)
 	}
 	for _, b := range []string{"kwok", "provisioner"} {
 		if _, err := os.Stat(filepath.Join(o.binDir, b)); err != nil {
@@ -278,6 +287,7 @@ func up(o upOptions) error {
 	started := false
 	defer func() {
 		if !started {
+			cancel() // ends the CRD install before its API server goes away
 			_ = stopAll(dir, func(string, ...any) {})
 			_ = os.Remove(filepath.Join(dir, "cluster.json"))
 		}
@@ -306,6 +316,7 @@ func up(o upOptions) error {
 	if err := start(dir, "etcd", self, "etcd", "--data-dir", p("etcd"), "--client-url", etcdURL, "--peer-url", etcdPeer); err != nil {
 		return err
 	}
+	step("etcd started")
 	httpc := &http.Client{Timeout: 2 * time.Second}
 	if err := waitFor(ctx, "etcd", dir, []string{"etcd"}, func(ctx context.Context) error {
 		resp, err := httpc.Get(etcdURL + "/health")
@@ -322,6 +333,7 @@ func up(o upOptions) error {
 	}
 
 	auditLog := p("audit", "audit.log")
+	step("etcd ready on %s", etcdURL)
 	if err := start(dir, "apiserver", self, "apiserver",
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1",
@@ -363,7 +375,27 @@ func up(o upOptions) error {
 	}); err != nil {
 		return err
 	}
-	logf("API server ready on %s after %s", server, time.Since(began).Round(100*time.Millisecond))
+	step("API server ready on %s", server)
+
+	// KServe's CRD is a megabyte: the API server takes seconds to accept and establish it, so it
+	// is installed while the other components start.
+	ap, err := newApplier(cfg)
+	if err != nil {
+		return err
+	}
+	crdDone := make(chan error, 1)
+	go func() {
+		crd, err := kserveCRD(ctx, o.kserveModule)
+		if err == nil {
+			err = ap.applyFile(ctx, crd)
+		}
+		if err != nil {
+			crdDone <- fmt.Errorf("KServe CRD: %w", err)
+			return
+		}
+		step("installed KServe's InferenceService CRD from %s", crd)
+		crdDone <- nil
+	}()
 
 	if err := start(dir, "controller-manager", self, "controller-manager",
 		"--kubeconfig="+p("kubeconfig-controller-manager"),
@@ -403,6 +435,7 @@ func up(o upOptions) error {
 		return err
 	}
 
+	step("controller manager, scheduler, KWOK and provisioner started")
 	if err := ensureStorageClass(ctx, cs); err != nil {
 		return fmt.Errorf("storage class: %w", err)
 	}
@@ -410,25 +443,16 @@ func up(o upOptions) error {
 	if err != nil {
 		return err
 	}
-	ap, err := newApplier(cfg)
-	if err != nil {
+	if err := <-crdDone; err != nil {
 		return err
 	}
-	crd, err := kserveCRD(ctx, o.kserveModule)
-	if err != nil {
-		return fmt.Errorf("KServe CRD: %w", err)
-	}
-	if err := ap.applyFile(ctx, crd); err != nil {
-		return fmt.Errorf("KServe CRD: %w", err)
-	}
-	logf("installed KServe's InferenceService CRD from %s", crd)
 	if o.manifests != "" {
 		if _, err := os.Stat(o.manifests); err == nil {
 			n, err := ap.applyKustomization(ctx, o.manifests)
 			if err != nil {
 				return err
 			}
-			logf("applied %d objects from %s", n, o.manifests)
+			step("applied %d objects from %s", n, o.manifests)
 		} else {
 			logf("no %s: nothing more to apply", o.manifests)
 		}
@@ -440,6 +464,7 @@ func up(o upOptions) error {
 	}); err != nil {
 		return err
 	}
+	step("fake Nodes Ready")
 	if err := waitFor(ctx, "the controller manager (default ServiceAccount)", dir, all, func(ctx context.Context) error {
 		_, err := cs.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
 		return err
