@@ -11,13 +11,13 @@ GOLANGCI_VERSION := v2.15.0
 GOLANGCI := $(TOOLS)/golangci-lint-$(GOLANGCI_VERSION)/golangci-lint
 BIN := bin/metallo
 # ROLES: roles with an OpenAPI document; SERVE_ROLES: what `make run` serves in one process.
-ROLES := provisioning
-SERVE_ROLES := provisioning
-SERVE_FLAGS := --waldur-instance https://waldur.example.org
+ROLES := provisioning execution
+SERVE_ROLES := provisioning,execution
+SERVE_FLAGS := --waldur-instance https://waldur.example.org --resource-owner in-process --environments-file var/environments.yaml
 DEV_PRINCIPALS := site:alpha service:beto service:execution
 REQUIRED_LANES := $(shell paste -sd, .ci/lanes)
 
-.PHONY: all build run test test-unit generate generate-sqlc generate-openapi lint bench tools services clean
+.PHONY: all build run test test-unit generate generate-sqlc generate-openapi lint bench bench-execution tools services clean
 
 all: build
 
@@ -30,6 +30,12 @@ run: build
 	@if [ ! -f var/keys.yaml ]; then \
 	  for p in $(DEV_PRINCIPALS); do $(BIN) keys new --principal $$p --append var/keys.yaml | sed -n "s/^key: /$$p /p"; done > var/dev-keys.txt; \
 	  echo "wrote var/keys.yaml; the development keys are in var/dev-keys.txt"; \
+	fi
+	@if [ ! -f var/environments.yaml ]; then \
+	  out=$$($(BIN) keys new --principal environment:alpha-k8s); \
+	  printf 'environments:\n  - id: alpha-k8s\n    site: alpha\n    authority: http://127.0.0.1:8080\n    auth:\n      key_sha256: %s\n' "$$(echo "$$out" | sed -n 's/.*sha256: //p')" > var/environments.yaml; \
+	  echo "$$out" | sed -n 's/^key: /environment:alpha-k8s /p' >> var/dev-keys.txt; \
+	  echo "wrote var/environments.yaml (environment alpha-k8s at site alpha); its Runtime key is in var/dev-keys.txt"; \
 	fi
 	$(BIN) serve --role $(SERVE_ROLES) --keys-file var/keys.yaml --migrate --log-format console $(SERVE_FLAGS)
 
@@ -76,8 +82,12 @@ lint: $(GOLANGCI)
 	$(GOLANGCI) run ./...
 
 ## bench: benchmarks with same-run baselines; results go to BENCHMARKS.md
-bench: services build
+bench: services build bench-execution
 	@echo "see BENCHMARKS.md for what each benchmark measures"
+
+## bench-execution: stream appends/s and acknowledgements/s over HTTP on PostgreSQL (8 appenders) next to the same statements issued with pgx
+bench-execution: services
+	$(GO) test -run '^$$' -bench 'BenchmarkStreamAppendAck' -benchtime=1x -count=1 -timeout 30m ./contexts/executionports/
 
 clean:
 	rm -rf bin var/test-report.json var/lanecheck

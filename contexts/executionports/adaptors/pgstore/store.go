@@ -52,36 +52,38 @@ func isUniqueViolation(err error) bool {
 	return errors.As(err, &pg) && pg.Code == "23505"
 }
 
-// Append implements application.StreamStore.
+// Append implements application.StreamStore. The append statement runs
+// first: a new command costs one round trip. A command ID already stored
+// makes it fail with a unique violation (nothing changes); the stored
+// command then decides the retry (domain.DecideRetry).
 func (s *Store) Append(ctx context.Context, environment string, c application.NewCommand, at time.Time) (application.Appended, error) {
 	for range maxAttempts {
-		existing, err := s.q.CommandByID(ctx, c.ID)
-		switch {
-		case err == nil:
-			seq, err := domain.DecideRetry(domain.ExistingCommand{Environment: existing.Environment, Sequence: existing.Sequence, Digest: existing.Digest}, environment, c.Digest)
-			if err != nil {
-				return application.Appended{}, err
-			}
-			return application.Appended{ID: c.ID, Sequence: seq, Digest: c.Digest}, nil
-		case !errors.Is(err, pgx.ErrNoRows):
-			return application.Appended{}, fmt.Errorf("read command %s: %w", c.ID, err)
-		}
 		seq, err := s.q.AppendCommand(ctx, pgdb.AppendCommandParams{
 			Channel: Channel, Environment: environment, CommandID: c.ID, Digest: c.Digest, Canonical: c.Canonical, AppendedAt: ts(at),
 		})
 		switch {
 		case err == nil:
 			return application.Appended{ID: c.ID, Sequence: seq, Digest: c.Digest, Created: true}, nil
-		case isUniqueViolation(err):
-			continue // appended concurrently: decide as a retry
-		case errors.Is(err, pgx.ErrNoRows):
+		case errors.Is(err, pgx.ErrNoRows): // the stream's row does not exist yet
 			if err := s.q.EnsureStream(ctx, pgdb.EnsureStreamParams{Environment: environment, CreatedAt: ts(at)}); err != nil {
 				return application.Appended{}, fmt.Errorf("create stream %s: %w", environment, err)
 			}
 			continue
-		default:
+		case !isUniqueViolation(err):
 			return application.Appended{}, fmt.Errorf("append command %s to stream %s: %w", c.ID, environment, err)
 		}
+		existing, err := s.q.CommandByID(ctx, c.ID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // the conflicting append rolled back meanwhile
+		}
+		if err != nil {
+			return application.Appended{}, fmt.Errorf("read command %s: %w", c.ID, err)
+		}
+		seq, err = domain.DecideRetry(domain.ExistingCommand{Environment: existing.Environment, Sequence: existing.Sequence, Digest: existing.Digest}, environment, c.Digest)
+		if err != nil {
+			return application.Appended{}, fmt.Errorf("append command %s to stream %s: %w", c.ID, environment, err)
+		}
+		return application.Appended{ID: c.ID, Sequence: seq, Digest: c.Digest}, nil
 	}
 	return application.Appended{}, fmt.Errorf("append command %s to stream %s: gave up after %d concurrent attempts", c.ID, environment, maxAttempts)
 }
