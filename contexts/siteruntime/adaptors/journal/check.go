@@ -128,9 +128,6 @@ func readDelivery(ctx context.Context, q *journaldb.Queries) (domain.Checkpoint,
 func checkPending(r journaldb.ListPendingRow, acknowledged int64) (*domain.Pending, error) {
 	const file = domain.DeliveryFile
 	row := fmt.Sprintf("pending (sequence %d)", r.Sequence)
-	if r.Digest != pendingDigest(r.Sequence, r.Command, r.CommandDigest, r.Result, r.ResultDigest) {
-		return nil, integrity(file, row, "digest mismatch")
-	}
 	cmd, err := siteprotocol.ParsePulled(r.Command)
 	if err != nil {
 		return nil, integrity(file, row, "saved command: %v", err)
@@ -146,7 +143,7 @@ func checkPending(r journaldb.ListPendingRow, acknowledged int64) (*domain.Pendi
 		if r.ResultDigest.Valid {
 			return nil, integrity(file, row, "result digest without a result")
 		}
-		return p, nil
+		return p, checkPendingRow(r)
 	}
 	res, err := siteprotocol.ParseResult(r.Result)
 	if err != nil {
@@ -159,7 +156,17 @@ func checkPending(r journaldb.ListPendingRow, acknowledged int64) (*domain.Pendi
 		return nil, integrity(file, row, "saved result answers command %s (%d), not the pending command", res.CommandID, res.Sequence)
 	}
 	p.Result, p.ResultDigest = r.Result, res.Digest
-	return p, nil
+	return p, checkPendingRow(r)
+}
+
+// checkPendingRow verifies the pending row's own digest (after its
+// command and result, so that a damaged command or result is named as
+// such).
+func checkPendingRow(r journaldb.ListPendingRow) error {
+	if r.Digest != pendingDigest(r.Sequence, r.Command, r.CommandDigest, r.Result, r.ResultDigest) {
+		return integrity(domain.DeliveryFile, fmt.Sprintf("pending (sequence %d)", r.Sequence), "digest mismatch")
+	}
+	return nil
 }
 
 // checkRecords verifies every native record of jobs.sqlite or
