@@ -265,4 +265,6 @@ func waitMetric(t *testing.T, p *harness.Process, series string, value float64) 
 	}
 }
 
-func diffSnapshots(before, after map[string]string) string { return harness.SnapshotDiff(before, after) }
+func diffSnapshots(before, after map[string]string) string {
+	return harness.SnapshotDiff(before, after)
+}
