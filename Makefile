@@ -91,3 +91,28 @@ bench-execution: services
 
 clean:
 	rm -rf bin var/test-report.json var/lanecheck
+
+# --- local cluster (deploy/localcluster) ---
+# A real kube-apiserver, kube-controller-manager, kube-scheduler and etcd built from the
+# Kubernetes sources, with KWOK's fake Nodes and a hostPath volume provisioner, on loopback.
+# Built once into $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/metallo/localcluster/<k8s version>-<go.sum hash>
+# (a cold build takes about 10 minutes and 6 GiB of free disk); state in var/localcluster
+# (METALLO_CLUSTER_DIR). See deploy/localcluster/README.md.
+.PHONY: cluster-up cluster-down cluster-status cluster-build
+
+## cluster-up: start the local cluster, or reuse the healthy one already running
+cluster-up:
+	@bash deploy/localcluster/cluster.sh up
+
+## cluster-down: stop every process of the local cluster
+cluster-down:
+	@bash deploy/localcluster/cluster.sh down
+
+## cluster-status: exit 0 when the local cluster is up and healthy
+cluster-status:
+	@bash deploy/localcluster/cluster.sh status
+
+## cluster-build: build the local cluster's binaries into the cache, start nothing
+cluster-build:
+	@bash deploy/localcluster/cluster.sh build
+# --- end local cluster ---

@@ -5,6 +5,7 @@
 #   deploy/localcluster/cluster.sh down                          stop every process
 #   deploy/localcluster/cluster.sh status                        exit 0 when up and healthy
 #   deploy/localcluster/cluster.sh build                         only build into the cache
+#   deploy/localcluster/cluster.sh built                         exit 0 when the cache has the binaries
 #
 # Environment: METALLO_CLUSTER_DIR (state, default var/localcluster under the repository),
 # METALLO_CLUSTER_CACHE (build cache, default ${XDG_CACHE_HOME:-~/.cache}/metallo/localcluster),
@@ -120,8 +121,11 @@ down | status)
 cache-dir)
 	echo "$cache"
 	;;
+built) # exit 0 when the binaries for this go.sum are in the cache (an edit only relinks)
+	[ -x "$bin/localcluster" ] && [ -x "$bin/provisioner" ] && [ -x "$bin/kwok" ]
+	;;
 *)
-	echo "usage: $0 up|down|status|build|cache-dir" >&2
+	echo "usage: $0 up|down|status|build|built|cache-dir" >&2
 	exit 2
 	;;
 esac

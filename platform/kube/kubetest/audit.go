@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -62,37 +63,52 @@ func (e AuditEvent) Code() int32 {
 
 // Events returns every completed request recorded so far (stage ResponseComplete).
 func (a *AuditLog) Events() ([]AuditEvent, error) {
+	evs, _, err := a.readFrom(0)
+	return evs, err
+}
+
+// readFrom parses the complete lines from offset on and returns the offset after them.
+func (a *AuditLog) readFrom(offset int64) ([]AuditEvent, int64, error) {
 	f, err := os.Open(a.Path)
 	if err != nil {
-		return nil, err
+		return nil, offset, err
 	}
 	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return nil, offset, err
+	}
 	var out []AuditEvent
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var ev AuditEvent
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			continue // a line still being written
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			// EOF: a partial last line is read again next time.
+			if err == io.EOF {
+				return out, offset, nil
+			}
+			return out, offset, err
 		}
-		if ev.Stage == "ResponseComplete" {
+		offset += int64(len(line))
+		var ev AuditEvent
+		if json.Unmarshal(line, &ev) == nil && ev.Stage == "ResponseComplete" {
 			out = append(out, ev)
 		}
 	}
-	return out, sc.Err()
 }
 
-// Find returns the last completed request for which match holds, waiting for the API server
+// Find returns the first completed request for which match holds, waiting for the API server
 // to write it (the audit event of a request lands just after its response) until ctx ends.
 func (a *AuditLog) Find(ctx context.Context, match func(AuditEvent) bool) (AuditEvent, error) {
+	var offset int64
 	for {
-		evs, err := a.Events()
+		evs, next, err := a.readFrom(offset)
 		if err != nil {
 			return AuditEvent{}, err
 		}
-		for i := len(evs) - 1; i >= 0; i-- {
-			if match(evs[i]) {
-				return evs[i], nil
+		offset = next
+		for _, ev := range evs {
+			if match(ev) {
+				return ev, nil
 			}
 		}
 		select {

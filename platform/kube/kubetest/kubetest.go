@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -289,6 +290,16 @@ func attachOrStart() (*Cluster, error) {
 		return nil, fmt.Errorf("no local cluster in %s (%v), and cannot start one: %w", dir, attachErr, err)
 	}
 	script := filepath.Join(root, "deploy", "localcluster", "cluster.sh")
+	// A cold build takes longer than go test's default -timeout: fail with the way out rather
+	// than be killed mid-build.
+	if timeout := testTimeout(); timeout > 0 && timeout < coldBuildBudget {
+		built := exec.Command("bash", script, "built")
+		built.Env = append(os.Environ(), "METALLO_CLUSTER_DIR="+dir)
+		if built.Run() != nil {
+			return nil, fmt.Errorf("no local cluster in %s (%v), and its binaries are not built: a cold build takes "+
+				"about 25 minutes, more than this test binary's -timeout %s; run `make cluster-up` first", dir, attachErr, timeout)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", script, "up", "--stop-when-unused")
@@ -308,6 +319,23 @@ func attachOrStart() (*Cluster, error) {
 	c.StartedHere = true
 	fmt.Fprintf(os.Stderr, "kubetest: local cluster up in %s; it stops when no test binary uses it (make cluster-up keeps one running)\n", time.Since(began).Round(time.Second))
 	return c, nil
+}
+
+// coldBuildBudget is what a test binary's -timeout must allow for building the cluster.
+const coldBuildBudget = 40 * time.Minute
+
+// testTimeout is the test binary's -timeout (0: none).
+func testTimeout() time.Duration {
+	f := flag.Lookup("test.timeout")
+	if f == nil {
+		return 0
+	}
+	if g, ok := f.Value.(flag.Getter); ok {
+		if d, ok := g.Get().(time.Duration); ok {
+			return d
+		}
+	}
+	return 0
 }
 
 func attach(dir string) (*Cluster, error) {
