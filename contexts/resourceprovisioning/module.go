@@ -136,6 +136,51 @@ func NewStore(h *database.Handle) (Store, error) {
 	return nil, fmt.Errorf("no store for engine %q", h.Target.Engine)
 }
 
+// SweepInterval is how often the module positions changes a failed
+// sequencer run left without a feed position (PostgreSQL).
+const SweepInterval = 5 * time.Second
+
+// sequencer is a store whose change feed positions committed changes after
+// their transaction (postgres.Store).
+type sequencer interface {
+	PositionChanges(ctx context.Context) (int64, error)
+}
+
+// sweep runs the sequencer at start and every SweepInterval until stop, so a
+// change committed just before a crash or a database failure gets its feed
+// position even when no further material change arrives.
+func sweep(lc fx.Lifecycle, seq sequencer, log *zap.Logger) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			go func() {
+				defer close(done)
+				t := time.NewTicker(SweepInterval)
+				defer t.Stop()
+				for {
+					if n, err := seq.PositionChanges(ctx); err != nil && ctx.Err() == nil {
+						log.Warn("positioning changes failed; retrying", zap.Error(err))
+					} else if n > 0 {
+						log.Info("positioned changes left without a feed position", zap.Int64("changes", n))
+					}
+					select {
+					case <-ctx.Done():
+						return
+					case <-t.C:
+					}
+				}
+			}()
+			return nil
+		},
+		OnStop: func(context.Context) error {
+			cancel()
+			<-done
+			return nil
+		},
+	})
+}
+
 // NewService builds the application service on store without Fx.
 func NewService(store application.Store, clk application.Clock, log *zap.Logger, reg prometheus.Registerer, cfg Config) (*application.Service, error) {
 	tel, err := telemetry.New(log, reg)
@@ -173,10 +218,13 @@ func Module(cfg Config) fx.Option {
 				})
 				return h, nil
 			},
-			func(lc fx.Lifecycle, h *database.Handle) (Store, error) {
+			func(lc fx.Lifecycle, h *database.Handle, log *zap.Logger) (Store, error) {
 				s, err := NewStore(h)
 				if err != nil {
 					return nil, err
+				}
+				if seq, ok := s.(sequencer); ok {
+					sweep(lc, seq, log)
 				}
 				lc.Append(fx.StopHook(s.Close))
 				return s, nil

@@ -36,7 +36,7 @@ func TestProvisioningProcesses(t *testing.T) {
 	t.Run("ServeWithoutMigrateFailsWhileMigrationsArePending", func(t *testing.T) { testPendingMigrations(t, bin) })
 }
 
-func buildMetallo(t *testing.T) string {
+func buildMetallo(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "metallo")
 	cmd := exec.Command("go", "build", "-o", bin, "./app/cmd/metallo")
@@ -60,7 +60,7 @@ func cleanEnv() []string {
 }
 
 // run runs the binary to completion.
-func run(t *testing.T, bin, dir string, args ...string) (string, string, error) {
+func run(t testing.TB, bin, dir string, args ...string) (string, string, error) {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), bin, args...)
 	cmd.Dir, cmd.Env = dir, cleanEnv()
@@ -72,7 +72,7 @@ func run(t *testing.T, bin, dir string, args ...string) (string, string, error) 
 
 // keysFor makes a keys file in dir with `metallo keys new --append` and
 // returns each principal's key.
-func keysFor(t *testing.T, bin, dir string, principals ...string) map[string]string {
+func keysFor(t testing.TB, bin, dir string, principals ...string) map[string]string {
 	t.Helper()
 	keys := map[string]string{}
 	for _, p := range principals {
@@ -104,7 +104,7 @@ func (s *server) log() []string {
 // startServer starts `metallo serve --role provisioning` in dir on a free
 // loopback port and waits until it serves; it is stopped with SIGTERM when
 // the test ends.
-func startServer(t *testing.T, bin, dir string, args ...string) *server {
+func startServer(t testing.TB, bin, dir string, args ...string) *server {
 	t.Helper()
 	all := append([]string{"serve", "--role", "provisioning", "--listen", "127.0.0.1:0", "--admin-listen=", "--keys-file", "keys.yaml",
 		"--waldur-instance", "https://waldur.example.org", "--log-format", "json"}, args...)

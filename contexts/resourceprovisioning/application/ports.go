@@ -92,10 +92,11 @@ type ReportTx interface {
 	RenewAllocation(ctx context.Context, id string, observedAt, lastSeenAt time.Time) error
 	// InsertReceipt stores the receipt of a material change.
 	InsertReceipt(ctx context.Context, r domain.Receipt) error
-	// AppendChanges writes AllocationChanged outbox rows, giving them the
-	// next feed positions. Positions follow commit order: no change that
-	// commits later gets a position at or below one already readable.
-	// Call it once, as the transaction's last write.
+	// AppendChanges writes AllocationChanged outbox rows in this
+	// transaction. Their feed positions follow commit order: no change that
+	// commits later gets a position at or below one already readable
+	// (SQLite assigns them inside its serialised write transaction;
+	// PostgreSQL right after commit, see adaptors/postgres).
 	AppendChanges(ctx context.Context, events []domain.AllocationChanged, recordedAt time.Time) error
 }
 

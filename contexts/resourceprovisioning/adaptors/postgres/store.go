@@ -1,10 +1,12 @@
 // Package postgres is Resource Provisioning's store on PostgreSQL (pgx/v5
 // pool, sqlc-generated queries in pgdb). Transactions run at READ COMMITTED
 // with row locks: a report locks its allocation row (SELECT … FOR UPDATE, or
-// the unique index on insert), and the change feed's positions are taken
-// from the one-row head table as each transaction's last write, so the head
-// row's lock is held until commit and positions follow commit order.
-// Serialization failures and deadlocks are retried inside the store.
+// the unique index on insert). Serialization failures and deadlocks are
+// retried inside the store.
+//
+// The change feed: a material change writes its AllocationChanged outbox row
+// in its own transaction, without a feed position; the sequencer gives
+// committed rows their positions afterwards (sequencer.go).
 package postgres
 
 import (
@@ -33,23 +35,40 @@ const maxAttempts = 8
 type Store struct {
 	pool *pgxpool.Pool
 	q    *pgdb.Queries
+	seq  *groupRunner
 }
 
 // New returns a Store on pool (already migrated).
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, q: pgdb.New(pool)}
+	return &Store{pool: pool, q: pgdb.New(pool), seq: newGroupRunner()}
 }
 
 var _ application.Store = (*Store)(nil)
 
-// InReportTx implements application.Store.
+// InReportTx implements application.Store. After a transaction that wrote
+// changes commits, it waits until they have feed positions (see
+// sequencer.go) before it returns; a failure there is not the report's
+// failure (the change is stored and the next sequencer run positions it),
+// so it is not returned.
 func (s *Store) InReportTx(ctx context.Context, fn func(context.Context, application.ReportTx) error) error {
-	return s.inTx(ctx, func(ctx context.Context, q *pgdb.Queries) error { return fn(ctx, reportTx{q}) })
+	var appended bool
+	err := s.inTx(ctx, func(ctx context.Context, q *pgdb.Queries) error {
+		t := &reportTx{q: q}
+		if err := fn(ctx, t); err != nil {
+			return err
+		}
+		appended = t.appended
+		return nil
+	})
+	if err == nil && appended {
+		_, _ = s.seq.await(func() (int64, error) { return s.positionChanges(ctx) })
+	}
+	return err
 }
 
 // InEventTx implements application.Store.
 func (s *Store) InEventTx(ctx context.Context, fn func(context.Context, application.EventTx) error) error {
-	return s.inTx(ctx, func(ctx context.Context, q *pgdb.Queries) error { return fn(ctx, eventTx{reportTx{q}}) })
+	return s.inTx(ctx, func(ctx context.Context, q *pgdb.Queries) error { return fn(ctx, eventTx{&reportTx{q: q}}) })
 }
 
 func (s *Store) inTx(ctx context.Context, fn func(context.Context, *pgdb.Queries) error) error {
@@ -177,9 +196,13 @@ func toRow(r pgdb.Allocation) rows.Allocation {
 	}
 }
 
-type reportTx struct{ q *pgdb.Queries }
+type reportTx struct {
+	q *pgdb.Queries
+	// appended is set when the transaction wrote outbox rows.
+	appended bool
+}
 
-func (t reportTx) LockAllocation(ctx context.Context, id string) (*domain.Allocation, error) {
+func (t *reportTx) LockAllocation(ctx context.Context, id string) (*domain.Allocation, error) {
 	r, err := t.q.LockAllocation(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -194,12 +217,12 @@ func (t reportTx) LockAllocation(ctx context.Context, id string) (*domain.Alloca
 	return &a, nil
 }
 
-func (t reportTx) ProviderProjectClaims(ctx context.Context, instance, providerProjectID string, limit int) ([]string, error) {
+func (t *reportTx) ProviderProjectClaims(ctx context.Context, instance, providerProjectID string, limit int) ([]string, error) {
 	ids, err := t.q.ProviderProjectClaims(ctx, pgdb.ProviderProjectClaimsParams{Instance: instance, ExternalID: providerProjectID, MaxRows: clampRows(limit)})
 	return ids, dbErr("provider project claims", err)
 }
 
-func (t reportTx) InsertAllocation(ctx context.Context, a domain.Allocation) (bool, error) {
+func (t *reportTx) InsertAllocation(ctx context.Context, a domain.Allocation) (bool, error) {
 	r := rows.FromDomain(a)
 	n, err := t.q.InsertAllocation(ctx, pgdb.InsertAllocationParams{
 		ID: r.ID, Site: r.Site, ProviderResourceID: r.ProviderResourceID, ProjectID: r.ProjectID,
@@ -211,7 +234,7 @@ func (t reportTx) InsertAllocation(ctx context.Context, a domain.Allocation) (bo
 	return n == 1, dbErr("insert allocation", err)
 }
 
-func (t reportTx) UpdateAllocation(ctx context.Context, a domain.Allocation) error {
+func (t *reportTx) UpdateAllocation(ctx context.Context, a domain.Allocation) error {
 	r := rows.FromDomain(a)
 	return dbErr("update allocation", t.q.UpdateAllocation(ctx, pgdb.UpdateAllocationParams{
 		ID: r.ID, ProjectID: r.ProjectID, OfferingID: r.OfferingID, ProviderProjectID: r.ProviderProjectID,
@@ -221,35 +244,30 @@ func (t reportTx) UpdateAllocation(ctx context.Context, a domain.Allocation) err
 	}))
 }
 
-func (t reportTx) RenewAllocation(ctx context.Context, id string, observedAt, lastSeenAt time.Time) error {
+func (t *reportTx) RenewAllocation(ctx context.Context, id string, observedAt, lastSeenAt time.Time) error {
 	return dbErr("renew allocation", t.q.RenewAllocation(ctx, pgdb.RenewAllocationParams{ID: id, ObservedAt: observedAt.UTC(), LastSeenAt: lastSeenAt.UTC()}))
 }
 
-func (t reportTx) InsertReceipt(ctx context.Context, r domain.Receipt) error {
+func (t *reportTx) InsertReceipt(ctx context.Context, r domain.Receipt) error {
 	return dbErr("insert receipt", t.q.InsertReceipt(ctx, pgdb.InsertReceiptParams{
 		AllocationID: r.AllocationID, Revision: r.Revision, ObservedAt: r.ObservedAt.UTC(),
 		ReceivedAt: r.ReceivedAt.UTC(), ContentDigest: r.ContentDigest, Report: r.Report,
 	}))
 }
 
-func (t reportTx) AppendChanges(ctx context.Context, events []domain.AllocationChanged, recordedAt time.Time) error {
-	last, err := t.q.AdvanceChangesHead(ctx, int64(len(events)))
-	if err != nil {
-		return dbErr("advance changes head", err)
-	}
-	first := last - int64(len(events)) + 1
-	for i, ev := range events {
+func (t *reportTx) AppendChanges(ctx context.Context, events []domain.AllocationChanged, recordedAt time.Time) error {
+	for _, ev := range events {
 		if err := t.q.InsertChange(ctx, pgdb.InsertChangeParams{
-			Position: first + int64(i), AllocationID: ev.AllocationID, Revision: ev.Revision,
-			Payload: ev.Payload(), RecordedAt: recordedAt.UTC(),
+			AllocationID: ev.AllocationID, Revision: ev.Revision, Payload: ev.Payload(), RecordedAt: recordedAt.UTC(),
 		}); err != nil {
 			return dbErr("insert change", err)
 		}
 	}
+	t.appended = t.appended || len(events) > 0
 	return nil
 }
 
-type eventTx struct{ reportTx }
+type eventTx struct{ *reportTx }
 
 func (t eventTx) InsertEventReceipt(ctx context.Context, r domain.EventReceipt) (bool, error) {
 	n, err := t.q.InsertEventReceipt(ctx, pgdb.InsertEventReceiptParams{

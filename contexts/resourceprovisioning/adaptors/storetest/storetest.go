@@ -616,6 +616,7 @@ func testFeedLateCommit(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("while one transaction was held open, %d later transactions committed; the feed then held %d changes", committed.Load(), len(first.Changes))
 	close(release)
 	if err := <-doneA; err != nil {
 		t.Fatal(err)

@@ -40,18 +40,22 @@ CREATE TABLE allocation_receipts (
     PRIMARY KEY (allocation_id, revision)
 );
 
--- The feed head: the position of the newest change. Transactions take the
--- next positions with UPDATE ... RETURNING as their last write, so the row
--- lock is held until commit and positions follow commit order.
+-- The feed head: the position of the newest positioned change.
 CREATE TABLE allocation_changes_head (
     id       integer PRIMARY KEY CHECK (id = 1),
     position bigint  NOT NULL
 );
 INSERT INTO allocation_changes_head (id, position) VALUES (1, 0);
 
--- The AllocationChanged outbox, in feed order.
+-- The AllocationChanged outbox. A row is written in the transaction of its
+-- material change without a position; the sequencer then gives committed
+-- rows their feed positions, in seq order, one sequencer at a time (under a
+-- transaction advisory lock), so positions follow the commit order of the
+-- sequencer's transactions and a reader of "position > cursor" never skips a
+-- change that commits late: it gets a position greater than any readable one.
 CREATE TABLE allocation_changes (
-    position      bigint      PRIMARY KEY,
+    seq           bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    position      bigint      UNIQUE,
     allocation_id text        NOT NULL REFERENCES allocations (id),
     revision      bigint      NOT NULL,
     payload       jsonb       NOT NULL,
@@ -59,6 +63,7 @@ CREATE TABLE allocation_changes (
     published_at  timestamptz,
     UNIQUE (allocation_id, revision)
 );
+CREATE INDEX allocation_changes_unpositioned ON allocation_changes (seq) WHERE position IS NULL;
 
 -- A receipt per Beto event_id (outcome applied or ignored).
 CREATE TABLE beto_event_receipts (

@@ -10,18 +10,6 @@ import (
 	"time"
 )
 
-const advanceChangesHead = `-- name: AdvanceChangesHead :one
-UPDATE allocation_changes_head SET position = position + $1::bigint WHERE id = 1
-RETURNING position
-`
-
-func (q *Queries) AdvanceChangesHead(ctx context.Context, count int64) (int64, error) {
-	row := q.db.QueryRow(ctx, advanceChangesHead, count)
-	var position int64
-	err := row.Scan(&position)
-	return position, err
-}
-
 const allocationsAfter = `-- name: AllocationsAfter :many
 SELECT id, site, provider_resource_id, project_id, offering_id, provider_project_id, native_scope, lifecycle, reasons, configured_limits, applied_limits, waldur_state, paused, revision, content_digest, observed_at, last_seen_at FROM allocations WHERE id > $1 ORDER BY id LIMIT $2
 `
@@ -70,8 +58,8 @@ func (q *Queries) AllocationsAfter(ctx context.Context, arg AllocationsAfterPara
 }
 
 const changesAfter = `-- name: ChangesAfter :many
-SELECT position, payload FROM allocation_changes
-WHERE position > $1 ORDER BY position LIMIT $2
+SELECT coalesce(position, 0)::bigint AS position, payload FROM allocation_changes
+WHERE position > $1::bigint ORDER BY position LIMIT $2
 `
 
 type ChangesAfterParams struct {
@@ -124,6 +112,17 @@ func (q *Queries) CountReceipts(ctx context.Context, allocationID string) (int64
 	var count int64
 	err := row.Scan(&count)
 	return count, err
+}
+
+const hasUnpositionedChanges = `-- name: HasUnpositionedChanges :one
+SELECT EXISTS (SELECT 1 FROM allocation_changes WHERE position IS NULL)
+`
+
+func (q *Queries) HasUnpositionedChanges(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, hasUnpositionedChanges)
+	var exists bool
+	err := row.Scan(&exists)
+	return exists, err
 }
 
 const insertAllocation = `-- name: InsertAllocation :execrows
@@ -186,12 +185,11 @@ func (q *Queries) InsertAllocation(ctx context.Context, arg InsertAllocationPara
 }
 
 const insertChange = `-- name: InsertChange :exec
-INSERT INTO allocation_changes (position, allocation_id, revision, payload, recorded_at)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO allocation_changes (allocation_id, revision, payload, recorded_at)
+VALUES ($1, $2, $3, $4)
 `
 
 type InsertChangeParams struct {
-	Position     int64
 	AllocationID string
 	Revision     int64
 	Payload      []byte
@@ -200,7 +198,6 @@ type InsertChangeParams struct {
 
 func (q *Queries) InsertChange(ctx context.Context, arg InsertChangeParams) error {
 	_, err := q.db.Exec(ctx, insertChange,
-		arg.Position,
 		arg.AllocationID,
 		arg.Revision,
 		arg.Payload,
@@ -263,6 +260,42 @@ func (q *Queries) LockAllocation(ctx context.Context, id string) (Allocation, er
 		&i.LastSeenAt,
 	)
 	return i, err
+}
+
+const lockSequencer = `-- name: LockSequencer :exec
+SELECT pg_advisory_xact_lock($1::bigint)
+`
+
+func (q *Queries) LockSequencer(ctx context.Context, lockKey int64) error {
+	_, err := q.db.Exec(ctx, lockSequencer, lockKey)
+	return err
+}
+
+const positionChanges = `-- name: PositionChanges :execrows
+WITH head AS (
+    SELECT position FROM allocation_changes_head WHERE id = 1
+), pending AS (
+    SELECT c.seq, head.position + row_number() OVER (ORDER BY c.seq) AS pos
+    FROM allocation_changes c CROSS JOIN head
+    WHERE c.position IS NULL
+), positioned AS (
+    UPDATE allocation_changes c SET position = pending.pos
+    FROM pending WHERE c.seq = pending.seq
+    RETURNING c.position
+)
+UPDATE allocation_changes_head SET position = (SELECT max(position) FROM positioned)
+WHERE id = 1 AND EXISTS (SELECT 1 FROM positioned)
+`
+
+// Run under LockSequencer, in its own statement (a fresh snapshot): gives
+// every committed unpositioned change the next positions in seq order and
+// moves the head.
+func (q *Queries) PositionChanges(ctx context.Context) (int64, error) {
+	result, err := q.db.Exec(ctx, positionChanges)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const projectAllocations = `-- name: ProjectAllocations :many

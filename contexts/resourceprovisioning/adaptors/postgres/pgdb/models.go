@@ -31,7 +31,8 @@ type Allocation struct {
 }
 
 type AllocationChange struct {
-	Position     int64
+	Seq          int64
+	Position     pgtype.Int8
 	AllocationID string
 	Revision     int64
 	Payload      []byte
