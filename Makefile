@@ -82,12 +82,18 @@ lint: $(GOLANGCI)
 	$(GOLANGCI) run ./...
 
 ## bench: benchmarks with same-run baselines; results go to BENCHMARKS.md
-bench: services build bench-execution
+bench: services build bench-execution bench-runtime
 	@echo "see BENCHMARKS.md for what each benchmark measures"
 
 ## bench-execution: stream appends/s and acknowledgements/s over HTTP on PostgreSQL (8 appenders) next to the same statements issued with pgx
 bench-execution: services
 	$(GO) test -run '^$$' -bench 'BenchmarkStreamAppendAck' -benchtime=1x -count=1 -timeout 30m ./contexts/executionports/
+
+## bench-runtime: Site Runtime delivery (pull → journal → no-op executor → acknowledgement) on loopback next to raw durable SQLite commits/s on the same disk; prints the table for BENCHMARKS.md ("Runtime delivery") and keeps it in var/bench-runtime.md
+.PHONY: bench-runtime
+bench-runtime:
+	@mkdir -p var
+	$(GO) run ./contexts/siteruntime/systemtest/benchruntime | tee var/bench-runtime.md
 
 clean:
 	rm -rf bin var/test-report.json var/lanecheck

@@ -195,7 +195,12 @@ func (w *Worker) resume(ctx context.Context) error {
 			cmd.Sequence, cmd.ID, cmd.Digest, p.Command.ID, p.Command.Digest)
 	}
 	replayed := p.HasResult()
-	if !replayed {
+	var outcome siteprotocol.Outcome
+	if replayed {
+		if r, err := siteprotocol.ParseResult(p.Result); err == nil {
+			outcome = r.Outcome
+		}
+	} else {
 		a, err := w.recover(ctx, p)
 		if err != nil {
 			return err
@@ -204,8 +209,15 @@ func (w *Worker) resume(ctx context.Context) error {
 		if err := w.saveResult(ctx, p, a); err != nil {
 			return err
 		}
+		outcome = a.Outcome
 	}
-	return w.send(ctx, p, false, replayed, !replayed)
+	return w.send(ctx, p, false, delivery{outcome: outcome, replayed: replayed, recovered: !replayed})
+}
+
+// delivery describes how a result came about, for Events.
+type delivery struct {
+	outcome             siteprotocol.Outcome
+	replayed, recovered bool
 }
 
 // deliver takes the next pulled command through commit #1, Execute,
@@ -244,7 +256,7 @@ func (w *Worker) deliver(ctx context.Context, raw []byte, more bool) error {
 	if err := w.saveResult(ctx, p, a); err != nil {
 		return err
 	}
-	return w.send(ctx, p, more, false, recovered)
+	return w.send(ctx, p, more, delivery{outcome: a.Outcome, recovered: recovered})
 }
 
 // recover calls Recover until it answers.
@@ -289,7 +301,7 @@ func (w *Worker) saveResult(ctx context.Context, p *domain.Pending, a domain.Ans
 
 // send sends the saved exact result until the server acknowledges it, and
 // clears the pending command on an exact acknowledgement.
-func (w *Worker) send(ctx context.Context, p *domain.Pending, mayFold, replayed, recovered bool) error {
+func (w *Worker) send(ctx context.Context, p *domain.Pending, mayFold bool, d delivery) error {
 	ack, err := retry(ctx, w, "send result", func() (siteprotocol.Acknowledgement, error) {
 		return w.site.SendResult(ctx, p.Sequence, p.Result)
 	})
@@ -314,11 +326,7 @@ func (w *Worker) send(ctx context.Context, p *domain.Pending, mayFold, replayed,
 		w.fp.Hit(FailAfterAcknowledge)
 	}
 	w.cp.Acknowledged, w.cp.Pending = p.Sequence, nil
-	var outcome siteprotocol.Outcome
-	if r, err := siteprotocol.ParseResult(p.Result); err == nil {
-		outcome = r.Outcome
-	}
-	w.events.Delivered(p.Sequence, outcome, replayed, recovered)
+	w.events.Delivered(p.Sequence, d.outcome, d.replayed, d.recovered)
 	return nil
 }
 

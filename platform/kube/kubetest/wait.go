@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -18,10 +19,7 @@ import (
 // Until watches the objects lw lists (an informer: the current ones first, then changes) until
 // cond holds for one of them, and returns it. It fails the test after timeout, naming what it
 // waited for and the last object seen. Use generous timeouts: this is a watch, not a sleep.
-func Until[T runtime.Object](tb interface {
-	Helper()
-	Fatalf(string, ...any)
-}, timeout time.Duration, what string, lw cache.ListerWatcher, cond func(T) bool) T {
+func Until[T runtime.Object](tb testing.TB, timeout time.Duration, what string, lw cache.ListerWatcher, cond func(T) bool) T {
 	tb.Helper()
 	var zero T
 	example := reflect.New(reflect.TypeOf(zero).Elem()).Interface().(runtime.Object)
@@ -48,10 +46,7 @@ func Until[T runtime.Object](tb interface {
 }
 
 // UntilGone watches until the named object no longer exists, failing the test after timeout.
-func UntilGone(tb interface {
-	Helper()
-	Fatalf(string, ...any)
-}, timeout time.Duration, what string, lw cache.ListerWatcher, example runtime.Object, namespace, name string) {
+func UntilGone(tb testing.TB, timeout time.Duration, what string, lw cache.ListerWatcher, example runtime.Object, namespace, name string) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

@@ -153,6 +153,21 @@ func (j *Journal) read(file string) (*journaldb.Queries, error) {
 	return journaldb.New(j.files[file]), nil
 }
 
+// checkResultFor verifies result bytes before they are saved: their digest
+// is digest and they answer the pending command.
+func checkResultFor(result []byte, digest string, sequence int64, commandDigest string) error {
+	r, err := siteprotocol.ParseResult(result)
+	switch {
+	case err != nil:
+		return err
+	case r.Digest != digest:
+		return fmt.Errorf("digest %s, not %s", r.Digest, digest)
+	case r.Sequence != sequence || r.CommandDigest != commandDigest:
+		return fmt.Errorf("answers command %d (%s)", r.Sequence, r.CommandDigest)
+	}
+	return nil
+}
+
 // Restore reads delivery.sqlite again, verifying every row.
 func (j *Journal) Restore(ctx context.Context) (domain.Checkpoint, error) {
 	q, err := j.read(domain.DeliveryFile)
@@ -162,8 +177,21 @@ func (j *Journal) Restore(ctx context.Context) (domain.Checkpoint, error) {
 	return readDelivery(ctx, q)
 }
 
-// pendingRow reads and verifies the pending row inside a transaction.
-func pendingRow(ctx context.Context, q *journaldb.Queries) (*domain.Pending, int64, error) {
+// pendingState is the pending row as a write transaction checks it.
+type pendingState struct {
+	sequence      int64
+	commandDigest string
+	resultDigest  string
+	hasResult     bool
+	command       []byte
+}
+
+// pendingRow reads the checkpoint and the pending row inside a write
+// transaction and verifies their row digests and order. The row digest
+// covers the saved command and result bytes, so any change to them since
+// they were written fails here; their protocol digests were verified when
+// they were saved and are verified again on every start (readDelivery).
+func pendingRow(ctx context.Context, q *journaldb.Queries) (*pendingState, int64, error) {
 	c, err := q.GetCheckpoint(ctx)
 	if err != nil {
 		return nil, 0, integrity(domain.DeliveryFile, "checkpoint", "cannot be read: %v", err)
@@ -179,10 +207,18 @@ func pendingRow(ctx context.Context, q *journaldb.Queries) (*domain.Pending, int
 	case 0:
 		return nil, c.AcknowledgedSequence, nil
 	case 1:
-		p, err := checkPending(rows[0], c.AcknowledgedSequence)
-		return p, c.AcknowledgedSequence, err
+	default:
+		return nil, 0, integrity(domain.DeliveryFile, "pending", "%d pending commands", len(rows))
 	}
-	return nil, 0, integrity(domain.DeliveryFile, "pending", "%d pending commands", len(rows))
+	r := rows[0]
+	if err := checkPendingRow(r); err != nil {
+		return nil, 0, err
+	}
+	if r.Sequence != c.AcknowledgedSequence+1 {
+		return nil, 0, integrity(domain.DeliveryFile, fmt.Sprintf("pending (sequence %d)", r.Sequence), "pending sequence does not follow the checkpoint %d", c.AcknowledgedSequence)
+	}
+	return &pendingState{sequence: r.Sequence, commandDigest: r.CommandDigest, resultDigest: r.ResultDigest.String,
+		hasResult: r.Result != nil, command: r.Command}, c.AcknowledgedSequence, nil
 }
 
 // SavePending persists p as the pending command (commit #1), first
@@ -194,7 +230,7 @@ func (j *Journal) SavePending(ctx context.Context, p domain.Pending, prior *doma
 		if err != nil {
 			return err
 		}
-		if cur != nil && cur.Sequence == p.Sequence && cur.Command.Digest == p.Command.Digest {
+		if cur != nil && cur.sequence == p.Sequence && cur.commandDigest == p.Command.Digest {
 			return nil // already saved
 		}
 		if prior != nil && cur != nil {
@@ -204,8 +240,11 @@ func (j *Journal) SavePending(ctx context.Context, p domain.Pending, prior *doma
 			cur, acked = nil, prior.Sequence
 		}
 		row := fmt.Sprintf("pending (sequence %d)", p.Sequence)
+		if p.Command.Digest == "" || p.Command.Sequence != p.Sequence {
+			return integrity(domain.DeliveryFile, row, "the command to save is not a verified pulled command")
+		}
 		if cur != nil {
-			return integrity(domain.DeliveryFile, row, "command %d is still pending", cur.Sequence)
+			return integrity(domain.DeliveryFile, row, "command %d is still pending", cur.sequence)
 		}
 		if p.Sequence != acked+1 {
 			return integrity(domain.DeliveryFile, row, "does not follow the checkpoint %d", acked)
@@ -217,10 +256,10 @@ func (j *Journal) SavePending(ctx context.Context, p domain.Pending, prior *doma
 	})
 }
 
-func clearPending(ctx context.Context, q *journaldb.Queries, cur *domain.Pending, ack domain.Acknowledgement) error {
-	row := fmt.Sprintf("pending (sequence %d)", cur.Sequence)
-	if cur.Sequence != ack.Sequence || cur.ResultDigest != ack.ResultDigest {
-		return integrity(domain.DeliveryFile, row, "the acknowledged result is %d/%s; the saved one is %d/%s", ack.Sequence, ack.ResultDigest, cur.Sequence, cur.ResultDigest)
+func clearPending(ctx context.Context, q *journaldb.Queries, cur *pendingState, ack domain.Acknowledgement) error {
+	row := fmt.Sprintf("pending (sequence %d)", cur.sequence)
+	if cur.sequence != ack.Sequence || !cur.hasResult || cur.resultDigest != ack.ResultDigest {
+		return integrity(domain.DeliveryFile, row, "the acknowledged result is %d/%s; the saved one is %d/%s", ack.Sequence, ack.ResultDigest, cur.sequence, cur.resultDigest)
 	}
 	n, err := q.DeletePending(ctx, ack.Sequence)
 	if err != nil {
@@ -246,17 +285,20 @@ func (j *Journal) SaveResult(ctx context.Context, sequence int64, result []byte,
 		}
 		row := fmt.Sprintf("pending (sequence %d)", sequence)
 		switch {
-		case cur == nil || cur.Sequence != sequence:
+		case cur == nil || cur.sequence != sequence:
 			return integrity(domain.DeliveryFile, row, "no such pending command")
-		case cur.Result != nil && cur.ResultDigest == resultDigest:
+		case cur.hasResult && cur.resultDigest == resultDigest:
 			return nil
-		case cur.Result != nil:
-			return integrity(domain.DeliveryFile, row, "another result (%s) is saved", cur.ResultDigest)
+		case cur.hasResult:
+			return integrity(domain.DeliveryFile, row, "another result (%s) is saved", cur.resultDigest)
+		}
+		if err := checkResultFor(result, resultDigest, sequence, cur.commandDigest); err != nil {
+			return integrity(domain.DeliveryFile, row, "the result to save: %v", err)
 		}
 		rd := sql.NullString{String: resultDigest, Valid: true}
 		n, err := q.SetPendingResult(ctx, journaldb.SetPendingResultParams{
 			Result: result, ResultDigest: rd, Sequence: sequence,
-			Digest: pendingDigest(sequence, cur.Raw, cur.Command.Digest, result, rd),
+			Digest: pendingDigest(sequence, cur.command, cur.commandDigest, result, rd),
 		})
 		if err != nil {
 			return fmt.Errorf("journal %s: save result of %s: %w", domain.DeliveryFile, row, err)

@@ -21,7 +21,7 @@ import (
 
 var bound = domain.Binding{Environment: "alpha-k8s", Authority: "https://site.example", InstallationID: "11111111-1111-4111-8111-111111111111"}
 
-func install(t *testing.T) string {
+func install(t testing.TB) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "journals")
 	s, err := journal.OpenSet(dir)
@@ -35,7 +35,7 @@ func install(t *testing.T) string {
 	return dir
 }
 
-func open(t *testing.T, dir string) *journal.Journal {
+func open(t testing.TB, dir string) *journal.Journal {
 	t.Helper()
 	j, err := journal.Open(context.Background(), dir, journal.Options{})
 	if err != nil {
@@ -45,7 +45,7 @@ func open(t *testing.T, dir string) *journal.Journal {
 	return j
 }
 
-func pulled(t *testing.T, seq int64, n int) domain.Pending {
+func pulled(t testing.TB, seq int64, n int) domain.Pending {
 	t.Helper()
 	raw := fmt.Sprintf(`{"id":"%08x-0000-4000-8000-000000000001","operation":"observe","issued_at":"2026-11-29T10:00:00Z",
 		"run_id":"5b0e2f9c-3a51-4f0e-9d7a-2f7c8e1b6a10","attempt_id":"7d1f0c2a-6c4e-4b8f-a2d1-0e9f3b5c7a24",
@@ -62,7 +62,7 @@ func pulled(t *testing.T, seq int64, n int) domain.Pending {
 	return domain.Pending{Sequence: seq, Raw: served, Command: cmd}
 }
 
-func result(t *testing.T, p domain.Pending, message string) ([]byte, string) {
+func result(t testing.TB, p domain.Pending, message string) ([]byte, string) {
 	t.Helper()
 	r, b, err := siteprotocol.NewResult(p.Command, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonObserved, message, siteprotocol.ObserveDetail{State: siteprotocol.StateRunning}, nil)
 	if err != nil {

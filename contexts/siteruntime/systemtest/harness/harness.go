@@ -211,6 +211,9 @@ type Site struct {
 	Addr       string
 	client     *http.Client
 	envSHA     string
+	// direct is the server's own URL when Runtimes reach it without the
+	// proxy (StartDirect).
+	direct string
 }
 
 // NewSite prepares keys and a proxy in dir (no server runs yet).
@@ -240,20 +243,43 @@ func NewSite(bin, dir string) (*Site, error) {
 	return s, nil
 }
 
-// Authority is the URL Runtimes use: the proxy's.
-func (s *Site) Authority() string { return s.Proxy.URL() }
+// Authority is the URL Runtimes use: the proxy's, or the server's own
+// after StartDirect.
+func (s *Site) Authority() string {
+	if s.direct != "" {
+		return s.direct
+	}
+	return s.Proxy.URL()
+}
+
+// StartDirect starts the server on a free loopback port that Runtimes
+// reach directly (no proxy: the benchmark's path).
+func (s *Site) StartDirect(db string) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	s.direct = "http://" + addr
+	return s.start(db, s.direct, addr)
+}
 
 // StartServer starts an execution server on database file db (in Dir)
 // whose environment names authority (the proxy's URL when empty), and
 // points the proxy at it. A previous server is stopped first.
 func (s *Site) StartServer(db, authority string) error {
+	if authority == "" {
+		authority = s.Authority()
+	}
+	return s.start(db, authority, "127.0.0.1:0")
+}
+
+func (s *Site) start(db, authority, listen string) error {
 	if s.Server != nil {
 		if err := s.Server.Stop(30 * time.Second); err != nil {
 			return err
 		}
-	}
-	if authority == "" {
-		authority = s.Authority()
 	}
 	envs := fmt.Sprintf("environments:\n  - id: %s\n    site: alpha\n    authority: %s\n    auth:\n      key_sha256: %s\n", s.Environment, authority, s.envSHA)
 	envFile := filepath.Join(s.Dir, "environments-"+strings.TrimSuffix(db, ".sqlite")+".yaml")
@@ -264,7 +290,7 @@ func (s *Site) StartServer(db, authority string) error {
 		"--provisioning-url", "http://127.0.0.1:1", "--provisioning-key-file", filepath.Join(s.Dir, "provisioning.key"),
 		"--environments-file", envFile, "--keys-file", filepath.Join(s.Dir, "keys.yaml"),
 		"--execution-database-url", "sqlite:"+filepath.Join(s.Dir, db), "--migrate",
-		"--listen", "127.0.0.1:0", "--admin-listen", "", "--log-format", "json")
+		"--listen", listen, "--admin-listen", "", "--log-format", "json")
 	if err != nil {
 		return err
 	}

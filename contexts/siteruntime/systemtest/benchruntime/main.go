@@ -1,0 +1,394 @@
+// Command benchruntime is `make bench-runtime`: the Site Runtime's delivery
+// benchmark (testing.md, "Benchmarks"). On loopback it runs the execution
+// role (SQLite) and a Runtime (testbin with its stand-in executor in no-op
+// mode: every start answers at once and records nothing) as processes,
+// and measures:
+//
+//   - commands/s through pull → journal → no-op executor → acknowledgement
+//     while the Runtime drains pre-appended commands, with the clear of an
+//     acknowledged command folded into the next command's commit #1 and not;
+//   - the per-command cycle (p50/p99 of the gaps between consecutive
+//     acknowledgement times the server records) and, one command in flight,
+//     append → acknowledged latency;
+//   - durable commits per command (the Runtime's counted by its
+//     metallo_runtime_journal_commits_total; the server's one transaction
+//     per acknowledgement), and the limit they imply next to raw durable
+//     SQLite commits/s measured on the same disk in the same run;
+//   - the Runtime's RSS after 10,000 commands and its live Go heap after
+//     1,000 and after 10,000.
+//
+// It prints a Markdown table for BENCHMARKS.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/systemtest/harness"
+	"github.com/pharos-metallo/metallo/platform/database"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "benchruntime:", err)
+		os.Exit(1)
+	}
+}
+
+type drainResult struct {
+	fold                bool
+	commands            int
+	perSecond           float64
+	p50, p99            time.Duration
+	runtimeCommits      float64
+	rss                 int64
+	heapWarm, heapDrain float64
+	warm                int
+}
+
+func run() error {
+	total := flag.Int("commands", 10000, "commands drained per mode")
+	warm := flag.Int("warm", 1000, "commands drained first (heap baseline), not timed")
+	inFlight := flag.Int("latency-commands", 300, "commands sent one at a time for the latency row")
+	base := flag.String("dir", "", "working directory (default: a new temporary directory); the disk measured")
+	flag.Parse()
+	dir := *base
+	if dir == "" {
+		d, err := os.MkdirTemp("", "metallo-bench-runtime-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	ctx := context.Background()
+	fmt.Fprintln(os.Stderr, "building binaries…")
+	bins, err := harness.Build(ctx, dir)
+	if err != nil {
+		return err
+	}
+	raw, err := rawCommits(filepath.Join(dir, "raw.sqlite"), 3000)
+	if err != nil {
+		return err
+	}
+	var results []drainResult
+	for _, fold := range []bool{true, false} {
+		fmt.Fprintf(os.Stderr, "draining %d commands (fold %v)…\n", *total, fold)
+		r, err := drain(bins, filepath.Join(dir, fmt.Sprintf("fold-%v", fold)), fold, *total, *warm)
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+	}
+	fmt.Fprintf(os.Stderr, "closed loop, %d commands…\n", *inFlight)
+	lp50, lp99, err := closedLoop(bins, filepath.Join(dir, "latency"), *inFlight)
+	if err != nil {
+		return err
+	}
+	report(raw, results, lp50, lp99, *inFlight, dir)
+	return nil
+}
+
+// rawCommits measures durable single-row commits/s of SQLite with the
+// journals' settings (WAL, synchronous=FULL, one connection, BEGIN
+// IMMEDIATE) on the disk under test.
+func rawCommits(path string, n int) (float64, error) {
+	db, err := database.OpenSQLite(path, 10*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	if _, err := db.Exec("CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB NOT NULL)"); err != nil {
+		return 0, err
+	}
+	payload := make([]byte, 600)
+	start := time.Now()
+	for i := range n {
+		tx, err := db.Begin()
+		if err != nil {
+			return 0, err
+		}
+		if _, err := tx.Exec("INSERT INTO t (id, v) VALUES (?, ?)", i, payload); err != nil {
+			return 0, err
+		}
+		if err := tx.Commit(); err != nil {
+			return 0, err
+		}
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+func setup(bins harness.Binaries, dir string) (*harness.Site, *harness.Runtime, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, nil, err
+	}
+	site, err := harness.NewSite(bins.Metallo, dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := site.StartDirect("execution.sqlite"); err != nil {
+		return nil, nil, err
+	}
+	rt, err := harness.NewRuntime(bins.Runtime, site, filepath.Join(dir, "runtime"))
+	if err != nil {
+		site.Close()
+		return nil, nil, err
+	}
+	rt.Effects = "" // the stand-in executor as a no-op
+	if out, err := rt.Install(); err != nil {
+		site.Close()
+		return nil, nil, fmt.Errorf("%v: %s", err, out)
+	}
+	return site, rt, nil
+}
+
+func appendRange(site *harness.Site, from, to int) error {
+	for n := from; n <= to; n++ {
+		if _, err := site.Append(command(n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func command(n int) []byte {
+	return []byte(fmt.Sprintf(`{"id":"%08x-0001-4000-8000-%012x","operation":"start","issued_at":"2026-11-29T10:00:00Z",`+
+		`"run_id":"%08x-0002-4000-8000-%012x","attempt_id":"%08x-0003-4000-8000-%012x",`+
+		`"member_id":"9c2e4a61-0d7b-4f35-8e1a-6b3f2d9c4e80","project_id":"0a1b2c3d-4e5f-4071-8293-a4b5c6d7e8f9",`+
+		`"account_ref":{"binding_id":"e41f0000-0000-4000-8000-000000000001","generation":1},"family":"batch",`+
+		`"payload":{"demand":{"cpu":2000,"memory":4294967296},"time_limit_seconds":3600,"argv":["python","train.py","--step","%d"],"env":{"EPOCHS":"3"}}}`,
+		n, n, n, n, n, n, n))
+}
+
+func commandID(n int) string { return fmt.Sprintf("%08x-0001-4000-8000-%012x", n, n) }
+
+func metric(addr, series string) (float64, error) {
+	v, found, err := harness.Metric(addr, series)
+	if err == nil && !found {
+		err = fmt.Errorf("no metric %s", series)
+	}
+	return v, err
+}
+
+func waitAcked(p *harness.Process, addr string, seq int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		v, err := metric(addr, "metallo_runtime_acknowledged_sequence")
+		if err == nil && int(v) >= seq {
+			return nil
+		}
+		if p.Exited() || time.Now().After(deadline) {
+			return fmt.Errorf("sequence %d not acknowledged (at %v, %v):\n%s", seq, v, err, p.Output())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func drain(bins harness.Binaries, dir string, fold bool, total, warm int) (drainResult, error) {
+	r := drainResult{fold: fold, commands: total - warm, warm: warm}
+	site, rt, err := setup(bins, dir)
+	if err != nil {
+		return r, err
+	}
+	defer site.Close()
+	if err := appendRange(site, 1, warm); err != nil {
+		return r, err
+	}
+	p, err := rt.Start("", "--fold-acknowledgement="+strconv.FormatBool(fold), "--pull-wait", "30s", "--liveness-bound", "2m", "--backoff-max", "1s")
+	if err != nil {
+		return r, err
+	}
+	defer p.Kill()
+	addr, err := harness.AdminAddr(p)
+	if err != nil {
+		return r, err
+	}
+	if err := waitAcked(p, addr, warm, 5*time.Minute); err != nil {
+		return r, err
+	}
+	if r.heapWarm, err = metric(addr, "metallo_runtime_heap_live_bytes"); err != nil {
+		return r, err
+	}
+	commits0, err := metric(addr, "metallo_runtime_journal_commits_total")
+	if err != nil {
+		return r, err
+	}
+	if err := appendRange(site, warm+1, total); err != nil {
+		return r, err
+	}
+	start := time.Now()
+	if err := waitAcked(p, addr, total, 10*time.Minute); err != nil {
+		return r, err
+	}
+	elapsed := time.Since(start)
+	commits1, err := metric(addr, "metallo_runtime_journal_commits_total")
+	if err != nil {
+		return r, err
+	}
+	if r.heapDrain, err = metric(addr, "metallo_runtime_heap_live_bytes"); err != nil {
+		return r, err
+	}
+	r.rss = rssBytes(p.Pid())
+	r.runtimeCommits = (commits1 - commits0) / float64(r.commands)
+	// The clock starts when the last append returned, while the Runtime
+	// was already draining; measure from the first acknowledgement of the
+	// timed commands instead, using the server's recorded times.
+	var times []time.Time
+	for n := warm + 1; n <= total; n++ {
+		rec, err := site.Command(commandID(n))
+		if err != nil {
+			return r, err
+		}
+		at, err := time.Parse(time.RFC3339Nano, rec.AcknowledgedAt)
+		if err != nil {
+			return r, fmt.Errorf("command %d acknowledged_at %q: %w", n, rec.AcknowledgedAt, err)
+		}
+		times = append(times, at)
+	}
+	span := times[len(times)-1].Sub(times[0])
+	if span <= 0 {
+		span = elapsed
+	}
+	r.perSecond = float64(len(times)-1) / span.Seconds()
+	var gaps []time.Duration
+	for i := 1; i < len(times); i++ {
+		gaps = append(gaps, times[i].Sub(times[i-1]))
+	}
+	r.p50, r.p99 = percentile(gaps, 50), percentile(gaps, 99)
+	return r, p.Stop(time.Minute)
+}
+
+// closedLoop appends one command at a time and waits until the server has
+// its result: append → pull → journal → executor → acknowledgement.
+func closedLoop(bins harness.Binaries, dir string, n int) (time.Duration, time.Duration, error) {
+	site, rt, err := setup(bins, dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer site.Close()
+	p, err := rt.Start("", "--pull-wait", "30s", "--liveness-bound", "2m", "--backoff-max", "1s")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer p.Kill()
+	if _, err := harness.AdminAddr(p); err != nil {
+		return 0, 0, err
+	}
+	var lat []time.Duration
+	for i := 1; i <= n; i++ {
+		start := time.Now()
+		if _, err := site.Append(command(i)); err != nil {
+			return 0, 0, err
+		}
+		for {
+			rec, err := site.Command(commandID(i))
+			if err != nil {
+				return 0, 0, err
+			}
+			if len(rec.Result) > 0 {
+				break
+			}
+			if time.Since(start) > time.Minute {
+				return 0, 0, fmt.Errorf("command %d not acknowledged within a minute:\n%s", i, p.Output())
+			}
+		}
+		lat = append(lat, time.Since(start))
+	}
+	return percentile(lat, 50), percentile(lat, 99), p.Stop(time.Minute)
+}
+
+func percentile(d []time.Duration, p int) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	if len(s) == 0 {
+		return 0
+	}
+	i := (len(s)*p + 99) / 100
+	return s[min(max(i-1, 0), len(s)-1)]
+}
+
+func rssBytes(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return -1
+}
+
+func report(raw float64, results []drainResult, lp50, lp99 time.Duration, inFlight int, dir string) {
+	mib := func(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
+	fmt.Printf("Measured %s on %s (%d CPUs, %s), Go %s; disk: %s.\n\n", time.Now().UTC().Format("2006-01-02"), cpuModel(), runtime.NumCPU(),
+		kernel(), runtime.Version(), filesystem(dir))
+	fmt.Printf("Baseline, same disk, same run: raw durable SQLite commits (WAL, synchronous=FULL, one row per transaction): **%.0f commits/s**.\n\n", raw)
+	fmt.Println("| clear of an acknowledged command | commands | commands/s | cycle p50 | cycle p99 | durable commits per command (Runtime + server) | limit (commits/s ÷ commits per command) | commands/s ÷ limit |")
+	fmt.Println("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	for _, r := range results {
+		mode := "own commit #3"
+		if r.fold {
+			mode = "folded into the next commit #1 (default)"
+		}
+		perCmd := r.runtimeCommits + 1
+		limit := raw / perCmd
+		fmt.Printf("| %s | %d | %.0f | %s | %s | %.2f + 1 = %.2f | %.0f | %.2f |\n", mode, r.commands, r.perSecond,
+			r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.runtimeCommits, perCmd, limit, r.perSecond/limit)
+	}
+	fmt.Printf("\nOne command in flight (append → acknowledged, %d commands, folded): p50 %s, p99 %s.\n\n", inFlight, lp50.Round(time.Microsecond), lp99.Round(time.Microsecond))
+	fmt.Println("| clear | Runtime RSS after all commands (target < 128 MiB) | live Go heap after the first 1,000 | after all | growth (target within 10%) |")
+	fmt.Println("| --- | ---: | ---: | ---: | ---: |")
+	for _, r := range results {
+		mode := "own commit #3"
+		if r.fold {
+			mode = "folded"
+		}
+		fmt.Printf("| %s | %s | %s | %s | %+.1f%% |\n", mode, mib(float64(r.rss)), mib(r.heapWarm), mib(r.heapDrain), 100*(r.heapDrain-r.heapWarm)/r.heapWarm)
+	}
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "model name"); ok {
+			return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(rest), ":"))
+		}
+	}
+	return "unknown CPU"
+}
+
+func kernel() string {
+	out, err := exec.Command("uname", "-sr").Output()
+	if err != nil {
+		return runtime.GOOS
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func filesystem(dir string) string {
+	out, err := exec.Command("df", "-T", dir).Output()
+	if err != nil {
+		return dir
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	f := strings.Fields(lines[len(lines)-1])
+	if len(f) < 2 {
+		return dir
+	}
+	return f[1] + " on " + f[0]
+}
