@@ -70,6 +70,17 @@ type Config struct {
 	Permissions string
 	// InstallationRecord is configmap:<namespace>/<name> or file:<path>.
 	InstallationRecord string
+	// GPUResources maps gpu.<vendor> demand keys to Kubernetes extended
+	// resources, over the default gpu.nvidia → nvidia.com/gpu.
+	GPUResources map[string]string
+	// BatchPodAnnotations are added to every batch Pod template.
+	BatchPodAnnotations map[string]string
+	// DeletionWait bounds how long cancel and cleanup wait for a deleted
+	// object to be gone (then failed / deletion-pending).
+	DeletionWait time.Duration
+	// PermissionsBound bounds how long an unavailable HTTP permission
+	// provider is retried (then refused / permission-unavailable).
+	PermissionsBound time.Duration
 	// PullLimit, PullWait, BackoffInitial, BackoffMax and
 	// FoldAcknowledgement tune the worker (application.WorkerConfig).
 	PullLimit           int
@@ -248,6 +259,13 @@ func Module(cfg Config, j *journal.Journal) fx.Option {
 		fx.Provide(
 			AsExecutors(func(b application.MemberBindings, fp application.Failpoints) []application.Registration {
 				return application.NewMemberExecutor(b, fp).Registrations()
+			}),
+			AsExecutors(func(b application.MemberBindings, r application.BatchRecords, fp application.Failpoints, c clock.Clock) ([]application.Registration, error) {
+				e, err := NewBatchExecutor(cfg, b, r, fp, c)
+				if err != nil {
+					return nil, err
+				}
+				return e.Registrations(), nil
 			}),
 		),
 		fx.Provide(

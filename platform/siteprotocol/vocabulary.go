@@ -132,6 +132,8 @@ const (
 	ReasonNativeRequestDenied   Reason = "native-request-denied"
 	ReasonProjectMismatch       Reason = "project-mismatch"
 	ReasonNotPrepared           Reason = "not-prepared"
+	ReasonNotStarted            Reason = "not-started"      // observe/cancel of an Attempt whose workload was never created
+	ReasonAttemptConflict       Reason = "attempt-conflict" // the Attempt's object was already created by another command
 	ReasonPathRejected          Reason = "path-rejected"
 
 	// Failed outcomes.
@@ -146,7 +148,7 @@ func Reasons() []Reason {
 		ReasonApplied, ReasonPrepared, ReasonCreated, ReasonObserved, ReasonDeleted, ReasonRead, ReasonProxied,
 		ReasonUnsupportedOperation, ReasonInvalidPayload, ReasonPayloadTooLarge, ReasonBindingMissing,
 		ReasonBindingRetired, ReasonBindingConflict, ReasonPermissionDenied, ReasonPermissionUnavailable,
-		ReasonNativeRequestDenied, ReasonProjectMismatch, ReasonNotPrepared, ReasonPathRejected,
+		ReasonNativeRequestDenied, ReasonProjectMismatch, ReasonNotPrepared, ReasonNotStarted, ReasonAttemptConflict, ReasonPathRejected,
 		ReasonNativeMissing, ReasonDeletionPending, ReasonNativeError,
 	}
 }

@@ -363,15 +363,32 @@ type Runtime struct {
 	Policy      string
 	Authority   string
 	Environment string
+	// Kubeconfig is the Site cluster's kubeconfig; NewRuntime writes one
+	// naming an unreachable loopback API server (the stand-in executor
+	// never calls it).
+	Kubeconfig string
 }
+
+// unreachableKubeconfig names an API server on a loopback port nothing
+// listens on.
+const unreachableKubeconfig = `apiVersion: v1
+kind: Config
+clusters: [{name: none, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: none, user: {}}]
+contexts: [{name: none, context: {cluster: none, user: none}}]
+current-context: none
+`
 
 // NewRuntime lays out a Runtime's files under dir (journals in
 // dir/journals, which install creates).
 func NewRuntime(bin string, site *Site, dir string) (*Runtime, error) {
 	r := &Runtime{Bin: bin, Site: site, JournalDir: filepath.Join(dir, "journals"), Record: filepath.Join(dir, "installation.json"),
 		Heartbeat: filepath.Join(dir, "heartbeat"), Effects: filepath.Join(dir, "effects.jsonl"), Policy: filepath.Join(dir, "policy.yaml"),
-		Authority: site.Authority(), Environment: site.Environment}
+		Authority: site.Authority(), Environment: site.Environment, Kubeconfig: filepath.Join(dir, "kubeconfig")}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(r.Kubeconfig, []byte(unreachableKubeconfig), 0o600); err != nil {
 		return nil, err
 	}
 	return r, os.WriteFile(r.Policy, []byte("# members allowed per Project (issue 6)\n[]\n"), 0o600)
@@ -392,7 +409,7 @@ func (r *Runtime) Args(extra ...string) []string {
 	return append([]string{"serve", "--role", "runtime", "--journal-dir", r.JournalDir, "--environment", r.Environment,
 		"--authority", r.Authority, "--key-file", r.Site.EnvKey, "--heartbeat-file", r.Heartbeat,
 		"--batch-image", "registry.example/metallo-batch@sha256:" + strings.Repeat("0", 64),
-		"--permissions", "policy:" + r.Policy, "--installation-record", "file:" + r.Record,
+		"--permissions", "policy:" + r.Policy, "--installation-record", "file:" + r.Record, "--kubeconfig", r.Kubeconfig,
 		"--admin-listen", "127.0.0.1:0", "--liveness-bound", "3s", "--pull-wait", "1s",
 		"--backoff-initial", "20ms", "--backoff-max", "500ms", "--log-format", "json"}, extra...)
 }

@@ -1,0 +1,161 @@
+package kube
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+// Mismatch compares a live object (as the API server returns it, decoded
+// JSON) with the specification the Runtime rendered and saved (spec), and
+// names the first rendered field the live object lacks or holds
+// differently ("" when none). Rules (site-runtime.md, "Native executors",
+// recovery): every field the Runtime rendered must be present and equal —
+// lists element by element and of the same length, so an added container,
+// env entry or volume is a mismatch; resource quantities compare by value;
+// fields the Runtime did not set (nulls and empty objects in the rendered
+// JSON, and everything absent from it: server and controller defaults,
+// status, uid) are ignored. The live object's spec-digest annotation must
+// equal the SHA-256 of spec.
+func Mismatch(spec []byte, live map[string]any) (string, error) {
+	var rendered map[string]any
+	dec := json.NewDecoder(bytes.NewReader(spec))
+	dec.UseNumber()
+	if err := dec.Decode(&rendered); err != nil {
+		return "", fmt.Errorf("decode the saved specification: %w", err)
+	}
+	delete(rendered, "status")
+	if got := annotation(live, AnnotationSpecDigest); got != siteprotocol.Digest(spec) {
+		return fmt.Sprintf("metadata.annotations[%s]: live %q, saved specification %s", AnnotationSpecDigest, got, siteprotocol.Digest(spec)), nil
+	}
+	return subset("", rendered, normalise(live)), nil
+}
+
+func annotation(obj map[string]any, key string) string {
+	meta, _ := obj["metadata"].(map[string]any)
+	ann, _ := meta["annotations"].(map[string]any)
+	s, _ := ann[key].(string)
+	return s
+}
+
+// normalise re-encodes v so that numbers are json.Number, as in the
+// rendered specification.
+func normalise(v map[string]any) map[string]any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var out map[string]any
+	if dec.Decode(&out) != nil {
+		return v
+	}
+	return out
+}
+
+// unset reports whether a rendered value sets nothing.
+func unset(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		for _, e := range x {
+			if !unset(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func subset(path string, rendered, live any) string {
+	if unset(rendered) {
+		return ""
+	}
+	switch want := rendered.(type) {
+	case map[string]any:
+		got, ok := live.(map[string]any)
+		if !ok {
+			return fmt.Sprintf("%s: live %s, rendered an object", orRoot(path), describe(live))
+		}
+		for _, k := range slices.Sorted(maps.Keys(want)) {
+			if unset(want[k]) {
+				continue
+			}
+			gv, present := got[k]
+			if !present {
+				return fmt.Sprintf("%s: absent from the live object", join(path, k))
+			}
+			if m := subset(join(path, k), want[k], gv); m != "" {
+				return m
+			}
+		}
+		return ""
+	case []any:
+		got, ok := live.([]any)
+		if !ok || len(got) != len(want) {
+			return fmt.Sprintf("%s: live %s, rendered %s", orRoot(path), describe(live), describe(rendered))
+		}
+		for i := range want {
+			if m := subset(fmt.Sprintf("%s[%d]", path, i), want[i], got[i]); m != "" {
+				return m
+			}
+		}
+		return ""
+	}
+	if reflect.DeepEqual(rendered, live) || sameQuantity(path, rendered, live) {
+		return ""
+	}
+	return fmt.Sprintf("%s: live %s, rendered %s", orRoot(path), describe(live), describe(rendered))
+}
+
+// sameQuantity compares resource quantities (under requests, limits or
+// hard) by value: the API server may spell a quantity differently.
+func sameQuantity(path string, a, b any) bool {
+	if !strings.Contains(path, ".requests.") && !strings.Contains(path, ".limits.") {
+		return false
+	}
+	as, aok := a.(string)
+	bs, bok := b.(string)
+	if !aok || !bok {
+		return false
+	}
+	qa, err1 := resource.ParseQuantity(as)
+	qb, err2 := resource.ParseQuantity(bs)
+	return err1 == nil && err2 == nil && qa.Cmp(qb) == 0
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func orRoot(path string) string {
+	if path == "" {
+		return "(object)"
+	}
+	return path
+}
+
+func describe(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%v", v)
+	}
+	if len(b) > 200 {
+		return string(b[:200]) + "…"
+	}
+	return string(b)
+}

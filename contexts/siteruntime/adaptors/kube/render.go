@@ -1,0 +1,196 @@
+// Package kube is the Site Runtime's Kubernetes adaptor (site-runtime.md,
+// "Access before every native start" and "Native executors"): it renders
+// the batch family's objects (application.BatchSpecs), creates them with
+// client-go impersonation of the member's service account, and reads,
+// compares, observes and deletes them as the Runtime itself
+// (application.NativeWorkloads).
+package kube
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+)
+
+// Identity labels and annotations on every object the Runtime creates, and
+// the namespace labels it reads (shared with the admission policies in
+// deploy/).
+const (
+	LabelRun     = "execution.pharos.dev/run"
+	LabelAttempt = "execution.pharos.dev/attempt"
+	LabelMember  = "execution.pharos.dev/member"
+	LabelProject = "execution.pharos.dev/project"
+	LabelCommand = "execution.pharos.dev/command"
+	// AnnotationSpecDigest is the SHA-256 (lower-case hex) of the object's
+	// rendered specification as saved in jobs.sqlite.
+	AnnotationSpecDigest = "execution.pharos.dev/spec-digest"
+	// NamespaceProjectLabel on a Project namespace holds the canonical
+	// Project UUID.
+	NamespaceProjectLabel = "project-id"
+	// NamespacePolicyLabel marks the namespaces the admission policies
+	// guard; its value is NamespacePolicyValue.
+	NamespacePolicyLabel = "execution.pharos.dev/access-policy"
+	NamespacePolicyValue = "pharos-site-runtime"
+)
+
+// Container layout of a batch Job.
+const (
+	// ContainerName is the batch Job's one container.
+	ContainerName = "main"
+	// WorkspaceVolume is the volume of the Attempt's workspace claim,
+	// mounted at WorkspacePath (also the working directory).
+	WorkspaceVolume = "workspace"
+	WorkspacePath   = "/workspace"
+)
+
+// DefaultExtendedResources maps demand keys gpu.<vendor> to extended
+// resources (site-protocol.md: default gpu.nvidia → nvidia.com/gpu).
+func DefaultExtendedResources() map[string]string {
+	return map[string]string{"gpu.nvidia": "nvidia.com/gpu"}
+}
+
+// Renderer renders the batch family's objects (application.BatchSpecs).
+// Rendering is deterministic: the same input gives the same bytes (maps are
+// encoded with sorted keys, env is sorted by name).
+type Renderer struct {
+	// ExtendedResources maps gpu.<vendor> demand keys to Kubernetes
+	// extended resource names.
+	ExtendedResources map[string]string
+	// PodAnnotations are added to every batch Pod template, e.g. a
+	// cluster's scheduling hints (the local cluster's KWOK run time in
+	// tests and the demo).
+	PodAnnotations map[string]string
+}
+
+// NewRenderer returns a Renderer with the default extended resources
+// merged under extended.
+func NewRenderer(extended, podAnnotations map[string]string) *Renderer {
+	ext := DefaultExtendedResources()
+	maps.Copy(ext, extended)
+	return &Renderer{ExtendedResources: ext, PodAnnotations: maps.Clone(podAnnotations)}
+}
+
+// Labels returns the identity labels of objects rendered for id.
+func Labels(id application.ObjectIdentity) map[string]string {
+	return map[string]string{
+		LabelRun: id.RunID, LabelAttempt: id.AttemptID, LabelMember: id.MemberID,
+		LabelProject: id.ProjectID, LabelCommand: id.CommandID,
+	}
+}
+
+// RenderWorkspace renders the Attempt's private workspace claim
+// attempt-<attempt>-ws: ReadWriteOnce, the default StorageClass, the
+// requested size in bytes.
+func (r *Renderer) RenderWorkspace(s application.WorkspaceSpec) (application.NativeObject, error) {
+	name := domain.AttemptObjectName(s.Identity.AttemptID, domain.SuffixWorkspace)
+	pvc := corev1.PersistentVolumeClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: domain.KindWorkspace},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: Labels(s.Identity)},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceStorage: *resource.NewQuantity(s.SizeBytes, resource.BinarySI),
+			}},
+		},
+	}
+	return object(domain.KindWorkspace, s.Namespace, name, pvc)
+}
+
+// RenderJob renders the Attempt's batch Job attempt-<attempt>
+// (site-runtime.md, "Native executors"): restartPolicy Never, backoffLimit
+// 0 (Execution owns retries), the configured image, argv as the
+// container's args, env sorted by name, requests = limits = demand (cpu
+// millicores, memory bytes, gpu.<vendor> as its extended resource), the
+// Run's time limit as the Pod's activeDeadlineSeconds (never the Job's, so
+// time queued under quota is not counted), the member's service account
+// without a mounted token, and the workspace claim at /workspace. It fails
+// wrapping application.ErrUnsupportedDemand for a gpu.<vendor> without a
+// configured extended resource.
+func (r *Renderer) RenderJob(s application.BatchJobSpec) (application.NativeObject, error) {
+	resources, err := r.resources(s.Demand)
+	if err != nil {
+		return application.NativeObject{}, err
+	}
+	var env []corev1.EnvVar
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+		env = append(env, corev1.EnvVar{Name: k, Value: s.Env[k]})
+	}
+	name := domain.AttemptObjectName(s.Identity.AttemptID, "")
+	backoff, deadline, noToken := int32(0), s.TimeLimitSeconds, false
+	var podAnnotations map[string]string
+	if len(r.PodAnnotations) > 0 {
+		podAnnotations = maps.Clone(r.PodAnnotations)
+	}
+	job := batchv1.Job{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: domain.KindJob},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: Labels(s.Identity)},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: &backoff,
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: Labels(s.Identity), Annotations: podAnnotations},
+				Spec: corev1.PodSpec{
+					RestartPolicy:                corev1.RestartPolicyNever,
+					ActiveDeadlineSeconds:        &deadline,
+					ServiceAccountName:           s.ServiceAccount,
+					AutomountServiceAccountToken: &noToken,
+					Containers: []corev1.Container{{
+						Name:         ContainerName,
+						Image:        s.Image,
+						Args:         slices.Clone(s.Argv),
+						Env:          env,
+						WorkingDir:   WorkspacePath,
+						Resources:    corev1.ResourceRequirements{Requests: resources, Limits: resources.DeepCopy()},
+						VolumeMounts: []corev1.VolumeMount{{Name: WorkspaceVolume, MountPath: WorkspacePath}},
+					}},
+					Volumes: []corev1.Volume{{Name: WorkspaceVolume, VolumeSource: corev1.VolumeSource{
+						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.WorkspaceClaim},
+					}}},
+				},
+			},
+		},
+	}
+	return object(domain.KindJob, s.Namespace, name, job)
+}
+
+// resources converts a demand to a resource list.
+func (r *Renderer) resources(demand map[string]int64) (corev1.ResourceList, error) {
+	out := corev1.ResourceList{}
+	for k, v := range demand {
+		switch {
+		case k == "cpu":
+			out[corev1.ResourceCPU] = *resource.NewMilliQuantity(v, resource.DecimalSI)
+		case k == "memory":
+			out[corev1.ResourceMemory] = *resource.NewQuantity(v, resource.BinarySI)
+		case strings.HasPrefix(k, "gpu."):
+			if v == 0 {
+				continue
+			}
+			name, ok := r.ExtendedResources[k]
+			if !ok {
+				return nil, fmt.Errorf("%w: no extended resource is configured for %s at this Site", application.ErrUnsupportedDemand, k)
+			}
+			out[corev1.ResourceName(name)] = *resource.NewQuantity(v, resource.DecimalSI)
+		default:
+			return nil, fmt.Errorf("%w: unknown demand key %s", application.ErrUnsupportedDemand, k)
+		}
+	}
+	return out, nil
+}
+
+func object(kind, namespace, name string, v any) (application.NativeObject, error) {
+	spec, err := json.Marshal(v)
+	if err != nil {
+		return application.NativeObject{}, fmt.Errorf("encode %s %s: %w", kind, name, err)
+	}
+	return application.NativeObject{Kind: kind, Namespace: namespace, Name: name, Spec: spec}, nil
+}

@@ -1,0 +1,292 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/kube"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+// FieldManager is the field manager of every create.
+const FieldManager = "metallo-runtime"
+
+// resourceOf returns the resource of a kind the Runtime creates.
+func resourceOf(kind string) (schema.GroupVersionResource, bool) {
+	switch kind {
+	case domain.KindJob:
+		return schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, true
+	case domain.KindWorkspace:
+		return schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}, true
+	}
+	return schema.GroupVersionResource{}, false
+}
+
+// Workloads is application.NativeWorkloads on a Kubernetes cluster. Its
+// own identity (the Runtime's service account, with the cluster role
+// metallo-runtime) reads namespaces, reads and deletes objects; creates
+// impersonate system:serviceaccount:<namespace>:member-<party>, so the
+// member's own grants and the admission policies decide them and the
+// audit log names the member as the creator.
+type Workloads struct {
+	config  *rest.Config
+	client  kubernetes.Interface
+	dynamic dynamic.Interface
+	poll    time.Duration
+
+	mu      sync.Mutex
+	members map[string]dynamic.Interface
+}
+
+// New returns Workloads acting as cfg's identity. QPS and Burst of cfg
+// are raised to at least 50 and 100 when lower.
+func New(cfg *rest.Config) (*Workloads, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = max(cfg.QPS, 50), max(cfg.Burst, 100)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes dynamic client: %w", err)
+	}
+	return &Workloads{config: cfg, client: cs, dynamic: dyn, poll: 250 * time.Millisecond, members: map[string]dynamic.Interface{}}, nil
+}
+
+// NamespaceProject returns the namespace's project-id label.
+func (w *Workloads) NamespaceProject(ctx context.Context, namespace string) (string, bool, error) {
+	ns, err := w.client.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	p, ok := ns.Labels[NamespaceProjectLabel]
+	return p, ok, nil
+}
+
+func (w *Workloads) member(as domain.StartIdentity) (dynamic.Interface, error) {
+	user := kube.ServiceAccountUser(as.Namespace, as.Account)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c, ok := w.members[user]; ok {
+		return c, nil
+	}
+	c, err := dynamic.NewForConfig(kube.Impersonate(w.config, user))
+	if err != nil {
+		return nil, fmt.Errorf("client impersonating %s: %w", user, err)
+	}
+	w.members[user] = c
+	return c, nil
+}
+
+// Create creates obj as the member account of as, with the spec-digest
+// annotation. A refusal by the API server (403: RBAC, an object-count
+// quota, an admission policy; 422; a missing namespace) wraps
+// application.ErrNativeRequestDenied; 409 AlreadyExists wraps
+// application.ErrNativeExists; anything else leaves the effect uncertain.
+func (w *Workloads) Create(ctx context.Context, as domain.StartIdentity, obj application.NativeObject) (string, error) {
+	gvr, ok := resourceOf(obj.Kind)
+	if !ok {
+		return "", fmt.Errorf("%w: the Runtime does not create %s objects", application.ErrNativeRequestDenied, obj.Kind)
+	}
+	if obj.Namespace != as.Namespace {
+		return "", fmt.Errorf("%w: %s %s is rendered for namespace %s, the member acts in %s", application.ErrNativeRequestDenied, obj.Kind, obj.Name, obj.Namespace, as.Namespace)
+	}
+	u := &unstructured.Unstructured{}
+	if err := json.Unmarshal(obj.Spec, &u.Object); err != nil {
+		return "", fmt.Errorf("decode the rendered %s: %w", obj.Kind, err)
+	}
+	ann := u.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[AnnotationSpecDigest] = siteprotocol.Digest(obj.Spec)
+	u.SetAnnotations(ann)
+	client, err := w.member(as)
+	if err != nil {
+		return "", err
+	}
+	created, err := client.Resource(gvr).Namespace(obj.Namespace).Create(ctx, u, metav1.CreateOptions{FieldManager: FieldManager})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return "", fmt.Errorf("%w: %v", application.ErrNativeExists, err)
+	case apierrors.IsForbidden(err), apierrors.IsInvalid(err), apierrors.IsNotFound(err), apierrors.IsBadRequest(err):
+		return "", fmt.Errorf("%w: %v", application.ErrNativeRequestDenied, err)
+	case err != nil:
+		return "", err
+	}
+	return string(created.GetUID()), nil
+}
+
+func (w *Workloads) get(ctx context.Context, kind, namespace, name string) (*unstructured.Unstructured, bool, error) {
+	gvr, ok := resourceOf(kind)
+	if !ok {
+		return nil, false, fmt.Errorf("the Runtime does not manage %s objects", kind)
+	}
+	u, err := w.dynamic.Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return u, true, nil
+}
+
+// Lookup reads the object under obj's name as the Runtime and compares it
+// with obj's specification (Mismatch).
+func (w *Workloads) Lookup(ctx context.Context, obj application.NativeObject) (application.LiveObject, bool, error) {
+	u, found, err := w.get(ctx, obj.Kind, obj.Namespace, obj.Name)
+	if err != nil || !found {
+		return application.LiveObject{}, found, err
+	}
+	m, err := Mismatch(obj.Spec, u.Object)
+	if err != nil {
+		return application.LiveObject{}, true, err
+	}
+	return application.LiveObject{UID: string(u.GetUID()), Deleting: u.GetDeletionTimestamp() != nil, Mismatch: m}, true, nil
+}
+
+// Delete deletes ref as the Runtime with Preconditions{UID} and foreground
+// propagation: 404 is gone; 409 means the name may hold another object, so
+// it is read again — another UID is Foreign (never touched), ours is
+// deleted again.
+func (w *Workloads) Delete(ctx context.Context, ref siteprotocol.NativeRef) (application.DeleteOutcome, error) {
+	gvr, ok := resourceOf(ref.Kind)
+	if !ok {
+		return application.DeleteOutcome{}, fmt.Errorf("the Runtime does not manage %s objects", ref.Kind)
+	}
+	uid := types.UID(ref.UID)
+	fg := metav1.DeletePropagationForeground
+	for range 5 {
+		err := w.dynamic.Resource(gvr).Namespace(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &fg,
+		})
+		switch {
+		case err == nil:
+			return application.DeleteOutcome{}, nil
+		case apierrors.IsNotFound(err):
+			return application.DeleteOutcome{Gone: true}, nil
+		case !apierrors.IsConflict(err):
+			return application.DeleteOutcome{}, err
+		}
+		out, gone, err := w.stillThere(ctx, ref)
+		if err != nil || gone {
+			return out, err
+		}
+	}
+	return application.DeleteOutcome{}, fmt.Errorf("delete %s %s/%s uid %s: conflicts without another object", ref.Kind, ref.Namespace, ref.Name, ref.UID)
+}
+
+// stillThere reads ref's name: gone is true when no object with ref.UID
+// holds it (out then names a foreign holder).
+func (w *Workloads) stillThere(ctx context.Context, ref siteprotocol.NativeRef) (out application.DeleteOutcome, gone bool, err error) {
+	u, found, err := w.get(ctx, ref.Kind, ref.Namespace, ref.Name)
+	switch {
+	case err != nil:
+		return out, false, err
+	case !found:
+		return application.DeleteOutcome{Gone: true}, true, nil
+	case string(u.GetUID()) != ref.UID:
+		f := siteprotocol.NativeRef{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name, UID: string(u.GetUID())}
+		return application.DeleteOutcome{Gone: true, Foreign: &f}, true, nil
+	}
+	return out, false, nil
+}
+
+// WaitGone polls (every 250 ms) until no object with ref.UID exists, or
+// ctx ends.
+func (w *Workloads) WaitGone(ctx context.Context, ref siteprotocol.NativeRef) (application.DeleteOutcome, error) {
+	t := time.NewTicker(w.poll)
+	defer t.Stop()
+	for {
+		out, gone, err := w.stillThere(ctx, ref)
+		if gone {
+			return out, nil
+		}
+		if err != nil && ctx.Err() == nil {
+			return out, err
+		}
+		select {
+		case <-ctx.Done():
+			return application.DeleteOutcome{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// ObserveJob reports the Job's state (site-runtime.md, "observe"):
+// succeeded or failed from its Complete or Failed condition (with the
+// condition's reason and message), running while one of its Pods runs,
+// queued otherwise — also while the namespace's quota refuses its Pod.
+// found is false when no Job with ref's name and UID exists.
+func (w *Workloads) ObserveJob(ctx context.Context, ref siteprotocol.NativeRef) (application.Observation, bool, error) {
+	job, err := w.client.BatchV1().Jobs(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return application.Observation{}, false, nil
+	}
+	if err != nil {
+		return application.Observation{}, false, err
+	}
+	if string(job.UID) != ref.UID {
+		return application.Observation{}, false, nil
+	}
+	started := timestamp(job.Status.StartTime)
+	for _, c := range job.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			finished := timestamp(job.Status.CompletionTime)
+			if finished == "" {
+				finished = timestamp(&c.LastTransitionTime)
+			}
+			return application.Observation{State: siteprotocol.StateSucceeded, Reason: c.Reason, Message: c.Message, StartedAt: started, FinishedAt: finished}, true, nil
+		case batchv1.JobFailed:
+			return application.Observation{State: siteprotocol.StateFailed, Reason: c.Reason, Message: c.Message, StartedAt: started, FinishedAt: timestamp(&c.LastTransitionTime)}, true, nil
+		}
+	}
+	pods, err := w.client.CoreV1().Pods(ref.Namespace).List(ctx, metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + ref.UID})
+	if err != nil {
+		return application.Observation{}, false, err
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning {
+			return application.Observation{State: siteprotocol.StateRunning, StartedAt: timestamp(p.Status.StartTime)}, true, nil
+		}
+	}
+	return application.Observation{State: siteprotocol.StateQueued, Message: "no Pod of the Job is running yet"}, true, nil
+}
+
+func timestamp(t *metav1.Time) string {
+	if t == nil || t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// Interface checks.
+var (
+	_ application.NativeWorkloads = (*Workloads)(nil)
+	_ application.BatchSpecs      = (*Renderer)(nil)
+)

@@ -1,0 +1,80 @@
+package application
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+// Access is the check before every native start (site-runtime.md, "Access
+// before every native start"): the binding for the command's account
+// reference must be stored and current (same generation, not retired) for
+// the command's member and Project; the binding's namespace must carry the
+// command's Project in its project-id label; the permission provider must
+// allow the action now (a fresh answer, used only before its valid_until).
+// Each refusal is a refused Answer with its precise reason, and nothing may
+// be created after one.
+type Access struct {
+	bindings    MemberBindings
+	namespaces  ProjectNamespaces
+	permissions RuntimePermissions
+	clock       Clock
+}
+
+// NewAccess returns the access check.
+func NewAccess(b MemberBindings, ns ProjectNamespaces, p RuntimePermissions, c Clock) *Access {
+	return &Access{bindings: b, namespaces: ns, permissions: p, clock: c}
+}
+
+// Binding returns the binding stored for cmd's account reference, current
+// or not (recovery renders an object that may have been created before the
+// binding was retired). The refusal is binding-missing when no binding of
+// the command's member and Project is stored.
+func (a *Access) Binding(ctx context.Context, cmd siteprotocol.Command) (domain.MemberBinding, *domain.Answer, error) {
+	if cmd.AccountRef == nil {
+		return domain.MemberBinding{}, domain.DecideBinding(cmd, domain.MemberBinding{}, false), nil
+	}
+	b, found, err := a.bindings.Resolve(ctx, *cmd.AccountRef)
+	if err != nil {
+		return domain.MemberBinding{}, nil, fmt.Errorf("resolve binding %s: %w", cmd.AccountRef.BindingID, err)
+	}
+	if r := domain.DecideBinding(cmd, b, found); r != nil && r.Reason == siteprotocol.ReasonBindingMissing {
+		return domain.MemberBinding{}, r, nil
+	}
+	return b, nil, nil
+}
+
+// Authorize checks, for a new native start under binding b, that b is
+// current, that b's namespace belongs to the command's Project, and that
+// the provider allows action now. It returns the identity to create as,
+// or the refusal.
+func (a *Access) Authorize(ctx context.Context, cmd siteprotocol.Command, b domain.MemberBinding, action domain.PermissionAction) (domain.StartIdentity, *domain.Answer, error) {
+	if r := domain.DecideBinding(cmd, b, true); r != nil {
+		return domain.StartIdentity{}, r, nil
+	}
+	project, labelled, err := a.namespaces.NamespaceProject(ctx, b.Namespace)
+	if err != nil {
+		return domain.StartIdentity{}, nil, fmt.Errorf("read namespace %s: %w", b.Namespace, err)
+	}
+	if r := domain.DecideNamespace(b.Namespace, project, labelled, cmd.ProjectID); r != nil {
+		return domain.StartIdentity{}, r, nil
+	}
+	q := domain.PermissionQuery{MemberID: cmd.MemberID, ProjectID: cmd.ProjectID, Action: action, RunID: cmd.RunID, AttemptID: cmd.AttemptID}
+	p, err := a.permissions.Check(ctx, q)
+	switch {
+	case errors.Is(err, ErrPermissionUnavailable):
+		r := domain.Refused(siteprotocol.ReasonPermissionUnavailable, "no current permission answer for member %s: %v", cmd.MemberID, err)
+		return domain.StartIdentity{}, &r, nil
+	case err != nil:
+		return domain.StartIdentity{}, nil, fmt.Errorf("permission check: %w", err)
+	}
+	if r := domain.DecidePermission(q, p, a.clock.Now()); r != nil {
+		return domain.StartIdentity{}, r, nil
+	}
+	id := domain.StartIdentityOf(b)
+	id.EvidenceID = p.EvidenceID
+	return id, nil, nil
+}

@@ -1,0 +1,179 @@
+package application
+
+import (
+	"context"
+	"errors"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+// Errors of the native ports.
+var (
+	// ErrPermissionUnavailable is returned (wrapped) by RuntimePermissions
+	// when the provider gave no usable answer within its bound; the command
+	// is refused permission-unavailable.
+	ErrPermissionUnavailable = errors.New("permission provider unavailable")
+	// ErrNativeRequestDenied is returned (wrapped, with the native system's
+	// message) by NativeWorkloads.Create when the native system refused the
+	// create itself — an object-count quota, RBAC, an admission policy, a
+	// missing namespace — so that nothing exists. The command is refused
+	// native-request-denied (Execution may retry with a new Attempt).
+	ErrNativeRequestDenied = errors.New("native request denied")
+	// ErrNativeExists is returned (wrapped) by NativeWorkloads.Create when an
+	// object with the deterministic name already exists.
+	ErrNativeExists = errors.New("native object exists")
+	// ErrUnsupportedDemand is returned (wrapped) by BatchSpecs.RenderJob for
+	// a demand this Site cannot express (a gpu.<vendor> without a configured
+	// extended resource); the command is refused invalid-payload.
+	ErrUnsupportedDemand = errors.New("unsupported demand")
+)
+
+// RuntimePermissions answers whether a member may act now
+// (site-runtime.md, "Access before every native start"). It is a provider
+// outside this project: an HTTP client of the documented contract, or a
+// policy file for standalone Sites.
+type RuntimePermissions interface {
+	// Check asks the provider. It returns an error wrapping
+	// ErrPermissionUnavailable when no usable answer came within the
+	// adaptor's bound (retries included); other errors only when ctx ends.
+	Check(ctx context.Context, q domain.PermissionQuery) (domain.Permission, error)
+}
+
+// ProjectNamespaces reads the Project a namespace belongs to.
+type ProjectNamespaces interface {
+	// NamespaceProject returns the namespace's project-id label; labelled is
+	// false when the namespace does not exist or carries no such label.
+	NamespaceProject(ctx context.Context, namespace string) (projectID string, labelled bool, err error)
+}
+
+// NativeObject is an object the Runtime rendered: its deterministic
+// identity and its specification (JSON) as saved in the native record.
+// The SHA-256 of Spec is the object's spec digest.
+type NativeObject struct {
+	Kind      string
+	Namespace string
+	Name      string
+	Spec      []byte
+}
+
+// Ref returns the native reference of the object with uid.
+func (o NativeObject) Ref(uid string) siteprotocol.NativeRef {
+	return siteprotocol.NativeRef{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, UID: uid}
+}
+
+// LiveObject is what the native system holds under a rendered object's
+// name.
+type LiveObject struct {
+	UID string
+	// Deleting is true when the object carries a deletion timestamp.
+	Deleting bool
+	// Mismatch names the first rendered field (identity labels and spec
+	// digest included) that the live object lacks or holds differently;
+	// empty when the live object carries everything the Runtime rendered.
+	// Defaults that the API server or a controller adds to fields the
+	// Runtime did not set are not mismatches.
+	Mismatch string
+}
+
+// DeleteOutcome is what a UID-bound delete found.
+type DeleteOutcome struct {
+	// Gone is true when the object with the UID no longer exists.
+	Gone bool
+	// Foreign is the object that holds the name with another UID; it is
+	// never touched.
+	Foreign *siteprotocol.NativeRef
+}
+
+// Observation is a workload's native state as observe reports it.
+type Observation struct {
+	State siteprotocol.State
+	// Reason is the native condition's reason (e.g. the Job's
+	// BackoffLimitExceeded); Message its message.
+	Reason  string
+	Message string
+	// StartedAt and FinishedAt are the times the native object reports
+	// (RFC 3339, UTC); empty when it reports none.
+	StartedAt  string
+	FinishedAt string
+}
+
+// NativeWorkloads submits and removes an Attempt's native objects
+// (site-runtime.md, "Native executors"). Creates act as the member's
+// account; reads and deletes act as the Runtime itself.
+type NativeWorkloads interface {
+	ProjectNamespaces
+	// Create creates obj as the member account of as. Errors: wrapping
+	// ErrNativeRequestDenied when the native system refused it (nothing
+	// exists), wrapping ErrNativeExists when the name is taken; any other
+	// error leaves the effect uncertain.
+	Create(ctx context.Context, as domain.StartIdentity, obj NativeObject) (uid string, err error)
+	// Lookup reads the object under obj's name and compares it with obj's
+	// specification; found is false when no object has the name.
+	Lookup(ctx context.Context, obj NativeObject) (live LiveObject, found bool, err error)
+	// Delete deletes the object ref names only if it still has ref.UID,
+	// with foreground propagation. A missing object is Gone; an object of
+	// the name with another UID is Gone and Foreign.
+	Delete(ctx context.Context, ref siteprotocol.NativeRef) (DeleteOutcome, error)
+	// WaitGone waits until the object with ref.UID no longer exists, or ctx
+	// ends (its error is returned).
+	WaitGone(ctx context.Context, ref siteprotocol.NativeRef) (DeleteOutcome, error)
+	// ObserveJob reports a batch workload's state; found is false when no
+	// object with ref's name and UID exists.
+	ObserveJob(ctx context.Context, ref siteprotocol.NativeRef) (obs Observation, found bool, err error)
+}
+
+// ObjectIdentity is what every rendered object is labelled with.
+type ObjectIdentity struct {
+	RunID     string
+	AttemptID string
+	MemberID  string
+	ProjectID string
+	CommandID string
+}
+
+// IdentityOf returns the identity of objects cmd creates.
+func IdentityOf(cmd siteprotocol.Command) ObjectIdentity {
+	return ObjectIdentity{RunID: cmd.RunID, AttemptID: cmd.AttemptID, MemberID: cmd.MemberID, ProjectID: cmd.ProjectID, CommandID: cmd.ID}
+}
+
+// WorkspaceSpec is what the Attempt's private workspace claim is rendered
+// from.
+type WorkspaceSpec struct {
+	Identity  ObjectIdentity
+	Namespace string
+	// SizeBytes is the requested storage in bytes.
+	SizeBytes int64
+}
+
+// BatchJobSpec is what a batch Attempt's workload is rendered from.
+type BatchJobSpec struct {
+	Identity       ObjectIdentity
+	Namespace      string
+	ServiceAccount string
+	// Image is the configured batch image, pinned by digest.
+	Image          string
+	WorkspaceClaim string
+	// Demand: cpu in millicores, memory in bytes, gpu.<vendor> in devices;
+	// requests and limits both equal it.
+	Demand map[string]int64
+	// TimeLimitSeconds is the Run's time limit, on the Pod.
+	TimeLimitSeconds int64
+	Argv             []string
+	Env              map[string]string
+}
+
+// BatchSpecs renders the batch family's native objects deterministically:
+// the same input always gives the same bytes.
+type BatchSpecs interface {
+	RenderWorkspace(s WorkspaceSpec) (NativeObject, error)
+	// RenderJob fails wrapping ErrUnsupportedDemand for a demand the Site
+	// cannot express.
+	RenderJob(s BatchJobSpec) (NativeObject, error)
+}
+
+// BatchImages supplies the configured batch execution image, pinned by
+// digest (a command never names an image for batch).
+type BatchImages interface {
+	BatchImage() string
+}
