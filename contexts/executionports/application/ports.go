@@ -101,7 +101,9 @@ type Binding struct {
 }
 
 // StreamStore holds the command streams (one per environment) in this
-// context's own database. Every method is one transaction where it writes.
+// context's own database. Every write is one transaction: Append on its
+// own; binding, acknowledgement and rebind inside Locked (the flows are
+// BindStream, AcknowledgeResult and RebindStream, shared by every engine).
 // Errors wrap the domain errors named below, or are infrastructure errors.
 type StreamStore interface {
 	// Append adds c to environment's stream with the next sequence (gapless
@@ -110,27 +112,20 @@ type StreamStore interface {
 	// returns its original sequence with Created false; other content or
 	// another stream is domain.ErrConflictingRetry.
 	Append(ctx context.Context, environment string, c NewCommand, at time.Time) (Appended, error)
-	// Bind returns the stream's state after binding it to installation if
-	// it is unbound (recording principal and at); a stream bound to another
-	// installation is domain.ErrInstallationMismatch.
-	Bind(ctx context.Context, environment, installation, principal string, at time.Time) (domain.StreamState, error)
 	// CommandsAfter returns up to limit commands with sequence > after,
 	// oldest first.
 	CommandsAfter(ctx context.Context, environment string, after int64, limit int) ([]StoredCommand, error)
-	// Acknowledge records r for sequence in one transaction, under the
-	// fencing rule (domain.CheckInstallation; an unbound stream is bound to
-	// installation) and the acknowledgement rules
-	// (domain.DecideAcknowledgement). A refused result changes nothing.
-	Acknowledge(ctx context.Context, environment, installation, principal string, sequence int64, r ReceivedResult, at time.Time) (Acknowledgement, error)
 	// State returns the stream's state (zero positions for a stream never
 	// used).
 	State(ctx context.Context, environment string) (domain.StreamState, error)
 	// Command returns the command with id in environment's stream, or
 	// domain.ErrUnknownCommand.
 	Command(ctx context.Context, environment, id string) (CommandRecord, error)
-	// Rebind binds the stream to installation ("" unbinds it, so the next
-	// installation that pulls binds it) and records who, when and why.
-	Rebind(ctx context.Context, environment, installation, principal, reason string, at time.Time) (Binding, error)
+	// Locked runs fn in one transaction that holds environment's stream
+	// lock (creating the stream's row, as of at, if it was never used). It
+	// commits when fn returns nil and rolls back otherwise, returning fn's
+	// error: a refused result or binding changes nothing.
+	Locked(ctx context.Context, environment string, at time.Time, fn func(LockedStream) error) error
 	// Bindings returns the stream's binding history, oldest first.
 	Bindings(ctx context.Context, environment string) ([]Binding, error)
 }

@@ -109,7 +109,7 @@ func (s *Streams) Pull(ctx context.Context, environment, installation, who strin
 }
 
 func (s *Streams) read(ctx context.Context, environment, installation, who string, after int64, limit int) (PullPage, error) {
-	state, err := s.store.Bind(ctx, environment, installation, who, s.clock.Now())
+	state, err := BindStream(ctx, s.store, environment, installation, who, s.clock.Now())
 	if err != nil {
 		return PullPage{}, err
 	}
@@ -138,7 +138,7 @@ func (s *Streams) Acknowledge(ctx context.Context, environment, installation, wh
 		ReceivedResult: domain.ReceivedResult{CommandID: r.CommandID, CommandDigest: r.CommandDigest, Sequence: r.Sequence, Digest: r.Digest},
 		Bytes:          raw,
 	}
-	return s.store.Acknowledge(ctx, environment, installation, who, sequence, received, s.clock.Now())
+	return AcknowledgeResult(ctx, s.store, environment, installation, who, sequence, received, s.clock.Now())
 }
 
 // State returns the stream's state for installation (fenced like every Site
@@ -176,7 +176,7 @@ func (s *Streams) Rebind(ctx context.Context, environment, installation, who, re
 	if installation != "" && !domain.ValidInstallationID(installation) {
 		return Binding{}, domain.StreamState{}, fmt.Errorf("%w: installation_id must be 1-128 letters, digits, '.', '_' or '-'", ErrInvalidRequest)
 	}
-	b, err := s.store.Rebind(ctx, environment, installation, who, reason, s.clock.Now())
+	b, err := RebindStream(ctx, s.store, environment, installation, who, reason, s.clock.Now())
 	if err != nil {
 		return Binding{}, domain.StreamState{}, err
 	}

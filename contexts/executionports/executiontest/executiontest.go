@@ -21,9 +21,17 @@ import (
 	"github.com/pharos-metallo/metallo/platform/auth"
 )
 
-// Environment is one entry to write into environments.yaml.
+// Environment is one entry to write into environments.yaml: with a static
+// key unless TokenReview is set.
 type Environment struct {
 	ID, Site, Authority string
+	TokenReview         *TokenReview
+}
+
+// TokenReview authenticates an environment's Runtime by a TokenReview
+// against the cluster of Kubeconfig.
+type TokenReview struct {
+	Kubeconfig, Username, Audience string
 }
 
 // Files are the written configuration files and the keys they admit.
@@ -65,7 +73,8 @@ func WriteYAML(tb testing.TB, path string, v any) {
 }
 
 // WriteFiles writes keys.yaml (service:execution plus extraPrincipals) and
-// environments.yaml (each environment with a static key) into dir.
+// environments.yaml (each environment with a static key, or its
+// TokenReview) into dir.
 func WriteFiles(tb testing.TB, dir string, envs []Environment, extraPrincipals ...string) Files {
 	tb.Helper()
 	f := Files{
@@ -84,9 +93,15 @@ func WriteFiles(tb testing.TB, dir string, envs []Environment, extraPrincipals .
 	WriteYAML(tb, f.KeysFile, keys)
 	var list []map[string]any
 	for _, e := range envs {
-		key, entry := NewKey(tb, "environment:"+e.ID)
-		f.EnvironmentKeys[e.ID] = key
-		list = append(list, map[string]any{"id": e.ID, "site": e.Site, "authority": e.Authority, "auth": map[string]any{"key_sha256": entry.SHA256}})
+		entry := map[string]any{"id": e.ID, "site": e.Site, "authority": e.Authority}
+		if tr := e.TokenReview; tr != nil {
+			entry["auth"] = map[string]any{"tokenreview": map[string]any{"kubeconfig": tr.Kubeconfig, "username": tr.Username, "audience": tr.Audience}}
+		} else {
+			key, k := NewKey(tb, "environment:"+e.ID)
+			f.EnvironmentKeys[e.ID] = key
+			entry["auth"] = map[string]any{"key_sha256": k.SHA256}
+		}
+		list = append(list, entry)
 	}
 	WriteYAML(tb, f.EnvironmentsFile, map[string]any{"environments": list})
 	return f

@@ -107,50 +107,6 @@ func (s *Store) State(ctx context.Context, environment string) (domain.StreamSta
 	return stateOf(environment, row.HeadSequence, row.AcknowledgedSequence, row.InstallationID, row.BoundAt), nil
 }
 
-// Bind implements application.StreamStore.
-func (s *Store) Bind(ctx context.Context, environment, installation, principal string, at time.Time) (domain.StreamState, error) {
-	st, err := s.State(ctx, environment)
-	if err != nil {
-		return domain.StreamState{}, err
-	}
-	if st.InstallationID == installation {
-		return st, nil
-	}
-	if err := domain.CheckInstallation(st.InstallationID, installation); err != nil {
-		return domain.StreamState{}, err
-	}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		q := s.q.WithTx(tx)
-		if err := q.EnsureStream(ctx, pgdb.EnsureStreamParams{Environment: environment, CreatedAt: ts(at)}); err != nil {
-			return err
-		}
-		return bindIfUnbound(ctx, q, environment, installation, principal, at)
-	})
-	if err != nil {
-		return domain.StreamState{}, fmt.Errorf("bind stream %s: %w", environment, err)
-	}
-	st, err = s.State(ctx, environment)
-	if err != nil {
-		return domain.StreamState{}, err
-	}
-	if err := domain.CheckInstallation(st.InstallationID, installation); err != nil {
-		return domain.StreamState{}, err
-	}
-	return st, nil
-}
-
-// bindIfUnbound binds an unbound stream to installation and records it.
-func bindIfUnbound(ctx context.Context, q *pgdb.Queries, environment, installation, principal string, at time.Time) error {
-	n, err := q.BindIfUnbound(ctx, pgdb.BindIfUnboundParams{Environment: environment, InstallationID: text(installation), BoundAt: ts(at)})
-	if err != nil || n == 0 {
-		return err
-	}
-	return q.InsertBinding(ctx, pgdb.InsertBindingParams{
-		Environment: environment, Action: application.BindingBound, InstallationID: text(installation),
-		Principal: principal, Reason: "first use by an unbound stream's Runtime", RecordedAt: ts(at),
-	})
-}
-
 // CommandsAfter implements application.StreamStore.
 func (s *Store) CommandsAfter(ctx context.Context, environment string, after int64, limit int) ([]application.StoredCommand, error) {
 	rows, err := s.q.CommandsAfter(ctx, pgdb.CommandsAfterParams{Environment: environment, Sequence: after, Limit: int32(limit)})
@@ -162,61 +118,6 @@ func (s *Store) CommandsAfter(ctx context.Context, environment string, after int
 		out = append(out, application.StoredCommand{Sequence: r.Sequence, Digest: r.Digest, Canonical: r.Canonical})
 	}
 	return out, nil
-}
-
-// Acknowledge implements application.StreamStore.
-func (s *Store) Acknowledge(ctx context.Context, environment, installation, principal string, sequence int64, r application.ReceivedResult, at time.Time) (application.Acknowledgement, error) {
-	var ack application.Acknowledgement
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		q := s.q.WithTx(tx)
-		st, err := lockStream(ctx, q, environment, at)
-		if err != nil {
-			return err
-		}
-		if err := domain.CheckInstallation(st.InstallationID.String, installation); err != nil {
-			return err
-		}
-		if !st.InstallationID.Valid {
-			if err := bindIfUnbound(ctx, q, environment, installation, principal, at); err != nil {
-				return err
-			}
-		}
-		var stored *domain.StoredCommand
-		row, err := q.CommandAt(ctx, pgdb.CommandAtParams{Environment: environment, Sequence: sequence})
-		switch {
-		case err == nil:
-			stored = &domain.StoredCommand{ID: row.CommandID, Digest: row.Digest, ResultDigest: row.ResultDigest.String}
-		case !errors.Is(err, pgx.ErrNoRows):
-			return err
-		}
-		action, err := domain.DecideAcknowledgement(st.AcknowledgedSequence, sequence, stored, r.ReceivedResult)
-		if err != nil {
-			return err
-		}
-		ack = application.Acknowledgement{Sequence: sequence, ResultDigest: r.Digest, Replayed: action == domain.AckReplay}
-		if action == domain.AckReplay {
-			return nil
-		}
-		n, err := q.RecordResult(ctx, pgdb.RecordResultParams{Environment: environment, Sequence: sequence, Result: r.Bytes, ResultDigest: text(r.Digest), AcknowledgedAt: ts(at)})
-		if err != nil {
-			return err
-		}
-		if n != 1 {
-			return fmt.Errorf("command %d already holds a result while the stream is acknowledged to %d", sequence, st.AcknowledgedSequence)
-		}
-		n, err = q.AdvanceAcknowledged(ctx, pgdb.AdvanceAcknowledgedParams{Environment: environment, Sequence: sequence})
-		if err != nil {
-			return err
-		}
-		if n != 1 {
-			return fmt.Errorf("acknowledged sequence of stream %s moved under its lock", environment)
-		}
-		return nil
-	})
-	if err != nil {
-		return application.Acknowledgement{}, fmt.Errorf("acknowledge command %d of stream %s: %w", sequence, environment, err)
-	}
-	return ack, nil
 }
 
 // Command implements application.StreamStore.
@@ -232,32 +133,6 @@ func (s *Store) Command(ctx context.Context, environment, id string) (applicatio
 		Command:    application.StoredCommand{Sequence: row.Sequence, Digest: row.Digest, Canonical: row.Canonical},
 		AppendedAt: row.AppendedAt.Time, Result: row.Result, ResultDigest: row.ResultDigest.String, AcknowledgedAt: row.AcknowledgedAt.Time,
 	}, nil
-}
-
-// Rebind implements application.StreamStore.
-func (s *Store) Rebind(ctx context.Context, environment, installation, principal, reason string, at time.Time) (application.Binding, error) {
-	b := application.Binding{Environment: environment, Action: application.BindingRebound, InstallationID: installation, Principal: principal, Reason: reason, RecordedAt: at.UTC()}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		q := s.q.WithTx(tx)
-		st, err := lockStream(ctx, q, environment, at)
-		if err != nil {
-			return err
-		}
-		b.PreviousInstallationID = st.InstallationID.String
-		boundAt := ts(at)
-		boundAt.Valid = installation != ""
-		if err := q.SetInstallation(ctx, pgdb.SetInstallationParams{Environment: environment, InstallationID: text(installation), BoundAt: boundAt}); err != nil {
-			return err
-		}
-		return q.InsertBinding(ctx, pgdb.InsertBindingParams{
-			Environment: environment, Action: b.Action, InstallationID: text(installation), PreviousInstallationID: text(b.PreviousInstallationID),
-			Principal: principal, Reason: reason, RecordedAt: ts(at),
-		})
-	})
-	if err != nil {
-		return application.Binding{}, fmt.Errorf("rebind stream %s: %w", environment, err)
-	}
-	return b, nil
 }
 
 // Bindings implements application.StreamStore.
@@ -276,15 +151,77 @@ func (s *Store) Bindings(ctx context.Context, environment string) ([]application
 	return out, nil
 }
 
-// lockStream locks the stream's row for the transaction, creating the row
-// for a stream never used.
-func lockStream(ctx context.Context, q *pgdb.Queries, environment string, at time.Time) (pgdb.LockStreamRow, error) {
-	st, err := q.LockStream(ctx, environment)
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return st, err
+// Locked implements application.StreamStore: it runs fn in one transaction that holds environment's stream
+// row lock (SELECT … FOR UPDATE, creating the row of a stream never used).
+func (s *Store) Locked(ctx context.Context, environment string, at time.Time, fn func(application.LockedStream) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return fn(&locked{q: s.q.WithTx(tx), environment: environment, at: at})
+	})
+}
+
+// locked implements application.LockedStream inside a transaction.
+type locked struct {
+	q           *pgdb.Queries
+	environment string
+	// at is the transaction's time (a stream row it creates).
+	at time.Time
+}
+
+// State locks the stream's row and returns its state.
+func (l *locked) State(ctx context.Context) (domain.StreamState, error) {
+	st, err := l.q.LockStream(ctx, l.environment)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if err := l.q.EnsureStream(ctx, pgdb.EnsureStreamParams{Environment: l.environment, CreatedAt: ts(l.at)}); err != nil {
+			return domain.StreamState{}, err
+		}
+		st, err = l.q.LockStream(ctx, l.environment)
 	}
-	if err := q.EnsureStream(ctx, pgdb.EnsureStreamParams{Environment: environment, CreatedAt: ts(at)}); err != nil {
-		return st, err
+	if err != nil {
+		return domain.StreamState{}, err
 	}
-	return q.LockStream(ctx, environment)
+	return stateOf(l.environment, st.HeadSequence, st.AcknowledgedSequence, st.InstallationID, st.BoundAt), nil
+}
+
+// SetInstallation sets the bound installation and records b.
+func (l *locked) SetInstallation(ctx context.Context, installation string, at time.Time, b application.Binding) error {
+	boundAt := ts(at)
+	boundAt.Valid = installation != ""
+	if err := l.q.SetInstallation(ctx, pgdb.SetInstallationParams{Environment: l.environment, InstallationID: text(installation), BoundAt: boundAt}); err != nil {
+		return err
+	}
+	return l.q.InsertBinding(ctx, pgdb.InsertBindingParams{
+		Environment: l.environment, Action: b.Action, InstallationID: text(b.InstallationID), PreviousInstallationID: text(b.PreviousInstallationID),
+		Principal: b.Principal, Reason: b.Reason, RecordedAt: ts(b.RecordedAt),
+	})
+}
+
+// CommandAt returns the command at sequence, nil when there is none.
+func (l *locked) CommandAt(ctx context.Context, sequence int64) (*domain.StoredCommand, error) {
+	row, err := l.q.CommandAt(ctx, pgdb.CommandAtParams{Environment: l.environment, Sequence: sequence})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &domain.StoredCommand{ID: row.CommandID, Digest: row.Digest, ResultDigest: row.ResultDigest.String}, nil
+}
+
+// Record stores the result's exact bytes and advances the acknowledged
+// sequence.
+func (l *locked) Record(ctx context.Context, sequence int64, r application.ReceivedResult, at time.Time) error {
+	n, err := l.q.RecordResult(ctx, pgdb.RecordResultParams{Environment: l.environment, Sequence: sequence, Result: r.Bytes, ResultDigest: text(r.Digest), AcknowledgedAt: ts(at)})
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return fmt.Errorf("command %d already holds a result", sequence)
+	}
+	if n, err = l.q.AdvanceAcknowledged(ctx, pgdb.AdvanceAcknowledgedParams{Environment: l.environment, Sequence: sequence}); err != nil {
+		return err
+	}
+	if n != 1 {
+		return errors.New("the acknowledged sequence moved under the stream's lock")
+	}
+	return nil
 }

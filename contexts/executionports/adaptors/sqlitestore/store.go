@@ -135,49 +135,6 @@ func state(ctx context.Context, q *sqlitedb.Queries, environment string) (domain
 	return stateOf(row), nil
 }
 
-// Bind implements application.StreamStore.
-func (s *Store) Bind(ctx context.Context, environment, installation, principal string, at time.Time) (domain.StreamState, error) {
-	st, err := s.State(ctx, environment)
-	if err != nil {
-		return domain.StreamState{}, err
-	}
-	if st.InstallationID == installation {
-		return st, nil
-	}
-	if err := domain.CheckInstallation(st.InstallationID, installation); err != nil {
-		return domain.StreamState{}, err
-	}
-	err = s.inTx(ctx, func(q *sqlitedb.Queries) error {
-		if err := q.EnsureStream(ctx, sqlitedb.EnsureStreamParams{Environment: environment, CreatedAt: ts(at)}); err != nil {
-			return err
-		}
-		if err := bindIfUnbound(ctx, q, environment, installation, principal, at); err != nil {
-			return err
-		}
-		st, err = state(ctx, q, environment)
-		return err
-	})
-	if err != nil {
-		return domain.StreamState{}, fmt.Errorf("bind stream %s: %w", environment, err)
-	}
-	if err := domain.CheckInstallation(st.InstallationID, installation); err != nil {
-		return domain.StreamState{}, err
-	}
-	return st, nil
-}
-
-// bindIfUnbound binds an unbound stream to installation and records it.
-func bindIfUnbound(ctx context.Context, q *sqlitedb.Queries, environment, installation, principal string, at time.Time) error {
-	n, err := q.BindIfUnbound(ctx, sqlitedb.BindIfUnboundParams{Environment: environment, InstallationID: text(installation), BoundAt: nullTS(at, true)})
-	if err != nil || n == 0 {
-		return err
-	}
-	return q.InsertBinding(ctx, sqlitedb.InsertBindingParams{
-		Environment: environment, Action: application.BindingBound, InstallationID: text(installation),
-		Principal: principal, Reason: "first use by an unbound stream's Runtime", RecordedAt: ts(at),
-	})
-}
-
 // CommandsAfter implements application.StreamStore.
 func (s *Store) CommandsAfter(ctx context.Context, environment string, after int64, limit int) ([]application.StoredCommand, error) {
 	rows, err := s.q.CommandsAfter(ctx, sqlitedb.CommandsAfterParams{Environment: environment, Sequence: after, Limit: int64(limit)})
@@ -189,63 +146,6 @@ func (s *Store) CommandsAfter(ctx context.Context, environment string, after int
 		out = append(out, application.StoredCommand{Sequence: r.Sequence, Digest: r.Digest, Canonical: r.Canonical})
 	}
 	return out, nil
-}
-
-// Acknowledge implements application.StreamStore.
-func (s *Store) Acknowledge(ctx context.Context, environment, installation, principal string, sequence int64, r application.ReceivedResult, at time.Time) (application.Acknowledgement, error) {
-	var ack application.Acknowledgement
-	err := s.inTx(ctx, func(q *sqlitedb.Queries) error {
-		if err := q.EnsureStream(ctx, sqlitedb.EnsureStreamParams{Environment: environment, CreatedAt: ts(at)}); err != nil {
-			return err
-		}
-		st, err := state(ctx, q, environment)
-		if err != nil {
-			return err
-		}
-		if err := domain.CheckInstallation(st.InstallationID, installation); err != nil {
-			return err
-		}
-		if st.InstallationID == "" {
-			if err := bindIfUnbound(ctx, q, environment, installation, principal, at); err != nil {
-				return err
-			}
-		}
-		var stored *domain.StoredCommand
-		row, err := q.CommandAt(ctx, sqlitedb.CommandAtParams{Environment: environment, Sequence: sequence})
-		switch {
-		case err == nil:
-			stored = &domain.StoredCommand{ID: row.CommandID, Digest: row.Digest, ResultDigest: row.ResultDigest.String}
-		case !errors.Is(err, sql.ErrNoRows):
-			return err
-		}
-		action, err := domain.DecideAcknowledgement(st.AcknowledgedSequence, sequence, stored, r.ReceivedResult)
-		if err != nil {
-			return err
-		}
-		ack = application.Acknowledgement{Sequence: sequence, ResultDigest: r.Digest, Replayed: action == domain.AckReplay}
-		if action == domain.AckReplay {
-			return nil
-		}
-		n, err := q.RecordResult(ctx, sqlitedb.RecordResultParams{Environment: environment, Sequence: sequence, Result: r.Bytes, ResultDigest: text(r.Digest), AcknowledgedAt: nullTS(at, true)})
-		if err != nil {
-			return err
-		}
-		if n != 1 {
-			return fmt.Errorf("command %d already holds a result while the stream is acknowledged to %d", sequence, st.AcknowledgedSequence)
-		}
-		n, err = q.AdvanceAcknowledged(ctx, sqlitedb.AdvanceAcknowledgedParams{Environment: environment, Sequence: sequence})
-		if err != nil {
-			return err
-		}
-		if n != 1 {
-			return fmt.Errorf("acknowledged sequence of stream %s moved inside its transaction", environment)
-		}
-		return nil
-	})
-	if err != nil {
-		return application.Acknowledgement{}, fmt.Errorf("acknowledge command %d of stream %s: %w", sequence, environment, err)
-	}
-	return ack, nil
 }
 
 // Command implements application.StreamStore.
@@ -263,32 +163,6 @@ func (s *Store) Command(ctx context.Context, environment, id string) (applicatio
 	}, nil
 }
 
-// Rebind implements application.StreamStore.
-func (s *Store) Rebind(ctx context.Context, environment, installation, principal, reason string, at time.Time) (application.Binding, error) {
-	b := application.Binding{Environment: environment, Action: application.BindingRebound, InstallationID: installation, Principal: principal, Reason: reason, RecordedAt: parseTS(ts(at))}
-	err := s.inTx(ctx, func(q *sqlitedb.Queries) error {
-		if err := q.EnsureStream(ctx, sqlitedb.EnsureStreamParams{Environment: environment, CreatedAt: ts(at)}); err != nil {
-			return err
-		}
-		st, err := state(ctx, q, environment)
-		if err != nil {
-			return err
-		}
-		b.PreviousInstallationID = st.InstallationID
-		if err := q.SetInstallation(ctx, sqlitedb.SetInstallationParams{Environment: environment, InstallationID: text(installation), BoundAt: nullTS(at, installation != "")}); err != nil {
-			return err
-		}
-		return q.InsertBinding(ctx, sqlitedb.InsertBindingParams{
-			Environment: environment, Action: b.Action, InstallationID: text(installation), PreviousInstallationID: text(b.PreviousInstallationID),
-			Principal: principal, Reason: reason, RecordedAt: ts(at),
-		})
-	})
-	if err != nil {
-		return application.Binding{}, fmt.Errorf("rebind stream %s: %w", environment, err)
-	}
-	return b, nil
-}
-
 // Bindings implements application.StreamStore.
 func (s *Store) Bindings(ctx context.Context, environment string) ([]application.Binding, error) {
 	rows, err := s.q.Bindings(ctx, environment)
@@ -303,4 +177,68 @@ func (s *Store) Bindings(ctx context.Context, environment string) ([]application
 		})
 	}
 	return out, nil
+}
+
+// Locked implements application.StreamStore: it runs fn in one transaction (BEGIN IMMEDIATE: the database's
+// write lock), creating the row of a stream never used.
+func (s *Store) Locked(ctx context.Context, environment string, at time.Time, fn func(application.LockedStream) error) error {
+	return s.inTx(ctx, func(q *sqlitedb.Queries) error {
+		if err := q.EnsureStream(ctx, sqlitedb.EnsureStreamParams{Environment: environment, CreatedAt: ts(at)}); err != nil {
+			return err
+		}
+		return fn(&locked{q: q, environment: environment})
+	})
+}
+
+// locked implements application.LockedStream inside a transaction.
+type locked struct {
+	q           *sqlitedb.Queries
+	environment string
+}
+
+// State returns the stream's state.
+func (l *locked) State(ctx context.Context) (domain.StreamState, error) {
+	return state(ctx, l.q, l.environment)
+}
+
+// SetInstallation sets the bound installation and records b.
+func (l *locked) SetInstallation(ctx context.Context, installation string, at time.Time, b application.Binding) error {
+	if err := l.q.SetInstallation(ctx, sqlitedb.SetInstallationParams{Environment: l.environment, InstallationID: text(installation), BoundAt: nullTS(at, installation != "")}); err != nil {
+		return err
+	}
+	return l.q.InsertBinding(ctx, sqlitedb.InsertBindingParams{
+		Environment: l.environment, Action: b.Action, InstallationID: text(b.InstallationID), PreviousInstallationID: text(b.PreviousInstallationID),
+		Principal: b.Principal, Reason: b.Reason, RecordedAt: ts(b.RecordedAt),
+	})
+}
+
+// CommandAt returns the command at sequence, nil when there is none.
+func (l *locked) CommandAt(ctx context.Context, sequence int64) (*domain.StoredCommand, error) {
+	row, err := l.q.CommandAt(ctx, sqlitedb.CommandAtParams{Environment: l.environment, Sequence: sequence})
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &domain.StoredCommand{ID: row.CommandID, Digest: row.Digest, ResultDigest: row.ResultDigest.String}, nil
+}
+
+// Record stores the result's exact bytes and advances the acknowledged
+// sequence.
+func (l *locked) Record(ctx context.Context, sequence int64, r application.ReceivedResult, at time.Time) error {
+	n, err := l.q.RecordResult(ctx, sqlitedb.RecordResultParams{Environment: l.environment, Sequence: sequence, Result: r.Bytes, ResultDigest: text(r.Digest), AcknowledgedAt: nullTS(at, true)})
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return fmt.Errorf("command %d already holds a result", sequence)
+	}
+	if n, err = l.q.AdvanceAcknowledged(ctx, sqlitedb.AdvanceAcknowledgedParams{Environment: l.environment, Sequence: sequence}); err != nil {
+		return err
+	}
+	if n != 1 {
+		return errors.New("the acknowledged sequence moved inside its transaction")
+	}
+	return nil
 }

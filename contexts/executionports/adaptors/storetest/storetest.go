@@ -1,7 +1,9 @@
 // Package storetest is the conformance suite of application.StreamStore:
 // every storage engine's adaptor (SQLite, PostgreSQL) runs Exercise, so both
 // obey the same stream rules (site-protocol.md; design README "One port,
-// two storage engines").
+// two storage engines"). Binding, acknowledgement and rebind run through
+// the application's flows (BindStream, AcknowledgeResult, RebindStream) over
+// the store's Locked transactions, as the service runs them.
 package storetest
 
 import (
@@ -237,13 +239,13 @@ const inst = "6a0f3c1e-0000-4000-8000-000000000001"
 func testAcknowledgeInOrder(t *testing.T, s application.StreamStore) {
 	ctx := context.Background()
 	cs := appendN(t, s, "alpha-k8s", 1, 3)
-	if _, err := s.Acknowledge(ctx, "alpha-k8s", inst, "environment:alpha-k8s", 2, Result(t, cs[1], 2, "two"), t0); !errors.Is(err, domain.ErrOutOfOrder) {
+	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, "environment:alpha-k8s", 2, Result(t, cs[1], 2, "two"), t0); !errors.Is(err, domain.ErrOutOfOrder) {
 		t.Fatalf("ack 2 before 1: got %v, want ErrOutOfOrder", err)
 	}
 	for i, c := range cs {
 		seq := int64(i + 1)
 		r := Result(t, c, seq, "done")
-		ack, err := s.Acknowledge(ctx, "alpha-k8s", inst, "environment:alpha-k8s", seq, r, t0.Add(time.Duration(i)*time.Second))
+		ack, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, "environment:alpha-k8s", seq, r, t0.Add(time.Duration(i)*time.Second))
 		if err != nil {
 			t.Fatalf("ack %d: %v", seq, err)
 		}
@@ -252,7 +254,7 @@ func testAcknowledgeInOrder(t *testing.T, s application.StreamStore) {
 		}
 	}
 	c4, _ := Command(t, 1, 4)
-	if _, err := s.Acknowledge(ctx, "alpha-k8s", inst, "environment:alpha-k8s", 4, Result(t, c4, 4, "x"), t0); !errors.Is(err, domain.ErrUnknownCommand) {
+	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, "environment:alpha-k8s", 4, Result(t, c4, 4, "x"), t0); !errors.Is(err, domain.ErrUnknownCommand) {
 		t.Fatalf("ack beyond the head: got %v, want ErrUnknownCommand", err)
 	}
 	if st := mustState(t, s, "alpha-k8s"); st.AcknowledgedSequence != 3 {
@@ -283,7 +285,7 @@ func testIdentityMismatch(t *testing.T, s application.StreamStore) {
 			return Result(t, c, 1, "x")
 		}(),
 	} {
-		if _, err := s.Acknowledge(ctx, "alpha-k8s", inst, "environment:alpha-k8s", 1, r, t0); !errors.Is(err, domain.ErrIdentityMismatch) {
+		if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, "environment:alpha-k8s", 1, r, t0); !errors.Is(err, domain.ErrIdentityMismatch) {
 			t.Fatalf("%s: got %v, want ErrIdentityMismatch", name, err)
 		}
 	}
@@ -299,14 +301,14 @@ func testReplay(t *testing.T, s application.StreamStore) {
 	ctx := context.Background()
 	cs := appendN(t, s, "alpha-k8s", 1, 2)
 	r1 := Result(t, cs[0], 1, "one")
-	first, err := s.Acknowledge(ctx, "alpha-k8s", inst, "environment:alpha-k8s", 1, r1, t0)
+	first, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, "environment:alpha-k8s", 1, r1, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Acknowledge(ctx, "alpha-k8s", inst, "environment:alpha-k8s", 2, Result(t, cs[1], 2, "two"), t0); err != nil {
+	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, "environment:alpha-k8s", 2, Result(t, cs[1], 2, "two"), t0); err != nil {
 		t.Fatal(err)
 	}
-	again, err := s.Acknowledge(ctx, "alpha-k8s", inst, "environment:alpha-k8s", 1, r1, t0.Add(time.Minute))
+	again, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, "environment:alpha-k8s", 1, r1, t0.Add(time.Minute))
 	if err != nil {
 		t.Fatalf("replay: %v", err)
 	}
@@ -322,11 +324,11 @@ func testResultConflict(t *testing.T, s application.StreamStore) {
 	ctx := context.Background()
 	cs := appendN(t, s, "alpha-k8s", 1, 1)
 	r1 := Result(t, cs[0], 1, "one")
-	if _, err := s.Acknowledge(ctx, "alpha-k8s", inst, "environment:alpha-k8s", 1, r1, t0); err != nil {
+	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, "environment:alpha-k8s", 1, r1, t0); err != nil {
 		t.Fatal(err)
 	}
 	other := Result(t, cs[0], 1, "another outcome")
-	if _, err := s.Acknowledge(ctx, "alpha-k8s", inst, "environment:alpha-k8s", 1, other, t0); !errors.Is(err, domain.ErrResultConflict) {
+	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, "environment:alpha-k8s", 1, other, t0); !errors.Is(err, domain.ErrResultConflict) {
 		t.Fatalf("got %v, want ErrResultConflict", err)
 	}
 	rec, err := s.Command(ctx, "alpha-k8s", cs[0].ID)
@@ -344,21 +346,21 @@ func testResultConflict(t *testing.T, s application.StreamStore) {
 func testBinding(t *testing.T, s application.StreamStore) {
 	ctx := context.Background()
 	cs := appendN(t, s, "alpha-k8s", 1, 1)
-	st, err := s.Bind(ctx, "alpha-k8s", inst, "environment:alpha-k8s", t0)
+	st, err := application.BindStream(ctx, s, "alpha-k8s", inst, "environment:alpha-k8s", t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.InstallationID != inst || !st.BoundAt.Equal(t0) {
 		t.Fatalf("after the first pull: %+v", st)
 	}
-	if _, err := s.Bind(ctx, "alpha-k8s", inst, "environment:alpha-k8s", t0.Add(time.Hour)); err != nil {
+	if _, err := application.BindStream(ctx, s, "alpha-k8s", inst, "environment:alpha-k8s", t0.Add(time.Hour)); err != nil {
 		t.Fatalf("the bound installation pulls again: %v", err)
 	}
 	const second = "second-installation"
-	if _, err := s.Bind(ctx, "alpha-k8s", second, "environment:alpha-k8s", t0); !errors.Is(err, domain.ErrInstallationMismatch) {
+	if _, err := application.BindStream(ctx, s, "alpha-k8s", second, "environment:alpha-k8s", t0); !errors.Is(err, domain.ErrInstallationMismatch) {
 		t.Fatalf("second installation pull: got %v, want ErrInstallationMismatch", err)
 	}
-	if _, err := s.Acknowledge(ctx, "alpha-k8s", second, "environment:alpha-k8s", 1, Result(t, cs[0], 1, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
+	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", second, "environment:alpha-k8s", 1, Result(t, cs[0], 1, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
 		t.Fatalf("second installation ack: got %v, want ErrInstallationMismatch", err)
 	}
 	if st := mustState(t, s, "alpha-k8s"); st.AcknowledgedSequence != 0 || st.InstallationID != inst {
@@ -366,7 +368,7 @@ func testBinding(t *testing.T, s application.StreamStore) {
 	}
 	// An acknowledgement on a never-bound stream binds it like a pull.
 	bs := appendN(t, s, "beta-k8s", 2, 1)
-	if _, err := s.Acknowledge(ctx, "beta-k8s", second, "environment:beta-k8s", 1, Result(t, bs[0], 1, "x"), t0); err != nil {
+	if _, err := application.AcknowledgeResult(ctx, s, "beta-k8s", second, "environment:beta-k8s", 1, Result(t, bs[0], 1, "x"), t0); err != nil {
 		t.Fatal(err)
 	}
 	if st := mustState(t, s, "beta-k8s"); st.InstallationID != second {
@@ -384,31 +386,31 @@ func testBinding(t *testing.T, s application.StreamStore) {
 func testRebind(t *testing.T, s application.StreamStore) {
 	ctx := context.Background()
 	cs := appendN(t, s, "alpha-k8s", 1, 1)
-	if _, err := s.Bind(ctx, "alpha-k8s", inst, "environment:alpha-k8s", t0); err != nil {
+	if _, err := application.BindStream(ctx, s, "alpha-k8s", inst, "environment:alpha-k8s", t0); err != nil {
 		t.Fatal(err)
 	}
 	const second = "second-installation"
-	b, err := s.Rebind(ctx, "alpha-k8s", second, "service:operator", "volume replaced", t0.Add(time.Hour))
+	b, err := application.RebindStream(ctx, s, "alpha-k8s", second, "service:operator", "volume replaced", t0.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.PreviousInstallationID != inst || b.InstallationID != second || b.Principal != "service:operator" || b.Reason != "volume replaced" || !b.RecordedAt.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("rebind: %+v", b)
 	}
-	if _, err := s.Acknowledge(ctx, "alpha-k8s", inst, "environment:alpha-k8s", 1, Result(t, cs[0], 1, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
+	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, "environment:alpha-k8s", 1, Result(t, cs[0], 1, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
 		t.Fatalf("old installation after rebind: got %v, want ErrInstallationMismatch", err)
 	}
-	if _, err := s.Acknowledge(ctx, "alpha-k8s", second, "environment:alpha-k8s", 1, Result(t, cs[0], 1, "x"), t0); err != nil {
+	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", second, "environment:alpha-k8s", 1, Result(t, cs[0], 1, "x"), t0); err != nil {
 		t.Fatalf("new installation after rebind: %v", err)
 	}
 	// Unbinding lets the next installation that pulls bind the stream.
-	if _, err := s.Rebind(ctx, "alpha-k8s", "", "service:operator", "reinstall", t0.Add(2*time.Hour)); err != nil {
+	if _, err := application.RebindStream(ctx, s, "alpha-k8s", "", "service:operator", "reinstall", t0.Add(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if st := mustState(t, s, "alpha-k8s"); st.InstallationID != "" {
 		t.Fatalf("after unbinding: bound to %q", st.InstallationID)
 	}
-	if st, err := s.Bind(ctx, "alpha-k8s", "third", "environment:alpha-k8s", t0.Add(3*time.Hour)); err != nil || st.InstallationID != "third" {
+	if st, err := application.BindStream(ctx, s, "alpha-k8s", "third", "environment:alpha-k8s", t0.Add(3*time.Hour)); err != nil || st.InstallationID != "third" {
 		t.Fatalf("pull after unbinding: %+v, %v", st, err)
 	}
 	hist, err := s.Bindings(ctx, "alpha-k8s")

@@ -20,9 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	authenticationclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/pharos-metallo/metallo/platform/auth"
+	"github.com/pharos-metallo/metallo/platform/kube"
 )
 
 // Target is one environment authenticated by TokenReview.
@@ -71,9 +71,12 @@ func New(targets []Target) (*Authenticator, error) {
 	for _, t := range targets {
 		i, ok := byConfig[t.Kubeconfig]
 		if !ok {
-			cfg, err := clientcmd.BuildConfigFromFlags("", t.Kubeconfig)
+			if t.Kubeconfig == "" {
+				return nil, fmt.Errorf("environment %s: a TokenReview needs the Site cluster's kubeconfig", t.Environment)
+			}
+			cfg, err := kube.RESTConfig(t.Kubeconfig)
 			if err != nil {
-				return nil, fmt.Errorf("environment %s: kubeconfig %s: %w", t.Environment, t.Kubeconfig, err)
+				return nil, fmt.Errorf("environment %s: %w", t.Environment, err)
 			}
 			client, err := NewClient(cfg)
 			if err != nil {

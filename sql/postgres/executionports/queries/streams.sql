@@ -36,10 +36,6 @@ WHERE environment = $1 AND sequence = $2 AND result IS NULL;
 UPDATE streams SET acknowledged_sequence = sqlc.arg(sequence)
 WHERE environment = sqlc.arg(environment) AND acknowledged_sequence = sqlc.arg(sequence)::bigint - 1;
 
--- name: BindIfUnbound :execrows
-UPDATE streams SET installation_id = $2, bound_at = $3
-WHERE environment = $1 AND installation_id IS NULL;
-
 -- name: SetInstallation :exec
 UPDATE streams SET installation_id = $2, bound_at = $3 WHERE environment = $1;
 

@@ -41,10 +41,6 @@ WHERE environment = sqlc.arg(environment) AND sequence = sqlc.arg(sequence) AND 
 UPDATE streams SET acknowledged_sequence = sqlc.arg(sequence)
 WHERE environment = sqlc.arg(environment) AND acknowledged_sequence = sqlc.arg(sequence) - 1;
 
--- name: BindIfUnbound :execrows
-UPDATE streams SET installation_id = sqlc.arg(installation_id), bound_at = sqlc.arg(bound_at)
-WHERE environment = sqlc.arg(environment) AND installation_id IS NULL;
-
 -- name: SetInstallation :exec
 UPDATE streams SET installation_id = sqlc.arg(installation_id), bound_at = sqlc.arg(bound_at)
 WHERE environment = sqlc.arg(environment);

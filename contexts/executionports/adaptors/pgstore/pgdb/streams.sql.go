@@ -71,25 +71,6 @@ func (q *Queries) AppendCommand(ctx context.Context, arg AppendCommandParams) (i
 	return sequence, err
 }
 
-const bindIfUnbound = `-- name: BindIfUnbound :execrows
-UPDATE streams SET installation_id = $2, bound_at = $3
-WHERE environment = $1 AND installation_id IS NULL
-`
-
-type BindIfUnboundParams struct {
-	Environment    string
-	InstallationID pgtype.Text
-	BoundAt        pgtype.Timestamptz
-}
-
-func (q *Queries) BindIfUnbound(ctx context.Context, arg BindIfUnboundParams) (int64, error) {
-	result, err := q.db.Exec(ctx, bindIfUnbound, arg.Environment, arg.InstallationID, arg.BoundAt)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
 const bindings = `-- name: Bindings :many
 SELECT action, installation_id, previous_installation_id, principal, reason, recorded_at
 FROM stream_bindings WHERE environment = $1 ORDER BY id

@@ -41,25 +41,6 @@ func (q *Queries) AdvanceHead(ctx context.Context, environment string) (int64, e
 	return head_sequence, err
 }
 
-const bindIfUnbound = `-- name: BindIfUnbound :execrows
-UPDATE streams SET installation_id = ?1, bound_at = ?2
-WHERE environment = ?3 AND installation_id IS NULL
-`
-
-type BindIfUnboundParams struct {
-	InstallationID sql.NullString
-	BoundAt        sql.NullString
-	Environment    string
-}
-
-func (q *Queries) BindIfUnbound(ctx context.Context, arg BindIfUnboundParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, bindIfUnbound, arg.InstallationID, arg.BoundAt, arg.Environment)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected()
-}
-
 const bindings = `-- name: Bindings :many
 SELECT action, installation_id, previous_installation_id, principal, reason, recorded_at
 FROM stream_bindings WHERE environment = ? ORDER BY id
