@@ -54,7 +54,7 @@ func BenchmarkReportIntake(b *testing.B) {
 			b.Fatalf("METALLO_BENCH_REPORTS=%q: want a number of at least %d", v, agents)
 		}
 	}
-	direct := newDirect(b)
+	direct, server := newDirect(b)
 	viaHTTP := newHTTP(b)
 	var d, h []float64
 	for round := range rounds {
@@ -65,7 +65,7 @@ func BenchmarkReportIntake(b *testing.B) {
 	b.ReportMetric(md, "direct-reports/s")
 	b.ReportMetric(mh, "http-reports/s")
 	b.ReportMetric(mh/md, "http/direct")
-	section := reportSection(n, d, h)
+	section := reportSection(n, d, h, server)
 	b.Log("\n" + section)
 	if path := os.Getenv("METALLO_BENCH_REPORT"); path != "" {
 		if err := os.WriteFile(path, []byte(section), 0o644); err != nil {
@@ -74,7 +74,7 @@ func BenchmarkReportIntake(b *testing.B) {
 	}
 }
 
-func reportSection(n int, d, h []float64) string {
+func reportSection(n int, d, h []float64, server string) string {
 	var rows strings.Builder
 	for i := range d {
 		fmt.Fprintf(&rows, "| round %d | %.0f | %.0f | %.2f |\n", i+1, d[i], h[i], h[i]/d[i])
@@ -102,7 +102,7 @@ rounds so that other load on the machine hits both alike.
 
 Target: HTTP at least 0.5 of the direct rate: %s.
 
-- Machine: %s, %d CPUs (%s/%s), PostgreSQL 127.0.0.1 on the same machine, shared with other work.
+- Machine: %s, %d CPUs (%s, %s/%s), PostgreSQL %s on 127.0.0.1, shared with other work.
 - Date: %s.
 - Command: `+"`make bench-provisioning`"+` (go test -run '^$' -bench '^BenchmarkReportIntake$' -benchtime 1x ./contexts/resourceprovisioning/).
 
@@ -110,8 +110,22 @@ The HTTP path is the real binary (`+"`metallo serve --role provisioning`"+`, --p
 %d) with the load generator on the same two cores, so it pays for JSON, authentication and the client
 too. Material changes commit in parallel; their feed positions come from one sequencer run at a time
 (README, "The change feed"), each run positioning every change committed before it.
-`, agents, n, agents, rounds, rows.String(), md, mh, mh/md, verdict, host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH,
+`, agents, n, agents, rounds, rows.String(), md, mh, mh/md, verdict, host, runtime.NumCPU(), cpuModel(), runtime.GOOS, runtime.GOARCH, server,
 		time.Now().UTC().Format("2006-01-02"), agents)
+}
+
+// cpuModel returns the CPU model named in /proc/cpuinfo, or "unknown CPU".
+func cpuModel() string {
+	raw, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
 }
 
 func median(xs []float64) float64 {
@@ -201,8 +215,8 @@ func newHTTP(b *testing.B) func(round, a, i int) error {
 }
 
 // newDirect migrates a PostgreSQL database of its own and returns the same
-// transactions as a report, issued with pgx.
-func newDirect(b *testing.B) func(round, a, i int) error {
+// transactions as a report, issued with pgx, and the server's version.
+func newDirect(b *testing.B) (func(round, a, i int) error, string) {
 	ctx := context.Background()
 	target, err := database.ParseURL(dbtest.NewPostgres(b), "")
 	if err != nil {
@@ -220,6 +234,10 @@ func newDirect(b *testing.B) func(round, a, i int) error {
 	if _, err := h.Migrate(ctx, m, "resource_provisioning"); err != nil {
 		b.Fatal(err)
 	}
+	var version string
+	if err := h.Pool.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
+		b.Fatal(err)
+	}
 	seq := postgres.New(h.Pool)
 	return func(round, a, i int) error {
 		res, kind, cpu, at := workload(round, a, i)
@@ -229,7 +247,7 @@ func newDirect(b *testing.B) func(round, a, i int) error {
 		// The feed sequencer run, grouped as the store groups it.
 		_, err := seq.PositionChanges(ctx)
 		return err
-	}
+	}, version
 }
 
 func directReport(ctx context.Context, pool *pgxpool.Pool, id, res string, kind int, cpu int64, at time.Time) error {
