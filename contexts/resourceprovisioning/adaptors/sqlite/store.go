@@ -140,15 +140,7 @@ func (s *Store) ChangesAfter(ctx context.Context, after int64, limit int) ([]dom
 	if err != nil {
 		return nil, dbErr("changes", err)
 	}
-	out := make([]domain.Change, 0, len(rs))
-	for _, r := range rs {
-		c, err := rows.Change(r.Position, []byte(r.Payload))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, nil
+	return rows.Changes(rs, func(r sqlitedb.ChangesAfterRow) (int64, []byte) { return r.Position, []byte(r.Payload) })
 }
 
 // BindingConflicts implements application.Reader.

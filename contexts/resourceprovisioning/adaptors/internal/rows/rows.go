@@ -84,13 +84,19 @@ func ToDomainAll[T any](in []T, conv func(T) Allocation) ([]domain.Allocation, e
 	return out, nil
 }
 
-// Change decodes a stored AllocationChanged payload at position.
-func Change(position int64, payload []byte) (domain.Change, error) {
-	ev, err := domain.ParseAllocationChanged(payload)
-	if err != nil {
-		return domain.Change{}, fmt.Errorf("change %d: %w", position, err)
+// Changes decodes stored AllocationChanged rows; get returns a row's
+// position and payload.
+func Changes[T any](in []T, get func(T) (int64, []byte)) ([]domain.Change, error) {
+	out := make([]domain.Change, 0, len(in))
+	for _, r := range in {
+		position, payload := get(r)
+		ev, err := domain.ParseAllocationChanged(payload)
+		if err != nil {
+			return nil, fmt.Errorf("change %d: %w", position, err)
+		}
+		out = append(out, domain.Change{Position: position, Event: ev})
 	}
-	return domain.Change{Position: position, Event: ev}, nil
+	return out, nil
 }
 
 // GroupConflicts folds (instance, provider Project, Project) rows, sorted by
