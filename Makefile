@@ -98,6 +98,18 @@ bench-runtime:
 clean:
 	rm -rf bin var/test-report.json var/lanecheck
 
+# --- resource_provisioning benchmark ---
+## bench-provisioning: agent reports/s into provisioning over HTTP on PostgreSQL (32 agents) next to the same transactions issued with pgx; writes the "Report intake" section of BENCHMARKS.md (also kept in var/bench-provisioning.md)
+.PHONY: bench-provisioning
+bench: bench-provisioning
+bench-provisioning: services
+	@mkdir -p var
+	METALLO_BENCH_REPORT=$(CURDIR)/var/bench-provisioning.md $(GO) test -run '^$$' -bench '^BenchmarkReportIntake$$' -benchtime=1x -count=1 -timeout 30m ./contexts/resourceprovisioning/
+	@touch BENCHMARKS.md
+	@awk -v f=var/bench-provisioning.md 'BEGIN { while ((getline l < f) > 0) s = s l "\n" } /^## Report intake$$/ { printf "%s", s; skip = 1; done = 1; next } /^## / { if (skip) print ""; skip = 0 } !skip { print } END { if (!done) printf "%s%s", (NR ? "\n" : ""), s }' BENCHMARKS.md > var/BENCHMARKS.md.tmp && mv var/BENCHMARKS.md.tmp BENCHMARKS.md
+	@echo "wrote the Report intake section of BENCHMARKS.md"
+# --- end resource_provisioning benchmark ---
+
 # --- local cluster (deploy/localcluster) ---
 # A real kube-apiserver, kube-controller-manager, kube-scheduler and etcd built from the
 # Kubernetes sources, with KWOK's fake Nodes and a hostPath volume provisioner, on loopback.
