@@ -310,10 +310,16 @@ func testWaldurCases(t *testing.T, bin string) {
 		return out
 	}
 
-	// Reported before any ProjectChanged: the Projects are unbound.
-	out, stderr, err := cli(all, "2026-08-20T10:20:00Z")
-	if err != nil || !slices.Equal(outcomes(out), []string{"created", "created", "created", "created", "created"}) {
-		t.Fatalf("first post: %v %s %s", err, out, stderr)
+	// Reported before any ProjectChanged: the Projects are unbound. This
+	// time the CLI only maps (no --post) and the body goes to the HTTP API
+	// as it is.
+	body, stderr, err := run(t, bin, dir, "provisioning", "waldur-report", "--site", "alpha", "--resource", all, "--observed-at", "2026-08-20T10:20:00Z")
+	if err != nil {
+		t.Fatalf("map: %v %s", err, stderr)
+	}
+	code, _, raw := do(t, http.MethodPost, srv.base+"/resource-provisioning/alpha/reports", keys["site:alpha"], "application/json", []byte(body), nil)
+	if code != http.StatusOK || !slices.Equal(outcomes(string(raw)), []string{"created", "created", "created", "created", "created"}) {
+		t.Fatalf("first post: %d %s", code, raw)
 	}
 	s := byName(snapshot(t, srv.base, exe))
 	if a := s["alpha-gpu-ns"]; a.Lifecycle != "pending" || !slices.Equal(a.Reasons, []string{"project_unbound"}) || a.ProjectID != "" {
