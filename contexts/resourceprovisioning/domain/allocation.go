@@ -323,7 +323,8 @@ func (d Decision) Material() bool {
 //   - newer observed_at on a retired allocation: refused allocation_retired
 //     unless the report is itself retiring (Terminated);
 //   - newer observed_at whose derived facts equal the saved ones: renewed
-//     (only last_seen_at and the observed_at watermark move);
+//     (only last_seen_at and the observed_at watermark move; last_seen_at
+//     never moves backwards);
 //   - otherwise changed, revision + 1.
 //
 // It returns a *Refusal (without Location) when the report is refused.
@@ -349,7 +350,9 @@ func Decide(cur *Allocation, site string, r Report, projectID string, now time.T
 	}
 	next := *cur
 	next.ObservedAt = r.ObservedAt
-	next.LastSeenAt = now
+	// A report received earlier but applied after a concurrent one (it
+	// waited for the row) never moves last_seen_at backwards.
+	next.LastSeenAt = maxTime(now, cur.LastSeenAt)
 	next.ContentDigest = digest
 	if facts.Equal(cur.Facts) {
 		return Decision{Outcome: OutcomeRenewed, Next: next}, nil
@@ -357,6 +360,13 @@ func Decide(cur *Allocation, site string, r Report, projectID string, now time.T
 	next.Facts = facts
 	next.Revision = cur.Revision + 1
 	return Decision{Outcome: OutcomeChanged, Next: next}, nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return b
+	}
+	return a
 }
 
 // Receipt is the evidence of one material change: the report that made

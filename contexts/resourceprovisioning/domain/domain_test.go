@@ -158,6 +158,16 @@ func TestDecideRules(t *testing.T) {
 	}
 }
 
+func TestLastSeenAtNeverMovesBackwards(t *testing.T) {
+	d, _ := domain.Decide(nil, "alpha", report(nil), "p", t0.Add(time.Hour))
+	cur := d.Next
+	// Received before the saved report's receipt, applied after it.
+	late, _ := domain.Decide(&cur, "alpha", report(func(r *domain.Report) { r.ObservedAt = t0.Add(time.Minute) }), "p", t0.Add(time.Hour-time.Second))
+	if late.Outcome != domain.OutcomeRenewed || !late.Next.LastSeenAt.Equal(cur.LastSeenAt) {
+		t.Fatalf("%+v", late)
+	}
+}
+
 func TestRetiredIsATombstone(t *testing.T) {
 	gone := report(func(r *domain.Report) { r.State = domain.WaldurTerminated })
 	d, _ := domain.Decide(nil, "alpha", gone, "p", t0)
