@@ -90,7 +90,7 @@ func DecideNamespace(namespace, projectID string, labelled bool, want string) *A
 	var a Answer
 	switch {
 	case !labelled:
-		a = Refused(siteprotocol.ReasonProjectMismatch, "namespace %s does not exist or has no project-id label; it must name Project %s", namespace, want)
+		a = Refused(siteprotocol.ReasonProjectMismatch, "namespace %s does not exist, is not a project namespace of this Runtime, or has no project-id label; it must name Project %s", namespace, want)
 	case projectID != want:
 		a = Refused(siteprotocol.ReasonProjectMismatch, "namespace %s belongs to Project %s, not Project %s", namespace, projectID, want)
 	default:

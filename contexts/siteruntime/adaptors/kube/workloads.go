@@ -70,10 +70,12 @@ func New(cfg *rest.Config) (*Workloads, error) {
 	return &Workloads{config: cfg, client: cs, dynamic: dyn, poll: 250 * time.Millisecond, members: map[string]dynamic.Interface{}}, nil
 }
 
-// NamespaceProject returns the namespace's project-id label.
+// NamespaceProject returns the namespace's project-id label. A namespace
+// the Runtime may not read (the Site agent binds the Runtime's role only
+// in project namespaces) is not a project namespace: labelled is false.
 func (w *Workloads) NamespaceProject(ctx context.Context, namespace string) (string, bool, error) {
 	ns, err := w.client.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 		return "", false, nil
 	}
 	if err != nil {

@@ -1,0 +1,397 @@
+package kube_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	platformkube "github.com/pharos-metallo/metallo/platform/kube"
+	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+// long is generous: the Job controller backs off for up to about a minute
+// after a quota-refused Pod create.
+const long = 3 * time.Minute
+
+const (
+	runtimeNamespace = "metallo-runtime"
+	runtimeAccount   = "runtime-k8s"
+	testImage        = "registry.example/metallo-batch@sha256:1111111111111111111111111111111111111111111111111111111111111111"
+)
+
+// siteOptions shape a test Site.
+type siteOptions struct {
+	// noPolicy leaves out the access-policy label, so the admission
+	// policies do not guard the namespace (recovery tests create objects
+	// the policies would refuse outright).
+	noPolicy bool
+	// podAnnotations go on every batch Pod template (KWOK's run time).
+	podAnnotations map[string]string
+	deletionWait   time.Duration
+}
+
+// site is a Site project namespace set up as the Site agent would, and a
+// Runtime's batch executors over a real journal, acting with the Runtime's
+// own service-account token (system:serviceaccount:metallo-runtime:
+// runtime-k8s, ClusterRole metallo-runtime bound in the namespace).
+type site struct {
+	t        *testing.T
+	e        *kubetest.Env
+	ns       string
+	project  string
+	member   string
+	binding  string
+	policy   string
+	journal  *journal.Journal
+	registry *application.Registry
+	renderer *kube.Renderer
+	runtime  kubernetes.Interface
+	seq      int64
+}
+
+func newSite(t *testing.T, o siteOptions) *site {
+	t.Helper()
+	e := kubetest.New(t)
+	s := &site{t: t, e: e, ns: e.Namespace, project: uuid.NewString(), member: uuid.NewString(), binding: uuid.NewString()}
+	ctx := testContext(t)
+	labels := map[string]string{kube.NamespaceProjectLabel: s.project}
+	if !o.noPolicy {
+		labels[kube.NamespacePolicyLabel] = kube.NamespacePolicyValue
+	}
+	s.labelNamespace(labels)
+	ensure(t, func() error {
+		_, err := e.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: runtimeNamespace}}, metav1.CreateOptions{})
+		return err
+	})
+	ensure(t, func() error {
+		_, err := e.Client.CoreV1().ServiceAccounts(runtimeNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: runtimeAccount}}, metav1.CreateOptions{})
+		return err
+	})
+	if _, err := e.Client.CoreV1().ServiceAccounts(s.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: s.account()}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.bindRole(s.account(), "metallo-member", rbacv1.Subject{Kind: "ServiceAccount", Name: s.account(), Namespace: s.ns})
+	s.bindRole("metallo-runtime", "metallo-runtime", rbacv1.Subject{Kind: "ServiceAccount", Name: runtimeAccount, Namespace: runtimeNamespace})
+	s.waitAllowed(platformkube.ServiceAccountUser(s.ns, s.account()), "create", "batch", "jobs", true)
+	s.waitAllowed(platformkube.ServiceAccountUser(runtimeNamespace, runtimeAccount), "delete", "batch", "jobs", true)
+
+	dir := t.TempDir()
+	set, err := journal.OpenSet(filepath.Join(dir, "journals"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Initialise(ctx, domain.Binding{Environment: "alpha-k8s", Authority: "https://site.example", InstallationID: uuid.NewString()}); err != nil {
+		t.Fatal(err)
+	}
+	_ = set.Close()
+	if s.journal, err = journal.Open(ctx, filepath.Join(dir, "journals"), journal.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.journal.Close() })
+	s.policy = filepath.Join(dir, "policy.yaml")
+	s.grant(domain.ActionStart, domain.ActionRead, domain.ActionCancel)
+
+	runtimeCfg := e.ServiceAccountConfig(runtimeNamespace, runtimeAccount)
+	s.runtime = e.ClientFor(runtimeCfg)
+	workloads, err := kube.New(runtimeCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perms, err := permissions.NewPolicy(s.policy, systemClock{}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.renderer = kube.NewRenderer(nil, o.podAnnotations)
+	access := application.NewAccess(s.journal, workloads, perms, systemClock{})
+	batch := application.NewBatchExecutor(access, workloads, s.renderer, images{}, s.journal.Batch(), nil, application.BatchConfig{DeletionWait: o.deletionWait})
+	if s.registry, err = application.NewRegistry(append(application.NewMemberExecutor(s.journal, nil).Registrations(), batch.Registrations()...)...); err != nil {
+		t.Fatal(err)
+	}
+	s.bind(1)
+	return s
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now().UTC() }
+
+type images struct{}
+
+func (images) BatchImage() string { return testImage }
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), long)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// ensure runs create and accepts AlreadyExists (objects shared by tests).
+func ensure(t *testing.T, create func() error) {
+	t.Helper()
+	if err := create(); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+func (s *site) account() string { return siteprotocol.MemberAccount(s.member) }
+
+func (s *site) memberUser() string { return platformkube.ServiceAccountUser(s.ns, s.account()) }
+
+func (s *site) labelNamespace(labels map[string]string) {
+	s.t.Helper()
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	if _, err := s.e.Client.CoreV1().Namespaces().Patch(testContext(s.t), s.ns, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *site) bindRole(name, clusterRole string, subject rbacv1.Subject) {
+	s.t.Helper()
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: clusterRole},
+		Subjects:   []rbacv1.Subject{subject},
+	}
+	if _, err := s.e.Client.RbacV1().RoleBindings(s.ns).Create(testContext(s.t), rb, metav1.CreateOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// waitAllowed asks the RBAC authorizer until it answers want for user.
+func (s *site) waitAllowed(user, verb, group, resource string, want bool) {
+	s.t.Helper()
+	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + strings.Split(user, ":")[2], "system:authenticated"}
+	err := wait.PollUntilContextTimeout(testContext(s.t), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, Groups: groups,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: s.ns, Verb: verb, Group: group, Resource: resource},
+		}}
+		out, err := s.e.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+		return err == nil && out.Status.Allowed == want, err
+	})
+	if err != nil {
+		s.t.Fatalf("RBAC never answered %v for %s %s %s/%s: %v", want, user, verb, group, resource, err)
+	}
+}
+
+// grant rewrites the policy file: the member may do actions in the Project.
+func (s *site) grant(actions ...domain.PermissionAction) {
+	s.t.Helper()
+	var grants []permissions.Grant
+	if len(actions) > 0 {
+		grants = []permissions.Grant{{Member: s.member, Project: s.project, Actions: actions}}
+	}
+	b, err := json.Marshal(grants)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := os.WriteFile(s.policy, b, 0o600); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// command builds cmd as the Runtime pulls it (canonical, digested,
+// sequenced).
+func (s *site) command(op siteprotocol.Operation, attempt string, payload any) *domain.Pending {
+	s.t.Helper()
+	s.seq++
+	c := map[string]any{"id": uuid.NewString(), "operation": op, "issued_at": "2026-11-29T10:00:00Z", "member_id": s.member, "project_id": s.project}
+	switch op {
+	case siteprotocol.OpBindMember, siteprotocol.OpRetireMember:
+	default:
+		c["family"], c["run_id"], c["attempt_id"] = "batch", runOf(attempt), attempt
+		c["account_ref"] = map[string]any{"binding_id": s.binding, "generation": 1}
+	}
+	if payload != nil {
+		c["payload"] = payload
+	}
+	raw, _ := json.Marshal(c)
+	_, canonical, err := siteprotocol.ParseAppend(raw)
+	if err != nil {
+		s.t.Fatalf("command %s: %v", raw, err)
+	}
+	digest, _, _ := siteprotocol.CommandDigest(canonical)
+	stored, err := siteprotocol.EncodeStored(canonical, s.seq, digest)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cmd, err := siteprotocol.ParsePulled(stored)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return &domain.Pending{Sequence: s.seq, Raw: stored, Command: cmd}
+}
+
+// runOf derives a Run ID from an Attempt ID (one Attempt per Run here).
+func runOf(attempt string) string { return uuid.NewSHA1(uuid.NameSpaceOID, []byte(attempt)).String() }
+
+// execute runs p through the registry and returns its result as it would
+// be sent (the answer encoded and validated).
+func (s *site) execute(p *domain.Pending) siteprotocol.Result {
+	s.t.Helper()
+	a, err := s.registry.Execute(testContext(s.t), p)
+	if err != nil {
+		s.t.Fatalf("%s: %v", p.Command.Operation, err)
+	}
+	return s.result(p, a)
+}
+
+func (s *site) result(p *domain.Pending, a domain.Answer) siteprotocol.Result {
+	s.t.Helper()
+	r, _, err := siteprotocol.NewResult(p.Command, a.Outcome, a.Reason, a.Message, a.Detail, a.NativeRefs)
+	if err != nil {
+		s.t.Fatalf("%s answer %+v: %v", p.Command.Operation, a, err)
+	}
+	return r
+}
+
+func (s *site) bind(generation int64) {
+	s.t.Helper()
+	r := s.execute(s.command(siteprotocol.OpBindMember, "", map[string]any{"party_id": s.member, "namespace": s.ns,
+		"account": s.account(), "binding_id": s.binding, "revision": generation, "generation": generation}))
+	want(s.t, r, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonApplied)
+}
+
+func (s *site) retire() {
+	s.t.Helper()
+	r := s.execute(s.command(siteprotocol.OpRetireMember, "", map[string]any{"binding_id": s.binding, "generation": 1}))
+	want(s.t, r, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonApplied)
+}
+
+func (s *site) prepare(attempt string) siteprotocol.Result {
+	s.t.Helper()
+	return s.execute(s.command(siteprotocol.OpPrepare, attempt, map[string]any{"workspace_size_bytes": 1 << 30}))
+}
+
+// startPayload is a batch start of cpu millicores for limit seconds.
+func startPayload(cpu, limit int64) map[string]any {
+	return map[string]any{"demand": map[string]int64{"cpu": cpu, "memory": 512 << 20}, "time_limit_seconds": limit,
+		"argv": []string{"python", "train.py", "--epochs", "3"}, "env": map[string]string{"EPOCHS": "3", "SEED": "7"}}
+}
+
+func (s *site) start(attempt string, cpu, limit int64) siteprotocol.Result {
+	s.t.Helper()
+	return s.execute(s.command(siteprotocol.OpStart, attempt, startPayload(cpu, limit)))
+}
+
+func (s *site) simple(op siteprotocol.Operation, attempt string) siteprotocol.Result {
+	s.t.Helper()
+	return s.execute(s.command(op, attempt, nil))
+}
+
+func want(t *testing.T, r siteprotocol.Result, outcome siteprotocol.Outcome, reason siteprotocol.Reason) {
+	t.Helper()
+	if r.Outcome != outcome || r.Reason != reason {
+		t.Fatalf("want %s/%s, got %s/%s: %s (detail %s)", outcome, reason, r.Outcome, r.Reason, r.Message, r.Detail)
+	}
+}
+
+func detail[T any](t *testing.T, r siteprotocol.Result) T {
+	t.Helper()
+	d, err := siteprotocol.DecodeDetail[T](r)
+	if err != nil {
+		t.Fatalf("detail %s: %v", r.Detail, err)
+	}
+	return d
+}
+
+// jobsOf lists the Jobs labelled with the Attempt.
+func (s *site) jobsOf(attempt string) []batchv1.Job {
+	s.t.Helper()
+	list, err := s.e.Client.BatchV1().Jobs(s.ns).List(testContext(s.t), metav1.ListOptions{LabelSelector: kube.LabelAttempt + "=" + attempt})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return list.Items
+}
+
+// memberClient acts as the member's service account (its own token).
+func (s *site) memberConfig() *rest.Config {
+	return s.e.ServiceAccountConfig(s.ns, s.account())
+}
+
+// waitPodRunning waits for the Attempt's Pod to run on a KWOK Node.
+func (s *site) waitPodRunning(attempt string) *corev1.Pod {
+	s.t.Helper()
+	return kubetest.Until(s.t, long, "attempt "+attempt+"'s Pod Running", s.e.Pods(""), func(p *corev1.Pod) bool {
+		return p.Labels[kube.LabelAttempt] == attempt && p.Status.Phase == corev1.PodRunning
+	})
+}
+
+// observeUntil observes the Attempt until cond holds for its result.
+func (s *site) observeUntil(attempt, what string, cond func(siteprotocol.Result) bool) siteprotocol.Result {
+	s.t.Helper()
+	var last siteprotocol.Result
+	err := wait.PollUntilContextTimeout(testContext(s.t), 250*time.Millisecond, long, true, func(context.Context) (bool, error) {
+		last = s.simple(siteprotocol.OpObserve, attempt)
+		return cond(last), nil
+	})
+	if err != nil {
+		s.t.Fatalf("observe %s: never %s; last %s/%s %s", attempt, what, last.Outcome, last.Reason, last.Detail)
+	}
+	return last
+}
+
+func state(t *testing.T, r siteprotocol.Result) siteprotocol.State {
+	return detail[siteprotocol.ObserveDetail](t, r).State
+}
+
+func listByAttempt(attempt string) metav1.ListOptions {
+	return metav1.ListOptions{LabelSelector: kube.LabelAttempt + "=" + attempt}
+}
+
+// revokeMember removes the member's RoleBinding and waits until RBAC
+// refuses the member's creates.
+func (s *site) revokeMember() {
+	s.t.Helper()
+	if err := s.e.Client.RbacV1().RoleBindings(s.ns).Delete(testContext(s.t), s.account(), metav1.DeleteOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+	s.waitAllowed(s.memberUser(), "create", "batch", "jobs", false)
+}
+
+// renderJob renders the Job the Runtime renders for start command p (the
+// same inputs as the batch executor) and decodes it.
+func (s *site) renderJob(p *domain.Pending) (application.NativeObject, *batchv1.Job) {
+	s.t.Helper()
+	sp, err := siteprotocol.DecodePayload[siteprotocol.StartPayload](p.Command)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	obj, err := s.renderer.RenderJob(application.BatchJobSpec{
+		Identity: application.IdentityOf(p.Command), Namespace: s.ns, ServiceAccount: s.account(), Image: testImage,
+		WorkspaceClaim: domain.AttemptObjectName(p.Command.AttemptID, domain.SuffixWorkspace),
+		Demand:         sp.Demand, TimeLimitSeconds: sp.TimeLimitSeconds, Argv: sp.Argv, Env: sp.Env,
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var job batchv1.Job
+	if err := json.Unmarshal(obj.Spec, &job); err != nil {
+		s.t.Fatal(err)
+	}
+	job.Annotations = map[string]string{kube.AnnotationSpecDigest: siteprotocol.Digest(obj.Spec)}
+	return obj, &job
+}
