@@ -85,9 +85,10 @@ lint: $(GOLANGCI)
 bench: services build bench-execution bench-runtime
 	@echo "see BENCHMARKS.md for what each benchmark measures"
 
-## bench-execution: stream appends/s and acknowledgements/s over HTTP on PostgreSQL (8 appenders) next to the same statements issued with pgx
+## bench-execution: stream appends/s and acknowledgements/s over HTTP on PostgreSQL (8 appenders) next to the same statements issued with pgx; plans/s and p99 with 10,000 allocations next to the owner's indexed read
 bench-execution: services
 	$(GO) test -run '^$$' -bench 'BenchmarkStreamAppendAck' -benchtime=1x -count=1 -timeout 30m ./contexts/executionports/
+	$(GO) test -run '^$$' -bench 'BenchmarkPlanning' -benchtime=1x -count=1 -timeout 30m ./app/
 
 ## bench-runtime: Site Runtime delivery (pull → journal → no-op executor → acknowledgement) on loopback next to raw durable SQLite commits/s on the same disk; prints the table for BENCHMARKS.md ("Runtime delivery") and keeps it in var/bench-runtime.md
 .PHONY: bench-runtime

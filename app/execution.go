@@ -31,6 +31,7 @@ func ExecutionRole() Role {
 		Central: true,
 		Flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&cfg.DatabaseURL, "execution-database-url", "", "execution_ports database: postgres://… or sqlite:<path> (default: the embedded SQLite file "+executionports.DefaultDatabasePath+")")
+			fs.Int32Var(&cfg.MaxConns, "execution-database-max-conns", executionports.DefaultMaxConns, "most PostgreSQL connections of execution_ports (a waiting pull holds none)")
 			fs.StringVar(&cfg.EnvironmentsFile, "environments-file", "environments.yaml", "environments.yaml: each execution environment's Site, authority and how its Runtime authenticates")
 			fs.StringVar(&owner, "resource-owner", "", "how execution reads its owner resource_provisioning: in-process (with --role provisioning,execution) or http (with --provisioning-url and --provisioning-key-file); required")
 			fs.StringVar(&cfg.ProvisioningURL, "provisioning-url", "", "base URL of the provisioning role's API, for --resource-owner http")
@@ -44,6 +45,9 @@ func ExecutionRole() Role {
 			}
 			if target.Default {
 				log.Info("using the embedded default SQLite " + target.Path + " (set --execution-database-url for PostgreSQL)")
+			}
+			if cfg.MaxConns < 1 {
+				return config.Invalid("execution-database-max-conns", fmt.Sprint(cfg.MaxConns), fmt.Errorf("must be at least 1"))
 			}
 			switch executionports.ResourceOwner(owner) {
 			case executionports.OwnerRefusing, executionports.OwnerInProcess, executionports.OwnerHTTP:

@@ -26,7 +26,7 @@ import (
 )
 
 // configured returns r with its flags parsed from args.
-func configured(t *testing.T, r Role, args ...string) Role {
+func configured(t testing.TB, r Role, args ...string) Role {
 	t.Helper()
 	fs := pflag.NewFlagSet(r.Name, pflag.ContinueOnError)
 	r.Flags(fs)

@@ -37,6 +37,8 @@ const (
 	MigrationsDir = "executionports"
 	// DefaultDatabasePath is the embedded default SQLite database.
 	DefaultDatabasePath = "./var/execution.sqlite"
+	// DefaultMaxConns is the default PostgreSQL pool size.
+	DefaultMaxConns = 16
 	// OwnerName is the owner of allocations and member accounts.
 	OwnerName = inprocessowners.OwnerName
 )
@@ -59,6 +61,9 @@ const (
 type Config struct {
 	// DatabaseURL is the context's own database ("" = DefaultDatabasePath).
 	DatabaseURL string
+	// MaxConns bounds the PostgreSQL pool (0: DefaultMaxConns). Waiting
+	// pulls hold no connection; LISTEN uses one connection of its own.
+	MaxConns int32
 	// Migrate applies pending migrations at start; otherwise start-up fails
 	// on pending migrations.
 	Migrate bool
@@ -95,7 +100,7 @@ func Module(cfg Config) fx.Option {
 		fx.Provide(
 			fx.Private,
 			func(lc fx.Lifecycle, log *zap.Logger) (*database.Handle, error) {
-				h, err := OpenDatabase(context.Background(), cfg.DatabaseURL, cfg.Migrate, log)
+				h, err := OpenDatabase(context.Background(), cfg.DatabaseURL, cfg.MaxConns, cfg.Migrate, log)
 				if err != nil {
 					return nil, err
 				}
@@ -130,14 +135,18 @@ func Module(cfg Config) fx.Option {
 }
 
 // OpenDatabase opens the context's database at rawURL (empty: the embedded
-// default SQLite file) and applies pending migrations (migrate) or fails
-// when any is pending.
-func OpenDatabase(ctx context.Context, rawURL string, migrate bool, log *zap.Logger) (*database.Handle, error) {
+// default SQLite file; a PostgreSQL pool of maxConns, 0 meaning
+// DefaultMaxConns) and applies pending migrations (migrate) or fails when
+// any is pending.
+func OpenDatabase(ctx context.Context, rawURL string, maxConns int32, migrate bool, log *zap.Logger) (*database.Handle, error) {
 	target, err := database.ParseURL(rawURL, DefaultDatabasePath)
 	if err != nil {
 		return nil, fmt.Errorf("--execution-database-url: %w", err)
 	}
-	h, err := database.Open(ctx, target, database.Options{})
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	h, err := database.Open(ctx, target, database.Options{MaxConns: maxConns})
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +176,7 @@ func OpenDatabase(ctx context.Context, rawURL string, migrate bool, log *zap.Log
 // Migrate applies the context's pending migrations to the database at
 // rawURL (`metallo migrate --role execution`).
 func Migrate(ctx context.Context, rawURL string, log *zap.Logger) error {
-	h, err := OpenDatabase(ctx, rawURL, true, log)
+	h, err := OpenDatabase(ctx, rawURL, 0, true, log)
 	if err != nil {
 		return err
 	}
