@@ -67,30 +67,18 @@ func populated(t *testing.T, clean bool) string {
 }
 
 // flipIn flips one byte inside the last occurrence of marker in file.
-func flipIn(t *testing.T, path string, marker string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := bytes.LastIndex(b, []byte(marker))
-	if i < 0 {
-		t.Fatalf("%s does not hold %q", path, marker)
-	}
-	b[i+len(marker)-1] ^= 0x01
-	if err := os.WriteFile(path, b, 0o640); err != nil {
-		t.Fatal(err)
-	}
-}
+func flipIn(t *testing.T, path string, marker string) { flip(t, path, marker, bytes.LastIndex) }
 
 // flipFirstIn flips one byte inside the first occurrence of marker.
-func flipFirstIn(t *testing.T, path string, marker string) {
+func flipFirstIn(t *testing.T, path string, marker string) { flip(t, path, marker, bytes.Index) }
+
+func flip(t *testing.T, path, marker string, find func(b, sep []byte) int) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := bytes.Index(b, []byte(marker))
+	i := find(b, []byte(marker))
 	if i < 0 {
 		t.Fatalf("%s does not hold %q", path, marker)
 	}
