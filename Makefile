@@ -115,7 +115,7 @@ bench-provisioning: services
 # A real kube-apiserver, kube-controller-manager, kube-scheduler and etcd built from the
 # Kubernetes sources, with KWOK's fake Nodes and a hostPath volume provisioner, on loopback.
 # Built once into $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/metallo/localcluster/<k8s version>-<go.sum hash>
-# (a cold build takes about 10 minutes and 6 GiB of free disk); state in var/localcluster
+# (a cold build takes 15-25 minutes on 2 cores and 6 GiB of free disk); state in var/localcluster
 # (METALLO_CLUSTER_DIR). See deploy/localcluster/README.md.
 .PHONY: cluster-up cluster-down cluster-status cluster-build
 

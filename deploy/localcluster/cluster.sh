@@ -63,7 +63,7 @@ build() {
 	check_disk "$($GO env GOCACHE)"
 	local t0=$SECONDS p=${METALLO_BUILD_P:-2}
 	if ! [ -x "$bin/localcluster" ] || [ "$(cat "$bin/.localcluster.src" 2>/dev/null)" != "$want_lc" ]; then
-		say "building kube-apiserver, kube-controller-manager, kube-scheduler and etcd ($k8s_version) into $bin; the first build takes about 10 minutes on 2 cores"
+		say "building kube-apiserver, kube-controller-manager, kube-scheduler and etcd ($k8s_version) into $bin; the first build takes 15-25 minutes on 2 cores"
 		local ldflags="-s -w"
 		local v=k8s.io/component-base/version major minor
 		major=$(echo "${k8s_version#v}" | cut -d. -f1)

@@ -307,7 +307,7 @@ func attachOrStart() (*Cluster, error) {
 	cmd.Env = append(os.Environ(), "METALLO_CLUSTER_DIR="+dir)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	fmt.Fprintf(os.Stderr, "kubetest: no local cluster in %s (%v): starting one with %s up (a first build takes about 10 minutes)\n", dir, attachErr, script)
+	fmt.Fprintf(os.Stderr, "kubetest: no local cluster in %s (%v): starting one with %s up (a first build takes 15-25 minutes)\n", dir, attachErr, script)
 	began := time.Now()
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("%s up: %v\n%s", script, err, lastLines(out.String(), 40))

@@ -279,6 +279,7 @@ func up(o upOptions) error {
 			return err
 		}
 	}
+	liveLeases(filepath.Join(dir, "leases"), dir) // drops the leases of test binaries that ended
 	for _, p := range []string{"etcd", "audit", "logs", "run", "volumes", "leases"} {
 		if err := os.MkdirAll(filepath.Join(dir, p), 0o755); err != nil {
 			return err

@@ -87,7 +87,8 @@ func alive(pid int, dir string) bool {
 			return false
 		}
 	}
-	return bytes.Contains(cmdline, []byte(dir))
+	// A path under dir, or dir itself as an argument (not a sibling such as dir+"2").
+	return bytes.Contains(cmdline, []byte(dir+"/")) || bytes.Contains(cmdline, []byte("\x00"+dir+"\x00"))
 }
 
 // componentAlive tells whether a recorded component runs.
