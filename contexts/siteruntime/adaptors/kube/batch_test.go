@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
-	platformkube "github.com/pharos-metallo/metallo/platform/kube"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -48,7 +48,7 @@ func TestBatchAttemptIsCreatedAsTheMemberRunsToSucceededAndCleanupRemovesItByUID
 	}
 	job := jobs[0]
 	for _, ev := range []kubetest.AuditEvent{s.e.WhoCreated("jobs", s.ns, job.Name), s.e.WhoCreated("persistentvolumeclaims", s.ns, ws.ClaimName)} {
-		if ev.Actor() != s.memberUser() || ev.User.Username != platformkube.ServiceAccountUser(runtimeNamespace, runtimeAccount) {
+		if ev.Actor() != s.memberUser() || ev.User.Username != siteagent.RuntimeUser() {
 			t.Fatalf("audit: %s created by %q impersonating %+v; want the Runtime impersonating %s", ev.ObjectRef.Resource, ev.User.Username, ev.ImpersonatedUser, s.memberUser())
 		}
 	}

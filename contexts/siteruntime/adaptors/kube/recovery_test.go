@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
-	platformkube "github.com/pharos-metallo/metallo/platform/kube"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -275,7 +275,7 @@ func TestCancelDeletesTheRunningJobByUIDInTheForegroundAsTheRuntimeAfterTheMembe
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev.User.Username != platformkube.ServiceAccountUser(runtimeNamespace, runtimeAccount) || ev.ImpersonatedUser != nil {
+	if ev.User.Username != siteagent.RuntimeUser() || ev.ImpersonatedUser != nil {
 		t.Fatalf("the Job was deleted by %q impersonating %+v; want the Runtime itself", ev.User.Username, ev.ImpersonatedUser)
 	}
 	// A later observe reports the workload gone.

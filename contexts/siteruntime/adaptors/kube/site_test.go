@@ -5,24 +5,20 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
@@ -36,9 +32,7 @@ import (
 const long = 3 * time.Minute
 
 const (
-	runtimeNamespace = "metallo-runtime"
-	runtimeAccount   = "runtime-k8s"
-	testImage        = "registry.example/metallo-batch@sha256:1111111111111111111111111111111111111111111111111111111111111111"
+	testImage = "registry.example/metallo-batch@sha256:1111111111111111111111111111111111111111111111111111111111111111"
 )
 
 // siteOptions shape a test Site.
@@ -76,26 +70,12 @@ func newSite(t *testing.T, o siteOptions) *site {
 	e := kubetest.New(t)
 	s := &site{t: t, e: e, ns: e.Namespace, project: uuid.NewString(), member: uuid.NewString(), binding: uuid.NewString()}
 	ctx := testContext(t)
-	labels := map[string]string{kube.NamespaceProjectLabel: s.project}
-	if !o.noPolicy {
-		labels[kube.NamespacePolicyLabel] = kube.NamespacePolicyValue
-	}
-	s.labelNamespace(labels)
-	ensure(t, func() error {
-		_, err := e.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: runtimeNamespace}}, metav1.CreateOptions{})
-		return err
-	})
-	ensure(t, func() error {
-		_, err := e.Client.CoreV1().ServiceAccounts(runtimeNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: runtimeAccount}}, metav1.CreateOptions{})
-		return err
-	})
-	if _, err := e.Client.CoreV1().ServiceAccounts(s.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: s.account()}}, metav1.CreateOptions{}); err != nil {
+	if err := siteagent.Project(ctx, e.Client, s.ns, s.project, !o.noPolicy); err != nil {
 		t.Fatal(err)
 	}
-	s.bindRole(s.account(), "metallo-member", rbacv1.Subject{Kind: "ServiceAccount", Name: s.account(), Namespace: s.ns})
-	s.bindRole("metallo-runtime", "metallo-runtime", rbacv1.Subject{Kind: "ServiceAccount", Name: runtimeAccount, Namespace: runtimeNamespace})
-	s.waitAllowed(platformkube.ServiceAccountUser(s.ns, s.account()), "create", "batch", "jobs", true)
-	s.waitAllowed(platformkube.ServiceAccountUser(runtimeNamespace, runtimeAccount), "delete", "batch", "jobs", true)
+	if err := siteagent.Member(ctx, e.Client, s.ns, s.member); err != nil {
+		t.Fatal(err)
+	}
 
 	dir := t.TempDir()
 	set, err := journal.OpenSet(filepath.Join(dir, "journals"))
@@ -113,7 +93,7 @@ func newSite(t *testing.T, o siteOptions) *site {
 	s.policy = filepath.Join(dir, "policy.yaml")
 	s.grant(domain.ActionStart, domain.ActionRead, domain.ActionCancel)
 
-	runtimeCfg := e.ServiceAccountConfig(runtimeNamespace, runtimeAccount)
+	runtimeCfg := e.ServiceAccountConfig(siteagent.RuntimeNamespace, siteagent.RuntimeAccount)
 	s.runtime = e.ClientFor(runtimeCfg)
 	workloads, err := kube.New(runtimeCfg)
 	if err != nil {
@@ -147,52 +127,14 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-// ensure runs create and accepts AlreadyExists (objects shared by tests).
-func ensure(t *testing.T, create func() error) {
-	t.Helper()
-	if err := create(); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-}
-
 func (s *site) account() string { return siteprotocol.MemberAccount(s.member) }
 
 func (s *site) memberUser() string { return platformkube.ServiceAccountUser(s.ns, s.account()) }
 
 func (s *site) labelNamespace(labels map[string]string) {
 	s.t.Helper()
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
-	if _, err := s.e.Client.CoreV1().Namespaces().Patch(testContext(s.t), s.ns, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if err := siteagent.LabelNamespace(testContext(s.t), s.e.Client, s.ns, labels); err != nil {
 		s.t.Fatal(err)
-	}
-}
-
-func (s *site) bindRole(name, clusterRole string, subject rbacv1.Subject) {
-	s.t.Helper()
-	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: clusterRole},
-		Subjects:   []rbacv1.Subject{subject},
-	}
-	if _, err := s.e.Client.RbacV1().RoleBindings(s.ns).Create(testContext(s.t), rb, metav1.CreateOptions{}); err != nil {
-		s.t.Fatal(err)
-	}
-}
-
-// waitAllowed asks the RBAC authorizer until it answers want for user.
-func (s *site) waitAllowed(user, verb, group, resource string, want bool) {
-	s.t.Helper()
-	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + strings.Split(user, ":")[2], "system:authenticated"}
-	err := wait.PollUntilContextTimeout(testContext(s.t), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: user, Groups: groups,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: s.ns, Verb: verb, Group: group, Resource: resource},
-		}}
-		out, err := s.e.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
-		return err == nil && out.Status.Allowed == want, err
-	})
-	if err != nil {
-		s.t.Fatalf("RBAC never answered %v for %s %s %s/%s: %v", want, user, verb, group, resource, err)
 	}
 }
 
@@ -366,10 +308,9 @@ func listByAttempt(attempt string) metav1.ListOptions {
 // refuses the member's creates.
 func (s *site) revokeMember() {
 	s.t.Helper()
-	if err := s.e.Client.RbacV1().RoleBindings(s.ns).Delete(testContext(s.t), s.account(), metav1.DeleteOptions{}); err != nil {
+	if err := siteagent.RevokeMember(testContext(s.t), s.e.Client, s.ns, s.member); err != nil {
 		s.t.Fatal(err)
 	}
-	s.waitAllowed(s.memberUser(), "create", "batch", "jobs", false)
 }
 
 // renderJob renders the Job the Runtime renders for start command p (the
