@@ -13,6 +13,24 @@
 // cluster cannot start FAILS with the reason; it never skips. Every test that calls New logs
 // the line "metallo-lane: kubernetes", which the CI lane check counts.
 //
+// A test:
+//
+//	// Doc comment: what the test proves and what KWOK simulates for it.
+//	func TestMemberJobRuns(t *testing.T) {
+//		e := kubetest.New(t) // logs "metallo-lane: kubernetes", makes e.Namespace
+//		member := e.ClientFor(e.ImpersonateServiceAccount(e.Namespace, "member-x"))
+//		// ... create a Job through member, then
+//		e.WaitForJob("train", 3*time.Minute, "Complete", func(j *batchv1.Job) bool {
+//			_, ok := kubetest.JobCondition(j, batchv1.JobComplete)
+//			return ok
+//		})
+//		if got := e.WhoCreated("jobs", e.Namespace, "train").Actor(); got != "system:serviceaccount:"+e.Namespace+":member-x" { ... }
+//	}
+//
+// Wait on watches (Until, WaitForJob, WaitForPod, WaitForEvent, UntilGone) with generous
+// timeouts, never on fixed sleeps: the Job controller, for one, backs off for up to a minute
+// after a refused Pod create.
+//
 // What is real: authentication (static tokens, service-account tokens, TokenRequest,
 // TokenReview), RBAC, impersonation, admission (ResourceQuota, ValidatingAdmissionPolicy with
 // CEL, ...), CRDs, server-side apply and dry run, UID preconditions, foreground deletion with the
