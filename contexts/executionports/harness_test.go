@@ -1,6 +1,7 @@
 package executionports_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -29,6 +30,9 @@ type server struct {
 	clock                       *clock.Manual
 	dir                         string
 	files                       executiontest.Files
+	app                         *fxtest.App
+	// stop stops the app (once; the cleanup then does not).
+	stop func() error
 }
 
 type options struct {
@@ -80,7 +84,14 @@ func startServer(t testing.TB, o options) *server {
 		fx.Populate(&srv),
 	)
 	app.RequireStart()
-	t.Cleanup(app.RequireStop)
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			app.RequireStop()
+		}
+	})
+	s.app = app
+	s.stop = func() error { stopped = true; return app.Stop(context.Background()) }
 	s.Base = "http://" + srv.Addr()
 	return s
 }

@@ -131,6 +131,7 @@ func Module(cfg Config) fx.Option {
 		),
 		fx.Invoke(func(application.ProjectResources) {}),
 		fx.Invoke(listenForAppends),
+		fx.Invoke(stopWaitingPulls),
 	)
 }
 
@@ -294,4 +295,11 @@ func listenForAppends(lc fx.Lifecycle, h *database.Handle, w *application.Wakeup
 			}
 		},
 	})
+}
+
+// stopWaitingPulls ends long polls when the process stops. It is invoked
+// with the HTTP server so its stop hook runs before the server's graceful
+// shutdown, which would otherwise wait for every pull's wait to run out.
+func stopWaitingPulls(lc fx.Lifecycle, _ *httpserver.Server, w *application.Wakeups) {
+	lc.Append(fx.StopHook(w.Stop))
 }

@@ -331,3 +331,35 @@ func TestBadPlanRequestsAre4xx(t *testing.T) {
 	wantStatus(t, plan(s.serviceKey, `{"project":"Project Alpha","environment":"alpha-k8s","demand":{"cpu":1}}`), http.StatusUnprocessableEntity, "validation-failed")
 	wantStatus(t, plan(s.alphaKey, `{"project":"`+uuid(7)+`","environment":"alpha-k8s","demand":{"cpu":1}}`), http.StatusForbidden, siteprotocol.ProblemForbidden)
 }
+
+func TestStoppingTheServerAnswersWaitingPullsAtOnce(t *testing.T) {
+	s := startServer(t, options{recheck: time.Minute})
+	got := make(chan reply, 1)
+	go func() {
+		r, err := s.Try(http.MethodGet, "/site/v1/streams/alpha-k8s/commands?after=0&wait=30", s.alphaKey, installA, nil)
+		if err != nil {
+			t.Errorf("pull: %v", err)
+		}
+		got <- r
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st := decode[siteprotocol.StreamState](t, s.call(t, http.MethodGet, "/site/v1/streams/alpha-k8s", s.alphaKey, installA, nil))
+		if st.InstallationID == installA {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pull never bound the stream")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	start := time.Now()
+	if err := s.stop(); err != nil {
+		t.Fatalf("stop with a waiting pull: %v", err)
+	}
+	r := <-got
+	// The HTTP server's graceful shutdown bound is 10 s; the pull waited 30.
+	if took := time.Since(start); r.Status != http.StatusOK || took >= 10*time.Second {
+		t.Fatalf("the waiting pull answered %s; stopping took %s", r, took)
+	}
+}

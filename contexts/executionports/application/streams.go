@@ -79,7 +79,8 @@ type PullPage struct {
 // Pull returns up to limit commands after sequence after, for installation
 // (who names the principal, recorded if this pull binds the stream). When
 // none are ready it waits up to wait for an append, without holding a
-// database connection, then answers with what is there (possibly nothing).
+// database connection, then answers with what is there (possibly nothing);
+// it answers at once when the process stops (Wakeups.Stop).
 // A stream bound to another installation is domain.ErrInstallationMismatch.
 func (s *Streams) Pull(ctx context.Context, environment, installation, who string, after int64, limit int, wait time.Duration) (PullPage, error) {
 	if _, err := s.Environment(environment); err != nil {
@@ -101,6 +102,9 @@ func (s *Streams) Pull(ctx context.Context, environment, installation, who strin
 		case <-woken:
 		case <-timer.C:
 		case <-ctx.Done():
+			timer.Stop()
+			return page, nil
+		case <-s.wake.Stopped():
 			timer.Stop()
 			return page, nil
 		}

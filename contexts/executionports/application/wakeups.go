@@ -11,10 +11,21 @@ import "sync"
 type Wakeups struct {
 	mu      sync.Mutex
 	waiting map[string]chan struct{}
+	stopped chan struct{}
+	stop    sync.Once
 }
 
 // NewWakeups returns an empty broadcast.
-func NewWakeups() *Wakeups { return &Wakeups{waiting: map[string]chan struct{}{}} }
+func NewWakeups() *Wakeups {
+	return &Wakeups{waiting: map[string]chan struct{}{}, stopped: make(chan struct{})}
+}
+
+// Stop ends every wait for good: the process is shutting down, and waiting
+// pulls answer at once with what they have so the HTTP server can stop.
+func (w *Wakeups) Stop() { w.stop.Do(func() { close(w.stopped) }) }
+
+// Stopped is closed by Stop.
+func (w *Wakeups) Stopped() <-chan struct{} { return w.stopped }
 
 // Watch returns a channel closed at the next Notify(environment) or
 // NotifyAll. Take it BEFORE reading the stream so no append is missed.
