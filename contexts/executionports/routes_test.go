@@ -288,18 +288,7 @@ func TestAWaitingPullWakesWhenACommandIsAppended(t *testing.T) {
 	s := startServer(t, options{recheck: time.Minute})
 	got := make(chan reply, 1)
 	go func() { got <- s.pull(t, "alpha-k8s", s.alphaKey, installA, 0, 10, 30) }()
-	// The pull binds the stream before it waits: wait for that.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st := decode[siteprotocol.StreamState](t, s.call(t, http.MethodGet, "/site/v1/streams/alpha-k8s", s.alphaKey, installA, nil))
-		if st.InstallationID == installA {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the pull never bound the stream")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	s.waitBound(t, "alpha-k8s", s.alphaKey, installA)
 	start := time.Now()
 	wantStatus(t, s.appendCommand(t, "alpha-k8s", observe(1, issued)), http.StatusCreated, "")
 	r := <-got
@@ -342,17 +331,7 @@ func TestStoppingTheServerAnswersWaitingPullsAtOnce(t *testing.T) {
 		}
 		got <- r
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st := decode[siteprotocol.StreamState](t, s.call(t, http.MethodGet, "/site/v1/streams/alpha-k8s", s.alphaKey, installA, nil))
-		if st.InstallationID == installA {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the pull never bound the stream")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	s.waitBound(t, "alpha-k8s", s.alphaKey, installA)
 	start := time.Now()
 	if err := s.stop(); err != nil {
 		t.Fatalf("stop with a waiting pull: %v", err)
@@ -361,5 +340,22 @@ func TestStoppingTheServerAnswersWaitingPullsAtOnce(t *testing.T) {
 	// The HTTP server's graceful shutdown bound is 10 s; the pull waited 30.
 	if took := time.Since(start); r.Status != http.StatusOK || took >= 10*time.Second {
 		t.Fatalf("the waiting pull answered %s; stopping took %s", r, took)
+	}
+}
+
+// waitBound waits until a pull of installation has bound env's stream (a
+// pull binds before it waits), polling the stream state.
+func (s *server) waitBound(t *testing.T, env, key, installation string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st := decode[siteprotocol.StreamState](t, s.call(t, http.MethodGet, "/site/v1/streams/"+env, key, installation, nil))
+		if st.InstallationID == installation {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pull never bound the stream")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
