@@ -491,6 +491,8 @@ func testBadInput(t *testing.T, bin string) {
 		{"negative applied limit", reports, alpha, `{"reports":[` + good + `,"applied_limits":{"memory":-5}}]}`, 422, "body.reports[0].applied_limits.memory"},
 		{"unknown limit key", reports, alpha, `{"reports":[` + strings.Replace(good, `"cpu":1000`, `"ram":16`, 1) + `}]}`, 422, "body.reports[0].limits.ram"},
 		{"limit in the wrong unit type", reports, alpha, `{"reports":[` + strings.Replace(good, `"cpu":1000`, `"cpu":"1"`, 1) + `}]}`, 422, ""},
+		{"a NUL byte in an identifier", reports, alpha, `{"reports":[` + strings.Replace(good, `"r1"`, `"r\u0000"`, 1) + `}]}`, 422, "body.reports[0].provider_resource_id"},
+		{"a NUL byte in an event", events, keys["service:beto"], `{"event_id":"e1","type":"project.ProjectChanged","occurred_at":"2026-08-20T10:00:00Z","project":{"id":"p","revision":1,"state":"act\u0000ive","provider_bindings":[]}}`, 422, "body.project.state"},
 		{"unknown Waldur state", reports, alpha, `{"reports":[` + strings.Replace(good, `"OK"`, `"Running"`, 1) + `}]}`, 422, ""},
 		{"bad observed_at", reports, alpha, `{"reports":[` + strings.Replace(good, `2026-08-20T10:00:00Z`, `yesterday`, 1) + `}]}`, 422, ""},
 		{"no reports", reports, alpha, `{"reports":[]}`, 422, ""},

@@ -134,18 +134,10 @@ func (r Report) Normalize() Report {
 // state, unknown limit keys, negative amounts, a zero observed_at.
 func (r Report) Validate(loc string) []Problem {
 	var out []Problem
-	for _, f := range []struct{ name, value string }{
-		{"provider_resource_id", r.ProviderResourceID},
-		{"offering_id", r.OfferingID},
-		{"provider_project_id", r.ProviderProjectID},
-	} {
-		if f.value == "" || len(f.value) > maxIDLength {
-			out = append(out, Problem{Location: loc + "." + f.name, Message: fmt.Sprintf("%s must be 1 to %d characters", f.name, maxIDLength), Value: f.value})
-		}
-	}
-	if len(r.NativeScope) > maxIDLength {
-		out = append(out, Problem{Location: loc + ".native_scope", Message: fmt.Sprintf("native_scope must be at most %d characters", maxIDLength), Value: r.NativeScope})
-	}
+	out = append(out, checkText(loc+".provider_resource_id", r.ProviderResourceID, true)...)
+	out = append(out, checkText(loc+".offering_id", r.OfferingID, true)...)
+	out = append(out, checkText(loc+".provider_project_id", r.ProviderProjectID, true)...)
+	out = append(out, checkText(loc+".native_scope", r.NativeScope, false)...)
 	if !slices.Contains(waldurStates, r.State) {
 		out = append(out, Problem{Location: loc + ".state", Message: fmt.Sprintf("unknown Waldur state %q: want one of %v", r.State, waldurStates), Value: r.State})
 	}

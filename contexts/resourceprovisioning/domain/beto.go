@@ -97,11 +97,8 @@ func (ev BetoEvent) Normalize() BetoEvent {
 // not match the type, missing identifiers, negative revisions.
 func (ev BetoEvent) Validate(loc string) []Problem {
 	var out []Problem
-	req := func(field, v string) {
-		if v == "" || len(v) > maxIDLength {
-			out = append(out, Problem{Location: loc + "." + field, Message: fmt.Sprintf("%s must be 1 to %d characters", field, maxIDLength), Value: v})
-		}
-	}
+	req := func(field, v string) { out = append(out, checkText(loc+"."+field, v, true)...) }
+	opt := func(field, v string) { out = append(out, checkText(loc+"."+field, v, false)...) }
 	nonNegative := func(field string, v int64) {
 		if v < 0 {
 			out = append(out, Problem{Location: loc + "." + field, Message: field + " must not be negative", Value: v})
@@ -118,6 +115,7 @@ func (ev BetoEvent) Validate(loc string) []Problem {
 			return append(out, Problem{Location: loc + ".project", Message: "project is required for " + EventProjectChanged})
 		}
 		req("project.id", p.ID)
+		opt("project.state", p.State)
 		nonNegative("project.revision", p.Revision)
 		if len(p.ProviderBindings) > maxBindingsPerProject {
 			out = append(out, Problem{Location: loc + ".project.provider_bindings", Message: fmt.Sprintf("at most %d provider bindings", maxBindingsPerProject)})
@@ -130,6 +128,16 @@ func (ev BetoEvent) Validate(loc string) []Problem {
 			req(at+".provider", b.Provider)
 			req(at+".instance", b.Instance)
 			req(at+".external_id", b.ExternalID)
+		}
+		for i, m := range p.Memberships {
+			at := fmt.Sprintf("project.memberships[%d]", i)
+			opt(at+".party_id", m.PartyID)
+			opt(at+".role", m.Role)
+			if b := m.ProviderBinding; b != nil {
+				opt(at+".provider_binding.provider", b.Provider)
+				opt(at+".provider_binding.instance", b.Instance)
+				opt(at+".provider_binding.external_id", b.ExternalID)
+			}
 		}
 	case EventPartyProviderBindingChanged:
 		if ev.Project != nil {
@@ -144,6 +152,7 @@ func (ev BetoEvent) Validate(loc string) []Problem {
 		req("binding.provider", b.Provider)
 		req("binding.instance", b.Instance)
 		req("binding.external_id", b.ExternalID)
+		opt("binding.state", b.State)
 		nonNegative("binding.revision", b.Revision)
 		nonNegative("binding.generation", b.Generation)
 	default:

@@ -113,6 +113,15 @@ func TestReportValidationNamesEveryLocation(t *testing.T) {
 	}
 }
 
+func TestIdentifiersRefuseControlCharactersAndInvalidUTF8(t *testing.T) {
+	for _, id := range []string{"a\x00b", "tab\there", "\xff\xfe", strings.Repeat("x", 257)} {
+		r := report(func(r *domain.Report) { r.ProviderResourceID = id })
+		if p := r.Validate("r"); len(p) != 1 || p[0].Location != "r.provider_resource_id" {
+			t.Errorf("%q: %+v", id, p)
+		}
+	}
+}
+
 func TestDecideRules(t *testing.T) {
 	now := t0.Add(time.Hour)
 	created, ref := domain.Decide(nil, "alpha", report(nil), "p", now)

@@ -3,6 +3,8 @@ package domain
 import (
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Reasons for refusing a report or an event (snake_case, as seed 003 writes
@@ -87,4 +89,19 @@ func (e *ConflictError) Error() string {
 		parts = append(parts, fmt.Sprintf("%s: %s (%s)", r.Location, r.Reason, r.Detail))
 	}
 	return "refused: " + strings.Join(parts, "; ")
+}
+
+// checkText returns a problem when v, the field at loc, is longer than
+// maxIDLength bytes, is not valid UTF-8, holds a control character (NUL
+// cannot even be stored), or is empty while required.
+func checkText(loc string, v string, required bool) []Problem {
+	switch {
+	case v == "" && required:
+		return []Problem{{Location: loc, Message: "required", Value: v}}
+	case len(v) > maxIDLength:
+		return []Problem{{Location: loc, Message: fmt.Sprintf("at most %d bytes", maxIDLength), Value: v}}
+	case !utf8.ValidString(v) || strings.ContainsFunc(v, unicode.IsControl):
+		return []Problem{{Location: loc, Message: "must be valid UTF-8 without control characters", Value: v}}
+	}
+	return nil
 }
