@@ -51,9 +51,6 @@ func ProvisioningRole() Role {
 			if cfg.MaxConns < 1 {
 				return config.Invalid("provisioning-database-max-conns", fmt.Sprint(cfg.MaxConns), errors.New("must be at least 1"))
 			}
-			if cfg.Freshness <= 0 {
-				return config.Invalid("allocation-freshness", cfg.Freshness.String(), errors.New("must be positive"))
-			}
 			if target.Default {
 				log.Info("using the embedded default SQLite " + target.Path + " (set --provisioning-database-url for PostgreSQL)")
 			} else {
