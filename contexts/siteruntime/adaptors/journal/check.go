@@ -10,7 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal/journaldb"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal/deliverydb"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal/recordsdb"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -37,21 +38,29 @@ func pendingDigest(seq int64, command []byte, commandDigest string, result []byt
 	return d.B(nil).Sum()
 }
 
-func memberDigest(m journaldb.MemberBinding) string {
+func memberDigest(m deliverydb.MemberBinding) string {
 	return rowDigest("member_bindings").S(m.BindingID).I(m.Generation).I(m.Revision).S(m.PartyID).S(m.ProjectID).
 		S(m.Namespace).S(m.Account).I(m.Retired).S(m.AppliedBy).Sum()
 }
 
-func recordDigest(r journaldb.NativeRecord) string {
+func recordDigest(r recordsdb.NativeRecord) string {
 	return rowDigest("native_records").S(r.AttemptID).S(r.Kind).S(r.Name).S(r.Namespace).S(r.Uid).S(r.ServiceKind).
 		S(r.Phase).S(r.CommandID).I(r.Sequence).B(r.Spec).S(r.SpecDigest).Sum()
 }
 
-// checkMeta reads the journal_meta row of file: the file name and schema
-// version first (an unknown version is reported as such, before any
-// digest), then its digest.
-func checkMeta(ctx context.Context, q *journaldb.Queries, file string) (journaldb.GetMetaRow, error) {
-	m, err := q.GetMeta(ctx)
+// metaRow is a journal_meta row (the same in every file).
+type metaRow struct {
+	File           string
+	SchemaVersion  int64
+	InstallationID string
+	Digest         string
+}
+
+// checkMeta verifies the journal_meta row of file, as read by get: the
+// file name and schema version first (an unknown version is reported as
+// such, before any digest), then its digest.
+func checkMeta(file string, get func() (metaRow, error)) (metaRow, error) {
+	m, err := get()
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return m, integrity(file, "journal_meta", "missing")
@@ -67,12 +76,26 @@ func checkMeta(ctx context.Context, q *journaldb.Queries, file string) (journald
 	return m, nil
 }
 
+func deliveryMeta(ctx context.Context, q *deliverydb.Queries) func() (metaRow, error) {
+	return func() (metaRow, error) {
+		m, err := q.GetMeta(ctx)
+		return metaRow(m), err
+	}
+}
+
+func recordsMeta(ctx context.Context, q *recordsdb.Queries) func() (metaRow, error) {
+	return func() (metaRow, error) {
+		m, err := q.GetMeta(ctx)
+		return metaRow(m), err
+	}
+}
+
 // readDelivery reads and verifies every row of delivery.sqlite and returns
 // the checkpoint it holds.
-func readDelivery(ctx context.Context, q *journaldb.Queries) (domain.Checkpoint, error) {
+func readDelivery(ctx context.Context, q *deliverydb.Queries) (domain.Checkpoint, error) {
 	const file = domain.DeliveryFile
 	var cp domain.Checkpoint
-	m, err := checkMeta(ctx, q, file)
+	m, err := checkMeta(file, deliveryMeta(ctx, q))
 	if err != nil {
 		return cp, err
 	}
@@ -114,7 +137,7 @@ func readDelivery(ctx context.Context, q *journaldb.Queries) (domain.Checkpoint,
 		return cp, integrity(file, "member_bindings", "cannot be read: %v", err)
 	}
 	for _, mb := range members {
-		if mb.Digest != memberDigest(journaldb.MemberBinding(mb)) {
+		if mb.Digest != memberDigest(mb) {
 			return cp, integrity(file, fmt.Sprintf("member_bindings (binding %s, generation %d)", mb.BindingID, mb.Generation), "digest mismatch")
 		}
 	}
@@ -125,7 +148,7 @@ func readDelivery(ctx context.Context, q *journaldb.Queries) (domain.Checkpoint,
 // against its protocol digest and sequence, the saved result (if any)
 // against its digest and the command it answers, and its place right after
 // the checkpoint.
-func checkPending(r journaldb.ListPendingRow, acknowledged int64) (*domain.Pending, error) {
+func checkPending(r deliverydb.ListPendingRow, acknowledged int64) (*domain.Pending, error) {
 	const file = domain.DeliveryFile
 	row := fmt.Sprintf("pending (sequence %d)", r.Sequence)
 	cmd, err := siteprotocol.ParsePulled(r.Command)
@@ -162,7 +185,7 @@ func checkPending(r journaldb.ListPendingRow, acknowledged int64) (*domain.Pendi
 // checkPendingRow verifies the pending row's own digest (after its
 // command and result, so that a damaged command or result is named as
 // such).
-func checkPendingRow(r journaldb.ListPendingRow) error {
+func checkPendingRow(r deliverydb.ListPendingRow) error {
 	if r.Digest != pendingDigest(r.Sequence, r.Command, r.CommandDigest, r.Result, r.ResultDigest) {
 		return integrity(domain.DeliveryFile, fmt.Sprintf("pending (sequence %d)", r.Sequence), "digest mismatch")
 	}
@@ -171,14 +194,14 @@ func checkPendingRow(r journaldb.ListPendingRow) error {
 
 // checkRecords verifies every native record of jobs.sqlite or
 // services.sqlite.
-func checkRecords(ctx context.Context, q *journaldb.Queries, file string) error {
+func checkRecords(ctx context.Context, q *recordsdb.Queries, file string) error {
 	rows, err := q.ListAllNativeRecords(ctx)
 	if err != nil {
 		return integrity(file, "native_records", "cannot be read: %v", err)
 	}
 	for _, r := range rows {
 		row := fmt.Sprintf("native_records (attempt %s, %s %s)", r.AttemptID, r.Kind, r.Name)
-		if r.Digest != recordDigest(journaldb.NativeRecord(r)) {
+		if r.Digest != recordDigest(r) {
 			return integrity(file, row, "digest mismatch")
 		}
 		if r.SpecDigest != sha256Hex(r.Spec) {
@@ -224,14 +247,19 @@ func checkFile(ctx context.Context, db *sql.DB, file string) (string, domain.Che
 	if err := quickCheck(ctx, db, file); err != nil {
 		return "", domain.Checkpoint{}, err
 	}
-	q := journaldb.New(db)
-	m, err := checkMeta(ctx, q, file)
-	if err != nil {
-		return "", domain.Checkpoint{}, err
-	}
 	if file == domain.DeliveryFile {
+		q := deliverydb.New(db)
+		m, err := checkMeta(file, deliveryMeta(ctx, q))
+		if err != nil {
+			return "", domain.Checkpoint{}, err
+		}
 		cp, err := readDelivery(ctx, q)
 		return m.InstallationID, cp, err
+	}
+	q := recordsdb.New(db)
+	m, err := checkMeta(file, recordsMeta(ctx, q))
+	if err != nil {
+		return "", domain.Checkpoint{}, err
 	}
 	return m.InstallationID, domain.Checkpoint{}, checkRecords(ctx, q, file)
 }

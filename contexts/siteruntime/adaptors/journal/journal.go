@@ -15,7 +15,8 @@ import (
 	// Registers the "sqlite" database/sql driver (modernc.org/sqlite).
 	_ "modernc.org/sqlite"
 
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal/journaldb"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal/deliverydb"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal/recordsdb"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/database"
@@ -30,10 +31,14 @@ type Journal struct {
 	lock *flock.Flock
 	cp   domain.Checkpoint
 
-	mu      sync.Mutex
-	files   map[string]*sql.DB
-	closed  bool
-	commits atomic.Int64
+	mu     sync.Mutex
+	files  map[string]*sql.DB
+	closed bool
+	// delivery and records hold statements prepared once on their file's
+	// single connection.
+	delivery *deliverydb.Queries
+	records  map[string]*recordsdb.Queries
+	commits  atomic.Int64
 }
 
 // Options tune Open.
@@ -57,7 +62,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Journal, error) {
 		_ = lock.Unlock()
 		return nil, err
 	}
-	j := &Journal{dir: dir, lock: lock, cp: cp, files: map[string]*sql.DB{}}
+	j := &Journal{dir: dir, lock: lock, cp: cp, files: map[string]*sql.DB{}, records: map[string]*recordsdb.Queries{}}
 	busy := opts.BusyTimeout
 	if busy == 0 {
 		busy = 10 * time.Second
@@ -72,14 +77,30 @@ func Open(ctx context.Context, dir string, opts Options) (*Journal, error) {
 			db.SetConnMaxLifetime(0)
 			err = db.PingContext(ctx)
 		}
-		if err != nil {
+		if err == nil {
 			j.files[f] = db
+			err = j.prepare(ctx, f, db)
+		}
+		if err != nil {
+			if db != nil {
+				j.files[f] = db
+			}
 			_ = j.Close()
 			return nil, integrity(f, "", "cannot be opened for writing: %v", err)
 		}
-		j.files[f] = db
 	}
 	return j, nil
+}
+
+func (j *Journal) prepare(ctx context.Context, file string, db *sql.DB) error {
+	if file == domain.DeliveryFile {
+		q, err := deliverydb.Prepare(ctx, db)
+		j.delivery = q
+		return err
+	}
+	q, err := recordsdb.Prepare(ctx, db)
+	j.records[file] = q
+	return err
 }
 
 // Binding returns the binding verified at Open.
@@ -103,6 +124,14 @@ func (j *Journal) CloseFiles() error {
 	}
 	j.closed = true
 	var errs []error
+	if j.delivery != nil {
+		errs = append(errs, j.delivery.Close())
+	}
+	for _, q := range j.records {
+		if q != nil {
+			errs = append(errs, q.Close())
+		}
+	}
 	for _, f := range domain.JournalFiles() {
 		if db := j.files[f]; db != nil {
 			errs = append(errs, db.Close())
@@ -121,7 +150,7 @@ func (j *Journal) Close() error {
 var ErrClosed = errors.New("journal closed")
 
 // tx runs f in one write transaction of file and commits it durably.
-func (j *Journal) tx(ctx context.Context, file string, f func(q *journaldb.Queries) error) error {
+func (j *Journal) tx(ctx context.Context, file string, f func(tx *sql.Tx) error) error {
 	j.mu.Lock()
 	closed, db := j.closed, j.files[file]
 	j.mu.Unlock()
@@ -133,7 +162,7 @@ func (j *Journal) tx(ctx context.Context, file string, f func(q *journaldb.Queri
 		return fmt.Errorf("journal %s: begin: %w", file, err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if err := f(journaldb.New(tx)); err != nil {
+	if err := f(tx); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -143,34 +172,35 @@ func (j *Journal) tx(ctx context.Context, file string, f func(q *journaldb.Queri
 	return nil
 }
 
-// read runs f on file's connection outside a write transaction.
-func (j *Journal) read(file string) (*journaldb.Queries, error) {
+// txDelivery runs f in one write transaction of delivery.sqlite.
+func (j *Journal) txDelivery(ctx context.Context, f func(q *deliverydb.Queries) error) error {
+	return j.tx(ctx, domain.DeliveryFile, func(tx *sql.Tx) error { return f(j.delivery.WithTx(tx)) })
+}
+
+// readDelivery returns delivery.sqlite's statements outside a transaction.
+func (j *Journal) readDelivery() (*deliverydb.Queries, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
 		return nil, ErrClosed
 	}
-	return journaldb.New(j.files[file]), nil
+	return j.delivery, nil
 }
 
-// checkResultFor verifies result bytes before they are saved: their digest
-// is digest and they answer the pending command.
-func checkResultFor(result []byte, digest string, sequence int64, commandDigest string) error {
-	r, err := siteprotocol.ParseResult(result)
-	switch {
-	case err != nil:
-		return err
-	case r.Digest != digest:
-		return fmt.Errorf("digest %s, not %s", r.Digest, digest)
-	case r.Sequence != sequence || r.CommandDigest != commandDigest:
-		return fmt.Errorf("answers command %d (%s)", r.Sequence, r.CommandDigest)
+// readRecords returns file's record statements outside a transaction.
+func (j *Journal) readRecords(file string) (*recordsdb.Queries, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return nil, ErrClosed
 	}
-	return nil
+	return j.records[file], nil
 }
+
 
 // Restore reads delivery.sqlite again, verifying every row.
 func (j *Journal) Restore(ctx context.Context) (domain.Checkpoint, error) {
-	q, err := j.read(domain.DeliveryFile)
+	q, err := j.readDelivery()
 	if err != nil {
 		return domain.Checkpoint{}, err
 	}
@@ -191,7 +221,7 @@ type pendingState struct {
 // covers the saved command and result bytes, so any change to them since
 // they were written fails here; their protocol digests were verified when
 // they were saved and are verified again on every start (readDelivery).
-func pendingRow(ctx context.Context, q *journaldb.Queries) (*pendingState, int64, error) {
+func pendingRow(ctx context.Context, q *deliverydb.Queries) (*pendingState, int64, error) {
 	c, err := q.GetCheckpoint(ctx)
 	if err != nil {
 		return nil, 0, integrity(domain.DeliveryFile, "checkpoint", "cannot be read: %v", err)
@@ -225,7 +255,7 @@ func pendingRow(ctx context.Context, q *journaldb.Queries) (*pendingState, int64
 // clearing the folded acknowledgement prior when given. Repeating a save
 // that committed succeeds.
 func (j *Journal) SavePending(ctx context.Context, p domain.Pending, prior *domain.Acknowledgement) error {
-	return j.tx(ctx, domain.DeliveryFile, func(q *journaldb.Queries) error {
+	return j.txDelivery(ctx, func(q *deliverydb.Queries) error {
 		cur, acked, err := pendingRow(ctx, q)
 		if err != nil {
 			return err
@@ -249,14 +279,14 @@ func (j *Journal) SavePending(ctx context.Context, p domain.Pending, prior *doma
 		if p.Sequence != acked+1 {
 			return integrity(domain.DeliveryFile, row, "does not follow the checkpoint %d", acked)
 		}
-		return q.InsertPending(ctx, journaldb.InsertPendingParams{
+		return q.InsertPending(ctx, deliverydb.InsertPendingParams{
 			Sequence: p.Sequence, Command: p.Raw, CommandDigest: p.Command.Digest,
 			Digest: pendingDigest(p.Sequence, p.Raw, p.Command.Digest, nil, sql.NullString{}),
 		})
 	})
 }
 
-func clearPending(ctx context.Context, q *journaldb.Queries, cur *pendingState, ack domain.Acknowledgement) error {
+func clearPending(ctx context.Context, q *deliverydb.Queries, cur *pendingState, ack domain.Acknowledgement) error {
 	row := fmt.Sprintf("pending (sequence %d)", cur.sequence)
 	if cur.sequence != ack.Sequence || !cur.hasResult || cur.resultDigest != ack.ResultDigest {
 		return integrity(domain.DeliveryFile, row, "the acknowledged result is %d/%s; the saved one is %d/%s", ack.Sequence, ack.ResultDigest, cur.sequence, cur.resultDigest)
@@ -268,17 +298,19 @@ func clearPending(ctx context.Context, q *journaldb.Queries, cur *pendingState, 
 	if n != 1 {
 		return integrity(domain.DeliveryFile, row, "vanished while clearing")
 	}
-	if err := q.SetCheckpoint(ctx, journaldb.SetCheckpointParams{AcknowledgedSequence: ack.Sequence, Digest: checkpointDigest(ack.Sequence)}); err != nil {
+	if err := q.SetCheckpoint(ctx, deliverydb.SetCheckpointParams{AcknowledgedSequence: ack.Sequence, Digest: checkpointDigest(ack.Sequence)}); err != nil {
 		return fmt.Errorf("journal %s: advance checkpoint: %w", domain.DeliveryFile, err)
 	}
 	return nil
 }
 
-// SaveResult persists the exact result of the pending command (commit #2).
+// SaveResult persists the exact result of the pending command (commit #2)
+// with its protocol digest (verified against the bytes on every start, and
+// by the server on receipt).
 // Saving the same bytes again succeeds; other bytes for a command whose
 // result is saved are an integrity failure.
 func (j *Journal) SaveResult(ctx context.Context, sequence int64, result []byte, resultDigest string) error {
-	return j.tx(ctx, domain.DeliveryFile, func(q *journaldb.Queries) error {
+	return j.txDelivery(ctx, func(q *deliverydb.Queries) error {
 		cur, _, err := pendingRow(ctx, q)
 		if err != nil {
 			return err
@@ -292,11 +324,8 @@ func (j *Journal) SaveResult(ctx context.Context, sequence int64, result []byte,
 		case cur.hasResult:
 			return integrity(domain.DeliveryFile, row, "another result (%s) is saved", cur.resultDigest)
 		}
-		if err := checkResultFor(result, resultDigest, sequence, cur.commandDigest); err != nil {
-			return integrity(domain.DeliveryFile, row, "the result to save: %v", err)
-		}
 		rd := sql.NullString{String: resultDigest, Valid: true}
-		n, err := q.SetPendingResult(ctx, journaldb.SetPendingResultParams{
+		n, err := q.SetPendingResult(ctx, deliverydb.SetPendingResultParams{
 			Result: result, ResultDigest: rd, Sequence: sequence,
 			Digest: pendingDigest(sequence, cur.command, cur.commandDigest, result, rd),
 		})
@@ -313,7 +342,7 @@ func (j *Journal) SaveResult(ctx context.Context, sequence int64, result []byte,
 // Acknowledge clears the acknowledged pending command and advances the
 // checkpoint (commit #3). Repeating it after it committed succeeds.
 func (j *Journal) Acknowledge(ctx context.Context, ack domain.Acknowledgement) error {
-	return j.tx(ctx, domain.DeliveryFile, func(q *journaldb.Queries) error {
+	return j.txDelivery(ctx, func(q *deliverydb.Queries) error {
 		cur, acked, err := pendingRow(ctx, q)
 		if err != nil {
 			return err
@@ -330,24 +359,24 @@ func (j *Journal) Acknowledge(ctx context.Context, ack domain.Acknowledgement) e
 
 // Resolve returns the member binding for ref.
 func (j *Journal) Resolve(ctx context.Context, ref siteprotocol.AccountRef) (domain.MemberBinding, bool, error) {
-	q, err := j.read(domain.DeliveryFile)
+	q, err := j.readDelivery()
 	if err != nil {
 		return domain.MemberBinding{}, false, err
 	}
-	rows, err := q.GetMemberBinding(ctx, journaldb.GetMemberBindingParams{BindingID: ref.BindingID, Generation: ref.Generation})
+	rows, err := q.GetMemberBinding(ctx, deliverydb.GetMemberBindingParams{BindingID: ref.BindingID, Generation: ref.Generation})
 	if err != nil {
 		return domain.MemberBinding{}, false, fmt.Errorf("journal %s: read member binding: %w", domain.DeliveryFile, err)
 	}
 	if len(rows) == 0 {
 		return domain.MemberBinding{}, false, nil
 	}
-	b, err := memberFromRow(journaldb.MemberBinding(rows[0]))
+	b, err := memberFromRow(rows[0])
 	return b, err == nil, err
 }
 
 // Generations returns every stored generation of bindingID.
 func (j *Journal) Generations(ctx context.Context, bindingID string) ([]domain.MemberBinding, error) {
-	q, err := j.read(domain.DeliveryFile)
+	q, err := j.readDelivery()
 	if err != nil {
 		return nil, err
 	}
@@ -357,7 +386,7 @@ func (j *Journal) Generations(ctx context.Context, bindingID string) ([]domain.M
 	}
 	out := make([]domain.MemberBinding, 0, len(rows))
 	for _, r := range rows {
-		b, err := memberFromRow(journaldb.MemberBinding(r))
+		b, err := memberFromRow(r)
 		if err != nil {
 			return nil, err
 		}
@@ -368,9 +397,9 @@ func (j *Journal) Generations(ctx context.Context, bindingID string) ([]domain.M
 
 // Save writes member bindings in one durable commit.
 func (j *Journal) Save(ctx context.Context, rows []domain.MemberBinding) error {
-	return j.tx(ctx, domain.DeliveryFile, func(q *journaldb.Queries) error {
+	return j.txDelivery(ctx, func(q *deliverydb.Queries) error {
 		for _, b := range rows {
-			r := journaldb.MemberBinding{
+			r := deliverydb.MemberBinding{
 				BindingID: b.BindingID, Generation: b.Generation, Revision: b.Revision, PartyID: b.PartyID,
 				ProjectID: b.ProjectID, Namespace: b.Namespace, Account: b.Account, AppliedBy: b.AppliedBy,
 			}
@@ -378,7 +407,7 @@ func (j *Journal) Save(ctx context.Context, rows []domain.MemberBinding) error {
 				r.Retired = 1
 			}
 			r.Digest = memberDigest(r)
-			if err := q.UpsertMemberBinding(ctx, journaldb.UpsertMemberBindingParams(r)); err != nil {
+			if err := q.UpsertMemberBinding(ctx, deliverydb.UpsertMemberBindingParams(r)); err != nil {
 				return fmt.Errorf("journal %s: save member binding %s/%d: %w", domain.DeliveryFile, b.BindingID, b.Generation, err)
 			}
 		}
@@ -386,7 +415,7 @@ func (j *Journal) Save(ctx context.Context, rows []domain.MemberBinding) error {
 	})
 }
 
-func memberFromRow(r journaldb.MemberBinding) (domain.MemberBinding, error) {
+func memberFromRow(r deliverydb.MemberBinding) (domain.MemberBinding, error) {
 	if r.Digest != memberDigest(r) {
 		return domain.MemberBinding{}, integrity(domain.DeliveryFile, fmt.Sprintf("member_bindings (binding %s, generation %d)", r.BindingID, r.Generation), "digest mismatch")
 	}
@@ -420,14 +449,14 @@ func (s *Records) SaveRecord(ctx context.Context, r domain.NativeRecord) error {
 	if spec == nil {
 		spec = []byte{}
 	}
-	row := journaldb.NativeRecord{
+	row := recordsdb.NativeRecord{
 		AttemptID: r.AttemptID, Kind: r.Kind, Name: r.Name, Namespace: r.Namespace, Uid: r.UID,
 		ServiceKind: r.ServiceKind, Phase: r.Phase, CommandID: r.CommandID, Sequence: r.Sequence,
 		Spec: spec, SpecDigest: digest,
 	}
 	row.Digest = recordDigest(row)
-	return s.j.tx(ctx, s.file, func(q *journaldb.Queries) error {
-		if err := q.UpsertNativeRecord(ctx, journaldb.UpsertNativeRecordParams(row)); err != nil {
+	return s.j.tx(ctx, s.file, func(tx *sql.Tx) error {
+		if err := s.j.records[s.file].WithTx(tx).UpsertNativeRecord(ctx, recordsdb.UpsertNativeRecordParams(row)); err != nil {
 			return fmt.Errorf("journal %s: save record %s %s: %w", s.file, r.Kind, r.Name, err)
 		}
 		return nil
@@ -436,7 +465,7 @@ func (s *Records) SaveRecord(ctx context.Context, r domain.NativeRecord) error {
 
 // Records returns the Attempt's records, verifying each.
 func (s *Records) Records(ctx context.Context, attemptID string) ([]domain.NativeRecord, error) {
-	q, err := s.j.read(s.file)
+	q, err := s.j.readRecords(s.file)
 	if err != nil {
 		return nil, err
 	}
@@ -446,7 +475,7 @@ func (s *Records) Records(ctx context.Context, attemptID string) ([]domain.Nativ
 	}
 	out := make([]domain.NativeRecord, 0, len(rows))
 	for _, r := range rows {
-		nr := journaldb.NativeRecord(r)
+		nr := r
 		if nr.Digest != recordDigest(nr) || nr.SpecDigest != sha256Hex(nr.Spec) {
 			return nil, integrity(s.file, fmt.Sprintf("native_records (attempt %s, %s %s)", r.AttemptID, r.Kind, r.Name), "digest mismatch")
 		}

@@ -13,7 +13,8 @@ import (
 
 	"github.com/gofrs/flock"
 
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal/journaldb"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal/deliverydb"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal/recordsdb"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/database"
@@ -125,19 +126,25 @@ func fill(ctx context.Context, db *sql.DB, file string, b domain.Binding) error 
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	q := journaldb.New(tx)
-	if err := q.InsertMeta(ctx, journaldb.InsertMetaParams{File: file, SchemaVersion: SchemaVersion, InstallationID: b.InstallationID,
-		Digest: metaDigest(file, SchemaVersion, b.InstallationID)}); err != nil {
+	digest := metaDigest(file, SchemaVersion, b.InstallationID)
+	if file != domain.DeliveryFile {
+		if err := recordsdb.New(tx).InsertMeta(ctx, recordsdb.InsertMetaParams{File: file, SchemaVersion: SchemaVersion,
+			InstallationID: b.InstallationID, Digest: digest}); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}
+	q := deliverydb.New(tx)
+	if err := q.InsertMeta(ctx, deliverydb.InsertMetaParams{File: file, SchemaVersion: SchemaVersion, InstallationID: b.InstallationID,
+		Digest: digest}); err != nil {
 		return err
 	}
-	if file == domain.DeliveryFile {
-		if err := q.InsertBinding(ctx, journaldb.InsertBindingParams{Environment: b.Environment, Authority: b.Authority,
-			InstallationID: b.InstallationID, Digest: bindingDigest(b)}); err != nil {
-			return err
-		}
-		if err := q.SetCheckpoint(ctx, journaldb.SetCheckpointParams{AcknowledgedSequence: 0, Digest: checkpointDigest(0)}); err != nil {
-			return err
-		}
+	if err := q.InsertBinding(ctx, deliverydb.InsertBindingParams{Environment: b.Environment, Authority: b.Authority,
+		InstallationID: b.InstallationID, Digest: bindingDigest(b)}); err != nil {
+		return err
+	}
+	if err := q.SetCheckpoint(ctx, deliverydb.SetCheckpointParams{AcknowledgedSequence: 0, Digest: checkpointDigest(0)}); err != nil {
+		return err
 	}
 	return tx.Commit()
 }

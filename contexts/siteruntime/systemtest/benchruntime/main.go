@@ -53,6 +53,8 @@ type drainResult struct {
 	rss                 int64
 	heapWarm, heapDrain float64
 	warm                int
+	// runtimeCPU and serverCPU are CPU time per command.
+	runtimeCPU, serverCPU time.Duration
 }
 
 func run() error {
@@ -225,11 +227,14 @@ func drain(bins harness.Binaries, dir string, fold bool, total, warm int) (drain
 	if err := appendRange(site, warm+1, total); err != nil {
 		return r, err
 	}
+	rtCPU0, srvCPU0 := cpuTime(p.Pid()), cpuTime(site.Server.Pid())
 	start := time.Now()
 	if err := waitAcked(p, addr, total, 10*time.Minute); err != nil {
 		return r, err
 	}
 	elapsed := time.Since(start)
+	r.runtimeCPU = (cpuTime(p.Pid()) - rtCPU0) / time.Duration(r.commands)
+	r.serverCPU = (cpuTime(site.Server.Pid()) - srvCPU0) / time.Duration(r.commands)
 	commits1, err := metric(addr, "metallo_runtime_journal_commits_total")
 	if err != nil {
 		return r, err
@@ -316,6 +321,23 @@ func percentile(d []time.Duration, p int) time.Duration {
 	return s[min(max(i-1, 0), len(s)-1)]
 }
 
+// cpuTime returns the user+system CPU time process pid has used
+// (/proc/<pid>/stat, clock ticks of 10 ms).
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
 func rssBytes(pid int) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -347,6 +369,10 @@ func report(raw float64, results []drainResult, lp50, lp99 time.Duration, inFlig
 		fmt.Printf("| %s | %d | %.0f | %s | %s | %.2f + 1 = %.2f | %.0f | %.2f |\n", mode, r.commands, r.perSecond,
 			r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.runtimeCommits, perCmd, limit, r.perSecond/limit)
 	}
+	for _, r := range results {
+		fmt.Printf("\nCPU per command (fold %v): Runtime %s, execution server %s.", r.fold, r.runtimeCPU.Round(time.Microsecond), r.serverCPU.Round(time.Microsecond))
+	}
+	fmt.Println()
 	fmt.Printf("\nOne command in flight (append → acknowledged, %d commands, folded): p50 %s, p99 %s.\n\n", inFlight, lp50.Round(time.Microsecond), lp99.Round(time.Microsecond))
 	fmt.Println("| clear | Runtime RSS after all commands (target < 128 MiB) | live Go heap after the first 1,000 | after all | growth (target within 10%) |")
 	fmt.Println("| --- | ---: | ---: | ---: | ---: |")

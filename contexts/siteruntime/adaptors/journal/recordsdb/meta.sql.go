@@ -3,7 +3,7 @@
 //   sqlc v1.30.0
 // source: meta.sql
 
-package journaldb
+package recordsdb
 
 import (
 	"context"
@@ -21,7 +21,7 @@ type GetMetaRow struct {
 }
 
 func (q *Queries) GetMeta(ctx context.Context) (GetMetaRow, error) {
-	row := q.db.QueryRowContext(ctx, getMeta)
+	row := q.queryRow(ctx, q.getMetaStmt, getMeta)
 	var i GetMetaRow
 	err := row.Scan(
 		&i.File,
@@ -44,7 +44,7 @@ type InsertMetaParams struct {
 }
 
 func (q *Queries) InsertMeta(ctx context.Context, arg InsertMetaParams) error {
-	_, err := q.db.ExecContext(ctx, insertMeta,
+	_, err := q.exec(ctx, q.insertMetaStmt, insertMeta,
 		arg.File,
 		arg.SchemaVersion,
 		arg.InstallationID,

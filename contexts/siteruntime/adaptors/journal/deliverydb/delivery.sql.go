@@ -3,7 +3,7 @@
 //   sqlc v1.30.0
 // source: delivery.sql
 
-package journaldb
+package deliverydb
 
 import (
 	"context"
@@ -15,7 +15,7 @@ DELETE FROM pending WHERE id = 1 AND sequence = ?
 `
 
 func (q *Queries) DeletePending(ctx context.Context, sequence int64) (int64, error) {
-	result, err := q.db.ExecContext(ctx, deletePending, sequence)
+	result, err := q.exec(ctx, q.deletePendingStmt, deletePending, sequence)
 	if err != nil {
 		return 0, err
 	}
@@ -34,7 +34,7 @@ type GetBindingRow struct {
 }
 
 func (q *Queries) GetBinding(ctx context.Context) (GetBindingRow, error) {
-	row := q.db.QueryRowContext(ctx, getBinding)
+	row := q.queryRow(ctx, q.getBindingStmt, getBinding)
 	var i GetBindingRow
 	err := row.Scan(
 		&i.Environment,
@@ -55,7 +55,7 @@ type GetCheckpointRow struct {
 }
 
 func (q *Queries) GetCheckpoint(ctx context.Context) (GetCheckpointRow, error) {
-	row := q.db.QueryRowContext(ctx, getCheckpoint)
+	row := q.queryRow(ctx, q.getCheckpointStmt, getCheckpoint)
 	var i GetCheckpointRow
 	err := row.Scan(&i.AcknowledgedSequence, &i.Digest)
 	return i, err
@@ -72,7 +72,7 @@ type GetMemberBindingParams struct {
 }
 
 func (q *Queries) GetMemberBinding(ctx context.Context, arg GetMemberBindingParams) ([]MemberBinding, error) {
-	rows, err := q.db.QueryContext(ctx, getMemberBinding, arg.BindingID, arg.Generation)
+	rows, err := q.query(ctx, q.getMemberBindingStmt, getMemberBinding, arg.BindingID, arg.Generation)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ type InsertBindingParams struct {
 }
 
 func (q *Queries) InsertBinding(ctx context.Context, arg InsertBindingParams) error {
-	_, err := q.db.ExecContext(ctx, insertBinding,
+	_, err := q.exec(ctx, q.insertBindingStmt, insertBinding,
 		arg.Environment,
 		arg.Authority,
 		arg.InstallationID,
@@ -138,7 +138,7 @@ type InsertPendingParams struct {
 }
 
 func (q *Queries) InsertPending(ctx context.Context, arg InsertPendingParams) error {
-	_, err := q.db.ExecContext(ctx, insertPending,
+	_, err := q.exec(ctx, q.insertPendingStmt, insertPending,
 		arg.Sequence,
 		arg.Command,
 		arg.CommandDigest,
@@ -153,7 +153,7 @@ FROM member_bindings WHERE binding_id = ? ORDER BY generation
 `
 
 func (q *Queries) ListBindingGenerations(ctx context.Context, bindingID string) ([]MemberBinding, error) {
-	rows, err := q.db.QueryContext(ctx, listBindingGenerations, bindingID)
+	rows, err := q.query(ctx, q.listBindingGenerationsStmt, listBindingGenerations, bindingID)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +192,7 @@ FROM member_bindings ORDER BY binding_id, generation
 `
 
 func (q *Queries) ListMemberBindings(ctx context.Context) ([]MemberBinding, error) {
-	rows, err := q.db.QueryContext(ctx, listMemberBindings)
+	rows, err := q.query(ctx, q.listMemberBindingsStmt, listMemberBindings)
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +239,7 @@ type ListPendingRow struct {
 }
 
 func (q *Queries) ListPending(ctx context.Context) ([]ListPendingRow, error) {
-	rows, err := q.db.QueryContext(ctx, listPending)
+	rows, err := q.query(ctx, q.listPendingStmt, listPending)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +279,7 @@ type SetCheckpointParams struct {
 }
 
 func (q *Queries) SetCheckpoint(ctx context.Context, arg SetCheckpointParams) error {
-	_, err := q.db.ExecContext(ctx, setCheckpoint, arg.AcknowledgedSequence, arg.Digest)
+	_, err := q.exec(ctx, q.setCheckpointStmt, setCheckpoint, arg.AcknowledgedSequence, arg.Digest)
 	return err
 }
 
@@ -295,7 +295,7 @@ type SetPendingResultParams struct {
 }
 
 func (q *Queries) SetPendingResult(ctx context.Context, arg SetPendingResultParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, setPendingResult,
+	result, err := q.exec(ctx, q.setPendingResultStmt, setPendingResult,
 		arg.Result,
 		arg.ResultDigest,
 		arg.Digest,
@@ -330,7 +330,7 @@ type UpsertMemberBindingParams struct {
 }
 
 func (q *Queries) UpsertMemberBinding(ctx context.Context, arg UpsertMemberBindingParams) error {
-	_, err := q.db.ExecContext(ctx, upsertMemberBinding,
+	_, err := q.exec(ctx, q.upsertMemberBindingStmt, upsertMemberBinding,
 		arg.BindingID,
 		arg.Generation,
 		arg.Revision,

@@ -2,7 +2,7 @@
 // versions:
 //   sqlc v1.30.0
 
-package journaldb
+package deliverydb
 
 import (
 	"database/sql"
@@ -41,21 +41,6 @@ type MemberBinding struct {
 	Retired    int64
 	AppliedBy  string
 	Digest     string
-}
-
-type NativeRecord struct {
-	AttemptID   string
-	Kind        string
-	Name        string
-	Namespace   string
-	Uid         string
-	ServiceKind string
-	Phase       string
-	CommandID   string
-	Sequence    int64
-	Spec        []byte
-	SpecDigest  string
-	Digest      string
 }
 
 type Pending struct {

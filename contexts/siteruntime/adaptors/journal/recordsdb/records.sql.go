@@ -3,7 +3,7 @@
 //   sqlc v1.30.0
 // source: records.sql
 
-package journaldb
+package recordsdb
 
 import (
 	"context"
@@ -15,7 +15,7 @@ FROM native_records ORDER BY attempt_id, kind, name
 `
 
 func (q *Queries) ListAllNativeRecords(ctx context.Context) ([]NativeRecord, error) {
-	rows, err := q.db.QueryContext(ctx, listAllNativeRecords)
+	rows, err := q.query(ctx, q.listAllNativeRecordsStmt, listAllNativeRecords)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ FROM native_records WHERE attempt_id = ? ORDER BY kind, name
 `
 
 func (q *Queries) ListNativeRecords(ctx context.Context, attemptID string) ([]NativeRecord, error) {
-	rows, err := q.db.QueryContext(ctx, listNativeRecords, attemptID)
+	rows, err := q.query(ctx, q.listNativeRecordsStmt, listNativeRecords, attemptID)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +116,7 @@ type UpsertNativeRecordParams struct {
 }
 
 func (q *Queries) UpsertNativeRecord(ctx context.Context, arg UpsertNativeRecordParams) error {
-	_, err := q.db.ExecContext(ctx, upsertNativeRecord,
+	_, err := q.exec(ctx, q.upsertNativeRecordStmt, upsertNativeRecord,
 		arg.AttemptID,
 		arg.Kind,
 		arg.Name,
