@@ -40,10 +40,10 @@ run: build
 	$(BIN) serve --role $(SERVE_ROLES) --keys-file var/keys.yaml --migrate --log-format console $(SERVE_FLAGS)
 
 ## test: every lane (unit, SQLite, PostgreSQL, Kubernetes); fails when a lane runs no test or skips one
-test: services
+test: services cluster-up
 	@mkdir -p var
 	$(GO) vet ./...
-	@unformatted=$$(gofmt -l app contexts platform sql 2>/dev/null); if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
+	@unformatted=$$(gofmt -l app contexts platform sql deploy/policytest 2>/dev/null); if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
 	$(GO) build -o var/lanecheck ./app/cmd/lanecheck
 	status=0; $(GO) test -json $(GOFLAGS_TEST) ./... > var/test-report.json || status=$$?; \
 	var/lanecheck -quiet -require $(REQUIRED_LANES) -file var/test-report.json && exit $$status

@@ -1,0 +1,146 @@
+package policytest
+
+import (
+	"context"
+	"testing"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/pharos-metallo/metallo/platform/kube"
+	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
+)
+
+// access is one request checked with the caller's own token (SelfSubjectAccessReview).
+type access struct {
+	verb, group, resource, subresource, namespace, name string
+}
+
+func allowed(t *testing.T, cs kubernetes.Interface, a access) bool {
+	t.Helper()
+	r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx(t), &authorizationv1.SelfSubjectAccessReview{
+		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: a.namespace, Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource, Name: a.name,
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("self subject access review %+v: %v", a, err)
+	}
+	return r.Status.Allowed
+}
+
+// expectAccess checks each request's answer for the client's own identity.
+func expectAccess(t *testing.T, who string, cs kubernetes.Interface, want map[access]bool) {
+	t.Helper()
+	for a, ok := range want {
+		if got := allowed(t, cs, a); got != ok {
+			t.Errorf("%s %s %s/%s %q in %q: allowed %v, want %v", who, a.verb, a.resource, a.subresource, a.name, a.namespace, got, ok)
+		}
+	}
+}
+
+// The Runtime's own token reaches what metallo-runtime grants in its project namespace and
+// nothing else: no other namespace, no cluster-wide Secrets, no nodes, no create or change of
+// anything, no exec, no role grants, no tokens, and it impersonates only service accounts of its
+// project namespaces (never a controller, a user or a group).
+func TestRuntimeReachesOnlyWhatItNeedsInItsProjectNamespaces(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	rt := s.asRuntime(t)
+	ns := s.namespace
+	expectAccess(t, "the Runtime", rt, map[access]bool{
+		{verb: "get", resource: "namespaces", name: ns, namespace: ns}:                               true,
+		{verb: "impersonate", resource: "serviceaccounts", name: "member-" + s.alice, namespace: ns}: true,
+		{verb: "list", group: "batch", resource: "jobs", namespace: ns}:                              true,
+		{verb: "watch", resource: "pods", namespace: ns}:                                             true,
+		{verb: "delete", resource: "persistentvolumeclaims", namespace: ns}:                          true,
+		{verb: "get", resource: "secrets", namespace: ns}:                                            true,
+		{verb: "delete", resource: "secrets", namespace: ns}:                                         true,
+		{verb: "get", resource: "pods", subresource: "log", namespace: ns}:                           true,
+		{verb: "list", resource: "events", namespace: ns}:                                            true,
+
+		{verb: "list", resource: "secrets", namespace: ns}:                                                   false,
+		{verb: "create", group: "batch", resource: "jobs", namespace: ns}:                                    false,
+		{verb: "patch", group: "batch", resource: "jobs", namespace: ns}:                                     false,
+		{verb: "create", resource: "pods", namespace: ns}:                                                    false,
+		{verb: "create", resource: "pods", subresource: "exec", namespace: ns}:                               false,
+		{verb: "deletecollection", group: "batch", resource: "jobs", namespace: ns}:                          false,
+		{verb: "create", resource: "serviceaccounts", subresource: "token", namespace: ns}:                   false,
+		{verb: "create", group: "rbac.authorization.k8s.io", resource: "rolebindings", namespace: ns}:        false,
+		{verb: "list", resource: "namespaces"}:                                                               false,
+		{verb: "get", resource: "namespaces", name: "kube-system", namespace: "kube-system"}:                 false,
+		{verb: "list", resource: "secrets"}:                                                                  false,
+		{verb: "get", resource: "secrets", namespace: "kube-system"}:                                         false,
+		{verb: "list", resource: "nodes"}:                                                                    false,
+		{verb: "impersonate", resource: "serviceaccounts", name: "job-controller", namespace: "kube-system"}: false,
+		{verb: "impersonate", resource: "users", name: kubetest.AdminUser}:                                   false,
+		{verb: "impersonate", resource: "groups", name: "system:masters"}:                                    false,
+		{verb: "update", group: "admissionregistration.k8s.io", resource: "validatingadmissionpolicies"}:     false,
+	})
+	// The same, as real requests: another namespace's Secrets and an impersonated controller.
+	c := ctx(t)
+	if _, err := rt.CoreV1().Secrets("kube-system").List(c, metav1.ListOptions{}); !isRBACRefusal(err) {
+		t.Errorf("the Runtime listing kube-system's Secrets: want 403, got %v", err)
+	}
+	asController := s.e.ClientFor(kube.Impersonate(s.runtimeConfig(t), kube.ServiceAccountUser("kube-system", "job-controller")))
+	if _, err := asController.CoreV1().Pods(ns).List(c, metav1.ListOptions{}); !isRBACRefusal(err) {
+		t.Errorf("the Runtime impersonating the Job controller: want 403, got %v", err)
+	}
+	waitRefusedByRBAC(t, "the Runtime creating a Job as itself", createJob(rt, ns, s.attempt(s.alice).job("1")))
+}
+
+// A member may only create its Attempts' Jobs, claims, credentials and helper Pods: it reads,
+// changes and deletes nothing, so a second member of the Project cannot read the first one's
+// claim, credential, Job or logs, nor exec into its Pods, nor grant itself anything (seed 000,
+// "Native qualification", batch data).
+func TestMembersOnlyCreateAndReadNothing(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	bob := s.asMember(t, s.bob)
+	ns := s.namespace
+	want := map[access]bool{
+		{verb: "create", group: "batch", resource: "jobs", namespace: ns}:   true,
+		{verb: "create", resource: "persistentvolumeclaims", namespace: ns}: true,
+		{verb: "create", resource: "secrets", namespace: ns}:                true,
+		{verb: "create", resource: "pods", namespace: ns}:                   true,
+	}
+	for _, verb := range []string{"get", "list", "watch", "update", "patch", "delete"} {
+		for _, r := range []access{{group: "batch", resource: "jobs"}, {resource: "persistentvolumeclaims"}, {resource: "secrets"}, {resource: "pods"}} {
+			r.verb, r.namespace = verb, ns
+			want[r] = false
+		}
+	}
+	for _, a := range []access{
+		{verb: "get", resource: "pods", subresource: "log"},
+		{verb: "create", resource: "pods", subresource: "exec"},
+		{verb: "create", resource: "serviceaccounts", subresource: "token"},
+		{verb: "create", group: "apps", resource: "deployments"},
+		{verb: "create", resource: "services"},
+		{verb: "create", group: "serving.kserve.io", resource: "inferenceservices"},
+		{verb: "create", group: "rbac.authorization.k8s.io", resource: "rolebindings"},
+		{verb: "get", resource: "namespaces", name: ns},
+	} {
+		a.namespace = ns
+		want[a] = false
+	}
+	expectAccess(t, "bob", bob, want)
+
+	alice := s.attempt(s.alice)
+	accepted(t, "alice's workspace claim", createClaim(s.viaRuntime(t, s.alice), ns, alice.claim()))
+	accepted(t, "alice's credential", createSecret(s.viaRuntime(t, s.alice), ns, alice.credential()))
+	for what, read := range map[string]func(context.Context) error{
+		"bob reading alice's claim": func(c context.Context) error {
+			_, err := bob.CoreV1().PersistentVolumeClaims(ns).Get(c, alice.claimName(), metav1.GetOptions{})
+			return err
+		},
+		"bob reading alice's credential": func(c context.Context) error {
+			_, err := bob.CoreV1().Secrets(ns).Get(c, alice.secretName(), metav1.GetOptions{})
+			return err
+		},
+	} {
+		if err := read(ctx(t)); !isRBACRefusal(err) {
+			t.Errorf("%s: want 403 from RBAC, got %v", what, err)
+		}
+	}
+}
