@@ -111,6 +111,22 @@ bench-provisioning: services
 	@echo "wrote the Report intake section of BENCHMARKS.md"
 # --- end resource_provisioning benchmark ---
 
+# --- batch on Kubernetes: the demo and the native start benchmark (issue 6) ---
+## demo: the main job end to end on the local cluster, narrated: central roles and a Runtime as processes, a Job created as the member (deploy/demo)
+.PHONY: demo bench-native
+demo: build cluster-up
+	$(GO) run ./deploy/demo --metallo $(BIN)
+
+## bench-native: batch Attempts started/s against the local cluster next to raw client-go Job creates/s; writes the "Native start" section of BENCHMARKS.md (also kept in var/bench-native.md)
+bench: bench-native
+bench-native: cluster-up
+	@mkdir -p var
+	METALLO_BENCH_REPORT=$(CURDIR)/var/bench-native.md $(GO) test -run '^$$' -bench '^BenchmarkNativeStart$$' -benchtime=1x -count=1 -timeout 30m ./contexts/siteruntime/adaptors/kube/
+	@touch BENCHMARKS.md
+	@awk -v f=var/bench-native.md 'BEGIN { while ((getline l < f) > 0) s = s l "\n" } /^## Native start$$/ { printf "%s", s; skip = 1; done = 1; next } /^## / { if (skip) print ""; skip = 0 } !skip { print } END { if (!done) printf "%s%s", (NR ? "\n" : ""), s }' BENCHMARKS.md > var/BENCHMARKS.md.tmp && mv var/BENCHMARKS.md.tmp BENCHMARKS.md
+	@echo "wrote the Native start section of BENCHMARKS.md"
+# --- end batch on Kubernetes ---
+
 # --- local cluster (deploy/localcluster) ---
 # A real kube-apiserver, kube-controller-manager, kube-scheduler and etcd built from the
 # Kubernetes sources, with KWOK's fake Nodes and a hostPath volume provisioner, on loopback.

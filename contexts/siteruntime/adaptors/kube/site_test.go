@@ -51,7 +51,7 @@ type siteOptions struct {
 // own service-account token (system:serviceaccount:metallo-runtime:
 // runtime-k8s, ClusterRole metallo-runtime bound in the namespace).
 type site struct {
-	t        *testing.T
+	t        testing.TB
 	e        *kubetest.Env
 	ns       string
 	project  string
@@ -65,7 +65,7 @@ type site struct {
 	seq      int64
 }
 
-func newSite(t *testing.T, o siteOptions) *site {
+func newSite(t testing.TB, o siteOptions) *site {
 	t.Helper()
 	e := kubetest.New(t)
 	s := &site{t: t, e: e, ns: e.Namespace, project: uuid.NewString(), member: uuid.NewString(), binding: uuid.NewString()}
@@ -121,7 +121,7 @@ type images struct{}
 
 func (images) BatchImage() string { return testImage }
 
-func testContext(t *testing.T) context.Context {
+func testContext(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), long)
 	t.Cleanup(cancel)
 	return ctx
@@ -243,14 +243,14 @@ func (s *site) simple(op siteprotocol.Operation, attempt string) siteprotocol.Re
 	return s.execute(s.command(op, attempt, nil))
 }
 
-func want(t *testing.T, r siteprotocol.Result, outcome siteprotocol.Outcome, reason siteprotocol.Reason) {
+func want(t testing.TB, r siteprotocol.Result, outcome siteprotocol.Outcome, reason siteprotocol.Reason) {
 	t.Helper()
 	if r.Outcome != outcome || r.Reason != reason {
 		t.Fatalf("want %s/%s, got %s/%s: %s (detail %s)", outcome, reason, r.Outcome, r.Reason, r.Message, r.Detail)
 	}
 }
 
-func detail[T any](t *testing.T, r siteprotocol.Result) T {
+func detail[T any](t testing.TB, r siteprotocol.Result) T {
 	t.Helper()
 	d, err := siteprotocol.DecodeDetail[T](r)
 	if err != nil {

@@ -1,0 +1,753 @@
+// Command demo is `make demo`: Metallo's main job on real input, narrated
+// in the terminal. It runs the central roles (provisioning,execution on
+// fresh SQLite files under var/demo/) and a Site Runtime as separate
+// processes of the metallo binary against the local cluster (make
+// cluster-up): the Runtime authenticates to the Site API with a
+// service-account token of the local cluster, checked by TokenReview; the
+// Site agent's report of the alpha record of waldur-resources.json and a
+// ProjectChanged make the Project's allocation ready; a Run is planned;
+// bind-member, prepare, start and observe commands are appended and the
+// Runtime performs them: the Job is created as the member (the audit log
+// says so), scheduled onto a KWOK Node and completed. KWOK simulates the
+// Node and its kubelet: no container runs. It exits 0 only if all of that
+// happened, and stops every process it started.
+//
+// Usage: go run ./deploy/demo --metallo bin/metallo
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	platformkube "github.com/pharos-metallo/metallo/platform/kube"
+	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+const (
+	environment    = "alpha-k8s"
+	site           = "alpha"
+	waldurInstance = "https://waldur.example.org"
+	// batchImage is the platform image the Runtime is configured with,
+	// pinned by digest (KWOK never pulls it).
+	batchImage = "registry.example/metallo-batch@sha256:0deced726793b1a218c0e0be639fb4530878c26e9ee2c186e3041cc2bc3237d5"
+	demoLabel  = "metallo.dev/demo"
+)
+
+func main() {
+	var (
+		bin     = flag.String("metallo", "bin/metallo", "the metallo binary")
+		dir     = flag.String("dir", "var/demo", "the demo's state directory (emptied first)")
+		cases   = flag.String("resources", "deploy/demo/waldur-resources.json", "Waldur resource records (the alpha record is reported)")
+		cluster = flag.String("cluster-dir", envOr("METALLO_CLUSTER_DIR", "var/localcluster"), "the local cluster's state directory")
+	)
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	d := &demo{out: os.Stdout, bin: *bin, dir: *dir, cases: *cases, clusterDir: *cluster, keys: map[string]string{}}
+	err := d.run(ctx)
+	d.stopProcesses()
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stdout, "\nDEMO FAILED: %v\n(logs in %s)\n", err, *dir)
+		os.Exit(1)
+	}
+	fmt.Fprintln(os.Stdout, "\nDemo complete: every step above happened.")
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+type demo struct {
+	out        io.Writer
+	bin        string
+	dir        string
+	cases      string
+	clusterDir string
+	base       string
+	keys       map[string]string
+	admin      kubernetes.Interface
+	adminCfg   *rest.Config
+	audit      string
+	nodes      []string
+	procs      []*process
+	step       int
+}
+
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.out, "    "+format+"\n", args...) }
+
+func (d *demo) section(title string) {
+	d.step++
+	fmt.Fprintf(d.out, "\n%d. %s\n", d.step, title)
+}
+
+func (d *demo) run(ctx context.Context) error {
+	fmt.Fprintln(d.out, "Metallo demo: a Run's batch Job created at a Site as its member, observed to its end.")
+	if err := d.prepareDir(); err != nil {
+		return err
+	}
+	if err := d.attachCluster(ctx); err != nil {
+		return err
+	}
+	project, member, binding := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	ns, err := d.siteProject(ctx, project, member)
+	if err != nil {
+		return err
+	}
+	tokenFile, kubeconfig, err := d.runtimeCredentials(ctx)
+	if err != nil {
+		return err
+	}
+	if err := d.startCentral(ctx); err != nil {
+		return err
+	}
+	if err := d.startRuntime(ctx, tokenFile, kubeconfig, project, member); err != nil {
+		return err
+	}
+	if err := d.allocation(ctx, project); err != nil {
+		return err
+	}
+	demand := map[string]int64{"cpu": 2000, "memory": 4 << 30}
+	if err := d.plan(ctx, project, demand); err != nil {
+		return err
+	}
+	return d.commands(ctx, ns, project, member, binding, demand)
+}
+
+func (d *demo) prepareDir() error {
+	d.section("Fresh state under " + d.dir)
+	if err := os.RemoveAll(d.dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(d.dir, "runtime"), 0o750); err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(d.dir)
+	if err != nil {
+		return err
+	}
+	d.dir = abs
+	for _, p := range []string{"site:alpha", "service:beto", "service:execution"} {
+		out, err := exec.Command(d.bin, "keys", "new", "--principal", p, "--append", d.path("keys.yaml")).Output()
+		if err != nil {
+			return fmt.Errorf("metallo keys new --principal %s: %w", p, err)
+		}
+		m := regexp.MustCompile(`(?m)^key: (\S+)$`).FindSubmatch(out)
+		if m == nil {
+			return fmt.Errorf("metallo keys new printed no key: %s", out)
+		}
+		d.keys[p] = string(m[1])
+	}
+	if err := os.WriteFile(d.path("site-alpha.key"), []byte(d.keys["site:alpha"]+"\n"), 0o600); err != nil {
+		return err
+	}
+	d.say("keys for site:alpha (the Site agent), service:beto (Project events) and service:execution in keys.yaml (hashes only)")
+	return nil
+}
+
+func (d *demo) path(name string) string { return filepath.Join(d.dir, name) }
+
+type clusterState struct {
+	Kubeconfig string   `json:"kubeconfig"`
+	AuditLog   string   `json:"auditLog"`
+	Nodes      []string `json:"nodes"`
+	Server     string   `json:"server"`
+}
+
+func (d *demo) attachCluster(ctx context.Context) error {
+	d.section("The local cluster (make cluster-up)")
+	b, err := os.ReadFile(filepath.Join(d.clusterDir, "cluster.json"))
+	if err != nil {
+		return fmt.Errorf("no local cluster (run make cluster-up): %w", err)
+	}
+	var s clusterState
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("cluster.json: %w", err)
+	}
+	if d.adminCfg, err = platformkube.RESTConfig(s.Kubeconfig); err != nil {
+		return err
+	}
+	if d.admin, err = kubernetes.NewForConfig(d.adminCfg); err != nil {
+		return err
+	}
+	if _, err := d.admin.Discovery().ServerVersion(); err != nil {
+		return fmt.Errorf("the local cluster does not answer: %w", err)
+	}
+	d.audit, d.nodes = s.AuditLog, s.Nodes
+	d.say("a real kube-apiserver, controller-manager, scheduler and etcd at %s", s.Server)
+	d.say("its Nodes %v are KWOK's fake Nodes: KWOK simulates the kubelet, so Pods are scheduled and", s.Nodes)
+	d.say("move through Running to Succeeded, but no container ever runs and no image is pulled")
+	return ctx.Err()
+}
+
+// siteProject sets up the Project namespace as the Site agent would.
+func (d *demo) siteProject(ctx context.Context, project, member string) (string, error) {
+	d.section("The Site's project namespace, set up as the Site agent does (a stand-in: the agent is not part of Metallo)")
+	old, err := d.admin.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: demoLabel + "=true"})
+	if err != nil {
+		return "", err
+	}
+	for _, n := range old.Items {
+		if err := d.admin.CoreV1().Namespaces().Delete(ctx, n.Name, metav1.DeleteOptions{}); err == nil {
+			d.say("removing the previous demo's namespace %s", n.Name)
+		}
+	}
+	ns := "demo-" + project[:8]
+	if _, err := d.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{demoLabel: "true"}}}, metav1.CreateOptions{}); err != nil {
+		return "", err
+	}
+	if err := siteagent.Project(ctx, d.admin, ns, project, true); err != nil {
+		return "", err
+	}
+	if err := siteagent.Member(ctx, d.admin, ns, member); err != nil {
+		return "", err
+	}
+	d.say("namespace %s labelled project-id=%s and %s=%s (the admission policies of deploy/cluster guard it)", ns, project, kube.NamespacePolicyLabel, kube.NamespacePolicyValue)
+	d.say("member %s: service account %s bound to ClusterRole metallo-member (create only)", member, siteprotocol.MemberAccount(member))
+	d.say("the Runtime %s bound to ClusterRole metallo-runtime in the namespace", siteagent.RuntimeUser())
+	return ns, nil
+}
+
+// runtimeCredentials writes the Runtime's Site API token (audience
+// metallo, checked by TokenReview) and its kubeconfig for the cluster.
+func (d *demo) runtimeCredentials(ctx context.Context) (tokenFile, kubeconfig string, err error) {
+	d.section("The Runtime's credentials from the TokenRequest API")
+	siteToken, err := siteagent.RuntimeToken(ctx, d.admin, time.Hour, "metallo")
+	if err != nil {
+		return "", "", err
+	}
+	tokenFile = d.path("runtime/site-api.token")
+	if err := os.WriteFile(tokenFile, []byte(siteToken), 0o600); err != nil {
+		return "", "", err
+	}
+	apiToken, err := siteagent.RuntimeToken(ctx, d.admin, time.Hour)
+	if err != nil {
+		return "", "", err
+	}
+	kubeconfig = d.path("runtime/kubeconfig")
+	if err := siteagent.WriteKubeconfig(kubeconfig, d.adminCfg, apiToken); err != nil {
+		return "", "", err
+	}
+	d.say("%s: a token of %s for audience metallo (the Site API checks it with a TokenReview)", rel(tokenFile), siteagent.RuntimeUser())
+	d.say("%s: the same service account for the cluster's API server", rel(kubeconfig))
+	return tokenFile, kubeconfig, nil
+}
+
+func rel(p string) string {
+	if wd, err := os.Getwd(); err == nil {
+		if r, err := filepath.Rel(wd, p); err == nil {
+			return r
+		}
+	}
+	return p
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (d *demo) start(name string, args ...string) (*process, error) {
+	log, err := os.Create(d.path(name + ".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(d.bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		_ = log.Close()
+		close(p.done)
+	}()
+	d.procs = append(d.procs, p)
+	return p, nil
+}
+
+// stopProcesses ends every process the demo started, by its own pid:
+// SIGTERM, then SIGKILL after 15 seconds.
+func (d *demo) stopProcesses() {
+	for i := len(d.procs) - 1; i >= 0; i-- {
+		p := d.procs[i]
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(15 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+	d.procs = nil
+}
+
+func (d *demo) startCentral(ctx context.Context) error {
+	d.section("provisioning,execution on SQLite (one process), the Runtime's environment authenticated by TokenReview")
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	d.base = fmt.Sprintf("http://127.0.0.1:%d", port)
+	cs, err := readClusterKubeconfig(d.clusterDir)
+	if err != nil {
+		return err
+	}
+	envs := fmt.Sprintf(`environments:
+  - id: %s
+    site: %s
+    authority: %s
+    auth:
+      tokenreview:
+        kubeconfig: %s
+        username: %s
+        audience: metallo
+`, environment, site, d.base, cs, siteagent.RuntimeUser())
+	if err := os.WriteFile(d.path("environments.yaml"), []byte(envs), 0o600); err != nil {
+		return err
+	}
+	p, err := d.start("central", "serve", "--role", "provisioning,execution", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--admin-listen", "", "--keys-file", d.path("keys.yaml"), "--environments-file", d.path("environments.yaml"),
+		"--provisioning-database-url", "sqlite:"+d.path("provisioning.sqlite"), "--execution-database-url", "sqlite:"+d.path("execution.sqlite"),
+		"--migrate", "--waldur-instance", waldurInstance, "--resource-owner", "in-process", "--log-format", "json")
+	if err != nil {
+		return err
+	}
+	if err := d.waitHTTP(ctx, p, d.base+"/readyz"); err != nil {
+		return err
+	}
+	d.say("metallo serve --role provisioning,execution at %s (pid %d; log %s)", d.base, p.cmd.Process.Pid, rel(d.path("central.log")))
+	d.say("databases %s and %s; environment %s at Site %s trusts %s by TokenReview", rel(d.path("provisioning.sqlite")), rel(d.path("execution.sqlite")), environment, site, siteagent.RuntimeUser())
+	return nil
+}
+
+func readClusterKubeconfig(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "cluster.json"))
+	if err != nil {
+		return "", err
+	}
+	var s clusterState
+	if err := json.Unmarshal(b, &s); err != nil {
+		return "", err
+	}
+	return filepath.Abs(s.Kubeconfig)
+}
+
+func (d *demo) waitHTTP(ctx context.Context, p *process, url string) error {
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited before %s answered; see %s", p.name, url, d.path(p.name+".log"))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not answer %s within 90 s; see %s", p.name, url, d.path(p.name+".log"))
+		}
+	}
+}
+
+func (d *demo) startRuntime(ctx context.Context, tokenFile, kubeconfig, project, member string) error {
+	d.section("The Site Runtime: install, check (TokenReview), serve")
+	journals, record := d.path("runtime/journals"), "file:"+d.path("runtime/installation.json")
+	out, err := exec.CommandContext(ctx, d.bin, "runtime", "install", "--journal-dir", journals, "--environment", environment,
+		"--authority", d.base, "--installation-record", record, "--log-level", "error").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("metallo runtime install: %v: %s", err, out)
+	}
+	d.say("metallo runtime install: %s", strings.TrimSpace(string(out)))
+	out, err = exec.CommandContext(ctx, d.bin, "runtime", "check", "--environment", environment, "--authority", d.base,
+		"--token-file", tokenFile, "--installation-record", record).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("metallo runtime check: %v: %s", err, out)
+	}
+	d.say("metallo runtime check (the Site API reviewed the token with the cluster): %s", strings.TrimSpace(string(out)))
+	grants, err := json.Marshal([]permissions.Grant{{Member: member, Project: project,
+		Actions: []domain.PermissionAction{domain.ActionStart, domain.ActionRead, domain.ActionCancel}}})
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(d.path("runtime/permissions.yaml"), grants, 0o600); err != nil {
+		return err
+	}
+	p, err := d.start("runtime", "serve", "--role", "runtime", "--journal-dir", journals, "--environment", environment,
+		"--authority", d.base, "--token-file", tokenFile, "--kubeconfig", kubeconfig, "--batch-image", batchImage,
+		"--permissions", "policy:"+d.path("runtime/permissions.yaml"), "--installation-record", record,
+		"--heartbeat-file", d.path("runtime/heartbeat"), "--admin-listen", "", "--pull-wait", "2s",
+		"--batch-pod-annotations", kubetest.AnnotationRunSeconds+"=5", "--log-format", "json")
+	if err != nil {
+		return err
+	}
+	if err := d.waitRuntimeAlive(ctx, p); err != nil {
+		return err
+	}
+	d.say("metallo serve --role runtime (pid %d; log %s), a separate process with its own journals in %s", p.cmd.Process.Pid, rel(d.path("runtime.log")), rel(journals))
+	d.say("permissions from the policy file %s (standalone Site): the member may start, read and cancel", rel(d.path("runtime/permissions.yaml")))
+	d.say("batch image %s", batchImage)
+	d.say("every batch Pod is annotated %s=5: how long KWOK lets the simulated Pod run", kubetest.AnnotationRunSeconds)
+	return nil
+}
+
+func (d *demo) waitRuntimeAlive(ctx context.Context, p *process) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if err := exec.CommandContext(ctx, d.bin, "runtime", "liveness", "--heartbeat-file", d.path("runtime/heartbeat")).Run(); err == nil {
+			return nil
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("the Runtime exited; see %s", d.path("runtime.log"))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the Runtime never beat its heartbeat; see %s", d.path("runtime.log"))
+		}
+	}
+}
+
+func (d *demo) call(ctx context.Context, method, path, key string, body, out any) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, d.base+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		return resp.StatusCode, raw, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	}
+	if out != nil {
+		return resp.StatusCode, raw, json.Unmarshal(raw, out)
+	}
+	return resp.StatusCode, raw, nil
+}
+
+func (d *demo) allocation(ctx context.Context, project string) error {
+	d.section("The Project's allocation at Site alpha: a ProjectChanged, then the Site agent's report")
+	b, err := os.ReadFile(d.cases)
+	if err != nil {
+		return err
+	}
+	var records []map[string]any
+	if err := json.Unmarshal(b, &records); err != nil {
+		return fmt.Errorf("%s: %w", d.cases, err)
+	}
+	var alpha map[string]any
+	for _, r := range records {
+		if r["name"] == "alpha-gpu-ns" {
+			alpha = r
+		}
+	}
+	if alpha == nil {
+		return fmt.Errorf("%s has no alpha-gpu-ns record", d.cases)
+	}
+	ev := map[string]any{
+		"event_id": "demo-" + project, "type": "project.ProjectChanged", "occurred_at": time.Now().UTC().Format(time.RFC3339),
+		"project": map[string]any{"id": project, "revision": 1, "state": "active",
+			"provider_bindings": []map[string]any{{"provider": "waldur", "instance": waldurInstance, "external_id": alpha["project_uuid"]}}},
+	}
+	if _, raw, err := d.call(ctx, http.MethodPost, "/resource-provisioning/events/beto", d.keys["service:beto"], ev, nil); err != nil {
+		return err
+	} else {
+		d.say("ProjectChanged: canonical Project %s is Waldur Project %s (%s)", project, alpha["project_uuid"], strings.TrimSpace(string(raw)))
+	}
+	one, _ := json.Marshal(alpha)
+	if err := os.WriteFile(d.path("alpha-resource.json"), one, 0o600); err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(ctx, d.bin, "provisioning", "waldur-report", "--site", site, "--resource", d.path("alpha-resource.json"),
+		"--post", d.base, "--key-file", d.path("site-alpha.key")).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("metallo provisioning waldur-report: %v: %s", err, out)
+	}
+	d.say("metallo provisioning waldur-report --site alpha --resource <alpha-gpu-ns> --post: %s", oneLine(out))
+	var mine struct {
+		Allocations []struct {
+			Lifecycle     string           `json:"lifecycle"`
+			AppliedLimits map[string]int64 `json:"applied_limits"`
+		} `json:"allocations"`
+	}
+	if _, _, err := d.call(ctx, http.MethodGet, "/resource-provisioning/projects/"+project+"/allocations?site="+site, d.keys["service:execution"], nil, &mine); err != nil {
+		return err
+	}
+	if len(mine.Allocations) != 1 || mine.Allocations[0].Lifecycle != "ready" {
+		return fmt.Errorf("the Project's allocation is not ready: %+v", mine.Allocations)
+	}
+	d.say("allocation ready, applied limits %v (cpu millicores, memory bytes, gpu devices)", mine.Allocations[0].AppliedLimits)
+	return nil
+}
+
+func oneLine(b []byte) string {
+	s := strings.Join(strings.Fields(string(b)), " ")
+	if len(s) > 240 {
+		s = s[:240] + "…"
+	}
+	return s
+}
+
+func (d *demo) plan(ctx context.Context, project string, demand map[string]int64) error {
+	d.section("Plan the Run (POST /execution/v1/plans)")
+	var a struct {
+		Answer string `json:"answer"`
+		Reason string `json:"reason"`
+		Site   string `json:"site"`
+	}
+	if _, _, err := d.call(ctx, http.MethodPost, "/execution/v1/plans", d.keys["service:execution"],
+		map[string]any{"project": project, "environment": environment, "demand": demand}, &a); err != nil {
+		return err
+	}
+	if a.Answer != "admissible" {
+		return fmt.Errorf("the plan answered %s (%s)", a.Answer, a.Reason)
+	}
+	d.say("demand %v: %s at Site %s", demand, a.Answer, a.Site)
+	return nil
+}
+
+// sent is an appended command and its acknowledged result.
+type sent struct {
+	id       string
+	op       siteprotocol.Operation
+	sequence int64
+	result   siteprotocol.Result
+}
+
+func (d *demo) commands(ctx context.Context, ns, project, member, binding string, demand map[string]int64) error {
+	d.section("Commands appended to stream " + environment + "; the Runtime pulls, performs and acknowledges each")
+	run, attempt := uuid.NewString(), uuid.NewString()
+	var all []sent
+	do := func(op siteprotocol.Operation, payload any) (siteprotocol.Result, error) {
+		c := map[string]any{"id": uuid.NewString(), "operation": op, "issued_at": time.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
+			"member_id": member, "project_id": project}
+		if op != siteprotocol.OpBindMember {
+			c["family"], c["run_id"], c["attempt_id"] = "batch", run, attempt
+			c["account_ref"] = map[string]any{"binding_id": binding, "generation": 1}
+		}
+		if payload != nil {
+			c["payload"] = payload
+		}
+		var receipt siteprotocol.AppendReceipt
+		if _, _, err := d.call(ctx, http.MethodPost, "/execution/v1/streams/"+environment+"/commands", d.keys["service:execution"], c, &receipt); err != nil {
+			return siteprotocol.Result{}, err
+		}
+		r, err := d.acknowledged(ctx, c["id"].(string))
+		if err != nil {
+			return r, err
+		}
+		all = append(all, sent{id: c["id"].(string), op: op, sequence: receipt.Sequence, result: r})
+		d.say("#%d %-11s → %s / %s: %s %s", receipt.Sequence, op, r.Outcome, r.Reason, r.Message, compact(r.Detail))
+		return r, nil
+	}
+	if r, err := do(siteprotocol.OpBindMember, map[string]any{"party_id": member, "namespace": ns, "account": siteprotocol.MemberAccount(member),
+		"binding_id": binding, "revision": 1, "generation": 1}); err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
+		return failed("bind-member", r, err)
+	}
+	if r, err := do(siteprotocol.OpPrepare, map[string]any{"workspace_size_bytes": 10 << 30}); err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
+		return failed("prepare", r, err)
+	}
+	start, err := do(siteprotocol.OpStart, map[string]any{"demand": demand, "time_limit_seconds": 3600,
+		"argv": []string{"python", "train.py", "--epochs", "3"}, "env": map[string]string{"EPOCHS": "3"}})
+	if err != nil || start.Outcome != siteprotocol.OutcomeSucceeded || len(start.NativeRefs) != 1 {
+		return failed("start", start, err)
+	}
+	job := start.NativeRefs[0]
+	for i := 0; ; i++ {
+		r, err := do(siteprotocol.OpObserve, nil)
+		if err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
+			return failed("observe", r, err)
+		}
+		st, err := siteprotocol.DecodeDetail[siteprotocol.ObserveDetail](r)
+		if err != nil {
+			return err
+		}
+		if st.State == siteprotocol.StateSucceeded {
+			break
+		}
+		if st.State == siteprotocol.StateFailed || i >= 60 {
+			return fmt.Errorf("the Job did not succeed: %s", r.Detail)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+	if err := d.showJob(ctx, job); err != nil {
+		return err
+	}
+	d.section("Every result acknowledged by the execution role")
+	for _, s := range all {
+		rec, err := d.acknowledged(ctx, s.id)
+		if err != nil {
+			return err
+		}
+		if rec.Digest != s.result.Digest {
+			return fmt.Errorf("command %d: the recorded result changed", s.sequence)
+		}
+		d.say("#%d %-11s result %s… recorded (exact bytes, digest-checked)", s.sequence, s.op, s.result.Digest[:16])
+	}
+	return nil
+}
+
+func failed(op string, r siteprotocol.Result, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return fmt.Errorf("%s answered %s / %s: %s", op, r.Outcome, r.Reason, r.Message)
+}
+
+func compact(b json.RawMessage) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return string(b)
+}
+
+// acknowledged waits until the server recorded command id's result.
+func (d *demo) acknowledged(ctx context.Context, id string) (siteprotocol.Result, error) {
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		var rec siteprotocol.CommandRecord
+		if _, _, err := d.call(ctx, http.MethodGet, "/execution/v1/streams/"+environment+"/commands/"+id, d.keys["service:execution"], nil, &rec); err != nil {
+			return siteprotocol.Result{}, err
+		}
+		if len(rec.Result) > 0 {
+			return siteprotocol.ParseResult(rec.Result)
+		}
+		for _, p := range d.procs {
+			select {
+			case <-p.done:
+				return siteprotocol.Result{}, fmt.Errorf("%s exited; see %s", p.name, d.path(p.name+".log"))
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			return siteprotocol.Result{}, fmt.Errorf("command %s was not acknowledged within 3 minutes", id)
+		}
+		select {
+		case <-ctx.Done():
+			return siteprotocol.Result{}, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// showJob shows, from the API server itself, who created the Job, where
+// its Pod ran and how the Job ended.
+func (d *demo) showJob(ctx context.Context, ref siteprotocol.NativeRef) error {
+	d.section("The Job in the real API server")
+	j, err := d.admin.BatchV1().Jobs(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if string(j.UID) != ref.UID {
+		return fmt.Errorf("job %s has uid %s; the start result names %s", ref.Name, j.UID, ref.UID)
+	}
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ev, err := (&kubetest.AuditLog{Path: d.audit}).Creation(actx, "jobs", ref.Namespace, ref.Name)
+	if err != nil {
+		return err
+	}
+	member := platformkube.ServiceAccountUser(ref.Namespace, j.Spec.Template.Spec.ServiceAccountName)
+	if ev.Actor() != member || ev.User.Username != siteagent.RuntimeUser() {
+		return fmt.Errorf("audit log: the Job was created by %q as %q; want %s impersonated by the Runtime", ev.User.Username, ev.Actor(), member)
+	}
+	d.say("Job %s/%s uid %s", ref.Namespace, ref.Name, j.UID)
+	d.say("audit log: created by %s, authenticated as %s (the Runtime impersonating the member)", ev.Actor(), ev.User.Username)
+	pods, err := d.admin.CoreV1().Pods(ref.Namespace).List(ctx, metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + string(j.UID)})
+	if err != nil {
+		return err
+	}
+	if len(pods.Items) != 1 || !strings.HasPrefix(pods.Items[0].Spec.NodeName, "kwok-") {
+		return fmt.Errorf("want one Pod on a KWOK Node, got %d", len(pods.Items))
+	}
+	pod := pods.Items[0]
+	d.say("Pod %s scheduled onto %s — a KWOK Node: KWOK simulated the kubelet, no container ran", pod.Name, pod.Spec.NodeName)
+	d.say("Pod phase %s; activeDeadlineSeconds %d on the Pod (the Run's time limit), restartPolicy %s, service account %s",
+		pod.Status.Phase, deref(pod.Spec.ActiveDeadlineSeconds), pod.Spec.RestartPolicy, pod.Spec.ServiceAccountName)
+	c := pod.Spec.Containers[0]
+	d.say("image %s, args %v, requests = limits = cpu %s memory %s", c.Image, c.Args, c.Resources.Limits.Cpu(), c.Resources.Limits.Memory())
+	for _, cond := range j.Status.Conditions {
+		if cond.Type == batchv1.JobComplete && cond.Status == corev1.ConditionTrue {
+			d.say("Job condition Complete (%s) at %s", cond.Reason, cond.LastTransitionTime.UTC().Format(time.RFC3339))
+			return nil
+		}
+	}
+	return errors.New("the Job has no Complete condition")
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
