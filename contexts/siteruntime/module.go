@@ -289,9 +289,9 @@ func Module(cfg Config, j *journal.Journal) fx.Option {
 	)
 }
 
-// runner runs the worker for the process lifetime. A stopped worker
-// closes the journal files (keeping the directory lock) and the process
-// stays up, serving its metrics.
+// runner runs the worker for the process lifetime. A stopped worker seals
+// the journal (the directory stays locked) and the process stays up,
+// serving its metrics.
 type runner struct {
 	worker  *application.Worker
 	journal *journal.Journal
@@ -305,14 +305,8 @@ func (r *runner) start(context.Context) error {
 	r.cancel = cancel
 	go func() {
 		defer close(r.done)
-		err := r.worker.Run(ctx)
-		var stop *domain.StopError
-		switch {
-		case errors.As(err, &stop):
-			if cerr := r.journal.CloseFiles(); cerr != nil {
-				r.log.Error("close the journal after the stop", zap.Error(cerr))
-			}
-		case err != nil:
+		// A stopped worker has sealed the journal and reported the stop.
+		if err := r.worker.Run(ctx); err != nil && !errors.As(err, new(*domain.StopError)) {
 			r.log.Error("runtime worker ended", zap.Error(err))
 		}
 	}()

@@ -188,6 +188,7 @@ type fakeJournal struct {
 	commits   int
 	integrity error // returned by every write when set
 	fail      []error
+	sealed    bool
 }
 
 func newFakeJournal() *fakeJournal {
@@ -259,6 +260,14 @@ func (j *fakeJournal) Acknowledge(_ context.Context, ack domain.Acknowledgement)
 		j.cp.Acknowledged, j.cp.Pending = ack.Sequence, nil
 		return nil
 	})
+}
+
+func (j *fakeJournal) Seal() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.sealed = true
+	j.integrity = fmt.Errorf("sealed")
+	return nil
 }
 
 func (j *fakeJournal) snapshot() (domain.Checkpoint, int) {

@@ -85,6 +85,9 @@ type RuntimeJournal interface {
 	// Acknowledge clears the pending command ack names and advances the
 	// checkpoint to it (commit #3).
 	Acknowledge(ctx context.Context, ack domain.Acknowledgement) error
+	// Seal ends all writing when the worker stops: the journal is closed
+	// (it stays locked) and every later write fails.
+	Seal() error
 }
 
 // CommandExecutor performs commands of one operation (and family) on a

@@ -81,14 +81,20 @@ func NewWorker(cfg WorkerConfig, site SiteControl, journal RuntimeJournal, exec 
 }
 
 // Run delivers commands until ctx is done (it then returns nil, leaving
-// any pending state for the next start) or the worker stops: it then
-// reports the stop to Events and Heartbeat and returns the *StopError.
+// any pending state for the next start) or the worker stops: it then seals
+// the journal (nothing more is written), records the stop in the heartbeat
+// (liveness fails), reports it to Events (log and metric) — in that order,
+// so whoever sees the stop reported sees a sealed journal — and returns the
+// *StopError.
 func (w *Worker) Run(ctx context.Context) error {
 	err := w.run(ctx)
 	var stop *domain.StopError
 	if errors.As(err, &stop) {
-		w.events.Stopped(stop)
+		if serr := w.journal.Seal(); serr != nil {
+			stop.Err = fmt.Errorf("%w (sealing the journal: %v)", stop.Err, serr)
+		}
 		_ = w.heart.Stopped(context.WithoutCancel(ctx), stop.Reason, stop.Err.Error())
+		w.events.Stopped(stop)
 		return stop
 	}
 	if ctx.Err() != nil {

@@ -306,6 +306,9 @@ func TestStopConditions(t *testing.T) {
 			if h.events.stop == nil || h.events.stop.Reason != c.reason {
 				t.Fatal("stop not reported to events")
 			}
+			if !h.journal.sealed {
+				t.Fatal("the journal was not sealed at the stop")
+			}
 			after, commitsAfter := h.journal.snapshot()
 			if c.reason != domain.StopJournalIntegrity && c.reason != domain.StopProtocolViolation && c.reason != domain.StopOutOfOrder && commitsAfter != commitsBefore {
 				t.Fatalf("the journal was written before the stop: %d commits", commitsAfter-commitsBefore)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +23,9 @@ import (
 func awaitStop(t *testing.T, e *env, p *harness.Process, reason domain.StopReason, before map[string]string, allowTransient bool) {
 	t.Helper()
 	waitMetric(t, p, `metallo_runtime_stopped{reason="`+string(reason)+`"}`, 1)
-	mustContain(t, p.Output(), `"msg":"runtime worker stopped`, `"reason":"`+string(reason)+`"`)
+	if _, err := p.WaitForLog(regexp.MustCompile(`"msg":"runtime worker stopped.*"reason":"`+string(reason)+`"`), 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	out, err := e.rt.Liveness()
 	if err == nil {
 		t.Fatalf("liveness passed for a stopped worker: %s", out)

@@ -140,6 +140,9 @@ func (j *Journal) CloseFiles() error {
 	return errors.Join(errs...)
 }
 
+// Seal is CloseFiles: the stopped worker writes nothing more.
+func (j *Journal) Seal() error { return j.CloseFiles() }
+
 // Close closes the files and releases the directory lock.
 func (j *Journal) Close() error {
 	err := j.CloseFiles()

@@ -85,8 +85,8 @@ func (e *Events) Started(cp domain.Checkpoint) {
 
 // Stopped logs the stop reason and sets metallo_runtime_stopped{reason}.
 func (e *Events) Stopped(s *domain.StopError) {
-	e.stopped.WithLabelValues(string(s.Reason)).Set(1)
 	e.log.Error("runtime worker stopped; the process stays up and liveness fails", zap.String("reason", string(s.Reason)), zap.Error(s.Err))
+	e.stopped.WithLabelValues(string(s.Reason)).Set(1)
 }
 
 // Retrying logs a transient failure and counts it.
