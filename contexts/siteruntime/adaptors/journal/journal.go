@@ -200,7 +200,6 @@ func (j *Journal) readRecords(file string) (*recordsdb.Queries, error) {
 	return j.records[file], nil
 }
 
-
 // Restore reads delivery.sqlite again, verifying every row.
 func (j *Journal) Restore(ctx context.Context) (domain.Checkpoint, error) {
 	q, err := j.readDelivery()
