@@ -90,8 +90,10 @@ func TestHTTPProviderWithoutAUsableAnswerWithinTheBoundIsUnavailable(t *testing.
 		"403":            status(403),
 		"expired answer": answer(true, -time.Second),
 		"missing fields": func(w http.ResponseWriter) { _, _ = w.Write([]byte(`{"allowed":true}`)) },
-		"unknown field":  func(w http.ResponseWriter) { _, _ = w.Write([]byte(`{"allowed":true,"reason":"","evidence_id":"e","valid_until":"2999-01-01T00:00:00Z","extra":1}`)) },
-		"not JSON":       func(w http.ResponseWriter) { _, _ = w.Write([]byte(`yes`)) },
+		"unknown field": func(w http.ResponseWriter) {
+			_, _ = w.Write([]byte(`{"allowed":true,"reason":"","evidence_id":"e","valid_until":"2999-01-01T00:00:00Z","extra":1}`))
+		},
+		"not JSON": func(w http.ResponseWriter) { _, _ = w.Write([]byte(`yes`)) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			srv, calls := provider(t, a)
