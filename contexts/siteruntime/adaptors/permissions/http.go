@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
+	"math"
 	"net/http"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
@@ -29,8 +31,7 @@ type HTTPConfig struct {
 	// DefaultBound).
 	Bound time.Duration
 	// BackoffInitial and BackoffMax bound the capped exponential backoff
-	// between tries (defaults 200 ms and 10 s; each wait is drawn from
-	// [d/2, d]).
+	// between tries (defaults 200 ms and 10 s); each wait gets up to 50 % jitter.
 	BackoffInitial time.Duration
 	BackoffMax     time.Duration
 	// Client is the HTTP client (default: 10-second timeout per request).
@@ -91,6 +92,7 @@ func (h *HTTP) Check(ctx context.Context, q domain.PermissionQuery) (domain.Perm
 		return domain.Permission{}, fmt.Errorf("encode the access check: %w", err)
 	}
 	deadline := h.clock.Now().Add(h.cfg.Bound)
+	steps := wait.Backoff{Duration: h.cfg.BackoffInitial, Factor: 2, Jitter: 0.5, Steps: math.MaxInt32, Cap: h.cfg.BackoffMax}
 	for attempt := 0; ; attempt++ {
 		p, err := h.ask(ctx, body)
 		if err == nil {
@@ -99,12 +101,12 @@ func (h *HTTP) Check(ctx context.Context, q domain.PermissionQuery) (domain.Perm
 		if ctx.Err() != nil {
 			return domain.Permission{}, ctx.Err()
 		}
-		wait := backoff(h.cfg.BackoffInitial, h.cfg.BackoffMax, attempt)
-		if !h.clock.Now().Add(wait).Before(deadline) {
+		pause := steps.Step()
+		if !h.clock.Now().Add(pause).Before(deadline) {
 			return domain.Permission{}, fmt.Errorf("%w: %s gave no usable answer within %s (%d tries); last: %v",
 				application.ErrPermissionUnavailable, h.url, h.cfg.Bound, attempt+1, err)
 		}
-		t := time.NewTimer(wait)
+		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -151,15 +153,6 @@ func (h *HTTP) ask(ctx context.Context, body []byte) (domain.Permission, error) 
 		return domain.Permission{}, fmt.Errorf("answer already expired at %s", *a.ValidUntil)
 	}
 	return domain.Permission{Allowed: *a.Allowed, Reason: *a.Reason, EvidenceID: *a.EvidenceID, ValidUntil: until}, nil
-}
-
-func backoff(initial, maxWait time.Duration, attempt int) time.Duration {
-	d := maxWait
-	if attempt < 30 {
-		d = min(maxWait, initial<<attempt)
-	}
-	half := d / 2
-	return half + time.Duration(rand.Int64N(int64(d-half)+1))
 }
 
 var _ application.RuntimePermissions = (*HTTP)(nil)
