@@ -73,6 +73,7 @@ func TestPrepareInANamespaceOfAnotherProjectCreatesNoClaim(t *testing.T) {
 // The member's RBAC grants removed (the Runtime's impersonated create is
 // refused by the API server): start is refused native-request-denied and
 // no Job exists. Real: RBAC on the impersonated request.
+// Real: the API server. KWOK is not involved (no Job is created).
 func TestStartWhenTheMembersGrantsAreGoneIsRefusedNativeRequestDenied(t *testing.T) {
 	t.Parallel()
 	refusedStart(t, siteprotocol.ReasonNativeRequestDenied, func(s *site) { s.revokeMember() })
@@ -80,6 +81,7 @@ func TestStartWhenTheMembersGrantsAreGoneIsRefusedNativeRequestDenied(t *testing
 
 // A prepare naming a repository is refused unsupported-operation (the
 // checkout is not built into this Runtime yet), never a silent success.
+// Real: the API server. KWOK is not involved (no Job is created).
 func TestPrepareWithARepositoryIsRefusedUntilCheckoutExists(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, siteOptions{})

@@ -86,6 +86,7 @@ func TestRecoveryRefusesToAdoptAJobWhoseImageDiffers(t *testing.T) {
 }
 
 // Recovery refuses to adopt a Job whose args differ (one more argument).
+// Real: the API server. KWOK runs the Job's Pod on a fake Node meanwhile; nothing depends on it.
 func TestRecoveryRefusesToAdoptAJobWhoseArgsDiffer(t *testing.T) {
 	t.Parallel()
 	recoveryRefuses(t, "containers[0].args", func(j *batchv1.Job) {
@@ -94,6 +95,7 @@ func TestRecoveryRefusesToAdoptAJobWhoseArgsDiffer(t *testing.T) {
 }
 
 // Recovery refuses to adopt a Job whose env differs (a changed value).
+// Real: the API server. KWOK runs the Job's Pod on a fake Node meanwhile; nothing depends on it.
 func TestRecoveryRefusesToAdoptAJobWhoseEnvDiffers(t *testing.T) {
 	t.Parallel()
 	recoveryRefuses(t, "containers[0].env[1].value", func(j *batchv1.Job) {
@@ -103,6 +105,7 @@ func TestRecoveryRefusesToAdoptAJobWhoseEnvDiffers(t *testing.T) {
 
 // Recovery refuses to adopt a Job whose resources differ (a larger cpu
 // limit).
+// Real: the API server. KWOK runs the Job's Pod on a fake Node meanwhile; nothing depends on it.
 func TestRecoveryRefusesToAdoptAJobWhoseResourcesDiffer(t *testing.T) {
 	t.Parallel()
 	recoveryRefuses(t, "containers[0].resources.limits.cpu", func(j *batchv1.Job) {
@@ -112,6 +115,7 @@ func TestRecoveryRefusesToAdoptAJobWhoseResourcesDiffer(t *testing.T) {
 
 // Recovery refuses to adopt a Job whose Pods run as another service
 // account.
+// Real: the API server. KWOK runs the Job's Pod on a fake Node meanwhile; nothing depends on it.
 func TestRecoveryRefusesToAdoptAJobWhoseServiceAccountDiffers(t *testing.T) {
 	t.Parallel()
 	recoveryRefuses(t, "serviceAccountName", func(j *batchv1.Job) {
@@ -121,6 +125,7 @@ func TestRecoveryRefusesToAdoptAJobWhoseServiceAccountDiffers(t *testing.T) {
 
 // Recovery refuses to adopt a Job that mounts another volume besides the
 // workspace claim.
+// Real: the API server. KWOK runs the Job's Pod on a fake Node meanwhile; nothing depends on it.
 func TestRecoveryRefusesToAdoptAJobWhoseVolumesDiffer(t *testing.T) {
 	t.Parallel()
 	recoveryRefuses(t, "volumes", func(j *batchv1.Job) {
@@ -131,6 +136,7 @@ func TestRecoveryRefusesToAdoptAJobWhoseVolumesDiffer(t *testing.T) {
 
 // Recovery refuses to adopt a Job without the identity labels (someone's
 // Job under the deterministic name).
+// Real: the API server. KWOK runs the Job's Pod on a fake Node meanwhile; nothing depends on it.
 func TestRecoveryRefusesToAdoptAJobWithoutTheIdentityLabels(t *testing.T) {
 	t.Parallel()
 	recoveryRefuses(t, "metadata.labels", func(j *batchv1.Job) {

@@ -22,6 +22,7 @@ func jobSpec() application.BatchJobSpec {
 	}
 }
 
+// No cluster: KWOK and the API server are not involved.
 func TestRenderedJobIsDeterministicAndCarriesTheNativeRules(t *testing.T) {
 	r := kube.NewRenderer(nil, nil)
 	a, err := r.RenderJob(jobSpec())
@@ -93,6 +94,7 @@ func container0(m map[string]any) map[string]any {
 	return m["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
 }
 
+// No cluster: KWOK and the API server are not involved.
 func TestMismatchIgnoresServerDefaultsAndNamesEachChangedRenderedField(t *testing.T) {
 	obj, err := kube.NewRenderer(nil, nil).RenderJob(jobSpec())
 	if err != nil {
