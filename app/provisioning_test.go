@@ -186,7 +186,7 @@ func provisioningCall(t *testing.T, method, url, key, body string) (int, string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)

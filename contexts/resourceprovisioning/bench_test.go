@@ -203,7 +203,7 @@ func newHTTP(b *testing.B) func(round, a, i int) error {
 		if err != nil {
 			return err
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		var out struct {
 			Results []struct{ Outcome string } `json:"results"`
 		}
@@ -262,7 +262,7 @@ func directReport(ctx context.Context, pool *pgxpool.Pool, id, res string, kind 
 			return err
 		}
 		cur, err := q.LockAllocation(ctx, id)
-		if err != nil && !(errors.Is(err, pgx.ErrNoRows) && kind == 0) {
+		if err != nil && (!errors.Is(err, pgx.ErrNoRows) || kind != 0) {
 			return err
 		}
 		rev := cur.Revision + 1

@@ -81,7 +81,7 @@ func PostReports(ctx context.Context, client *http.Client, reportsURL, key strin
 	if err != nil {
 		return nil, fmt.Errorf("post reports to %s: %w", reportsURL, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	out, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
 		return nil, fmt.Errorf("read answer of %s: %w", reportsURL, err)

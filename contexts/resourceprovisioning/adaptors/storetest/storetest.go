@@ -138,7 +138,9 @@ func (e *env) submit(t *testing.T, reports ...domain.Report) []application.Repor
 	return res
 }
 
-func (e *env) refused(t *testing.T, reason string, reports ...domain.Report) *domain.ConflictError {
+// refused submits reports, expects a conflict with reason and returns its
+// refusals.
+func (e *env) refused(t *testing.T, reason string, reports ...domain.Report) []domain.Refusal {
 	t.Helper()
 	_, err := e.svc.SubmitReports(e.ctx, Site, reports)
 	var ce *domain.ConflictError
@@ -148,7 +150,7 @@ func (e *env) refused(t *testing.T, reason string, reports ...domain.Report) *do
 	if ce.Reason() != reason {
 		t.Fatalf("reason %q, want %q (%v)", ce.Reason(), reason, ce)
 	}
-	return ce
+	return ce.Refusals
 }
 
 func (e *env) event(t *testing.T, ev domain.BetoEvent) string {
@@ -314,9 +316,8 @@ func testStale(t *testing.T, e *env) {
 	e.clock.Advance(time.Minute)
 	r := Report("r1", "pp1", 0)
 	r.Paused = true
-	ce := e.refused(t, domain.ReasonStaleReport, r)
-	if ce.Refusals[0].Location != "body.reports[0]" {
-		t.Fatalf("location %q", ce.Refusals[0].Location)
+	if refusals := e.refused(t, domain.ReasonStaleReport, r); refusals[0].Location != "body.reports[0]" {
+		t.Fatalf("location %q", refusals[0].Location)
 	}
 	if after := e.snapshot(t); after != before {
 		t.Fatalf("a stale report moved state:\n%s\n%s", before, after)
@@ -358,9 +359,9 @@ func testRetired(t *testing.T, e *env) {
 func testBatchAllOrNothing(t *testing.T, e *env) {
 	e.submit(t, Report("r1", "pp1", time.Minute))
 	before := e.snapshot(t)
-	ce := e.refused(t, domain.ReasonStaleReport, Report("r2", "pp1", 0), Report("r3", "pp1", 0), Report("r1", "pp1", 0))
-	if len(ce.Refusals) != 1 || ce.Refusals[0].Location != "body.reports[2]" {
-		t.Fatalf("refusals %+v", ce.Refusals)
+	refusals := e.refused(t, domain.ReasonStaleReport, Report("r2", "pp1", 0), Report("r3", "pp1", 0), Report("r1", "pp1", 0))
+	if len(refusals) != 1 || refusals[0].Location != "body.reports[2]" {
+		t.Fatalf("refusals %+v", refusals)
 	}
 	if after := e.snapshot(t); after != before {
 		t.Fatalf("a refused batch stored part of itself:\n%s\n%s", before, after)
