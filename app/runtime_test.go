@@ -2,10 +2,19 @@ package app
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+	"go.uber.org/zap"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal"
 )
 
 // runtimeArgs returns a complete `serve --role runtime` command line whose
@@ -15,8 +24,8 @@ func runtimeArgs(t *testing.T, dir string) []string {
 	tmp := t.TempDir()
 	key := filepath.Join(tmp, "key")
 	policy := filepath.Join(tmp, "policy.yaml")
-	for _, f := range []string{key, policy} {
-		if err := os.WriteFile(f, []byte("x\n"), 0o600); err != nil {
+	for f, content := range map[string]string{key: "x\n", policy: "[]\n"} {
+		if err := os.WriteFile(f, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -152,4 +161,61 @@ func TestInstallThenLivenessWithoutAWorkerFails(t *testing.T) {
 	if code == 0 || !strings.Contains(stderr, "heartbeat file missing") {
 		t.Fatalf("liveness without a heartbeat: exit %d, %s", code, stderr)
 	}
+}
+
+// runtimeRoleWith returns the runtime role configured by serve's flags in
+// args (after "serve --role runtime").
+func runtimeRoleWith(t *testing.T, args []string) Role {
+	t.Helper()
+	r := RuntimeRole()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	r.Flags(fs)
+	fs.String("role", "", "")
+	fs.String("admin-listen", "", "")
+	if err := fs.Parse(args[1:]); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestTheRuntimeRoleComposesStartsAndStopsReleasingItsJournal(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journals")
+	record := filepath.Join(t.TempDir(), "installation.json")
+	if code, stderr := runMain(t, nil, "runtime", "install", "--journal-dir", dir, "--environment", "alpha-k8s",
+		"--authority", "http://127.0.0.1:1", "--installation-record", "file:"+record, "--log-level", "error"); code != 0 {
+		t.Fatal(stderr)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\n"+
+		"users: [{name: u, user: {}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := with(with(runtimeArgs(t, dir), "--installation-record", "file:"+record), "--kubeconfig", kubeconfig)
+	r := runtimeRoleWith(t, args)
+	if err := r.Preflight(zap.NewNop()); err != nil {
+		t.Fatal(err)
+	}
+	var reg *prometheus.Registry
+	app := fxtest.New(t, Compose([]Role{r}, Common{AdminListen: ""}, zap.NewNop()), fx.Populate(&reg))
+	app.RequireStart()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stopped bool
+	for _, f := range families {
+		stopped = stopped || f.GetName() == "metallo_runtime_stopped"
+	}
+	if !stopped {
+		t.Fatal("metallo_runtime_stopped is not registered")
+	}
+	if _, err := journal.Open(t.Context(), dir, journal.Options{}); !errors.Is(err, journal.ErrLocked) {
+		t.Fatalf("a running Runtime's journal opened again: %v", err)
+	}
+	app.RequireStop()
+	j, err := journal.Open(t.Context(), dir, journal.Options{})
+	if err != nil {
+		t.Fatalf("the journal is still locked after stop: %v", err)
+	}
+	_ = j.Close()
 }
