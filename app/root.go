@@ -109,13 +109,15 @@ func runApp(ctx context.Context, opts fx.Option, stopTimeout time.Duration) erro
 	if err := app.Err(); err != nil {
 		return fmt.Errorf("compose: %w", err)
 	}
-	startCtx, cancel := context.WithTimeout(ctx, app.StartTimeout())
+	// Signals are caught from before start, so a SIGTERM during start-up
+	// cancels the start and stops what already started.
+	sigCtx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	startCtx, cancel := context.WithTimeout(sigCtx, app.StartTimeout())
 	defer cancel()
 	if err := app.Start(startCtx); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
-	sigCtx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	var exitCode int
 	select {
 	case <-sigCtx.Done():

@@ -1,7 +1,9 @@
 package httpserver
 
 import (
+	"fmt"
 	"net/http"
+	"reflect"
 
 	"github.com/danielgtaylor/huma/v2"
 )
@@ -65,7 +67,45 @@ func DefaultReason(status int) string {
 // *Problem carrying a default reason, so every 4xx/5xx body has "reason".
 func problemTransformer(_ huma.Context, _ string, v any) (any, error) {
 	if em, ok := v.(*huma.ErrorModel); ok {
-		return &Problem{ErrorModel: *em, Reason: DefaultReason(em.Status)}, nil
+		p := &Problem{ErrorModel: *em, Reason: DefaultReason(em.Status)}
+		p.Errors = boundEchoedValues(p.Errors)
+		return p, nil
 	}
 	return v, nil
+}
+
+// maxEchoedValue bounds the offending value a problem echoes back (Huma
+// echoes the whole request body for some decoding errors).
+const maxEchoedValue = 256
+
+// boundEchoedValues drops echoed values longer than maxEchoedValue bytes
+// (as text), keeping the message and location, so a problem never carries a
+// large or sensitive request body back.
+func boundEchoedValues(errs []*huma.ErrorDetail) []*huma.ErrorDetail {
+	for i, e := range errs {
+		if e == nil || e.Value == nil {
+			continue
+		}
+		if len(fmt.Sprint(e.Value)) > maxEchoedValue {
+			c := *e
+			c.Value = nil
+			errs[i] = &c
+		}
+	}
+	return errs
+}
+
+// problemSchemas documents every problem+json response of an operation
+// with the Problem schema (RFC 9457 plus "reason") instead of Huma's
+// ErrorModel.
+func problemSchemas(oapi *huma.OpenAPI, op *huma.Operation) {
+	schema := oapi.Components.Schemas.Schema(reflect.TypeOf(Problem{}), true, "Problem")
+	for _, resp := range op.Responses {
+		if resp == nil {
+			continue
+		}
+		if mt, ok := resp.Content["application/problem+json"]; ok && mt != nil {
+			mt.Schema = schema
+		}
+	}
 }

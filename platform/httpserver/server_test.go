@@ -150,3 +150,57 @@ func TestReadyzReportsFailedChecksAndHealthzDoesNot(t *testing.T) {
 		}
 	}
 }
+
+func TestTheOpenAPIDocumentDescribesProblemsWithTheirReason(t *testing.T) {
+	srv := testServer(t, auth.Chain{})
+	resp, err := http.Get(srv.URL + "/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Responses map[string]struct {
+				Content map[string]struct {
+					Schema struct {
+						Ref string `json:"$ref"`
+					} `json:"schema"`
+				} `json:"content"`
+			} `json:"responses"`
+		} `json:"paths"`
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]any `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	ref := doc.Paths["/echo"]["post"].Responses["default"].Content["application/problem+json"].Schema.Ref
+	if ref != "#/components/schemas/Problem" {
+		t.Fatalf("error responses refer to %q", ref)
+	}
+	if _, ok := doc.Components.Schemas["Problem"].Properties["reason"]; !ok {
+		t.Fatal("the Problem schema has no reason")
+	}
+}
+
+func TestProblemsDoNotEchoLargeRequestValues(t *testing.T) {
+	key, entry, _ := auth.NewKey(auth.Principal{Kind: auth.KindSite, ID: "alpha"})
+	ks, _ := auth.NewKeyStore(auth.KeysFile{Keys: []auth.KeyEntry{entry}})
+	srv := testServer(t, ks)
+	secret := strings.Repeat("s", 2000)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/echo", strings.NewReader(`{"n":"`+secret+`"}`))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 422 || strings.Contains(string(b), secret) {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+}
