@@ -56,13 +56,15 @@ type drainResult struct {
 	// runtimeCPU and serverCPU are CPU time per command.
 	runtimeCPU, serverCPU time.Duration
 	// raw is the baseline: raw durable SQLite commits/s around this drain.
-	raw float64
+	raw   float64
+	round int
 }
 
 func run() error {
 	total := flag.Int("commands", 10000, "commands drained per mode")
 	warm := flag.Int("warm", 1000, "commands drained first (heap baseline), not timed")
 	inFlight := flag.Int("latency-commands", 300, "commands sent one at a time for the latency row")
+	rounds := flag.Int("rounds", 3, "rounds; each drains both modes, alternating")
 	base := flag.String("dir", "", "working directory (default: a new temporary directory); the disk measured")
 	flag.Parse()
 	dir := *base
@@ -91,19 +93,21 @@ func run() error {
 		return err
 	}
 	raws = append(raws, raw)
-	for i, fold := range []bool{true, false} {
-		fmt.Fprintf(os.Stderr, "draining %d commands (fold %v)…\n", *total, fold)
-		r, err := drain(bins, filepath.Join(dir, fmt.Sprintf("fold-%v", fold)), fold, *total, *warm)
-		if err != nil {
-			return err
+	for round := 1; round <= *rounds; round++ {
+		for _, fold := range []bool{true, false} {
+			fmt.Fprintf(os.Stderr, "round %d: draining %d commands (fold %v)…\n", round, *total, fold)
+			r, err := drain(bins, filepath.Join(dir, fmt.Sprintf("round-%d-fold-%v", round, fold)), fold, *total, *warm)
+			if err != nil {
+				return err
+			}
+			after, err := rawCommits(filepath.Join(dir, fmt.Sprintf("raw-%d.sqlite", len(raws))), 2000)
+			if err != nil {
+				return err
+			}
+			r.round, r.raw = round, (raws[len(raws)-1]+after)/2
+			raws = append(raws, after)
+			results = append(results, r)
 		}
-		after, err := rawCommits(filepath.Join(dir, fmt.Sprintf("raw-%d.sqlite", i+1)), 2000)
-		if err != nil {
-			return err
-		}
-		r.raw = (raws[len(raws)-1] + after) / 2
-		raws = append(raws, after)
-		results = append(results, r)
 	}
 	fmt.Fprintf(os.Stderr, "closed loop, %d commands…\n", *inFlight)
 	lp50, lp99, err := closedLoop(bins, filepath.Join(dir, "latency"), *inFlight)
@@ -367,42 +371,75 @@ func rssBytes(pid int) int64 {
 	return -1
 }
 
+func (r drainResult) limit() float64 { return r.raw / (r.runtimeCommits + 1) }
+
+func (r drainResult) mode() string {
+	if r.fold {
+		return "folded into the next commit #1 (default)"
+	}
+	return "own commit #3"
+}
+
 func report(raws []float64, results []drainResult, lp50, lp99 time.Duration, inFlight int, dir string) {
 	mib := func(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
-	fmt.Printf("Measured %s on %s (%d CPUs, %s), Go %s; disk: %s.\n\n", time.Now().UTC().Format("2006-01-02"), cpuModel(), runtime.NumCPU(),
-		kernel(), runtime.Version(), filesystem(dir))
-	fmt.Print("Baseline, same disk, same run: raw durable SQLite commits/s (WAL, synchronous=FULL, one row per transaction, one connection) measured before, between and after the drains:")
+	fmt.Printf("Measured %s on %s (%d CPUs, %s), Go %s; disk: %s; load average at the end: %s.\n\n", time.Now().UTC().Format("2006-01-02"), cpuModel(),
+		runtime.NumCPU(), kernel(), runtime.Version(), filesystem(dir), loadAverage())
+	fmt.Print("Baseline, same disk, same run: raw durable SQLite commits/s (WAL, synchronous=FULL, one row per transaction, one connection), measured before the first drain and after each:")
 	for _, r := range raws {
 		fmt.Printf(" %.0f", r)
 	}
 	fmt.Println("; each drain is compared with the mean of the two around it.")
 	fmt.Println()
-	fmt.Println("| clear of an acknowledged command | commands | commands/s | cycle p50 | cycle p99 | durable commits per command (Runtime + server) | baseline commits/s | limit (commits/s ÷ commits per command) | commands/s ÷ limit |")
-	fmt.Println("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Println("| round | clear of an acknowledged command | commands | commands/s | cycle p50 | cycle p99 | durable commits per command (Runtime + server) | baseline commits/s | limit (commits/s ÷ commits per command) | commands/s ÷ limit | CPU per command: Runtime, server |")
+	fmt.Println("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, r := range results {
-		mode := "own commit #3"
-		if r.fold {
-			mode = "folded into the next commit #1 (default)"
+		fmt.Printf("| %d | %s | %d | %.0f | %s | %s | %.2f + 1 = %.2f | %.0f | %.0f | %.2f | %s, %s |\n", r.round, r.mode(), r.commands, r.perSecond,
+			r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.runtimeCommits, r.runtimeCommits+1, r.raw, r.limit(),
+			r.perSecond/r.limit(), r.runtimeCPU.Round(10*time.Microsecond), r.serverCPU.Round(10*time.Microsecond))
+	}
+	for _, fold := range []bool{true, false} {
+		var ratios, rates []float64
+		for _, r := range results {
+			if r.fold == fold {
+				ratios, rates = append(ratios, r.perSecond/r.limit()), append(rates, r.perSecond)
+			}
 		}
-		perCmd := r.runtimeCommits + 1
-		limit := r.raw / perCmd
-		fmt.Printf("| %s | %d | %.0f | %s | %s | %.2f + 1 = %.2f | %.0f | %.0f | %.2f |\n", mode, r.commands, r.perSecond,
-			r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.runtimeCommits, perCmd, r.raw, limit, r.perSecond/limit)
+		fmt.Printf("| **median** | %s | | **%.0f** | | | | | | **%.2f** | |\n", drainResult{fold: fold}.mode(), median(rates), median(ratios))
 	}
-	for _, r := range results {
-		fmt.Printf("\nCPU per command (fold %v): Runtime %s, execution server %s.", r.fold, r.runtimeCPU.Round(time.Microsecond), r.serverCPU.Round(time.Microsecond))
-	}
-	fmt.Println()
 	fmt.Printf("\nOne command in flight (append → acknowledged, %d commands, folded): p50 %s, p99 %s.\n\n", inFlight, lp50.Round(time.Microsecond), lp99.Round(time.Microsecond))
-	fmt.Println("| clear | Runtime RSS after all commands (target < 128 MiB) | live Go heap after the first 1,000 | after all | growth (target within 10%) |")
-	fmt.Println("| --- | ---: | ---: | ---: | ---: |")
+	fmt.Println("| round | clear | Runtime RSS after all commands (target < 128 MiB) | live Go heap after the first commands | after all | growth (target within 10%) |")
+	fmt.Println("| ---: | --- | ---: | ---: | ---: | ---: |")
 	for _, r := range results {
 		mode := "own commit #3"
 		if r.fold {
 			mode = "folded"
 		}
-		fmt.Printf("| %s | %s | %s | %s | %+.1f%% |\n", mode, mib(float64(r.rss)), mib(r.heapWarm), mib(r.heapDrain), 100*(r.heapDrain-r.heapWarm)/r.heapWarm)
+		fmt.Printf("| %d | %s | %s | %s | %s | %+.1f%% |\n", r.round, mode, mib(float64(r.rss)), mib(r.heapWarm), mib(r.heapDrain), 100*(r.heapDrain-r.heapWarm)/r.heapWarm)
 	}
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func cpuModel() string {
