@@ -29,10 +29,10 @@ import (
 // the claim by UID. Real: API server, RBAC, impersonation, admission
 // policies of deploy/cluster, Job controller, scheduler, PV provisioner,
 // audit log. Simulated by KWOK: the Node and its kubelet — the Pod "runs"
-// for 2 seconds and exits 0; no container runs.
+// for 3 seconds and exits 0; no container runs.
 func TestBatchAttemptIsCreatedAsTheMemberRunsToSucceededAndCleanupRemovesItByUID(t *testing.T) {
 	t.Parallel()
-	s := newSite(t, siteOptions{podAnnotations: map[string]string{kubetest.AnnotationRunSeconds: "2"}})
+	s := newSite(t, siteOptions{podAnnotations: map[string]string{kubetest.AnnotationRunSeconds: "3"}})
 	attempt := uuid.NewString()
 	prep := s.prepare(attempt)
 	want(t, prep, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
@@ -74,8 +74,8 @@ func TestBatchAttemptIsCreatedAsTheMemberRunsToSucceededAndCleanupRemovesItByUID
 		t.Errorf("identity labels %v annotations %v", job.Labels, job.Annotations)
 	}
 
-	running := s.waitPodRunning(attempt)
-	t.Logf("Pod %s on KWOK Node %s", running.Name, running.Spec.NodeName)
+	ran := s.waitPodRan(attempt)
+	t.Logf("Pod %s on KWOK Node %s", ran.Name, ran.Spec.NodeName)
 	done := s.observeUntil(attempt, "succeeded", func(r siteprotocol.Result) bool { return state(t, r) == siteprotocol.StateSucceeded })
 	want(t, done, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonObserved)
 	if d := detail[siteprotocol.ObserveDetail](t, done); d.Reason == "" || d.FinishedAt == "" {
@@ -110,12 +110,12 @@ func TestBatchAttemptIsCreatedAsTheMemberRunsToSucceededAndCleanupRemovesItByUID
 // second gets its Pod with the Run's full time limit on the Pod. The quota
 // is never exceeded: at no time do two Pods hold it. Real: ResourceQuota
 // admission and controller, the Job controller's backoff, the scheduler.
-// Simulated by KWOK: Nodes and kubelet — each Pod "runs" 15 seconds, then
+// Simulated by KWOK: Nodes and kubelet — each Pod "runs" 30 seconds, then
 // exits 0; activeDeadlineSeconds is asserted on the Pod spec because KWOK
 // does not enforce it.
 func TestTwoRunsThatFitTheQuotaOnlyAloneOneRunsTheOtherQueuesThenRunsWithItsFullTimeLimit(t *testing.T) {
 	t.Parallel()
-	s := newSite(t, siteOptions{podAnnotations: map[string]string{kubetest.AnnotationRunSeconds: "15"}})
+	s := newSite(t, siteOptions{podAnnotations: map[string]string{kubetest.AnnotationRunSeconds: "30"}})
 	ctx := testContext(t)
 	quota := &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: "project-cpu"},
@@ -151,8 +151,9 @@ func TestTwoRunsThatFitTheQuotaOnlyAloneOneRunsTheOtherQueuesThenRunsWithItsFull
 	}
 	t.Logf("%s runs; %s waits: %s", first, second, refused.Message)
 	s.waitPodRunning(first)
-	if st := state(t, s.simple(siteprotocol.OpObserve, second)); st != siteprotocol.StateQueued {
-		t.Fatalf("the second Run is %s while the quota refuses its Pod; want queued", st)
+	waiting := detail[siteprotocol.ObserveDetail](t, s.simple(siteprotocol.OpObserve, second))
+	if waiting.State != siteprotocol.StateQueued || waiting.Reason != "FailedCreate" || !strings.Contains(waiting.Message, "exceeded quota") {
+		t.Fatalf("the second Run while the quota refuses its Pod: %+v; want queued because of the quota", waiting)
 	}
 	if st := state(t, s.simple(siteprotocol.OpObserve, first)); st != siteprotocol.StateRunning {
 		t.Fatalf("the first Run is %s, want running", st)
@@ -164,7 +165,7 @@ func TestTwoRunsThatFitTheQuotaOnlyAloneOneRunsTheOtherQueuesThenRunsWithItsFull
 		}
 		return state(t, r) == siteprotocol.StateSucceeded
 	})
-	pod := s.waitPodRunning(second)
+	pod := s.waitPodRan(second)
 	if d := pod.Spec.ActiveDeadlineSeconds; d == nil || *d != limit {
 		t.Fatalf("the second Run's Pod has activeDeadlineSeconds %v; want its full time limit %d", d, limit)
 	}

@@ -282,6 +282,16 @@ func (s *site) waitPodRunning(attempt string) *corev1.Pod {
 	})
 }
 
+// waitPodRan waits for the Attempt's Pod to have run on a KWOK Node
+// (Running, or already Succeeded on a loaded machine).
+func (s *site) waitPodRan(attempt string) *corev1.Pod {
+	s.t.Helper()
+	return kubetest.Until(s.t, long, "attempt "+attempt+"'s Pod running or done on a Node", s.e.Pods(""), func(p *corev1.Pod) bool {
+		return p.Labels[kube.LabelAttempt] == attempt && p.Spec.NodeName != "" &&
+			(p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded)
+	})
+}
+
 // observeUntil observes the Attempt until cond holds for its result.
 func (s *site) observeUntil(attempt, what string, cond func(siteprotocol.Result) bool) siteprotocol.Result {
 	s.t.Helper()

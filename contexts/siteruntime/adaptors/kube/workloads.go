@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -239,7 +241,9 @@ func (w *Workloads) WaitGone(ctx context.Context, ref siteprotocol.NativeRef) (a
 // ObserveJob reports the Job's state (site-runtime.md, "observe"):
 // succeeded or failed from its Complete or Failed condition (with the
 // condition's reason and message), running while one of its Pods runs,
-// queued otherwise — also while the namespace's quota refuses its Pod.
+// queued otherwise — also while the namespace's quota refuses its Pod
+// (then with the reason FailedCreate and the "exceeded quota" message of
+// the Job controller's latest event).
 // found is false when no Job with ref's name and UID exists.
 func (w *Workloads) ObserveJob(ctx context.Context, ref siteprotocol.NativeRef) (application.Observation, bool, error) {
 	job, err := w.client.BatchV1().Jobs(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
@@ -277,7 +281,33 @@ func (w *Workloads) ObserveJob(ctx context.Context, ref siteprotocol.NativeRef) 
 			return application.Observation{State: siteprotocol.StateRunning, StartedAt: timestamp(p.Status.StartTime)}, true, nil
 		}
 	}
-	return application.Observation{State: siteprotocol.StateQueued, Message: "no Pod of the Job is running yet"}, true, nil
+	obs := application.Observation{State: siteprotocol.StateQueued, Message: "no Pod of the Job is running yet"}
+	// A Pod refused by the namespace quota: the Job controller retries, the
+	// Run waits (queued, never failed); its event says why.
+	events, err := w.client.CoreV1().Events(ref.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.uid", ref.UID), fields.OneTermEqualSelector("reason", "FailedCreate")).String(),
+	})
+	if err != nil {
+		return application.Observation{}, false, err
+	}
+	var latest *corev1.Event
+	for i := range events.Items {
+		e := &events.Items[i]
+		if strings.Contains(e.Message, "exceeded quota") && (latest == nil || eventTime(e).After(eventTime(latest))) {
+			latest = e
+		}
+	}
+	if latest != nil {
+		obs.Reason, obs.Message = latest.Reason, latest.Message
+	}
+	return obs, true, nil
+}
+
+func eventTime(e *corev1.Event) time.Time {
+	if !e.LastTimestamp.IsZero() {
+		return e.LastTimestamp.Time
+	}
+	return e.EventTime.Time
 }
 
 func timestamp(t *metav1.Time) string {
