@@ -245,7 +245,9 @@ func up(o upOptions) error {
 			_ = os.Remove(ownerMarker(dir))
 		}
 		logf("already up (reused): %s, kubeconfig %s", s.Server, s.Kubeconfig)
-		return nil
+		// The manifests may have changed since the cluster started: apply them again
+		// (server-side apply is idempotent), so a reused cluster never runs stale policies.
+		return reapply(ctx, dir, o.manifests)
 	} else if _, statErr := os.Stat(filepath.Join(dir, "cluster.json")); statErr == nil {
 		logf("recorded cluster is not healthy (%v): restarting it", err)
 	}
@@ -584,4 +586,28 @@ func processStart(pid int) string {
 		return ""
 	}
 	return f[19]
+}
+
+// reapply applies the kustomization at manifests (when it exists) to the running cluster in dir.
+func reapply(ctx context.Context, dir, manifests string) error {
+	if manifests == "" {
+		return nil
+	}
+	if _, err := os.Stat(manifests); err != nil {
+		return nil
+	}
+	cfg, err := adminConfig(dir)
+	if err != nil {
+		return err
+	}
+	ap, err := newApplier(cfg)
+	if err != nil {
+		return err
+	}
+	n, err := ap.applyKustomization(ctx, manifests)
+	if err != nil {
+		return err
+	}
+	logf("applied %d objects from %s", n, manifests)
+	return nil
 }
