@@ -436,7 +436,11 @@ func (r *Runtime) Liveness() (string, error) {
 // written exactly as series (e.g. `metallo_runtime_stopped{reason="x"}`);
 // found is false when absent.
 func Metric(addr, series string) (value float64, found bool, err error) {
-	resp, err := http.Get("http://" + addr + "/metrics")
+	// Uncompressed: a gzip writer (most of a megabyte) pooled by the
+	// metrics handler would otherwise sit in the heap being measured.
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableCompression: true}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get("http://" + addr + "/metrics")
 	if err != nil {
 		return 0, false, err
 	}
