@@ -218,16 +218,25 @@ func (w *Workloads) stillThere(ctx context.Context, ref siteprotocol.NativeRef) 
 }
 
 // WaitGone polls (every 250 ms) until no object with ref.UID exists, or
-// ctx ends.
+// ctx ends (then it returns ctx.Err()). Each read runs under its own bound
+// (getTimeout), not under ctx's deadline, so a read that client-go's rate
+// limiter would delay past the wait's deadline is not mistaken for an API
+// failure: only the wait's own end decides "still being deleted".
 func (w *Workloads) WaitGone(ctx context.Context, ref siteprotocol.NativeRef) (application.DeleteOutcome, error) {
+	const getTimeout = 10 * time.Second
 	t := time.NewTicker(w.poll)
 	defer t.Stop()
 	for {
-		out, gone, err := w.stillThere(ctx, ref)
+		getCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), getTimeout)
+		out, gone, err := w.stillThere(getCtx, ref)
+		cancel()
 		if gone {
 			return out, nil
 		}
-		if err != nil && ctx.Err() == nil {
+		if err != nil {
+			if ctx.Err() != nil {
+				return application.DeleteOutcome{}, ctx.Err()
+			}
 			return out, err
 		}
 		select {
