@@ -28,8 +28,7 @@ const (
 	msgVolumeKinds       = "volumes in a Site project namespace are limited to"
 	msgOwnClaim          = "a Pod may mount only its own Attempt's workspace claim"
 	msgOwnCredential     = "a Pod may use only its own Attempt's credential Secret"
-	msgClaimOwner        = "this Attempt's workspace claim belongs to another member"
-	msgCredentialOwner   = "this Attempt's credential Secret belongs to another member"
+	msgThroughRuntime    = "a member creates in a Site project namespace only through the Site Runtime"
 	msgClaimCreator      = "a workspace claim must be created by the member its execution.pharos.dev/member label names"
 	msgClaimName         = "a member's claim must be its Attempt's workspace, named attempt-<execution.pharos.dev/attempt>-ws"
 	msgFreshClaim        = "a workspace claim is always fresh"
@@ -76,18 +75,20 @@ func TestJobWhoseServiceAccountIsNotItsLabelledMemberIsRefused(t *testing.T) {
 	}
 }
 
-// A Job is created only by the member its labels name: bob (through the Runtime or with his own
-// token) cannot create alice's Job, nor can the administrator.
+// A Job is created only as the member its labels name: bob (through the Runtime or with his own
+// token) cannot create alice's Job, nor can the administrator. (bob's own token breaks two rules:
+// it creates nothing at all.)
 func TestJobCreatedAsAnotherMemberThanItsLabelsNameIsRefused(t *testing.T) {
 	t.Parallel()
 	s := newSite(t)
 	for what, cs := range map[string]kubernetes.Interface{
 		"the Runtime impersonating bob": s.viaRuntime(t, s.bob),
-		"bob's own token":               s.asMember(t, s.bob),
 		"the administrator":             s.e.Client,
 	} {
 		refused(t, "alice's Job created by "+what, "metallo-jobs", msgJobCreator, createJob(cs, s.namespace, s.attempt(s.alice).job("1")))
 	}
+	refusedByOneOf(t, "alice's Job created with bob's own token", createJob(s.asMember(t, s.bob), s.namespace, s.attempt(s.alice).job("1")),
+		denial{"metallo-jobs", msgJobCreator}, denial{"metallo-member-creates", msgThroughRuntime})
 }
 
 // A Job claiming another Project than the namespace's project-id is refused, and so is one whose
@@ -137,7 +138,8 @@ func TestBarePodsAreRefused(t *testing.T) {
 		p.Name = "shell"
 		return p
 	}
-	refused(t, "bare Pod with alice's own token", "metallo-pod-origin", msgBarePod, createPod(s.asMember(t, s.alice), s.namespace, shell()))
+	refusedByOneOf(t, "bare Pod with alice's own token", createPod(s.asMember(t, s.alice), s.namespace, shell()),
+		denial{"metallo-pod-origin", msgBarePod}, denial{"metallo-member-creates", msgThroughRuntime})
 	refused(t, "bare Pod through the Runtime as alice", "metallo-pod-origin", msgBarePod, createPod(s.viaRuntime(t, s.alice), s.namespace, shell()))
 	refused(t, "bare Pod with alice's identity, as the administrator", "metallo-pod-origin", msgBarePod, createPod(s.e.Client, s.namespace, shell()))
 	// A helper named for alice's Attempt is hers alone.
@@ -222,35 +224,62 @@ func TestVolumesOutsideTheWorkspaceAndCredentialAreRefused(t *testing.T) {
 }
 
 // Labelling a Job or Pod with another member's Attempt does not unlock that Attempt's claim or
-// credential: with alice's claim (of one Attempt) and credential (of another) in place, bob's
-// Job and helper Pod labelled with her Attempt (and himself as member) are refused by the owner
-// policies. (An Attempt's claim or credential existing for another member refuses the Job
-// whatever it mounts, so each Attempt here has only one of them.)
+// credential: with alice's claim and credential in place, bob's own token cannot create a Job or
+// helper Pod labelled with her Attempt (and himself as member) that mounts them — nor anything
+// else: a member's own token creates nothing in a Site project namespace. Only the Runtime creates
+// as a member, with the identity labels of the Attempt it was commanded to start, for the member
+// bound to it. Neither does acting as bob through impersonation without the Runtime's user extra
+// (the Runtime's own token, or the administrator's) unlock them. The rule reads nothing but the
+// request: no lookup of alice's claim or credential.
 func TestAnotherMembersAttemptLabelDoesNotUnlockItsClaimOrCredential(t *testing.T) {
 	t.Parallel()
 	s := newSite(t)
-	withClaim, withCredential := s.attempt(s.alice), s.attempt(s.alice)
-	accepted(t, "alice's workspace claim", createClaim(s.viaRuntime(t, s.alice), s.namespace, withClaim.claim()))
-	accepted(t, "alice's credential", createSecret(s.viaRuntime(t, s.alice), s.namespace, withCredential.credential()))
-	// bob's objects labelled with alice's Attempts
-	withClaim.member, withCredential.member = s.bob, s.bob
+	alices := s.attempt(s.alice)
+	prepared(t, s, alices)
+	// bob's objects labelled with alice's Attempt
+	labelled := alices
+	labelled.member = s.bob
+	rt := s.runtimeConfig(t)
+	for what, cs := range map[string]kubernetes.Interface{
+		"bob's own token": s.asMember(t, s.bob),
+		"the Runtime's token impersonating bob without its user extra":         s.asMemberWithout(rt, s.bob),
+		"the administrator impersonating bob without the Runtime's user extra": s.asMemberWithout(s.e.Config, s.bob),
+	} {
+		refused(t, "bob's Job labelled with alice's Attempt mounting its claim and credential, with "+what, "metallo-member-creates", msgThroughRuntime,
+			createJob(cs, s.namespace, labelled.job("1")))
+		refused(t, "bob's helper Pod labelled with alice's Attempt mounting its claim and credential, with "+what, "metallo-member-creates", msgThroughRuntime,
+			createPod(cs, s.namespace, labelled.helper()))
+	}
+}
 
-	claimOnly := withClaim.job("1")
-	claimOnly.Spec.Template.Spec.Volumes = claimOnly.Spec.Template.Spec.Volumes[:1]
-	claimOnly.Spec.Template.Spec.Containers[0].VolumeMounts = claimOnly.Spec.Template.Spec.Containers[0].VolumeMounts[:1]
-	refused(t, "bob's Job labelled with alice's Attempt mounting its claim", "metallo-workspace-owner", msgClaimOwner,
-		createJob(s.viaRuntime(t, s.bob), s.namespace, claimOnly))
-	helper := withClaim.helper()
-	helper.Spec.Volumes = helper.Spec.Volumes[:1]
-	helper.Spec.Containers[0].VolumeMounts = helper.Spec.Containers[0].VolumeMounts[:1]
-	refused(t, "bob's helper Pod labelled with alice's Attempt mounting its claim", "metallo-workspace-owner", msgClaimOwner,
-		createPod(s.asMember(t, s.bob), s.namespace, helper))
-
-	credentialOnly := withCredential.job("1")
-	credentialOnly.Spec.Template.Spec.Volumes = credentialOnly.Spec.Template.Spec.Volumes[1:]
-	credentialOnly.Spec.Template.Spec.Containers[0].VolumeMounts = credentialOnly.Spec.Template.Spec.Containers[0].VolumeMounts[1:]
-	refused(t, "bob's Job labelled with alice's Attempt using its credential", "metallo-credential-owner", msgCredentialOwner,
-		createJob(s.asMember(t, s.bob), s.namespace, credentialOnly))
+// A member's own token creates nothing in a Site project namespace, not even what the Runtime
+// would create for it: alice's own Job, workspace claim, credential and helper Pod of her own
+// Attempt, each accepted through the Runtime, are refused with her token. The token is the one
+// Kubernetes mounts into her Pods; creates with it would skip the Runtime's checks of her binding
+// and current permission (site-runtime.md, "Access before every native start").
+func TestMembersOwnTokenCreatesNothingInASiteProjectNamespace(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	own := s.asMember(t, s.alice)
+	a := s.attempt(s.alice)
+	for what, req := range map[string]request{
+		"Job":             createJob(own, s.namespace, a.job("1")),
+		"workspace claim": createClaim(own, s.namespace, a.claim()),
+		"credential":      createSecret(own, s.namespace, a.credential()),
+		"helper Pod":      createPod(own, s.namespace, a.helper()),
+	} {
+		refused(t, "alice's own "+what+" with her own token", "metallo-member-creates", msgThroughRuntime, req)
+	}
+	// The same objects through the Runtime are accepted (dry runs: nothing persists).
+	rt := s.viaRuntime(t, s.alice)
+	for what, req := range map[string]request{
+		"workspace claim": createClaim(rt, s.namespace, a.claim()),
+		"credential":      createSecret(rt, s.namespace, a.credential()),
+		"helper Pod":      createPod(rt, s.namespace, a.helper()),
+		"Job":             createJob(rt, s.namespace, a.job("1")),
+	} {
+		acceptedDryRun(t, "alice's "+what+" through the Runtime", req)
+	}
 }
 
 // A member creates only its own Attempt's workspace claim and credential: one labelled for
@@ -271,7 +300,7 @@ func TestWorkspaceClaimOrCredentialNamedForAnotherMemberIsRefused(t *testing.T) 
 
 	misnamed := bob.claim()
 	misnamed.Name = alice.claimName()
-	refused(t, "bob's claim named for alice's Attempt", "metallo-workspace-claims", msgClaimName, createClaim(s.asMember(t, s.bob), s.namespace, misnamed))
+	refused(t, "bob's claim named for alice's Attempt", "metallo-workspace-claims", msgClaimName, createClaim(asBob, s.namespace, misnamed))
 	misnamed.Name = "scratch"
 	refused(t, "bob's claim not named for an Attempt", "metallo-workspace-claims", msgClaimName, createClaim(asBob, s.namespace, misnamed))
 	misnamedSecret := bob.credential()

@@ -67,6 +67,49 @@ func TestPoliciesTypeCheckWithoutWarningsAndDenyOnlyInSiteProjectNamespaces(t *t
 	}
 }
 
+// Admission in a Site project namespace costs the same however many Attempts' claims, Secrets,
+// Jobs and Pods the namespace keeps: no policy of deploy/cluster takes parameters (a binding's
+// paramRef selector makes the API server evaluate its policy once per matching object), so each
+// reads only the request and its namespace. The cluster holds no other policy of deploy/cluster
+// either: retired ones (the per-claim owner policies) were removed when the tests applied it.
+func TestPoliciesReadOnlyTheRequestSoAdmissionCostDoesNotGrowWithTheNamespace(t *testing.T) {
+	t.Parallel()
+	e := kubetest.New(t)
+	synced(t, e)
+	c := ctx(t)
+	var built []string
+	for _, o := range build(t, repo("deploy", "cluster")) {
+		if o.GetKind() == "ValidatingAdmissionPolicy" {
+			built = append(built, o.GetName())
+		}
+	}
+	policies, err := e.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().List(c, metav1.ListOptions{LabelSelector: siteClusterSelector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []string
+	for _, p := range policies.Items {
+		live = append(live, p.Name)
+		if p.Spec.ParamKind != nil {
+			t.Errorf("policy %s takes parameters of kind %+v", p.Name, p.Spec.ParamKind)
+		}
+	}
+	bindings, err := e.Client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().List(c, metav1.ListOptions{LabelSelector: siteClusterSelector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bindings.Items {
+		if b.Spec.ParamRef != nil {
+			t.Errorf("binding %s has a paramRef %+v", b.Name, b.Spec.ParamRef)
+		}
+	}
+	slices.Sort(built)
+	slices.Sort(live)
+	if !slices.Equal(built, live) {
+		t.Errorf("the cluster holds the policies %v of deploy/cluster; the working tree builds %v", live, built)
+	}
+}
+
 // The type check of the previous test can fail: an expression naming a field Jobs do not have is
 // reported in the status of a throwaway policy (deleted at the end, never bound).
 func TestTypeCheckReportsAnUnknownField(t *testing.T) {

@@ -2,11 +2,14 @@ package policytest
 
 import (
 	"context"
+	"slices"
 	"testing"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/pharos-metallo/metallo/platform/kube"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
@@ -43,7 +46,7 @@ func expectAccess(t *testing.T, who string, cs kubernetes.Interface, want map[ac
 // The Runtime's own token reaches what metallo-runtime grants in its project namespace and
 // nothing else: no other namespace, no cluster-wide Secrets, no nodes, no create or change of
 // anything, no exec, no role grants, no tokens, and it impersonates only service accounts of its
-// project namespaces (never a controller, a user or a group).
+// project namespaces (never a controller, a user or a group), adding only its own user extra.
 func TestRuntimeReachesOnlyWhatItNeedsInItsProjectNamespaces(t *testing.T) {
 	t.Parallel()
 	s := newSite(t)
@@ -77,6 +80,11 @@ func TestRuntimeReachesOnlyWhatItNeedsInItsProjectNamespaces(t *testing.T) {
 		{verb: "impersonate", resource: "users", name: kubetest.AdminUser}:                                   false,
 		{verb: "impersonate", resource: "groups", name: "system:masters"}:                                    false,
 		{verb: "update", group: "admissionregistration.k8s.io", resource: "validatingadmissionpolicies"}:     false,
+		// The one cluster-wide grant: its user extra, that key with that value only.
+		{verb: "impersonate", group: "authentication.k8s.io", resource: "userextras", subresource: extraCreatedThrough, name: extraSiteRuntime}: true,
+		{verb: "impersonate", group: "authentication.k8s.io", resource: "userextras", subresource: extraCreatedThrough, name: "administrator"}:  false,
+		{verb: "impersonate", group: "authentication.k8s.io", resource: "userextras", subresource: "scopes", name: extraSiteRuntime}:            false,
+		{verb: "impersonate", group: "authentication.k8s.io", resource: "uids"}:                                                                 false,
 	})
 	// The same, as real requests: another namespace's Secrets and an impersonated controller.
 	c := ctx(t)
@@ -120,10 +128,13 @@ func TestMembersOnlyCreateAndReadNothing(t *testing.T) {
 		{verb: "create", group: "serving.kserve.io", resource: "inferenceservices"},
 		{verb: "create", group: "rbac.authorization.k8s.io", resource: "rolebindings"},
 		{verb: "get", resource: "namespaces", name: ns},
+		{verb: "impersonate", resource: "serviceaccounts", name: "member-" + s.alice},
+		{verb: "impersonate", resource: "serviceaccounts", name: "member-" + s.bob},
 	} {
 		a.namespace = ns
 		want[a] = false
 	}
+	want[access{verb: "impersonate", group: "authentication.k8s.io", resource: "userextras", subresource: extraCreatedThrough, name: extraSiteRuntime}] = false
 	expectAccess(t, "bob", bob, want)
 
 	alice := s.attempt(s.alice)
@@ -143,4 +154,65 @@ func TestMembersOnlyCreateAndReadNothing(t *testing.T) {
 			t.Errorf("%s: want 403 from RBAC, got %v", what, err)
 		}
 	}
+}
+
+// selfReview is who the API server takes the client's requests to come from (SelfSubjectReview:
+// the user after authentication and impersonation, as admission sees it in request.userInfo).
+func selfReview(c context.Context, cs kubernetes.Interface) (authenticationv1.UserInfo, error) {
+	r, err := cs.AuthenticationV1().SelfSubjectReviews().Create(c, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return authenticationv1.UserInfo{}, err
+	}
+	return r.Status.UserInfo, nil
+}
+
+// The Runtime's user extra reaches the API server with the member's identity and its
+// service-account groups, and nobody but the Runtime can add it: a member's own token carries no
+// such extra, and a member impersonating itself or another member to add it is refused by RBAC
+// (members impersonate nothing), as is the Runtime adding another value of it or another extra.
+func TestOnlyTheRuntimeAddsItsUserExtraAndTheAPIServerSeesIt(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	c := ctx(t)
+	alice := s.memberUser(s.alice)
+
+	got, err := selfReview(c, s.viaRuntime(t, s.alice))
+	if err != nil {
+		t.Fatalf("the Runtime as alice: %v", err)
+	}
+	if got.Username != alice || !slices.Equal(got.Extra[extraCreatedThrough], authenticationv1.ExtraValue{extraSiteRuntime}) ||
+		!slices.Contains(got.Groups, "system:serviceaccounts:"+s.namespace) {
+		t.Errorf("the Runtime as alice: the API server sees %+v; want %s with extra %s=%s and her service-account groups", got, alice, extraCreatedThrough, extraSiteRuntime)
+	}
+	got, err = selfReview(c, s.asMember(t, s.alice))
+	if err != nil {
+		t.Fatalf("alice's own token: %v", err)
+	}
+	if got.Username != alice || len(got.Extra[extraCreatedThrough]) != 0 {
+		t.Errorf("alice's own token: the API server sees %+v; want %s without extra %s", got, alice, extraCreatedThrough)
+	}
+
+	forged := func(cfg *rest.Config, user, value string) *rest.Config {
+		out := rest.CopyConfig(cfg)
+		out.Impersonate = rest.ImpersonationConfig{UserName: user, Extra: map[string][]string{extraCreatedThrough: {value}}}
+		return out
+	}
+	own := s.e.ServiceAccountConfig(s.namespace, "member-"+s.alice)
+	for what, cfg := range map[string]*rest.Config{
+		"alice's own token impersonating herself with the extra":   forged(own, alice, extraSiteRuntime),
+		"alice's own token impersonating bob with the extra":       forged(own, s.memberUser(s.bob), extraSiteRuntime),
+		"the Runtime impersonating alice with another extra value": forged(s.runtimeConfig(t), alice, "administrator"),
+	} {
+		if _, err := selfReview(c, s.e.ClientFor(cfg)); !isRBACRefusal(err) {
+			t.Errorf("%s: want 403 from RBAC, got %v", what, err)
+		}
+	}
+	other := rest.CopyConfig(s.runtimeConfig(t))
+	other.Impersonate = rest.ImpersonationConfig{UserName: alice, Extra: map[string][]string{"scopes": {extraSiteRuntime}}}
+	if _, err := selfReview(c, s.e.ClientFor(other)); !isRBACRefusal(err) {
+		t.Errorf("the Runtime impersonating alice with another extra: want 403 from RBAC, got %v", err)
+	}
+	// And a create with a forged extra never reaches admission.
+	waitRefusedByRBAC(t, "alice's Job with her own token and a forged extra",
+		createJob(s.e.ClientFor(forged(own, alice, extraSiteRuntime)), s.namespace, s.attempt(s.alice).job("1")))
 }

@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	runtimekube "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/platform/kube"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 )
@@ -60,6 +61,12 @@ const (
 	runtimeRole      = "metallo-runtime"
 	// fieldManager is the one make cluster-up applies deploy/cluster with.
 	fieldManager = "metallo-localcluster"
+	// extraCreatedThrough=extraSiteRuntime is the user extra the Runtime adds when it
+	// impersonates a member (metallo-member-creates, metallo-runtime-extra).
+	extraCreatedThrough = "execution.pharos.dev/created-through"
+	extraSiteRuntime    = "site-runtime"
+	// siteClusterSelector selects what deploy/cluster's kustomization labels.
+	siteClusterSelector = "app.kubernetes.io/part-of=metallo,app.kubernetes.io/component=site-cluster"
 )
 
 // long bounds every watch: generous, as the Job controller backs off for up to a minute.
@@ -209,6 +216,9 @@ func syncCluster(t *testing.T, e *kubetest.Env) error {
 			return err
 		}
 	}
+	if err := prune(c, a, cluster); err != nil {
+		return err
+	}
 	identity := []string{"Namespace", "ServiceAccount", "Role", "RoleBinding"}
 	for _, o := range build(t, repo("deploy", "runtime")) {
 		if slices.Contains(identity, o.GetKind()) {
@@ -220,6 +230,37 @@ func syncCluster(t *testing.T, e *kubetest.Env) error {
 	for _, o := range cluster {
 		if o.GetKind() == "ValidatingAdmissionPolicy" {
 			waitTypeChecked(t, e, o.GetName())
+		}
+	}
+	return nil
+}
+
+// prune deletes the cluster-scoped objects an earlier deploy/cluster applied and the working
+// tree no longer holds (labelled by its kustomization, absent from the build), so a reused cluster
+// runs no retired policy: server-side apply never deletes anything.
+func prune(c context.Context, a *applier, cluster []*unstructured.Unstructured) error {
+	kinds := map[string]*unstructured.Unstructured{}
+	keep := map[string]bool{}
+	for _, o := range cluster {
+		kinds[o.GetKind()] = o
+		keep[o.GetKind()+"/"+o.GetName()] = true
+	}
+	for kind, example := range kinds {
+		ri, err := a.resource(example)
+		if err != nil {
+			return err
+		}
+		list, err := ri.List(c, metav1.ListOptions{LabelSelector: siteClusterSelector})
+		if err != nil {
+			return fmt.Errorf("list %s: %w", kind, err)
+		}
+		for _, o := range list.Items {
+			if o.GetNamespace() != "" || keep[kind+"/"+o.GetName()] {
+				continue
+			}
+			if err := ri.Delete(c, o.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete the retired %s %s: %w", kind, o.GetName(), err)
+			}
 		}
 	}
 	return nil
@@ -383,12 +424,20 @@ func (s *site) asRuntime(t *testing.T) kubernetes.Interface {
 	return s.e.ClientFor(s.runtimeConfig(t))
 }
 
-// viaRuntime is a client of the Runtime impersonating the member, as the Runtime creates.
+// viaRuntime is a client of the Runtime impersonating the member with its user extra, as the
+// Runtime creates (the Runtime's own ImpersonateMember).
 func (s *site) viaRuntime(t *testing.T, member string) kubernetes.Interface {
-	return s.e.ClientFor(kube.Impersonate(s.runtimeConfig(t), s.memberUser(member)))
+	return s.e.ClientFor(runtimekube.ImpersonateMember(s.runtimeConfig(t), s.memberUser(member)))
 }
 
-// asMember is a client with the member's own service-account token (a member acting directly).
+// asMemberWithout is a client that acts as the member through cfg's impersonation without the
+// Runtime's user extra.
+func (s *site) asMemberWithout(cfg *rest.Config, member string) kubernetes.Interface {
+	return s.e.ClientFor(kube.Impersonate(cfg, s.memberUser(member)))
+}
+
+// asMember is a client with the member's own service-account token (a member acting directly,
+// e.g. from one of its Pods, where Kubernetes mounts that token).
 func (s *site) asMember(t *testing.T, member string) kubernetes.Interface {
 	t.Helper()
 	s.mu.Lock()
@@ -493,14 +542,28 @@ type request func(c context.Context, dryRun []string) error
 // refused asserts that the request is refused by the named policy with its message.
 func refused(t *testing.T, what, policy, message string, req request) {
 	t.Helper()
-	refusedBy(t, what+" (want a refusal by "+policy+": "+message+")", func(err error) bool {
-		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policy+"'") && strings.Contains(err.Error(), message)
-	}, req)
+	refusedBy(t, what+" (want a refusal by "+policy+": "+message+")", denial{policy, message}.matches, req)
 }
 
 // isRBACRefusal tells a 403 of the RBAC authorizer from an admission policy's.
 func isRBACRefusal(err error) bool {
 	return apierrors.IsForbidden(err) && !strings.Contains(err.Error(), "ValidatingAdmissionPolicy")
+}
+
+// denial is a policy's refusal: its name and (a part of) its message.
+type denial struct{ policy, message string }
+
+func (d denial) matches(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+d.policy+"'") && strings.Contains(err.Error(), d.message)
+}
+
+// refusedByOneOf asserts that a request breaking the rules of several policies is refused by one
+// of them: the API server evaluates every policy and reports one refusal, in no defined order.
+func refusedByOneOf(t *testing.T, what string, req request, denials ...denial) {
+	t.Helper()
+	refusedBy(t, fmt.Sprintf("%s (want a refusal by one of %v)", what, denials), func(err error) bool {
+		return slices.ContainsFunc(denials, func(d denial) bool { return d.matches(err) })
+	}, req)
 }
 
 // refusedBy asserts that the request is refused with an error want accepts. Admission sees
@@ -530,6 +593,16 @@ func refusedBy(t *testing.T, what string, want func(error) bool, req request) {
 // and admission to see what the test just wrote.
 func accepted(t *testing.T, what string, req request) {
 	t.Helper()
+	acceptedDryRun(t, what, req)
+	if err := req(ctx(t), nil); err != nil {
+		t.Fatalf("%s: want it accepted, got %v", what, err)
+	}
+}
+
+// acceptedDryRun asserts that the request made as a server-side dry run is accepted (RBAC and
+// admission decide a dry run as the real request; nothing persists), waiting as accepted does.
+func acceptedDryRun(t *testing.T, what string, req request) {
+	t.Helper()
 	last := errors.New("never tried")
 	_ = wait.PollUntilContextTimeout(ctx(t), 50*time.Millisecond, 30*time.Second, true, func(c context.Context) (bool, error) {
 		if err := req(c, []string{metav1.DryRunAll}); c.Err() == nil {
@@ -539,9 +612,6 @@ func accepted(t *testing.T, what string, req request) {
 	})
 	if last != nil {
 		t.Fatalf("%s: want it accepted, the dry run got %v", what, last)
-	}
-	if err := req(ctx(t), nil); err != nil {
-		t.Fatalf("%s: want it accepted, got %v", what, err)
 	}
 }
 

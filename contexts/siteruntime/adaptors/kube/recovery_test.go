@@ -322,8 +322,9 @@ func recordJobs(t *testing.T, s *site) (history func() []batchv1.Job, stop func(
 	}
 }
 
-// A Job recreated under the Attempt's name by someone else (the member,
-// with its own token, after the Runtime's Job was removed) has a new UID:
+// A Job recreated under the Attempt's name by someone else (as the member,
+// by another client of the Runtime's identity, after the Runtime's Job was
+// removed) has a new UID:
 // cancel does not delete it and lists it in detail.foreign_objects. Real:
 // the UID precondition (409) and its re-read. Simulated by KWOK: Pods.
 func TestCancelLeavesAJobRecreatedUnderTheSameNameAndListsItAsForeign(t *testing.T) {

@@ -269,9 +269,11 @@ func (s *site) jobsOf(attempt string) []batchv1.Job {
 	return list.Items
 }
 
-// memberClient acts as the member's service account (its own token).
+// memberConfig acts as the member the way a Runtime does: the Runtime's
+// own token impersonating the member with its user extra (a member's own
+// token creates nothing in a guarded namespace).
 func (s *site) memberConfig() *rest.Config {
-	return s.e.ServiceAccountConfig(s.ns, s.account())
+	return kube.ImpersonateMember(s.e.ServiceAccountConfig(siteagent.RuntimeNamespace, siteagent.RuntimeAccount), s.memberUser())
 }
 
 // waitPodRunning waits for the Attempt's Pod to run on a KWOK Node.

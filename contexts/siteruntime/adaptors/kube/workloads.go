@@ -29,6 +29,30 @@ import (
 // FieldManager is the field manager of every create.
 const FieldManager = "metallo-runtime"
 
+// The user extra the Runtime adds to every request it makes as a member
+// (client-go impersonation, header Impersonate-Extra-<key>): the
+// admission policy metallo-member-creates of deploy/cluster admits a
+// create as a member in a Site project namespace only when
+// request.userInfo.extra carries it. Setting it needs the RBAC verb
+// impersonate on userextras/<key> (group authentication.k8s.io), which
+// only the Runtime's ClusterRole metallo-runtime-extra grants, so a
+// member's own token cannot carry it (deploy/cluster/README.md).
+const (
+	CreatedThroughExtra   = "execution.pharos.dev/created-through"
+	CreatedThroughRuntime = "site-runtime"
+)
+
+// ImpersonateMember returns a copy of cfg whose requests act as user
+// (a member's service account, system:serviceaccount:<namespace>:
+// member-<party>) with the Runtime's user extra CreatedThroughExtra.
+// cfg's identity needs impersonate on the service account and on that
+// extra.
+func ImpersonateMember(cfg *rest.Config, user string) *rest.Config {
+	c := kube.Impersonate(cfg, user)
+	c.Impersonate.Extra = map[string][]string{CreatedThroughExtra: {CreatedThroughRuntime}}
+	return c
+}
+
 // resourceOf returns the resource of a kind the Runtime creates.
 func resourceOf(kind string) (schema.GroupVersionResource, bool) {
 	switch kind {
@@ -43,9 +67,10 @@ func resourceOf(kind string) (schema.GroupVersionResource, bool) {
 // Workloads is application.NativeWorkloads on a Kubernetes cluster. Its
 // own identity (the Runtime's service account, with the cluster role
 // metallo-runtime) reads namespaces, reads and deletes objects; creates
-// impersonate system:serviceaccount:<namespace>:member-<party>, so the
-// member's own grants and the admission policies decide them and the
-// audit log names the member as the creator.
+// impersonate system:serviceaccount:<namespace>:member-<party> with the
+// Runtime's user extra (ImpersonateMember), so the member's own grants
+// and the admission policies decide them and the audit log names the
+// member as the creator.
 type Workloads struct {
 	config  *rest.Config
 	client  kubernetes.Interface
@@ -94,7 +119,7 @@ func (w *Workloads) member(as domain.StartIdentity) (dynamic.Interface, error) {
 	if c, ok := w.members[user]; ok {
 		return c, nil
 	}
-	c, err := dynamic.NewForConfig(kube.Impersonate(w.config, user))
+	c, err := dynamic.NewForConfig(ImpersonateMember(w.config, user))
 	if err != nil {
 		return nil, fmt.Errorf("client impersonating %s: %w", user, err)
 	}
