@@ -102,6 +102,11 @@ build)
 	;;
 up)
 	build || die "the build failed (see above)"
+	# The state directory sits inside the main module (var/localcluster): a go.mod of its own keeps
+	# `go vet ./...` and `go test ./...` out of it, where the provisioner creates and removes volume
+	# directories while the go tool walks the tree.
+	mkdir -p "$state"
+	[ -f "$state/go.mod" ] || printf 'module metallo.invalid/localcluster-state\n' >"$state/go.mod"
 	exec "$bin/localcluster" up --dir "$state" --bin-dir "$bin" \
 		--kwok-stages "$here/kwok/stages.yaml" \
 		--kserve-module "$(kserve_module)" \
