@@ -151,6 +151,18 @@ func (e *BatchExecutor) start(ctx context.Context, cmd siteprotocol.Command, rec
 	if refusal != nil || err != nil {
 		return orAnswer(refusal), err
 	}
+	// The workspace belongs to the Run, member and Project its prepare
+	// named: a start naming another cannot use it (admission trusts the
+	// Runtime with this pairing; deploy/cluster/README.md).
+	wid, err := e.specs.Identity(ws.Spec)
+	if err != nil {
+		return domain.Answer{}, fmt.Errorf("read the identity of attempt %s's workspace record: %w", cmd.AttemptID, err)
+	}
+	if wid.RunID != cmd.RunID || wid.MemberID != cmd.MemberID || wid.ProjectID != cmd.ProjectID {
+		return domain.Refused(siteprotocol.ReasonAttemptConflict,
+			"attempt %s's workspace was prepared for run %s, member %s, project %s; this start names run %s, member %s, project %s",
+			cmd.AttemptID, wid.RunID, wid.MemberID, wid.ProjectID, cmd.RunID, cmd.MemberID, cmd.ProjectID), nil
+	}
 	if ws.Namespace != b.Namespace {
 		return domain.Refused(siteprotocol.ReasonNotPrepared, "attempt %s's workspace is in namespace %s; binding %s now names namespace %s",
 			cmd.AttemptID, ws.Namespace, b.BindingID, b.Namespace), nil

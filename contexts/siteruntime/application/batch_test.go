@@ -165,6 +165,12 @@ func (jsonSpecs) RenderWorkspace(s application.WorkspaceSpec) (application.Nativ
 	return application.NativeObject{Kind: domain.KindWorkspace, Namespace: s.Namespace, Name: domain.AttemptObjectName(s.Identity.AttemptID, domain.SuffixWorkspace), Spec: b}, nil
 }
 
+func (jsonSpecs) Identity(spec []byte) (application.ObjectIdentity, error) {
+	var s application.WorkspaceSpec
+	err := json.Unmarshal(spec, &s)
+	return s.Identity, err
+}
+
 func (jsonSpecs) RenderJob(s application.BatchJobSpec) (application.NativeObject, error) {
 	if s.Demand["gpu.amd"] > 0 {
 		return application.NativeObject{}, fmt.Errorf("%w: gpu.amd", application.ErrUnsupportedDemand)
@@ -387,6 +393,25 @@ func TestASecondStartOfAnAttemptIsAnAttemptConflict(t *testing.T) {
 	f.prepared(t)
 	expect(t, f.run(t, f.cmd(t, siteprotocol.OpStart, startBody), false), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
 	expect(t, f.run(t, f.cmd(t, siteprotocol.OpStart, startBody), false), siteprotocol.OutcomeRefused, siteprotocol.ReasonAttemptConflict)
+}
+
+func TestAStartNamingAnotherRunThanItsPrepareCannotUseTheWorkspace(t *testing.T) {
+	f := newBatchFixture(t, time.Second)
+	f.prepared(t)
+	other := f.cmd(t, siteprotocol.OpStart, startBody)
+	var c map[string]any
+	if err := json.Unmarshal(other.Raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	delete(c, "sequence")
+	delete(c, "digest")
+	c["run_id"] = uuidN(501)
+	b, _ := json.Marshal(c)
+	creates := len(f.native.creates)
+	expect(t, f.run(t, pending(t, b), false), siteprotocol.OutcomeRefused, siteprotocol.ReasonAttemptConflict)
+	if n := len(f.native.creates) - creates; n != 0 {
+		t.Fatalf("%d objects created", n)
+	}
 }
 
 func TestCancelListsAForeignObjectAndARecoveredCancelAnswersTheSame(t *testing.T) {

@@ -167,6 +167,9 @@ type BatchJobSpec struct {
 // the same input always gives the same bytes.
 type BatchSpecs interface {
 	RenderWorkspace(s WorkspaceSpec) (NativeObject, error)
+	// Identity reads the identity a saved specification was rendered
+	// for; it fails when spec is not one this renderer produced.
+	Identity(spec []byte) (ObjectIdentity, error)
 	// RenderJob fails wrapping ErrUnsupportedDemand for a demand the Site
 	// cannot express.
 	RenderJob(s BatchJobSpec) (NativeObject, error)

@@ -8,6 +8,7 @@ package kube
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -86,6 +87,25 @@ func Labels(id application.ObjectIdentity) map[string]string {
 		LabelRun: id.RunID, LabelAttempt: id.AttemptID, LabelMember: id.MemberID,
 		LabelProject: id.ProjectID, LabelCommand: id.CommandID,
 	}
+}
+
+// Identity reads the identity labels of a specification this renderer
+// produced (application.BatchSpecs). It fails when spec is not a JSON
+// object carrying the attempt label.
+func (r *Renderer) Identity(spec []byte) (application.ObjectIdentity, error) {
+	var obj struct {
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(spec, &obj); err != nil {
+		return application.ObjectIdentity{}, fmt.Errorf("decode saved specification: %w", err)
+	}
+	l := obj.Metadata.Labels
+	if l[LabelAttempt] == "" {
+		return application.ObjectIdentity{}, errors.New("saved specification carries no attempt label")
+	}
+	return application.ObjectIdentity{RunID: l[LabelRun], AttemptID: l[LabelAttempt], MemberID: l[LabelMember], ProjectID: l[LabelProject], CommandID: l[LabelCommand]}, nil
 }
 
 // RenderWorkspace renders the Attempt's private workspace claim
