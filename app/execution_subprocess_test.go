@@ -53,8 +53,8 @@ func startServed(t *testing.T, bin string, args ...string) *servedProcess {
 	go p.readLog(stderr, addr)
 	t.Cleanup(func() {
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- p.cmd.Wait() }()
+		done := make(chan struct{})
+		go func() { _ = p.cmd.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(30 * time.Second):

@@ -146,7 +146,7 @@ func (c Config) Validate() error {
 	}
 	if c.Authority == "" {
 		bad("authority", "", errors.New("required: the Site API URL"))
-	} else if u, err := url.Parse(c.Authority); err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && sitehttp.Loopback(u.Hostname()))) {
+	} else if u, err := url.Parse(c.Authority); err != nil || u.Host == "" || (u.Scheme != "https" && (u.Scheme != "http" || !sitehttp.Loopback(u.Hostname()))) {
 		bad("authority", c.Authority, errors.New("want an https URL (plain http only to a loopback address)"))
 	}
 	switch {

@@ -393,7 +393,7 @@ func (s *site) waitAllowed(t *testing.T, user string, attrs authorizationv1.Reso
 // watch lists and watches the site namespace's objects of a core or batch resource (one when
 // name is set).
 func (s *site) watch(resource, name string) cache.ListerWatcher {
-	var rc rest.Interface = s.e.Client.CoreV1().RESTClient()
+	rc := s.e.Client.CoreV1().RESTClient()
 	if resource == "jobs" {
 		rc = s.e.Client.BatchV1().RESTClient()
 	}

@@ -110,7 +110,7 @@ func validID(id string) bool {
 // entry (environments[i] (id)) and the field.
 func New(f File, dir string) (*Set, error) {
 	if len(f.Environments) == 0 {
-		return nil, errors.New("no environment is configured; list at least one under environments:")
+		return nil, errors.New("no environment is configured: list at least one under the environments key")
 	}
 	s := &Set{byID: map[string]domain.Environment{}}
 	var keys auth.KeysFile

@@ -103,7 +103,7 @@ func (e *EffectExecutor) Recover(ctx context.Context, cmd siteprotocol.Command) 
 			continue
 		}
 		if eff.SpecDigest != SpecDigest(cmd) || eff.AttemptID != cmd.AttemptID {
-			return domain.Answer{}, fmt.Errorf("Job attempt-%s exists with specification digest %s, not the command's %s: %w",
+			return domain.Answer{}, fmt.Errorf("job attempt-%s exists with specification digest %s, not the command's %s: %w",
 				cmd.AttemptID, eff.SpecDigest, SpecDigest(cmd), application.ErrUnexplained)
 		}
 		if err := e.record(ctx, cmd, eff.UID); err != nil {

@@ -256,11 +256,11 @@ func (a *applier) waitEstablished(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	lw := &cache.ListWatch{
-		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 			return a.ext.ApiextensionsV1().CustomResourceDefinitions().List(ctx, o)
 		},
-		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 			return a.ext.ApiextensionsV1().CustomResourceDefinitions().Watch(ctx, o)
 		},
