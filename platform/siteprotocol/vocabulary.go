@@ -192,6 +192,16 @@ const (
 	MaxReadBytes = 1 << 20
 	// MaxPullLimit bounds a pull's limit.
 	MaxPullLimit = 100
+	// MaxPullBytes bounds the encoded commands of one pull answer: the
+	// server stops adding commands before their total would exceed it, but
+	// always answers at least the next command (itself at most
+	// MaxCommandBytes). A client may therefore read a pull answer of up to
+	// MaxPullAnswerBytes; anything longer breaks the protocol.
+	MaxPullBytes = 8 << 20
+	// MaxPullAnswerBytes is the most a pull answer can take on the wire:
+	// MaxPullBytes, plus one command that alone passes the budget, plus
+	// the envelope.
+	MaxPullAnswerBytes = MaxPullBytes + MaxCommandBytes + 64<<10
 	// MaxPullWaitSeconds bounds a pull's long-poll wait.
 	MaxPullWaitSeconds = 30
 )
