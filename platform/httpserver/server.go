@@ -7,6 +7,7 @@ package httpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -96,8 +97,8 @@ func UseAuthentication(api huma.API, authn auth.Authenticator, log *zap.Logger) 
 			next(ctx)
 			return
 		}
-		token, ok := strings.CutPrefix(ctx.Header("Authorization"), "Bearer ")
-		if !ok || token == "" {
+		token, ok := bearerToken(ctx.Header("Authorization"))
+		if !ok {
 			ctx.SetHeader("WWW-Authenticate", `Bearer`)
 			_ = huma.WriteErr(api, ctx, http.StatusUnauthorized, "a bearer credential is required")
 			return
@@ -113,8 +114,77 @@ func UseAuthentication(api huma.API, authn auth.Authenticator, log *zap.Logger) 
 			_ = huma.WriteErr(api, ctx, http.StatusServiceUnavailable, "the credential could not be checked now; retry later")
 			return
 		}
+		if admit, ok := ctx.Operation().Metadata[admitKey].(Admit); ok {
+			if err := admit(p, ctx.Param); err != nil {
+				writeProblem(ctx, asProblem(err))
+				return
+			}
+		}
 		next(huma.WithContext(ctx, auth.WithPrincipal(ctx.Context(), p)))
 	})
+}
+
+// bearerToken reads "Bearer <token>" from an Authorization header; the
+// scheme is case-insensitive (RFC 7235 section 2.1).
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// Admit decides whether an authenticated principal may call an operation,
+// given the operation's path parameters (param returns one by name). It
+// runs in the authentication middleware, before the request body is read
+// or validated, so a caller without the right credential learns nothing
+// about the body's rules. It returns nil to admit, or an error: a
+// *Problem is written as it is, any other error as 403 "forbidden".
+type Admit func(p auth.Principal, param func(name string) string) error
+
+const admitKey = "metallo.admit"
+
+// AdmitMetadata returns operation metadata carrying admit; set it as an
+// operation's Metadata (or merge it into existing metadata).
+func AdmitMetadata(admit Admit) map[string]any { return map[string]any{admitKey: admit} }
+
+// AdmitKinds admits any principal of one of kinds (e.g. "service").
+func AdmitKinds(kinds ...string) Admit {
+	return func(p auth.Principal, _ func(string) string) error {
+		for _, k := range kinds {
+			if p.Kind == k {
+				return nil
+			}
+		}
+		return NewProblem(http.StatusForbidden, "forbidden", fmt.Sprintf("%s may not call this operation; it needs a %s key", p, strings.Join(kinds, " or ")+":*"))
+	}
+}
+
+// AdmitPathPrincipal admits exactly the principal kind:<path parameter
+// param>, e.g. site:{site} on /resource-provisioning/{site}/reports.
+func AdmitPathPrincipal(kind, param string) Admit {
+	return func(p auth.Principal, value func(string) string) error {
+		if want := value(param); p.Is(kind, want) {
+			return nil
+		}
+		return NewProblem(http.StatusForbidden, "forbidden", fmt.Sprintf("%s may not call this operation for %s %q", p, param, value(param)))
+	}
+}
+
+func asProblem(err error) *Problem {
+	var p *Problem
+	if errors.As(err, &p) {
+		return p
+	}
+	return NewProblem(http.StatusForbidden, "forbidden", err.Error())
+}
+
+// writeProblem writes p as application/problem+json.
+func writeProblem(ctx huma.Context, p *Problem) {
+	ctx.SetHeader("Content-Type", "application/problem+json")
+	ctx.SetStatus(p.Status)
+	_ = json.NewEncoder(ctx.BodyWriter()).Encode(p)
 }
 
 func requiresBearer(op *huma.Operation) bool {

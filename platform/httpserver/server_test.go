@@ -204,3 +204,55 @@ func TestProblemsDoNotEchoLargeRequestValues(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
 }
+
+type siteIn struct {
+	Site string `path:"site"`
+	Body struct {
+		N int `json:"n" minimum:"0"`
+	}
+}
+
+func TestAWrongPrincipalIsRefusedBeforeTheBodyIsValidated(t *testing.T) {
+	alphaKey, alpha, _ := auth.NewKey(auth.Principal{Kind: auth.KindSite, ID: "alpha"})
+	svcKey, svc, _ := auth.NewKey(auth.Principal{Kind: auth.KindService, ID: "execution"})
+	ks, _ := auth.NewKeyStore(auth.KeysFile{Keys: []auth.KeyEntry{alpha, svc}})
+	mux := http.NewServeMux()
+	api := NewAPI(mux, "test")
+	UseAuthentication(api, ks, zap.NewNop())
+	huma.Register(api, huma.Operation{OperationID: "site-op", Method: http.MethodPost, Path: "/sites/{site}/x",
+		Security: Bearer(), Metadata: AdmitMetadata(AdmitPathPrincipal(auth.KindSite, "site"))},
+		func(context.Context, *siteIn) (*struct{}, error) { return nil, nil })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for _, tc := range []struct {
+		name, url, token, body string
+		status                 int
+	}{
+		{"service key, bad body", "/sites/alpha/x", svcKey, `{"n":-1,"extra":1}`, 403},
+		{"other site, bad body", "/sites/beta/x", alphaKey, `{"n":-1}`, 403},
+		{"own site, bad body", "/sites/alpha/x", alphaKey, `{"n":-1}`, 422},
+		{"own site, lower-case scheme", "/sites/alpha/x", alphaKey, `{"n":1}`, 204},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+tc.url, strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/json")
+			scheme := "Bearer "
+			if strings.Contains(tc.name, "lower-case") {
+				scheme = "bearer "
+			}
+			req.Header.Set("Authorization", scheme+tc.token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, b)
+			}
+			if tc.status == 403 && (!strings.Contains(string(b), `"reason":"forbidden"`) || strings.Contains(string(b), "minimum")) {
+				t.Fatalf("403 must be a problem that says nothing about the body: %s", b)
+			}
+		})
+	}
+}
