@@ -248,7 +248,7 @@ func newServer(cfg Config, p serverParams) (*Server, error) {
 	s := &Server{API: api, Mux: mux, config: cfg}
 	log := p.Log.Named("http")
 	s.srv = &http.Server{
-		Handler:           mux,
+		Handler:           problemFallback(mux),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          zap.NewStdLog(log),

@@ -256,3 +256,23 @@ func TestAWrongPrincipalIsRefusedBeforeTheBodyIsValidated(t *testing.T) {
 		})
 	}
 }
+
+func TestTheMuxsOwn404And405AreProblemDetails(t *testing.T) {
+	srv := httptest.NewServer(problemFallback(testServer(t, auth.Chain{}).Config.Handler))
+	defer srv.Close()
+	for path, want := range map[string]int{"/nowhere": 404, "/echo": 405} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != want || resp.Header.Get("Content-Type") != "application/problem+json" || body["reason"] == nil {
+			t.Fatalf("%s: %d %q %v", path, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		}
+		if want == 405 && resp.Header.Get("Allow") == "" {
+			t.Fatal("405 keeps its Allow header")
+		}
+	}
+}
