@@ -97,9 +97,13 @@ func TestKilledAfterEachJobCreateEveryAttemptHasExactlyOneJobAndItsResultNamesTh
 		}
 		return c["id"].(string)
 	}
+	runs := map[string]string{} // attempt → its run: a start must name the run its workspace was prepared for
 	workload := func(op siteprotocol.Operation, attempt string, payload any) string {
+		if runs[attempt] == "" {
+			runs[attempt] = uuid.NewString()
+		}
 		c := envelope(op)
-		c["family"], c["run_id"], c["attempt_id"] = "batch", uuid.NewString(), attempt
+		c["family"], c["run_id"], c["attempt_id"] = "batch", runs[attempt], attempt
 		c["account_ref"] = map[string]any{"binding_id": binding, "generation": 1}
 		c["payload"] = payload
 		return appendCmd(c)
@@ -167,7 +171,8 @@ func TestKilledAfterEachJobCreateEveryAttemptHasExactlyOneJobAndItsResultNamesTh
 		kills++
 	}
 	if kills != attempts {
-		t.Fatalf("%d kills; want one after each of the %d Job creates", kills, attempts)
+		first, _ := site.Command(starts[0])
+		t.Fatalf("%d kills; want one after each of the %d Job creates (the first start's result: %s)", kills, attempts, first.Result)
 	}
 
 	recorded := map[int64][]byte{}
