@@ -23,6 +23,11 @@ import (
 // never guess.
 var ErrUnavailable = errors.New("resource provisioning store unavailable")
 
+// ErrUnknownCursor is wrapped by a read's error when its position is not
+// one this context issued: an allocation cursor that is not an allocation
+// ID, a change feed position that is negative or beyond the feed head.
+var ErrUnknownCursor = errors.New("not a cursor issued by resource provisioning")
+
 // Clock is the source of server time (receipt times, freshness). Times are
 // used in UTC.
 type Clock interface {

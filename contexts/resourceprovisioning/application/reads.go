@@ -89,11 +89,15 @@ func (s *Service) views(as []domain.Allocation) []AllocationView {
 // ProjectAllocations returns the allocations of a canonical Project at site
 // (every Site when site is empty), ordered by Site then ID, with lifecycle
 // and freshness as of now. A Project with no allocation gives an empty
-// slice. Errors: *domain.ValidationError for an empty projectID; an error
-// wrapping ErrUnavailable when the store cannot be reached (never a guess).
+// slice. Errors: *domain.ValidationError for a projectID that is not a
+// canonical ID (a lower-case UUID) or a site that is not valid UTF-8 text
+// without control characters; an error wrapping ErrUnavailable when the
+// store cannot be reached (never a guess).
 func (s *Service) ProjectAllocations(ctx context.Context, projectID, site string) ([]AllocationView, error) {
-	if projectID == "" {
-		return nil, domain.Invalid(domain.Problem{Location: "path.project", Message: "project is required"})
+	problems := domain.CheckCanonicalID("path.project", projectID, true)
+	problems = append(problems, domain.CheckText("query.site", site, false)...)
+	if err := domain.Invalid(problems...); err != nil {
+		return nil, err
 	}
 	as, err := s.store.ProjectAllocations(ctx, projectID, site)
 	if err != nil {
@@ -120,12 +124,17 @@ type AllocationPage struct {
 // ("" for the first page), in ID order, with up to limit views
 // (DefaultPageLimit when 0, at most MaxPageLimit). Paging by ID is stable:
 // every allocation that exists when paging starts is returned exactly once.
-// Errors: *domain.ValidationError for a limit out of range; an error
-// wrapping ErrUnavailable when the store cannot be reached.
+// Errors: an error wrapping ErrUnknownCursor when after is neither empty nor
+// an allocation ID (a lower-case UUID); *domain.ValidationError for a limit
+// out of range; an error wrapping ErrUnavailable when the store cannot be
+// reached.
 func (s *Service) Allocations(ctx context.Context, after string, limit int) (AllocationPage, error) {
 	limit, err := pageLimit(limit)
 	if err != nil {
 		return AllocationPage{}, err
+	}
+	if after != "" && len(domain.CheckCanonicalID("after", after, true)) > 0 {
+		return AllocationPage{}, fmt.Errorf("%w: %q is not an allocation ID", ErrUnknownCursor, after)
 	}
 	var page AllocationPage
 	if after == "" {
@@ -159,8 +168,10 @@ type ChangePage struct {
 // Changes returns up to limit AllocationChanged events after position
 // after, in commit order (DefaultPageLimit when 0, at most MaxPageLimit).
 // A change that commits late is never skipped: positions follow commit
-// order. Errors: *domain.ValidationError for a negative position or a limit
-// out of range; an error wrapping ErrUnavailable when the store cannot be
+// order. Errors: an error wrapping ErrUnknownCursor for a negative position
+// or one beyond the feed head (no reader was ever given it, and it would
+// answer "nothing new" forever); *domain.ValidationError for a limit out
+// of range; an error wrapping ErrUnavailable when the store cannot be
 // reached.
 func (s *Service) Changes(ctx context.Context, after int64, limit int) (ChangePage, error) {
 	limit, err := pageLimit(limit)
@@ -168,11 +179,22 @@ func (s *Service) Changes(ctx context.Context, after int64, limit int) (ChangePa
 		return ChangePage{}, err
 	}
 	if after < 0 {
-		return ChangePage{}, domain.Invalid(domain.Problem{Location: "query.after", Message: "after must not be negative", Value: after})
+		return ChangePage{}, fmt.Errorf("%w: position %d is negative", ErrUnknownCursor, after)
 	}
 	cs, err := s.store.ChangesAfter(ctx, after, limit)
 	if err != nil {
 		return ChangePage{}, err
+	}
+	if len(cs) == 0 && after > 0 {
+		// Only an empty answer needs the head: a change after `after`
+		// proves it lies within the feed.
+		head, err := s.store.ChangesHead(ctx)
+		if err != nil {
+			return ChangePage{}, err
+		}
+		if after > head {
+			return ChangePage{}, fmt.Errorf("%w: position %d is beyond the feed head %d", ErrUnknownCursor, after, head)
+		}
 	}
 	next := after
 	if len(cs) > 0 {

@@ -15,6 +15,10 @@ import (
 // last accepted report (seed 003 "Freshness": fifteen minutes).
 const DefaultFreshness = 15 * time.Minute
 
+// DefaultClockSkew is how far a report's observed_at may lie beyond the
+// server clock (the agent's and the server's clocks differ a little).
+const DefaultClockSkew = 5 * time.Minute
+
 // Page sizes of the snapshot and the change feed.
 const (
 	DefaultPageLimit = 100
@@ -29,6 +33,11 @@ type Config struct {
 	// Freshness bounds how old last_seen_at may be for an allocation to
 	// read as fresh (DefaultFreshness when zero).
 	Freshness time.Duration
+	// ClockSkew bounds how far a report's observed_at may lie beyond the
+	// server clock (DefaultClockSkew when zero). A later observed_at is
+	// refused: accepted, it would make every later report stale and lock
+	// the allocation until the agent's clock caught up.
+	ClockSkew time.Duration
 }
 
 // Service is Resource Provisioning's application service: report and event
@@ -41,7 +50,7 @@ type Service struct {
 }
 
 // NewService returns a Service. It fails when cfg.WaldurInstance is empty
-// or cfg.Freshness is negative.
+// or cfg.Freshness or cfg.ClockSkew is negative.
 func NewService(store Store, clock Clock, observer Observer, cfg Config) (*Service, error) {
 	if cfg.WaldurInstance == "" {
 		return nil, errors.New("the Waldur instance is required")
@@ -49,8 +58,14 @@ func NewService(store Store, clock Clock, observer Observer, cfg Config) (*Servi
 	if cfg.Freshness < 0 {
 		return nil, fmt.Errorf("freshness %s must not be negative", cfg.Freshness)
 	}
+	if cfg.ClockSkew < 0 {
+		return nil, fmt.Errorf("clock skew %s must not be negative", cfg.ClockSkew)
+	}
 	if cfg.Freshness == 0 {
 		cfg.Freshness = DefaultFreshness
+	}
+	if cfg.ClockSkew == 0 {
+		cfg.ClockSkew = DefaultClockSkew
 	}
 	return &Service{store: store, clock: clock, observer: observer, cfg: cfg}, nil
 }
@@ -74,7 +89,8 @@ type ReportResult struct {
 // transaction, all or nothing (design "Report body"). Results are in input
 // order. Errors:
 //   - *domain.ValidationError (nothing stored) for an empty or oversized
-//     batch or any invalid report, listing every problem;
+//     batch or any invalid report, listing every problem, including an
+//     observed_at beyond the server clock plus the configured clock skew;
 //   - *domain.ConflictError (nothing stored) when any report is stale,
 //     conflicts with an accepted one, or follows a retirement, listing every
 //     refused report;
@@ -83,7 +99,8 @@ type ReportResult struct {
 // Reports are applied in allocation-ID order (reports of one allocation keep
 // their input order), so concurrent batches lock rows in one order.
 func (s *Service) SubmitReports(ctx context.Context, site string, reports []domain.Report) ([]ReportResult, error) {
-	if err := validateBatch(reports); err != nil {
+	now := s.now()
+	if err := s.validateBatch(reports, now); err != nil {
 		return nil, err
 	}
 	normal := make([]domain.Report, len(reports))
@@ -95,7 +112,6 @@ func (s *Service) SubmitReports(ctx context.Context, site string, reports []doma
 		ids[i] = domain.AllocationID(site, r.ProviderResourceID)
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(ids[a], ids[b]) })
-	now := s.now()
 	var results []ReportResult
 	err := s.store.InReportTx(ctx, func(ctx context.Context, tx ReportTx) error {
 		results = make([]ReportResult, len(normal))
@@ -136,13 +152,24 @@ func (s *Service) SubmitReports(ctx context.Context, site string, reports []doma
 	return results, nil
 }
 
-func validateBatch(reports []domain.Report) error {
+// validateBatch checks the batch size, each report, and that no
+// observed_at lies beyond now plus the clock skew.
+func (s *Service) validateBatch(reports []domain.Report, now time.Time) error {
 	if len(reports) == 0 || len(reports) > domain.MaxReportsPerBatch {
 		return domain.Invalid(domain.Problem{Location: "body.reports", Message: fmt.Sprintf("send 1 to %d reports", domain.MaxReportsPerBatch), Value: len(reports)})
 	}
+	latest := now.Add(s.cfg.ClockSkew)
 	var problems []domain.Problem
 	for i, r := range reports {
-		problems = append(problems, r.Validate(fmt.Sprintf("body.reports[%d]", i))...)
+		loc := fmt.Sprintf("body.reports[%d]", i)
+		problems = append(problems, r.Validate(loc)...)
+		if r.ObservedAt.After(latest) {
+			problems = append(problems, domain.Problem{
+				Location: loc + ".observed_at",
+				Message:  fmt.Sprintf("lies beyond the server clock (%s) plus the allowed clock skew of %s; check the agent's clock", now.Format(time.RFC3339), s.cfg.ClockSkew),
+				Value:    r.ObservedAt.UTC().Format(time.RFC3339Nano),
+			})
+		}
 	}
 	return domain.Invalid(problems...)
 }

@@ -113,12 +113,14 @@ type Report struct {
 	// NativeScope is the namespace; empty until the Site created it.
 	NativeScope string `json:"native_scope"`
 	// ObservedAt is when the agent read these facts (agent's clock; it
-	// orders reports of one allocation). Stored with microsecond precision.
+	// orders reports of one allocation). At most microsecond precision (the
+	// precision both engines store; finer is refused, see CheckTime).
 	ObservedAt time.Time `json:"-"`
 }
 
 // Normalize returns r with ObservedAt in UTC truncated to microseconds (the
-// precision both storage engines keep), so a retransmission compares equal.
+// precision both storage engines keep; a valid report has no finer part, so
+// this only drops the zone) and limits copied.
 func (r Report) Normalize() Report {
 	r.ObservedAt = r.ObservedAt.UTC().Truncate(time.Microsecond)
 	r.Limits = r.Limits.Clone()
@@ -131,22 +133,21 @@ func (r Report) Normalize() Report {
 
 // Validate returns the problems of r located under loc
 // ("body.reports[0]"): missing or over-long identifiers, an unknown Waldur
-// state, unknown limit keys, negative amounts, a zero observed_at.
+// state, unknown limit keys, negative amounts, a missing observed_at or one
+// finer than a microsecond (CheckTime). Whether observed_at lies too far in
+// the future is the service's check: it needs the server clock.
 func (r Report) Validate(loc string) []Problem {
 	var out []Problem
-	out = append(out, checkText(loc+".provider_resource_id", r.ProviderResourceID, true)...)
-	out = append(out, checkText(loc+".offering_id", r.OfferingID, true)...)
-	out = append(out, checkText(loc+".provider_project_id", r.ProviderProjectID, true)...)
-	out = append(out, checkText(loc+".native_scope", r.NativeScope, false)...)
+	out = append(out, CheckText(loc+".provider_resource_id", r.ProviderResourceID, true)...)
+	out = append(out, CheckText(loc+".offering_id", r.OfferingID, true)...)
+	out = append(out, CheckText(loc+".provider_project_id", r.ProviderProjectID, true)...)
+	out = append(out, CheckText(loc+".native_scope", r.NativeScope, false)...)
 	if !slices.Contains(waldurStates, r.State) {
 		out = append(out, Problem{Location: loc + ".state", Message: fmt.Sprintf("unknown Waldur state %q: want one of %v", r.State, waldurStates), Value: r.State})
 	}
 	out = append(out, r.Limits.Validate(loc+".limits")...)
 	out = append(out, r.AppliedLimits.Validate(loc+".applied_limits")...)
-	if r.ObservedAt.IsZero() {
-		out = append(out, Problem{Location: loc + ".observed_at", Message: "observed_at is required"})
-	}
-	return out
+	return append(out, CheckTime(loc+".observed_at", r.ObservedAt)...)
 }
 
 // ContentDigest returns the hex SHA-256 of the report's content without

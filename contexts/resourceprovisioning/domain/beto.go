@@ -86,25 +86,31 @@ type PartyProviderBinding struct {
 	Generation int64  `json:"generation"`
 }
 
-// Normalize returns ev with OccurredAt in UTC truncated to microseconds.
+// Normalize returns ev with OccurredAt in UTC truncated to microseconds (a
+// valid event has no finer part, so this only drops the zone).
 func (ev BetoEvent) Normalize() BetoEvent {
 	ev.OccurredAt = ev.OccurredAt.UTC().Truncate(time.Microsecond)
 	return ev
 }
 
 // Validate returns the problems of ev located under loc ("body"): a
-// missing event_id, an unknown type (refused by name), a payload that does
-// not match the type, missing identifiers, negative revisions.
+// missing event_id, a missing occurred_at or one finer than a microsecond,
+// an unknown type (refused by name), a payload that does not match the
+// type, missing identifiers, canonical IDs that are not lower-case UUIDs
+// (project.id, memberships[].party_id, binding.id, binding.party_id: Beto's
+// canonical IDs), negative revisions.
 func (ev BetoEvent) Validate(loc string) []Problem {
 	var out []Problem
-	req := func(field, v string) { out = append(out, checkText(loc+"."+field, v, true)...) }
-	opt := func(field, v string) { out = append(out, checkText(loc+"."+field, v, false)...) }
+	req := func(field, v string) { out = append(out, CheckText(loc+"."+field, v, true)...) }
+	opt := func(field, v string) { out = append(out, CheckText(loc+"."+field, v, false)...) }
+	canonical := func(field, v string) { out = append(out, CheckCanonicalID(loc+"."+field, v, true)...) }
 	nonNegative := func(field string, v int64) {
 		if v < 0 {
 			out = append(out, Problem{Location: loc + "." + field, Message: field + " must not be negative", Value: v})
 		}
 	}
 	req("event_id", ev.EventID)
+	out = append(out, CheckTime(loc+".occurred_at", ev.OccurredAt)...)
 	switch ev.Type {
 	case EventProjectChanged:
 		if ev.Binding != nil {
@@ -114,7 +120,7 @@ func (ev BetoEvent) Validate(loc string) []Problem {
 		if p == nil {
 			return append(out, Problem{Location: loc + ".project", Message: "project is required for " + EventProjectChanged})
 		}
-		req("project.id", p.ID)
+		canonical("project.id", p.ID)
 		opt("project.state", p.State)
 		nonNegative("project.revision", p.Revision)
 		if len(p.ProviderBindings) > maxBindingsPerProject {
@@ -131,7 +137,7 @@ func (ev BetoEvent) Validate(loc string) []Problem {
 		}
 		for i, m := range p.Memberships {
 			at := fmt.Sprintf("project.memberships[%d]", i)
-			opt(at+".party_id", m.PartyID)
+			canonical(at+".party_id", m.PartyID)
 			opt(at+".role", m.Role)
 			if b := m.ProviderBinding; b != nil {
 				opt(at+".provider_binding.provider", b.Provider)
@@ -147,8 +153,8 @@ func (ev BetoEvent) Validate(loc string) []Problem {
 		if b == nil {
 			return append(out, Problem{Location: loc + ".binding", Message: "binding is required for " + EventPartyProviderBindingChanged})
 		}
-		req("binding.id", b.ID)
-		req("binding.party_id", b.PartyID)
+		canonical("binding.id", b.ID)
+		canonical("binding.party_id", b.PartyID)
 		req("binding.provider", b.Provider)
 		req("binding.instance", b.Instance)
 		req("binding.external_id", b.ExternalID)

@@ -203,18 +203,52 @@ func TestNormalizeTruncatesObservedAtToMicroseconds(t *testing.T) {
 }
 
 func TestBetoEventValidation(t *testing.T) {
-	unknown := domain.BetoEvent{EventID: "e", Type: "project.ProjectDeleted"}
+	unknown := domain.BetoEvent{EventID: "e", Type: "project.ProjectDeleted", OccurredAt: t0}
 	p := unknown.Validate("body")
 	if len(p) != 1 || p[0].Location != "body.type" || !strings.Contains(p[0].Message, "project.ProjectDeleted") {
 		t.Fatalf("unknown type: %+v", p)
 	}
-	missing := domain.BetoEvent{EventID: "e", Type: domain.EventProjectChanged}
+	missing := domain.BetoEvent{EventID: "e", Type: domain.EventProjectChanged, OccurredAt: t0}
 	if p := missing.Validate("body"); len(p) != 1 || p[0].Location != "body.project" {
 		t.Fatalf("missing project: %+v", p)
 	}
 	bad := domain.BetoEvent{EventID: "", Type: domain.EventPartyProviderBindingChanged, Binding: &domain.PartyProviderBinding{Revision: -1}}
-	if p := bad.Validate("body"); len(p) != 7 {
+	if p := bad.Validate("body"); len(p) != 8 || p[1].Location != "body.occurred_at" {
 		t.Fatalf("binding problems: %+v", p)
+	}
+}
+
+// TestCanonicalIDsAreLowerCaseUUIDs: Beto's canonical IDs are accepted
+// only in their canonical form, so one Project never has two spellings.
+func TestCanonicalIDsAreLowerCaseUUIDs(t *testing.T) {
+	const id = "7a1e4c2b-1d3f-4a5b-9c8d-0e1f2a3b4c5d"
+	for _, v := range []string{"project-a", strings.ToUpper(id), "7a1e4c2b1d3f4a5b9c8d0e1f2a3b4c5d", "{" + id + "}", id + " ", "urn:uuid:" + id} {
+		ev := domain.BetoEvent{EventID: "e", Type: domain.EventProjectChanged, OccurredAt: t0,
+			Project: &domain.ProjectChanged{ID: v, Revision: 1, Memberships: []domain.Membership{{PartyID: v}}}}
+		p := ev.Validate("body")
+		if len(p) != 2 || p[0].Location != "body.project.id" || p[1].Location != "body.project.memberships[0].party_id" || !strings.Contains(p[0].Message, "lower-case UUID") {
+			t.Errorf("%q: %+v", v, p)
+		}
+	}
+	ok := domain.BetoEvent{EventID: "e", Type: domain.EventProjectChanged, OccurredAt: t0, Project: &domain.ProjectChanged{ID: id, Revision: 1}}
+	if p := ok.Validate("body"); len(p) != 0 {
+		t.Fatalf("a canonical ID: %+v", p)
+	}
+}
+
+func TestTimesFinerThanAMicrosecondAreRefused(t *testing.T) {
+	if p := domain.CheckTime("x", t0.Add(time.Microsecond)); len(p) != 0 {
+		t.Fatalf("%+v", p)
+	}
+	if p := domain.CheckTime("x", t0.Add(time.Nanosecond)); len(p) != 1 || p[0].Location != "x" {
+		t.Fatalf("%+v", p)
+	}
+	if p := domain.CheckTime("x", time.Time{}); len(p) != 1 || p[0].Message != "required" {
+		t.Fatalf("%+v", p)
+	}
+	r := report(func(r *domain.Report) { r.ObservedAt = t0.Add(999 * time.Nanosecond) })
+	if p := r.Validate("body.reports[0]"); len(p) != 1 || p[0].Location != "body.reports[0].observed_at" {
+		t.Fatalf("%+v", p)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,6 +50,15 @@ const Instance = "https://waldur.example.org"
 // Site is the reporting Site of the suite.
 const Site = "alpha"
 
+// Canonical IDs of the suite (lower-case UUIDs, as Beto issues them).
+const (
+	ProjectA  = "7a1e4c2b-1d3f-4a5b-9c8d-0e1f2a3b4c5d"
+	ProjectB  = "8b2f5d3c-2e4a-4b6c-8d9e-1f2a3b4c5d6e"
+	ProjectX  = "9c3a6e4d-3f5b-4c7d-9eaf-2a3b4c5d6e7f"
+	BindingID = "e41f0a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b"
+	PartyID   = "9c2e5d1a-0b7f-4e3c-8a6d-2f1e0c9b8a7d"
+)
+
 // Exercise runs the conformance suite; newSubject makes a fresh store per
 // subtest.
 func Exercise(t *testing.T, newSubject func(t *testing.T) Subject) {
@@ -74,6 +84,8 @@ func Exercise(t *testing.T, newSubject func(t *testing.T) Subject) {
 		{"ChangeFeedNeverSkipsAChangeThatCommitsLate", testFeedLateCommit},
 		{"ConcurrentReportsForOneAllocationLoseNoUpdate", testConcurrentReports},
 		{"FreshnessIsComputedAtReadTime", testFreshness},
+		{"ObservedAtIsStoredAndComparedToTheMicrosecond", testMicroseconds},
+		{"ObservedAtBeyondTheClockSkewIsRefusedAndLocksNothing", testClockSkew},
 		{"UnreachableDatabaseIsUnavailable", testUnavailable},
 	}
 	for _, tc := range tests {
@@ -377,14 +389,14 @@ func testBatchAllOrNothing(t *testing.T, e *env) {
 
 func testProjectUnboundThenResolved(t *testing.T, e *env) {
 	e.submit(t, Report("r1", "pp1", 0))
-	if e.event(t, ProjectEvent("ev1", "project-a", 1, Instance, "pp1")) != domain.EventApplied {
+	if e.event(t, ProjectEvent("ev1", ProjectA, 1, Instance, "pp1")) != domain.EventApplied {
 		t.Fatal("event not applied")
 	}
 	v := e.one(t, "r1")
 	if v.ProjectID != "" || v.Lifecycle != domain.LifecyclePending || v.Revision != 1 {
 		t.Fatalf("an event must not rewrite allocations: %+v", v)
 	}
-	if got, _ := e.svc.ProjectAllocations(e.ctx, "project-a", Site); len(got) != 0 {
+	if got, _ := e.svc.ProjectAllocations(e.ctx, ProjectA, Site); len(got) != 0 {
 		t.Fatalf("project-a has %d allocations before a report resolves it", len(got))
 	}
 	e.clock.Advance(time.Minute)
@@ -392,31 +404,31 @@ func testProjectUnboundThenResolved(t *testing.T, e *env) {
 	if res[0].Outcome != domain.OutcomeChanged || res[0].Revision != 2 || res[0].Lifecycle != domain.LifecycleReady {
 		t.Fatalf("unchanged content that resolves the Project is material: %+v", res[0])
 	}
-	got, err := e.svc.ProjectAllocations(e.ctx, "project-a", Site)
-	if err != nil || len(got) != 1 || got[0].ProjectID != "project-a" || got[0].Lifecycle != domain.LifecycleReady || !got[0].Fresh {
+	got, err := e.svc.ProjectAllocations(e.ctx, ProjectA, Site)
+	if err != nil || len(got) != 1 || got[0].ProjectID != ProjectA || got[0].Lifecycle != domain.LifecycleReady || !got[0].Fresh {
 		t.Fatalf("project allocations %+v, %v", got, err)
 	}
-	if other, _ := e.svc.ProjectAllocations(e.ctx, "project-a", "beta"); len(other) != 0 {
+	if other, _ := e.svc.ProjectAllocations(e.ctx, ProjectA, "beta"); len(other) != 0 {
 		t.Fatalf("site filter ignored: %+v", other)
 	}
 }
 
 func testRebinding(t *testing.T, e *env) {
-	e.event(t, ProjectEvent("ev1", "project-a", 1, Instance, "pp1"))
+	e.event(t, ProjectEvent("ev1", ProjectA, 1, Instance, "pp1"))
 	e.submit(t, Report("r1", "pp1", 0), Report("r2", "pp2", 0))
-	e.event(t, ProjectEvent("ev2", "project-a", 2, Instance, "pp2"))
+	e.event(t, ProjectEvent("ev2", ProjectA, 2, Instance, "pp2"))
 	e.submit(t, Report("r1", "pp1", time.Minute), Report("r2", "pp2", time.Minute))
 	all := e.all(t)
-	if all["r1"].ProjectID != "" || all["r2"].ProjectID != "project-a" {
+	if all["r1"].ProjectID != "" || all["r2"].ProjectID != ProjectA {
 		t.Fatalf("after rebinding pp1→pp2: r1 %q, r2 %q", all["r1"].ProjectID, all["r2"].ProjectID)
 	}
 }
 
 func testBindingConflict(t *testing.T, e *env) {
-	e.event(t, ProjectEvent("ev1", "project-a", 1, Instance, "pp1"))
-	e.event(t, ProjectEvent("ev2", "project-b", 1, Instance, "pp1"))
+	e.event(t, ProjectEvent("ev1", ProjectA, 1, Instance, "pp1"))
+	e.event(t, ProjectEvent("ev2", ProjectB, 1, Instance, "pp1"))
 	cs, err := e.svc.BindingConflicts(e.ctx)
-	if err != nil || len(cs) != 1 || cs[0].ProviderProjectID != "pp1" || !slices.Equal(cs[0].ProjectIDs, []string{"project-a", "project-b"}) {
+	if err != nil || len(cs) != 1 || cs[0].ProviderProjectID != "pp1" || !slices.Equal(cs[0].ProjectIDs, []string{ProjectA, ProjectB}) {
 		t.Fatalf("conflicts %+v, %v", cs, err)
 	}
 	if n := metric(t, e.reg, telemetry.BindingConflictsMetric); n != 1 {
@@ -426,25 +438,25 @@ func testBindingConflict(t *testing.T, e *env) {
 	if v := e.one(t, "r1"); v.ProjectID != "" || !slices.Contains(v.Reasons, domain.PendingProjectUnbound) {
 		t.Fatalf("a conflicted provider Project must stay project_unbound: %+v", v)
 	}
-	e.event(t, ProjectEvent("ev3", "project-b", 2, Instance, "pp9"))
+	e.event(t, ProjectEvent("ev3", ProjectB, 2, Instance, "pp9"))
 	if cs, _ := e.svc.BindingConflicts(e.ctx); len(cs) != 0 {
 		t.Fatalf("conflict not cleared after rebinding: %+v", cs)
 	}
 	e.submit(t, Report("r1", "pp1", time.Minute))
-	if v := e.one(t, "r1"); v.ProjectID != "project-a" {
+	if v := e.one(t, "r1"); v.ProjectID != ProjectA {
 		t.Fatalf("after the conflict cleared a later report resolves: %+v", v)
 	}
 }
 
 func testOtherInstance(t *testing.T, e *env) {
-	e.event(t, ProjectEvent("ev1", "project-x", 1, "https://waldur.other.example", "pp1"))
+	e.event(t, ProjectEvent("ev1", ProjectX, 1, "https://waldur.other.example", "pp1"))
 	e.submit(t, Report("r1", "pp1", 0))
 	if v := e.one(t, "r1"); v.ProjectID != "" {
 		t.Fatalf("a binding of another instance resolved: %+v", v)
 	}
-	e.event(t, ProjectEvent("ev2", "project-a", 1, Instance, "pp1"))
+	e.event(t, ProjectEvent("ev2", ProjectA, 1, Instance, "pp1"))
 	e.submit(t, Report("r1", "pp1", time.Minute))
-	if v := e.one(t, "r1"); v.ProjectID != "project-a" {
+	if v := e.one(t, "r1"); v.ProjectID != ProjectA {
 		t.Fatalf("the configured instance's binding must resolve alone: %+v", v)
 	}
 	if cs, _ := e.svc.BindingConflicts(e.ctx); len(cs) != 0 {
@@ -453,14 +465,14 @@ func testOtherInstance(t *testing.T, e *env) {
 }
 
 func testEventReceipts(t *testing.T, e *env) {
-	ev := ProjectEvent("ev1", "project-a", 3, Instance, "pp1")
+	ev := ProjectEvent("ev1", ProjectA, 3, Instance, "pp1")
 	if got := e.event(t, ev); got != domain.EventApplied {
 		t.Fatalf("first %s", got)
 	}
 	if got := e.event(t, ev); got != domain.EventDuplicate {
 		t.Fatalf("identical duplicate %s", got)
 	}
-	other := ProjectEvent("ev1", "project-a", 3, Instance, "pp2")
+	other := ProjectEvent("ev1", ProjectA, 3, Instance, "pp2")
 	_, err := e.svc.ReceiveBetoEvent(e.ctx, other)
 	var ce *domain.ConflictError
 	if !errors.As(err, &ce) || ce.Reason() != domain.ReasonEventConflict {
@@ -470,8 +482,8 @@ func testEventReceipts(t *testing.T, e *env) {
 		t.Fatalf("event conflict counter %v, want 1", n)
 	}
 	for _, old := range []domain.BetoEvent{
-		ProjectEvent("ev0", "project-a", 2, Instance, "pp7"),
-		ProjectEvent("ev2", "project-a", 3, Instance, "pp8"),
+		ProjectEvent("ev0", ProjectA, 2, Instance, "pp7"),
+		ProjectEvent("ev2", ProjectA, 3, Instance, "pp8"),
 	} {
 		if got := e.event(t, old); got != domain.EventIgnored {
 			t.Fatalf("older/equal revision %s: %s", old.EventID, got)
@@ -482,7 +494,7 @@ func testEventReceipts(t *testing.T, e *env) {
 	}
 	e.submit(t, Report("r1", "pp1", 0), Report("r7", "pp7", 0))
 	all := e.all(t)
-	if all["r1"].ProjectID != "project-a" || all["r7"].ProjectID != "" {
+	if all["r1"].ProjectID != ProjectA || all["r7"].ProjectID != "" {
 		t.Fatalf("older revisions must not move the view: r1 %q r7 %q", all["r1"].ProjectID, all["r7"].ProjectID)
 	}
 }
@@ -490,7 +502,7 @@ func testEventReceipts(t *testing.T, e *env) {
 func testPartyBindings(t *testing.T, e *env) {
 	ev := func(id string, rev int64, ext string) domain.BetoEvent {
 		return domain.BetoEvent{EventID: id, Type: domain.EventPartyProviderBindingChanged, OccurredAt: T0, Binding: &domain.PartyProviderBinding{
-			ID: "binding-1", PartyID: "party-1", Revision: rev, Provider: "site", Instance: "alpha-k8s", ExternalID: ext, State: "verified", Generation: 1,
+			ID: BindingID, PartyID: PartyID, Revision: rev, Provider: "site", Instance: "alpha-k8s", ExternalID: ext, State: "verified", Generation: 1,
 		}}
 	}
 	for _, step := range []struct {
@@ -705,13 +717,13 @@ func testConcurrentReports(t *testing.T, e *env) {
 }
 
 func testFreshness(t *testing.T, e *env) {
-	e.event(t, ProjectEvent("ev1", "project-a", 1, Instance, "pp1"))
+	e.event(t, ProjectEvent("ev1", ProjectA, 1, Instance, "pp1"))
 	gone := Report("r2", "pp1", 0)
 	gone.State = domain.WaldurTerminated
 	e.submit(t, Report("r1", "pp1", 0), gone)
 	e.clock.Advance(15 * time.Minute)
 	byResource := func() map[string]application.AllocationView {
-		got, err := e.svc.ProjectAllocations(e.ctx, "project-a", "")
+		got, err := e.svc.ProjectAllocations(e.ctx, ProjectA, "")
 		if err != nil || len(got) != 2 {
 			t.Fatalf("project allocations %+v, %v", got, err)
 		}
@@ -728,7 +740,7 @@ func testFreshness(t *testing.T, e *env) {
 	if v := byID["r2"]; v.Fresh || v.Lifecycle != domain.LifecycleRetired {
 		t.Fatalf("a stale tombstone stays retired: %+v", v)
 	}
-	e.submit(t, Report("r1", "pp1", time.Hour))
+	e.submit(t, Report("r1", "pp1", 16*time.Minute))
 	if v := e.one(t, "r1"); !v.Fresh || v.Lifecycle != domain.LifecycleReady || v.Revision != 1 {
 		t.Fatalf("a renewal makes it fresh again without a revision: %+v", v)
 	}
@@ -737,7 +749,7 @@ func testFreshness(t *testing.T, e *env) {
 func testUnavailable(t *testing.T, e *env) {
 	e.submit(t, Report("r1", "pp1", 0))
 	e.sub.Break()
-	if _, err := e.svc.ProjectAllocations(e.ctx, "project-a", ""); !errors.Is(err, application.ErrUnavailable) {
+	if _, err := e.svc.ProjectAllocations(e.ctx, ProjectA, ""); !errors.Is(err, application.ErrUnavailable) {
 		t.Fatalf("read: %v, want ErrUnavailable", err)
 	}
 	if _, err := e.svc.SubmitReports(e.ctx, Site, []domain.Report{Report("r1", "pp1", time.Minute)}); !errors.Is(err, application.ErrUnavailable) {
@@ -773,5 +785,80 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// invalid submits reports, expects a validation error with a problem at
+// location and returns it.
+func (e *env) invalid(t *testing.T, location string, reports ...domain.Report) domain.Problem {
+	t.Helper()
+	_, err := e.svc.SubmitReports(e.ctx, Site, reports)
+	var ve *domain.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("submit: got %v, want a validation error at %s", err, location)
+	}
+	for _, p := range ve.Problems {
+		if p.Location == location {
+			return p
+		}
+	}
+	t.Fatalf("no problem at %s: %v", location, ve)
+	return domain.Problem{}
+}
+
+// testMicroseconds: both engines keep observed_at and last_seen_at to the
+// microsecond, so reports one microsecond apart are ordered, an equal one
+// is a duplicate, and a finer time is refused rather than rounded into a
+// false duplicate or conflict.
+func testMicroseconds(t *testing.T, e *env) {
+	e.clock.Advance(1500 * time.Nanosecond) // a server clock finer than storage
+	e.submit(t, Report("r1", "pp1", time.Microsecond))
+	v := e.one(t, "r1")
+	if !v.ObservedAt.Equal(T0.Add(time.Microsecond)) || !v.LastSeenAt.Equal(e.clock.Now().Truncate(time.Microsecond)) {
+		t.Fatalf("stored observed_at %s last_seen_at %s, want %s and %s", v.ObservedAt.Format(time.RFC3339Nano),
+			v.LastSeenAt.Format(time.RFC3339Nano), T0.Add(time.Microsecond).Format(time.RFC3339Nano), e.clock.Now().Truncate(time.Microsecond).Format(time.RFC3339Nano))
+	}
+	before := e.snapshot(t)
+	fine := Report("r1", "pp1", 2*time.Microsecond+500*time.Nanosecond)
+	if p := e.invalid(t, "body.reports[0].observed_at", fine); !strings.Contains(p.Message, "microsecond") {
+		t.Fatalf("problem %+v", p)
+	}
+	if after := e.snapshot(t); after != before {
+		t.Fatalf("a refused report moved state:\n%s\n%s", before, after)
+	}
+	if res := e.submit(t, Report("r1", "pp1", time.Microsecond)); res[0].Outcome != domain.OutcomeDuplicate {
+		t.Fatalf("the same observed_at read back must be a duplicate: %+v", res[0])
+	}
+	e.clock.Advance(time.Microsecond)
+	if res := e.submit(t, Report("r1", "pp1", 2*time.Microsecond)); res[0].Outcome != domain.OutcomeRenewed {
+		t.Fatalf("a report one microsecond newer must renew: %+v", res[0])
+	}
+	if v := e.one(t, "r1"); !v.ObservedAt.Equal(T0.Add(2 * time.Microsecond)) {
+		t.Fatalf("observed_at %s after the renewal", v.ObservedAt.Format(time.RFC3339Nano))
+	}
+	e.refused(t, domain.ReasonStaleReport, Report("r1", "pp1", time.Microsecond))
+	other := Report("r1", "pp1", 2*time.Microsecond)
+	other.Paused = true
+	e.refused(t, domain.ReasonReportConflict, other)
+}
+
+// testClockSkew: an observed_at further than the skew (default 5 minutes)
+// beyond the server clock is refused, so a later correct report is still
+// accepted; exactly at the bound is accepted.
+func testClockSkew(t *testing.T, e *env) {
+	now := e.clock.Now()
+	future := Report("r1", "pp1", now.Sub(T0)+application.DefaultClockSkew+time.Microsecond)
+	if p := e.invalid(t, "body.reports[1].observed_at", Report("r2", "pp1", 0), future); !strings.Contains(p.Message, "clock skew") {
+		t.Fatalf("problem %+v", p)
+	}
+	if all := e.all(t); len(all) != 0 {
+		t.Fatalf("a refused batch stored %d allocations", len(all))
+	}
+	if res := e.submit(t, Report("r1", "pp1", 0)); res[0].Outcome != domain.OutcomeCreated {
+		t.Fatalf("a correct report after the refused one: %+v", res[0])
+	}
+	edge := Report("r1", "pp1", now.Sub(T0)+application.DefaultClockSkew)
+	if res := e.submit(t, edge); res[0].Outcome != domain.OutcomeRenewed {
+		t.Fatalf("a report exactly at the skew bound: %+v", res[0])
 	}
 }
