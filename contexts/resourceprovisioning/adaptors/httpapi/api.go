@@ -2,8 +2,13 @@
 // /resource-provisioning on the process's Huma API (tag
 // resource_provisioning): report and Beto event intake, and the reads
 // (snapshot, a Project's allocations, the change feed, binding conflicts).
-// Errors are RFC 9457 problem details with a snake_case reason; bad input is
-// always a 4xx and stores nothing. Design: ../shared/design/
+// Errors are RFC 9457 problem details with a reason: the seed's snake_case
+// domain reasons (stale_report, allocation_retired, report_conflict,
+// event_conflict) and the platform's kebab-case generic ones
+// (validation-failed, malformed, invalid-cursor, forbidden, unavailable); bad input is
+// always a 4xx and stores nothing. Each operation declares the principals
+// it admits (httpserver.AdmitMetadata), so a wrong credential is 403 before
+// the body is read; the handlers check again. Design: ../shared/design/
 // resource-provisioning.md ("Routes", "Report body", "Beto events").
 package httpapi
 
@@ -25,8 +30,25 @@ import (
 // Tag is the OpenAPI tag of every operation.
 const Tag = "resource_provisioning"
 
-// BetoPrincipal is the only principal allowed to post Beto events.
+// betoPrincipal is the only principal allowed to post Beto events.
 func betoPrincipal() auth.Principal { return auth.Principal{Kind: auth.KindService, ID: "beto"} }
+
+// bodyRules documents guardJSONBody's checks of a posted body.
+const bodyRules = "A body that is not one I-JSON value (not JSON, invalid UTF-8, an escaped lone surrogate, a member " +
+	"name repeated in one object, data after the value) is 400 `malformed`; a null anywhere (leave optional members " +
+	"out) or a control character such as NUL in any string is 422 `validation-failed` naming the member. Nothing is " +
+	"stored."
+
+// ReasonInvalidCursor is the problem reason of a cursor this API never
+// issued (400).
+const ReasonInvalidCursor = "invalid-cursor"
+
+// Admission of each kind of operation, checked before the body is read.
+var (
+	admitReporter = httpserver.AdmitMetadata(httpserver.AdmitPathPrincipal(auth.KindSite, "site"))
+	admitBeto     = httpserver.AdmitMetadata(func(p auth.Principal, _ func(string) string) error { return admitOnly(p, betoPrincipal()) })
+	admitReader   = httpserver.AdmitMetadata(httpserver.AdmitKinds(auth.KindService))
+)
 
 // API registers the routes. A nil service registers them for the OpenAPI
 // document only.
@@ -58,10 +80,16 @@ func (a *API) Register(api huma.API) {
 			"nothing moves). 409 with reason `stale_report` (older observed_at), `allocation_retired` (a " +
 			"non-retiring report after Terminated) or `report_conflict` (same observed_at, other content) refuses " +
 			"the whole batch. Limits are in canonical units: `cpu` millicores, `memory` and `storage` bytes, " +
-			"`gpu.<vendor>` devices; any other key or a negative amount is 422 naming it.",
-		Tags:     []string{Tag},
-		Security: httpserver.Bearer(),
-		Errors:   append(errs, http.StatusConflict, http.StatusRequestEntityTooLarge),
+			"`gpu.<vendor>` devices; any other key or a negative amount is 422 naming it. `observed_at` has at most " +
+			"microsecond precision (finer is 422: both engines store microseconds) and may lie at most the configured " +
+			"clock skew (--report-clock-skew, default 5m) beyond the server clock (later is 422 naming " +
+			"`body.reports[i].observed_at`). " + bodyRules + " Only the key of `site:<site>` is admitted (any other " +
+			"key is 403 `forbidden` before the body is read).",
+		Tags:        []string{Tag},
+		Security:    httpserver.Bearer(),
+		Metadata:    admitReporter,
+		Middlewares: huma.Middlewares{guardJSONBody()},
+		Errors:      append(errs, http.StatusConflict, http.StatusRequestEntityTooLarge),
 	}, a.submitReports)
 	huma.Register(api, huma.Operation{
 		OperationID: "receive-beto-event",
@@ -72,10 +100,15 @@ func (a *API) Register(api huma.API) {
 			"Projects); `party.PartyProviderBindingChanged` the Party binding view. A receipt per event_id: an " +
 			"identical duplicate answers `duplicate`, the same event_id with other content is 409 `event_conflict`. " +
 			"An event whose revision is not newer than the view's is recorded and answers `ignored`. Events never " +
-			"rewrite allocations: the next report of an allocation resolves its Project. Only `service:beto` may post.",
-		Tags:     []string{Tag},
-		Security: httpserver.Bearer(),
-		Errors:   append(errs, http.StatusConflict, http.StatusRequestEntityTooLarge),
+			"rewrite allocations: the next report of an allocation resolves its Project. Canonical IDs " +
+			"(`project.id`, `memberships[].party_id`, `binding.id`, `binding.party_id`) are lower-case UUIDs; " +
+			"`occurred_at` has at most microsecond precision. " + bodyRules + " Only `service:beto` may post (any other " +
+			"key is 403 `forbidden` before the body is read).",
+		Tags:        []string{Tag},
+		Security:    httpserver.Bearer(),
+		Metadata:    admitBeto,
+		Middlewares: huma.Middlewares{guardJSONBody()},
+		Errors:      append(errs, http.StatusConflict, http.StatusRequestEntityTooLarge),
 	}, a.receiveBetoEvent)
 	huma.Register(api, huma.Operation{
 		OperationID: "list-allocations",
@@ -85,9 +118,11 @@ func (a *API) Register(api huma.API) {
 		Description: "Every allocation in a stable order (by ID) with an opaque cursor. The first page carries " +
 			"`changes_cursor`, the change feed position captured before paging began: after the last page, " +
 			"follow `GET /resource-provisioning/changes?after=<changes_cursor>` and apply only newer revisions. " +
-			"Lifecycle and freshness are computed at read time. For `service:*` principals.",
+			"Lifecycle and freshness are computed at read time. A cursor this API did not issue is 400 " +
+			"`invalid-cursor`. For `service:*` principals.",
 		Tags:     []string{Tag},
 		Security: httpserver.Bearer(),
+		Metadata: admitReader,
 		Errors:   errs,
 	}, a.listAllocations)
 	huma.Register(api, huma.Operation{
@@ -95,12 +130,13 @@ func (a *API) Register(api huma.API) {
 		Method:      http.MethodGet,
 		Path:        "/resource-provisioning/projects/{project}/allocations",
 		Summary:     "A Project's allocations, with lifecycle and freshness",
-		Description: "The allocations bound to a canonical Project, at one Site (`site`) or all. An allocation " +
+		Description: "The allocations bound to a canonical Project (a lower-case UUID), at one Site (`site`) or all. An allocation " +
 			"not seen within the freshness bound (default 15 minutes) reads `fresh: false` and, unless suspended " +
 			"or retired, `pending` with reason `stale`. A store that cannot be read is 503, never a guess. " +
 			"For `service:*` principals.",
 		Tags:     []string{Tag},
 		Security: httpserver.Bearer(),
+		Metadata: admitReader,
 		Errors:   errs,
 	}, a.projectAllocations)
 	huma.Register(api, huma.Operation{
@@ -110,9 +146,11 @@ func (a *API) Register(api huma.API) {
 		Summary:     "AllocationChanged events in commit order after a cursor",
 		Description: "The change feed: one AllocationChanged per material change, in commit order. A change " +
 			"that commits late is never skipped: positions are taken under one lock held until commit. Pass " +
-			"`next_cursor` as `after` to continue. For `service:*` principals.",
+			"`next_cursor` as `after` to continue. A cursor this API did not issue (malformed, or a position beyond " +
+			"the feed head) is 400 `invalid-cursor`. For `service:*` principals.",
 		Tags:     []string{Tag},
 		Security: httpserver.Bearer(),
+		Metadata: admitReader,
 		Errors:   errs,
 	}, a.changes)
 	huma.Register(api, huma.Operation{
@@ -124,6 +162,7 @@ func (a *API) Register(api huma.API) {
 			"Projects stay `pending` with `project_unbound`. For `service:*` principals.",
 		Tags:     []string{Tag},
 		Security: httpserver.Bearer(),
+		Metadata: admitReader,
 		Errors:   errs,
 	}, a.bindingConflicts)
 }
@@ -148,6 +187,8 @@ func (a *API) problem(op string, err error) error {
 			details = append(details, &huma.ErrorDetail{Location: r.Location, Message: r.Reason + ": " + r.Detail})
 		}
 		return httpserver.NewProblem(http.StatusConflict, ce.Reason(), "refused; nothing was stored: "+ce.Refusals[0].Detail, details...)
+	case errors.Is(err, application.ErrUnknownCursor):
+		return httpserver.NewProblem(http.StatusBadRequest, ReasonInvalidCursor, "the cursor was not issued by this API: "+err.Error())
 	case errors.Is(err, application.ErrUnavailable):
 		a.log.Warn("resource provisioning store unavailable", zap.String("operation", op), zap.Error(err))
 		return httpserver.NewProblem(http.StatusServiceUnavailable, "unavailable", "the allocation store cannot be reached; retry later")
@@ -188,6 +229,11 @@ func requirePrincipal(ctx context.Context, want auth.Principal) error {
 	if !ok {
 		return httpserver.NewProblem(http.StatusUnauthorized, "unauthenticated", "a bearer credential is required")
 	}
+	return admitOnly(p, want)
+}
+
+// admitOnly is 403 unless p is want.
+func admitOnly(p, want auth.Principal) error {
 	if p != want {
 		return httpserver.NewProblem(http.StatusForbidden, "forbidden", fmt.Sprintf("%s may not post here; only %s may", p, want))
 	}

@@ -71,16 +71,33 @@ func encodeCursor(prefix, v string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(prefix + v))
 }
 
-func decodeCursor(prefix, token, location string) (string, error) {
+// decodeCursor returns the value inside token (a cursor with prefix), ""
+// for an empty token, or a 400 invalid-cursor problem at location when the
+// token is not one this API could have issued: not base64url, another
+// prefix, an empty value, or a value that is not valid(v) (its form:
+// an allocation ID, a feed position). Nothing of a forged cursor reaches
+// the store.
+func decodeCursor(prefix, token, location string, valid func(v string) bool) (string, error) {
 	if token == "" {
 		return "", nil
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(token)
-	if v, ok := strings.CutPrefix(string(raw), prefix); err == nil && ok && v != "" {
+	if v, ok := strings.CutPrefix(string(raw), prefix); err == nil && ok && v != "" && valid(v) {
 		return v, nil
 	}
-	return "", httpserver.NewProblem(http.StatusBadRequest, "invalid_cursor", "the cursor was not issued by this API",
+	return "", httpserver.NewProblem(http.StatusBadRequest, ReasonInvalidCursor, "the cursor was not issued by this API",
 		&huma.ErrorDetail{Location: location, Message: "not a cursor of this API", Value: token})
+}
+
+// isAllocationID reports whether v has the form of an allocation ID, the
+// value of a snapshot cursor.
+func isAllocationID(v string) bool { return len(domain.CheckCanonicalID("", v, true)) == 0 }
+
+// isPosition reports whether v is the decimal form of a feed position, the
+// value of a change feed cursor, as FeedCursor writes it.
+func isPosition(v string) bool {
+	p, err := strconv.ParseInt(v, 10, 64)
+	return err == nil && p >= 0 && strconv.FormatInt(p, 10) == v
 }
 
 // FeedCursor returns the opaque cursor of change feed position p.
@@ -103,7 +120,7 @@ func (a *API) listAllocations(ctx context.Context, in *listAllocationsInput) (*l
 	if err := requireKind(ctx, auth.KindService); err != nil {
 		return nil, err
 	}
-	after, err := decodeCursor(snapshotCursorPrefix, in.Cursor, "query.cursor")
+	after, err := decodeCursor(snapshotCursorPrefix, in.Cursor, "query.cursor", isAllocationID)
 	if err != nil {
 		return nil, err
 	}
@@ -123,8 +140,8 @@ func (a *API) listAllocations(ctx context.Context, in *listAllocationsInput) (*l
 }
 
 type projectAllocationsInput struct {
-	Project string `path:"project" minLength:"1" maxLength:"256" doc:"Canonical Project ID." example:"7a1e4c2b-1d3f-4a5b-9c8d-0e1f2a3b4c5d"`
-	Site    string `query:"site" maxLength:"128" doc:"Only this Site; every Site when empty." example:"alpha"`
+	Project string `path:"project" pattern:"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$" doc:"Canonical Project ID: a lower-case UUID." example:"7a1e4c2b-1d3f-4a5b-9c8d-0e1f2a3b4c5d"`
+	Site    string `query:"site" pattern:"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$" doc:"Only this Site; every Site when absent." example:"alpha"`
 }
 
 type projectAllocationsOutput struct {
@@ -189,15 +206,13 @@ func (a *API) changes(ctx context.Context, in *changesInput) (*changesOutput, er
 	if err := requireKind(ctx, auth.KindService); err != nil {
 		return nil, err
 	}
-	raw, err := decodeCursor(feedCursorPrefix, in.After, "query.after")
+	raw, err := decodeCursor(feedCursorPrefix, in.After, "query.after", isPosition)
 	if err != nil {
 		return nil, err
 	}
 	var after int64
 	if raw != "" {
-		if after, err = strconv.ParseInt(raw, 10, 64); err != nil || after < 0 {
-			return nil, httpserver.NewProblem(http.StatusBadRequest, "invalid_cursor", "the cursor was not issued by this API")
-		}
+		after, _ = strconv.ParseInt(raw, 10, 64) // isPosition checked it
 	}
 	page, err := a.svc.Changes(ctx, after, in.Limit)
 	if err != nil {
