@@ -95,8 +95,21 @@ func ParseResources(data []byte) ([]Resource, error) {
 	return []Resource{r}, nil
 }
 
-// Report maps one record. Errors name the record (uuid, name) and the key.
+// Report maps one record. Errors name the record (uuid, name) and the key;
+// a record without uuid, offering_uuid, project_uuid or state is an error
+// naming every missing field (a report without them would be refused, and
+// an empty one must never be posted).
 func Report(r Resource, opts Options) (domain.Report, error) {
+	what := fmt.Sprintf("resource %s (%s)", r.UUID, r.Name)
+	var missing []string
+	for _, f := range []struct{ name, v string }{{"uuid", r.UUID}, {"offering_uuid", r.OfferingUUID}, {"project_uuid", r.ProjectUUID}, {"state", r.State}} {
+		if strings.TrimSpace(f.v) == "" {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return domain.Report{}, fmt.Errorf("%s: missing %s", what, strings.Join(missing, ", "))
+	}
 	vendor := opts.GPUVendor
 	if vendor == "" {
 		vendor = DefaultGPUVendor
@@ -109,7 +122,6 @@ func Report(r Resource, opts Options) (domain.Report, error) {
 		ProviderResourceID: r.UUID, OfferingID: r.OfferingUUID, ProviderProjectID: r.ProjectUUID,
 		State: r.State, Paused: r.Paused, ObservedAt: opts.ObservedAt.UTC(), Limits: domain.Limits{},
 	}
-	what := fmt.Sprintf("resource %s (%s)", r.UUID, r.Name)
 	for key, n := range r.Limits {
 		canon, factor := "", int64(1)
 		switch key {
@@ -143,13 +155,14 @@ func Report(r Resource, opts Options) (domain.Report, error) {
 	return rep, nil
 }
 
-// Reports maps every record, failing on the first error.
+// Reports maps every record, failing on the first error, which names the
+// record's place (1-based) among rs.
 func Reports(rs []Resource, opts Options) ([]domain.Report, error) {
 	out := make([]domain.Report, 0, len(rs))
-	for _, r := range rs {
+	for i, r := range rs {
 		rep, err := Report(r, opts)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("record %d of %d: %w", i+1, len(rs), err)
 		}
 		out = append(out, rep)
 	}

@@ -111,7 +111,7 @@ func TestGPUVendorComesFromConfiguration(t *testing.T) {
 }
 
 func TestFractionalCoresAndQuotaQuantitiesBecomeMillicoresAndBytes(t *testing.T) {
-	raw := `{"uuid":"u","name":"n","state":"OK","limits":{"cpu":0.5,"ram":1.5},
+	raw := `{"uuid":"u","name":"n","offering_uuid":"o","project_uuid":"p","state":"OK","limits":{"cpu":0.5,"ram":1.5},
 	  "backend_metadata":{"name":"ns","quota":{"cpu":"500m","memory":"1536Mi"}}}`
 	rs, err := waldur.ParseResources([]byte(raw))
 	if err != nil {
@@ -135,12 +135,29 @@ func TestUnknownKeysAndInexactAmountsAreRefusedByName(t *testing.T) {
 		`{"uuid":"u","limits":{},"backend_metadata":{"quota":{"pods":"10"}}}`:  "unknown quota \"pods\"",
 		`{"uuid":"u","limits":{},"backend_metadata":{"quota":{"cpu":"lots"}}}`: "not a Kubernetes quantity",
 	} {
-		rs, err := waldur.ParseResources([]byte(raw))
+		rs, err := waldur.ParseResources([]byte(strings.Replace(raw, `"uuid":"u"`, `"uuid":"u","offering_uuid":"o","project_uuid":"p","state":"OK"`, 1)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := waldur.Report(rs[0], waldur.Options{}); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "resource u") {
 			t.Errorf("%s: %v, want an error naming the record and %q", raw, err, want)
+		}
+	}
+}
+
+// TestARecordWithoutIdentifiersOrStateFailsNamingTheMissingFields: `{}` or
+// a record without uuid/state must never become an (empty) report.
+func TestARecordWithoutIdentifiersOrStateFailsNamingTheMissingFields(t *testing.T) {
+	for raw, want := range map[string]string{
+		`{}`: "missing uuid, offering_uuid, project_uuid, state",
+		`[{"uuid":"u","offering_uuid":"o","project_uuid":"p","state":"OK"},{"name":"n","offering_uuid":"o","project_uuid":"p"}]`: "record 2 of 2: resource  (n): missing uuid, state",
+	} {
+		rs, err := waldur.ParseResources([]byte(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reps, err := waldur.Reports(rs, waldur.Options{ObservedAt: time.Now()}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v %+v, want an error containing %q", raw, err, reps, want)
 		}
 	}
 }
