@@ -18,12 +18,15 @@ type CheckReport struct {
 }
 
 // Checker proves identity and authorisation against the Site API with
-// read-only calls: the stream state, then one pull with wait=0. It never
-// sends a result. Connection failures (ErrTransient) are retried for up to
-// RetryFor — a new Pod's network may be admitted seconds after start —
-// then reported with the last cause; a problem answer fails at once.
+// read-only calls: the stream state, then one read-only pull (wait=0,
+// bind=false: SiteReader.Peek). It never binds the stream and never sends
+// a result, so a check (from a workstation, or before the Runtime's first
+// start) cannot bind the stream to an installation. Connection failures
+// (ErrTransient) are retried for up to RetryFor — a new Pod's network may
+// be admitted seconds after start — then reported with the last cause; a
+// problem answer fails at once.
 type Checker struct {
-	site        SiteControl
+	site        SiteReader
 	environment string
 	authority   string
 	retryFor    time.Duration
@@ -31,14 +34,15 @@ type Checker struct {
 }
 
 // NewChecker returns a checker for the configured binding.
-func NewChecker(site SiteControl, environment, authority string, retryFor time.Duration, clock Clock) *Checker {
+func NewChecker(site SiteReader, environment, authority string, retryFor time.Duration, clock Clock) *Checker {
 	return &Checker{site: site, environment: environment, authority: authority, retryFor: retryFor, clock: clock}
 }
 
 // Check runs the check. It fails when the server's stream names another
 // environment or authority, when the pulled command fails verification,
-// on any problem answer, and when the Site API stays unreachable for
-// RetryFor.
+// on any problem answer (installation-mismatch when the stream is bound to
+// another installation), on an oversized answer, and when the Site API
+// stays unreachable for RetryFor.
 func (c *Checker) Check(ctx context.Context) (CheckReport, error) {
 	deadline := c.clock.Now().Add(c.retryFor)
 	st, err := retryUntil(ctx, c.clock, deadline, func() (siteprotocol.StreamState, error) { return c.site.StreamState(ctx) })
@@ -50,7 +54,7 @@ func (c *Checker) Check(ctx context.Context) (CheckReport, error) {
 		return rep, fmt.Errorf("the server's stream is environment %q at %s; configured is environment %q at %s", st.Environment, st.Authority, c.environment, c.authority)
 	}
 	pull, err := retryUntil(ctx, c.clock, deadline, func() (siteprotocol.Pull, error) {
-		return c.site.Pull(ctx, st.AcknowledgedSequence, 1, 0)
+		return c.site.Peek(ctx, st.AcknowledgedSequence, 1)
 	})
 	if err != nil {
 		return rep, fmt.Errorf("pull stream %s: %w", c.environment, err)

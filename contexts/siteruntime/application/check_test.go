@@ -26,6 +26,11 @@ func TestCheckReadsStateAndPullsOnceWithoutEverSendingAResult(t *testing.T) {
 	if _, puts, _ := site.state(); len(puts) != 0 {
 		t.Fatal("check sent a result")
 	}
+	// The pull is read-only (SiteReader.Peek: wait=0, bind=false), never
+	// the worker's binding pull.
+	if site.pulls != 0 || site.peeks != 1 {
+		t.Fatalf("pulls=%d peeks=%d; want one read-only pull", site.pulls, site.peeks)
+	}
 }
 
 func TestCheckGivesUpOnAnUnreachableSiteAfterItsBoundWithTheReason(t *testing.T) {
@@ -41,8 +46,8 @@ func TestCheckGivesUpOnAnUnreachableSiteAfterItsBoundWithTheReason(t *testing.T)
 	if time.Since(start) < 300*time.Millisecond || len(site.failNext) > 998 {
 		t.Fatalf("gave up after %v and %d attempts; want retries for the whole bound", time.Since(start), 1000-len(site.failNext))
 	}
-	if site.pulls != 0 {
-		t.Fatalf("pulled %d times", site.pulls)
+	if site.pulls != 0 || site.peeks != 0 {
+		t.Fatalf("pulled %d times, peeked %d times, before the stream state was read", site.pulls, site.peeks)
 	}
 }
 

@@ -68,9 +68,14 @@ type fakeSite struct {
 	results  map[int64][]byte
 	puts     [][]byte
 	pulls    int
+	peeks    int
 	failNext []error // errors returned by the next calls, in order
-	dropAck  int     // the next dropAck PUTs are recorded but answered with a transient error
-	ackShift int64   // added to acknowledged_sequence in answers (a broken server)
+	// answerBytes, when set, is the most command bytes one answer may
+	// carry before the client refuses it as oversized: it models a server
+	// without the pull byte budget behind the client's bound.
+	answerBytes int
+	dropAck     int   // the next dropAck PUTs are recorded but answered with a transient error
+	ackShift    int64 // added to acknowledged_sequence in answers (a broken server)
 }
 
 func newFakeSite() *fakeSite {
@@ -120,12 +125,12 @@ func (s *fakeSite) Pull(ctx context.Context, after int64, limit int, wait time.D
 		s.mu.Unlock()
 		return siteprotocol.Pull{}, err
 	}
-	var out []json.RawMessage
-	for i := after; i < int64(len(s.stored)) && len(out) < limit; i++ {
-		out = append(out, s.stored[i])
-	}
-	p := siteprotocol.Pull{Commands: out, HeadSequence: int64(len(s.stored)), AcknowledgedSequence: s.acked}
+	p, err := s.answer(after, limit)
 	s.mu.Unlock()
+	if err != nil {
+		return siteprotocol.Pull{}, err
+	}
+	out := p.Commands
 	if len(out) == 0 && wait > 0 {
 		// An idle long poll: yield briefly so tests waiting on a
 		// condition can observe the idle worker.
@@ -136,6 +141,31 @@ func (s *fakeSite) Pull(ctx context.Context, after int64, limit int, wait time.D
 		}
 	}
 	return p, nil
+}
+
+// answer returns the commands after after, at most limit; s.mu is held.
+func (s *fakeSite) answer(after int64, limit int) (siteprotocol.Pull, error) {
+	var out []json.RawMessage
+	size := 0
+	for i := after; i < int64(len(s.stored)) && len(out) < limit; i++ {
+		out = append(out, s.stored[i])
+		size += len(s.stored[i])
+	}
+	if s.answerBytes > 0 && size > s.answerBytes {
+		return siteprotocol.Pull{}, fmt.Errorf("%w: %d command bytes", application.ErrOversizedAnswer, size)
+	}
+	return siteprotocol.Pull{Commands: out, HeadSequence: int64(len(s.stored)), AcknowledgedSequence: s.acked}, nil
+}
+
+// Peek is the read-only pull: it binds nothing and never waits.
+func (s *fakeSite) Peek(_ context.Context, after int64, limit int) (siteprotocol.Pull, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.peeks++
+	if err := s.popFailure(); err != nil {
+		return siteprotocol.Pull{}, err
+	}
+	return s.answer(after, limit)
 }
 
 func (s *fakeSite) SendResult(_ context.Context, seq int64, result []byte) (siteprotocol.Acknowledgement, error) {
@@ -333,11 +363,15 @@ type fakeHeart struct {
 	mu      sync.Mutex
 	beats   int
 	stopped domain.StopReason
+	fail    error // returned by every Beat when set (an unwritable file)
 }
 
 func (h *fakeHeart) Beat(context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.fail != nil {
+		return h.fail
+	}
 	if h.stopped == "" {
 		h.beats++
 	}
@@ -365,6 +399,19 @@ type fakeEvents struct {
 	recovered []int64
 	retries   []string
 	stop      *domain.StopError
+	beatFails int
+}
+
+func (e *fakeEvents) HeartbeatFailed(error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.beatFails++
+}
+
+func (e *fakeEvents) heartbeatFailures() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.beatFails
 }
 
 func (e *fakeEvents) Started(domain.Checkpoint) {}

@@ -30,6 +30,12 @@ var (
 	// ErrRecordExists is returned by InstallationRecord.Create when a
 	// record exists; the existing record is kept.
 	ErrRecordExists = errors.New("installation record exists")
+	// ErrOversizedAnswer marks a Site API answer longer than the protocol
+	// allows (a pull answer over siteprotocol.MaxPullAnswerBytes): it was
+	// not parsed. The worker asks again for one command, which always
+	// fits; an answer of one command that is still too long stops it
+	// (reason protocol-violation).
+	ErrOversizedAnswer = errors.New("answer exceeds the protocol's size bound")
 )
 
 // Problem is a 4xx answer of the Site API: RFC 9457 problem details with
@@ -49,8 +55,9 @@ func (p *Problem) Error() string {
 }
 
 // SiteControl is the client side of the Site protocol for one environment
-// (site-protocol.md, "Routes"). Errors are a *Problem for a 4xx answer, or
-// wrap ErrTransient for a failure worth retrying.
+// (site-protocol.md, "Routes"). Errors are a *Problem for a 4xx answer,
+// wrap ErrTransient for a failure worth retrying, or wrap
+// ErrOversizedAnswer for an answer longer than the protocol's bound.
 type SiteControl interface {
 	// StreamState reads the stream's environment, authority, acknowledged
 	// and head sequences and bound installation.
@@ -58,10 +65,24 @@ type SiteControl interface {
 	// Pull returns the commands with sequence > after, oldest first, at
 	// most limit (1..100), long-polling up to wait (0..30 s) when none is
 	// ready. Each command is returned exactly as the server stores it.
+	// The first pull of an installation binds an unbound stream to it.
 	Pull(ctx context.Context, after int64, limit int, wait time.Duration) (siteprotocol.Pull, error)
 	// SendResult sends the exact result bytes of command sequence and
 	// returns the server's acknowledgement.
 	SendResult(ctx context.Context, sequence int64, result []byte) (siteprotocol.Acknowledgement, error)
+}
+
+// SiteReader is the read-only side of the Site protocol that `metallo
+// runtime check` uses: it can neither bind a stream nor acknowledge
+// anything. Errors are as SiteControl's.
+type SiteReader interface {
+	// StreamState reads the stream's state (SiteControl.StreamState).
+	StreamState(ctx context.Context) (siteprotocol.StreamState, error)
+	// Peek returns the commands with sequence > after, oldest first, at
+	// most limit, without waiting and without binding an unbound stream
+	// to this installation (the pull's bind=false); a stream bound to
+	// another installation is still refused (installation-mismatch).
+	Peek(ctx context.Context, after int64, limit int) (siteprotocol.Pull, error)
 }
 
 // RuntimeJournal is delivery.sqlite as the worker sees it: the checkpoint,
@@ -247,4 +268,7 @@ type Events interface {
 	// when it was a saved result sent again, recovered when it came from
 	// Recover.
 	Delivered(sequence int64, outcome siteprotocol.Outcome, replayed, recovered bool)
+	// HeartbeatFailed reports a heartbeat that could not be recorded; the
+	// worker goes on (liveness will fail when no beat lands in time).
+	HeartbeatFailed(err error)
 }

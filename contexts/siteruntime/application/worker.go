@@ -93,7 +93,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		if serr := w.journal.Seal(); serr != nil {
 			stop.Err = fmt.Errorf("%w (sealing the journal: %v)", stop.Err, serr)
 		}
-		_ = w.heart.Stopped(context.WithoutCancel(ctx), stop.Reason, stop.Err.Error())
+		if herr := w.heart.Stopped(context.WithoutCancel(ctx), stop.Reason, stop.Err.Error()); herr != nil {
+			w.events.HeartbeatFailed(herr)
+		}
 		w.events.Stopped(stop)
 		return stop
 	}
@@ -126,9 +128,7 @@ func (w *Worker) run(ctx context.Context) error {
 		}
 	}
 	for {
-		pull, err := retry(ctx, w, "pull", func() (siteprotocol.Pull, error) {
-			return w.site.Pull(ctx, w.cp.Acknowledged, w.cfg.PullLimit, w.cfg.PullWait)
-		})
+		pull, err := w.pull(ctx)
 		if err != nil {
 			return err
 		}
@@ -143,6 +143,23 @@ func (w *Worker) run(ctx context.Context) error {
 			w.beat(ctx)
 		}
 	}
+}
+
+// pull asks for the commands after the checkpoint. A server answers at
+// most siteprotocol.MaxPullBytes of commands (at least the next command),
+// so no legal backlog yields an oversized answer; should a server without
+// that budget answer one anyway, the same pull is asked again for one
+// command, which always fits. Only a single command's answer that is still
+// oversized stops the worker (classify).
+func (w *Worker) pull(ctx context.Context) (siteprotocol.Pull, error) {
+	return retry(ctx, w, "pull", func() (siteprotocol.Pull, error) {
+		p, err := w.site.Pull(ctx, w.cp.Acknowledged, w.cfg.PullLimit, w.cfg.PullWait)
+		if errors.Is(err, ErrOversizedAnswer) && w.cfg.PullLimit > 1 {
+			w.events.Retrying("pull", err, 0)
+			return w.site.Pull(ctx, w.cp.Acknowledged, 1, w.cfg.PullWait)
+		}
+		return p, err
+	})
 }
 
 // verifyStream compares the server's stream with the journal's binding
@@ -336,7 +353,13 @@ func (w *Worker) send(ctx context.Context, p *domain.Pending, mayFold bool, d de
 	return nil
 }
 
-func (w *Worker) beat(ctx context.Context) { _ = w.heart.Beat(ctx) }
+// beat beats the heartbeat; a failed beat is reported to Events (logged
+// and counted) and the worker goes on.
+func (w *Worker) beat(ctx context.Context) {
+	if err := w.heart.Beat(ctx); err != nil {
+		w.events.HeartbeatFailed(err)
+	}
+}
 
 // retry runs f until it succeeds, the failure stops the worker, or ctx is
 // done. Transient failures and journal errors other than integrity wait
@@ -387,13 +410,17 @@ func backoff(initial, maxWait time.Duration, attempt int) time.Duration {
 }
 
 // classify decides by the problem reason alone whether an error stops the
-// worker (a non-nil *StopError) or is retried (nil). Transient failures,
+// worker (a non-nil *StopError) or is retried (nil); a journal integrity
+// failure and an oversized answer stop it too. Transient failures,
 // journal errors other than integrity, and the problems an operator (or the
 // kubelet's token rotation) may fix — unauthenticated, forbidden,
 // unknown-environment — are retried: retrying them changes nothing.
 func classify(step string, err error) *domain.StopError {
 	if errors.Is(err, ErrJournalIntegrity) {
 		return &domain.StopError{Reason: domain.StopJournalIntegrity, Err: fmt.Errorf("%s: %w", step, err)}
+	}
+	if errors.Is(err, ErrOversizedAnswer) {
+		return &domain.StopError{Reason: domain.StopProtocolViolation, Err: fmt.Errorf("%s: %w", step, err)}
 	}
 	var p *Problem
 	if !errors.As(err, &p) {

@@ -2,7 +2,9 @@ package application_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -285,6 +287,10 @@ func TestStopConditions(t *testing.T) {
 			appendObserves(t, h, 1, 1)
 			h.site.failNext = []error{nil, nil, &application.Problem{Status: 409, Reason: siteprotocol.ProblemOutOfOrder}}
 		}},
+		"server's answer of one command exceeds the pull bound": {domain.StopProtocolViolation, func(t *testing.T, h *harness) {
+			appendObserves(t, h, 1, 1)
+			h.site.answerBytes = 16
+		}},
 		"server acknowledges another sequence": {domain.StopProtocolViolation, func(t *testing.T, h *harness) {
 			appendObserves(t, h, 1, 1)
 			h.site.ackShift = 1
@@ -317,5 +323,48 @@ func TestStopConditions(t *testing.T) {
 				t.Fatalf("checkpoint moved %d -> %d", before.Acknowledged, after.Acknowledged)
 			}
 		})
+	}
+}
+
+// A server that answers a pull over the protocol's byte bound (one without
+// the MaxPullBytes budget) is asked again for one command, which always
+// fits: the worker goes on in order, nothing skipped or repeated.
+func TestAnOversizedPullAnswerIsAskedAgainForOneCommand(t *testing.T) {
+	h := newHarness()
+	appendObserves(t, h, 1, 3)
+	h.site.answerBytes = len(h.site.stored[0]) + 8 // one command fits, two do not
+	stop := h.start(t)
+	waitAcked(t, h, 3)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if h.events.stop != nil {
+		t.Fatalf("stopped: %v", h.events.stop)
+	}
+	delivered, _, _, retries := h.events.get()
+	if len(delivered) != 3 || delivered[0] != 1 || delivered[2] != 3 {
+		t.Fatalf("delivered %v", delivered)
+	}
+	if !slices.Contains(retries, "pull") {
+		t.Fatalf("the oversized answer was not reported as a retried pull: %v", retries)
+	}
+	if executes, _, _ := h.exec.counts(); executes != 3 {
+		t.Fatalf("executes = %d", executes)
+	}
+}
+
+// A heartbeat that cannot be written is reported (Events.HeartbeatFailed:
+// logged and counted) and the worker goes on delivering.
+func TestHeartbeatFailuresAreReportedAndDeliveryGoesOn(t *testing.T) {
+	h := newHarness()
+	h.heart.fail = errors.New("write heartbeat: read-only file system")
+	appendObserves(t, h, 1, 2)
+	stop := h.start(t)
+	waitAcked(t, h, 2)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.events.heartbeatFailures(); n == 0 {
+		t.Fatal("no heartbeat failure reported")
 	}
 }

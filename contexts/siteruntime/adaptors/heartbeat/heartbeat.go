@@ -50,20 +50,19 @@ func NewFile(path string, clock application.Clock, interval time.Duration) *File
 	return &File{path: path, clock: clock, interval: interval}
 }
 
-// Beat records a beat unless one was written within the interval or the
-// worker has stopped.
+// Beat records a beat unless one was attempted within the interval or the
+// worker has stopped. It returns the write's error; a failed beat is tried
+// again after the interval, so an unwritable file costs (and reports) one
+// failure per interval, not one per step.
 func (f *File) Beat(context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.clock.Now()
-	if f.stopped || now.Sub(f.last) < f.interval {
+	if f.stopped || (!f.last.IsZero() && now.Sub(f.last) < f.interval) {
 		return nil
 	}
-	if err := write(f.path, Record{BeatAt: now.UTC()}); err != nil {
-		return err
-	}
 	f.last = now
-	return nil
+	return write(f.path, Record{BeatAt: now.UTC()})
 }
 
 // Stopped records the stop; Beat writes nothing afterwards.
@@ -99,27 +98,47 @@ func write(path string, r Record) error {
 // Errors of Check.
 var (
 	ErrMissing = errors.New("heartbeat file missing")
+	ErrGarbled = errors.New("heartbeat file unreadable or garbled")
 	ErrStale   = errors.New("heartbeat older than the liveness bound")
 	ErrStopped = errors.New("runtime worker stopped")
+	ErrFuture  = errors.New("heartbeat dated in the future")
 )
 
-// Check reads the heartbeat at path and fails when it is missing or
-// unreadable (ErrMissing), records a stopped worker (ErrStopped, with the
-// reason), or is older than bound at now (ErrStale).
+// MaxSkew is how far in the future a beat may be dated and still count:
+// the worker and the liveness probe read clocks of the same host (usually
+// the same Pod), so anything beyond a few seconds is a wrong clock or a
+// file written by something else.
+const MaxSkew = 5 * time.Second
+
+// Check reads the heartbeat at path and fails when it is missing
+// (ErrMissing), unreadable or not a heartbeat record (ErrGarbled), records
+// a stopped worker (ErrStopped, with the reason), is older than bound at now (ErrStale), or is dated more than
+// MaxSkew after now (ErrFuture: such a beat proves nothing about the
+// worker). bound must be positive.
 func Check(path string, bound time.Duration, now time.Time) (Record, error) {
+	if bound <= 0 {
+		return Record{}, fmt.Errorf("liveness bound %s: must be positive", bound)
+	}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return Record{}, fmt.Errorf("%w: %s", ErrMissing, path)
 	}
 	if err != nil {
-		return Record{}, fmt.Errorf("%w: %v", ErrMissing, err)
+		return Record{}, fmt.Errorf("%w: %w", ErrGarbled, err)
 	}
 	var r Record
-	if err := json.Unmarshal(b, &r); err != nil || r.BeatAt.IsZero() {
-		return Record{}, fmt.Errorf("%w: %s does not hold a heartbeat", ErrMissing, path)
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Record{}, fmt.Errorf("%w: %s does not hold a heartbeat record (%v): is --heartbeat-file the worker's?", ErrGarbled, path, err)
+	}
+	if r.BeatAt.IsZero() {
+		return Record{}, fmt.Errorf("%w: %s holds no beat_at time: is --heartbeat-file the worker's?", ErrGarbled, path)
 	}
 	if r.Stopped != "" {
 		return r, fmt.Errorf("%w (%s) at %s: %s", ErrStopped, r.Stopped, r.BeatAt.Format(time.RFC3339), r.Cause)
+	}
+	if ahead := r.BeatAt.Sub(now); ahead > MaxSkew {
+		return r, fmt.Errorf("%w: beat at %s is %s ahead of this clock (%s; tolerance %s): the clock that wrote it or the file is wrong",
+			ErrFuture, r.BeatAt.Format(time.RFC3339Nano), ahead.Round(time.Millisecond), now.UTC().Format(time.RFC3339Nano), MaxSkew)
 	}
 	if age := now.Sub(r.BeatAt); age > bound {
 		return r, fmt.Errorf("%w: last beat %s ago (bound %s)", ErrStale, age.Round(time.Millisecond), bound)

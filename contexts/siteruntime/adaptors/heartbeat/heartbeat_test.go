@@ -3,6 +3,7 @@ package heartbeat_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -48,5 +49,95 @@ func TestLivenessFailsWhenTheHeartbeatIsMissingStaleOrStopped(t *testing.T) {
 	}
 	if got := err.Error(); !strings.Contains(got, "result-conflict") {
 		t.Fatalf("stop reason not named: %s", got)
+	}
+}
+
+func TestLivenessRefusesABeatDatedInTheFutureBeyondTheSkewSayingWhy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "heartbeat")
+	writer := clock.NewManual(time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC))
+	if err := heartbeat.NewFile(path, writer, time.Second).Beat(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	_, err := heartbeat.Check(path, time.Minute, now)
+	if !errors.Is(err, heartbeat.ErrFuture) || !strings.Contains(err.Error(), "ahead of this clock") {
+		t.Fatalf("a beat in the year 9999: %v", err)
+	}
+	// Within the skew tolerance a beat counts (clocks of one host).
+	near := filepath.Join(t.TempDir(), "heartbeat")
+	if err := heartbeat.NewFile(near, clock.NewManual(now.Add(heartbeat.MaxSkew-time.Second)), time.Second).Beat(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := heartbeat.Check(near, time.Minute, now); err != nil {
+		t.Fatalf("a beat a little ahead: %v", err)
+	}
+	if _, err := heartbeat.Check(near, 0, now); err == nil {
+		t.Fatal("a zero liveness bound was accepted")
+	}
+}
+
+func TestAnUnwritableHeartbeatFailsEachBeatOncePerIntervalUntilItIsWritable(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "absent")
+	path := filepath.Join(dir, "heartbeat")
+	clk := clock.NewManual(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
+	f := heartbeat.NewFile(path, clk, time.Second)
+	ctx := context.Background()
+	if err := f.Beat(ctx); err == nil {
+		t.Fatal("a beat into a missing directory succeeded")
+	}
+	clk.Advance(100 * time.Millisecond)
+	if err := f.Beat(ctx); err != nil {
+		t.Fatalf("a beat within the interval after a failure: %v", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second)
+	if err := f.Beat(ctx); err != nil {
+		t.Fatalf("a beat once the directory exists: %v", err)
+	}
+	if _, err := heartbeat.Check(path, time.Minute, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLivenessRefusesAGarbledHeartbeatFileSayingSo(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	for name, content := range map[string]string{
+		"not json":       "alive\n",
+		"cut short":      `{"beat_at":"2026-11-29T10:`,
+		"no time":        `{"stopped":""}`,
+		"a wrong time":   `{"beat_at":"yesterday"}`,
+		"null":           "null",
+		"empty":          "",
+		"another record": `{"beat":"2026-11-29T10:00:00Z"}`,
+	} {
+		path := filepath.Join(t.TempDir(), "heartbeat")
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := heartbeat.Check(path, time.Minute, now)
+		if !errors.Is(err, heartbeat.ErrGarbled) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: want ErrGarbled naming the file, got %v", name, err)
+		}
+	}
+	// A directory in the file's place cannot be read.
+	if _, err := heartbeat.Check(t.TempDir(), time.Minute, now); !errors.Is(err, heartbeat.ErrGarbled) {
+		t.Errorf("a directory: %v", err)
+	}
+}
+
+func TestAStaleBeatNamesItsAgeAndTheBound(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "heartbeat")
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	if err := heartbeat.NewFile(path, clock.NewManual(at), time.Second).Beat(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := heartbeat.Check(path, time.Minute, at.Add(time.Minute)); err != nil {
+		t.Fatalf("a beat exactly at the bound: %v", err)
+	}
+	_, err := heartbeat.Check(path, time.Minute, at.Add(time.Minute+time.Millisecond))
+	if !errors.Is(err, heartbeat.ErrStale) || !strings.Contains(err.Error(), "1m0.001s ago") || !strings.Contains(err.Error(), "bound 1m0s") {
+		t.Fatalf("just past the bound: %v", err)
 	}
 }

@@ -5,6 +5,7 @@
 //	metallo_runtime_acknowledged_sequence      the local checkpoint
 //	metallo_runtime_results_total{outcome,path} exactly acknowledged results (path: executed, recovered, replayed)
 //	metallo_runtime_retries_total{step}        transient failures retried, by step
+//	metallo_runtime_heartbeat_failures_total   heartbeats that could not be recorded
 //	metallo_runtime_journal_commits_total      durable journal commits (all three files)
 //	metallo_runtime_heap_live_bytes            Go heap marked live by the last GC
 package observe
@@ -15,19 +16,26 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
+// HeartbeatLogInterval is the rate limit of the heartbeat failure log: the
+// first failure in each interval is logged, the others only counted.
+const HeartbeatLogInterval = time.Minute
+
 // Events implements application.Events.
 type Events struct {
 	log     *zap.Logger
+	beatLog *zap.Logger
 	stopped *prometheus.GaugeVec
 	acked   prometheus.Gauge
 	results *prometheus.CounterVec
 	retries *prometheus.CounterVec
+	beats   prometheus.Counter
 }
 
 // New registers the worker's metrics on reg. commits reads the journal's
@@ -35,6 +43,11 @@ type Events struct {
 func New(log *zap.Logger, reg prometheus.Registerer, commits func() int64) (*Events, error) {
 	e := &Events{
 		log: log,
+		// zap's sampler keeps the first heartbeat failure of each interval
+		// and drops the rest (the counter has them all).
+		beatLog: log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+			return zapcore.NewSamplerWithOptions(c, HeartbeatLogInterval, 1, 0)
+		})),
 		stopped: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "metallo_runtime_stopped",
 			Help: "1 when the Runtime's ordered worker has stopped for this reason (the process stays up; liveness fails)."}, []string{"reason"}),
 		acked: prometheus.NewGauge(prometheus.GaugeOpts{Name: "metallo_runtime_acknowledged_sequence",
@@ -43,8 +56,10 @@ func New(log *zap.Logger, reg prometheus.Registerer, commits func() int64) (*Eve
 			Help: "Exactly acknowledged results, by outcome and path (executed, recovered, replayed)."}, []string{"outcome", "path"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "metallo_runtime_retries_total",
 			Help: "Transient failures retried with backoff, by step."}, []string{"step"}),
+		beats: prometheus.NewCounter(prometheus.CounterOpts{Name: "metallo_runtime_heartbeat_failures_total",
+			Help: "Heartbeats the worker could not record (the heartbeat file is not writable); liveness fails once none lands within its bound."}),
 	}
-	cs := []prometheus.Collector{e.stopped, e.acked, e.results, e.retries,
+	cs := []prometheus.Collector{e.stopped, e.acked, e.results, e.retries, e.beats,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "metallo_runtime_heap_live_bytes",
 			Help: "Go heap bytes marked live by the last garbage collection (runtime/metrics /gc/heap/live:bytes)."}, heapLive),
 	}
@@ -109,6 +124,14 @@ func (e *Events) Delivered(seq int64, outcome siteprotocol.Outcome, replayed, re
 	if path != "executed" {
 		e.log.Info("result delivered", zap.Int64("sequence", seq), zap.String("outcome", string(outcome)), zap.String("path", path))
 	}
+}
+
+// HeartbeatFailed counts a failed heartbeat and logs it, at most once per
+// HeartbeatLogInterval.
+func (e *Events) HeartbeatFailed(err error) {
+	e.beats.Inc()
+	e.beatLog.Warn("heartbeat not recorded; liveness fails unless a later beat lands (logged at most once per interval, all counted in metallo_runtime_heartbeat_failures_total)",
+		zap.Duration("interval", HeartbeatLogInterval), zap.Error(err))
 }
 
 var _ application.Events = (*Events)(nil)

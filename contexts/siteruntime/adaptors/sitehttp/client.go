@@ -13,7 +13,12 @@
 //   - Every request carries the installation ID in Metallo-Installation.
 //   - A 4xx answer is returned as an *application.Problem carrying the
 //     problem's "reason"; a 5xx, 408, 429, a timeout or a connection failure
-//     wraps application.ErrTransient.
+//     (a body cut short included) wraps application.ErrTransient.
+//   - Answers are read up to a bound: a pull answer up to
+//     siteprotocol.MaxPullAnswerBytes (the server's byte budget
+//     siteprotocol.MaxPullBytes plus one command alone past it plus the
+//     envelope), any other answer up to siteprotocol.MaxCommandBytes. A
+//     longer answer is never parsed: it wraps application.ErrOversizedAnswer.
 package sitehttp
 
 import (
@@ -73,18 +78,9 @@ var ErrPlainHTTP = errors.New("plain http is accepted only to a loopback address
 // authority, plain HTTP to a non-loopback host (ErrPlainHTTP), an unreadable
 // token file or CA bundle, and a bundle without certificates.
 func New(cfg Config) (*Client, error) {
-	u, err := url.Parse(strings.TrimRight(cfg.Authority, "/"))
-	if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("authority %q: want an absolute https URL", cfg.Authority)
-	}
-	switch u.Scheme {
-	case "https":
-	case "http":
-		if !Loopback(u.Hostname()) {
-			return nil, fmt.Errorf("authority %q: %w", cfg.Authority, ErrPlainHTTP)
-		}
-	default:
-		return nil, fmt.Errorf("authority %q: want https", cfg.Authority)
+	u, err := ParseAuthority(cfg.Authority)
+	if err != nil {
+		return nil, fmt.Errorf("authority %q: %w", cfg.Authority, err)
 	}
 	if cfg.Environment == "" || cfg.InstallationID == "" {
 		return nil, errors.New("site client needs the environment and the installation ID")
@@ -118,6 +114,27 @@ func New(cfg Config) (*Client, error) {
 		timeout = 30 * time.Second
 	}
 	return &Client{base: u, cfg: cfg, http: &http.Client{Transport: transport}, timeout: timeout}, nil
+}
+
+// ParseAuthority parses a Site API base URL: an absolute https URL with a
+// host and without user information, query or fragment, or plain http to
+// a loopback address (ErrPlainHTTP otherwise; site-protocol.md,
+// "Authentication and authorisation"). A trailing slash is dropped.
+func ParseAuthority(raw string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimRight(raw, "/"))
+	if err != nil || u.Hostname() == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, errors.New("want an absolute https URL with a host and without credentials, query or fragment")
+	}
+	switch u.Scheme {
+	case "https":
+	case "http":
+		if !Loopback(u.Hostname()) {
+			return nil, ErrPlainHTTP
+		}
+	default:
+		return nil, errors.New("want https (plain http only to a loopback address)")
+	}
+	return u, nil
 }
 
 // Loopback reports whether host is a loopback address (or "localhost").
@@ -154,30 +171,77 @@ func (c *Client) streamURL(suffix string, q url.Values) string {
 // StreamState reads the stream's state.
 func (c *Client) StreamState(ctx context.Context) (siteprotocol.StreamState, error) {
 	var st siteprotocol.StreamState
-	err := c.do(ctx, http.MethodGet, c.streamURL("", nil), nil, c.timeout, &st)
+	err := c.do(ctx, http.MethodGet, c.streamURL("", nil), nil, c.timeout, maxAnswerBytes, &st)
 	return st, err
 }
 
+// maxAnswerBytes bounds every answer other than a pull's: a stream state,
+// an acknowledgement or a problem.
+const maxAnswerBytes = siteprotocol.MaxCommandBytes
+
 // Pull returns the commands after sequence after (at most limit), waiting
-// up to wait (rounded down to whole seconds) when none is ready.
+// up to wait (rounded down to whole seconds) when none is ready. The first
+// pull of an installation binds an unbound stream to it (site-protocol.md,
+// "One Runtime installation per stream").
 func (c *Client) Pull(ctx context.Context, after int64, limit int, wait time.Duration) (siteprotocol.Pull, error) {
+	return c.pull(ctx, after, limit, wait, true)
+}
+
+// Peek is a read-only pull: the commands after sequence after (at most
+// limit) with wait=0 and bind=false, so the server never binds an unbound
+// stream to this installation; it still answers 409 installation-mismatch
+// when the stream is bound to another installation. `runtime check` uses
+// it.
+func (c *Client) Peek(ctx context.Context, after int64, limit int) (siteprotocol.Pull, error) {
+	return c.pull(ctx, after, limit, 0, false)
+}
+
+func (c *Client) pull(ctx context.Context, after int64, limit int, wait time.Duration, bind bool) (siteprotocol.Pull, error) {
 	q := url.Values{}
 	q.Set("after", strconv.FormatInt(after, 10))
 	q.Set("limit", strconv.Itoa(limit))
 	q.Set("wait", strconv.Itoa(int(wait/time.Second)))
+	if !bind {
+		q.Set("bind", "false")
+	}
 	var p siteprotocol.Pull
-	err := c.do(ctx, http.MethodGet, c.streamURL("/commands", q), nil, c.timeout+wait, &p)
+	err := c.do(ctx, http.MethodGet, c.streamURL("/commands", q), nil, c.timeout+wait, siteprotocol.MaxPullAnswerBytes, &p)
 	return p, err
 }
 
 // SendResult PUTs the exact result bytes of command sequence.
 func (c *Client) SendResult(ctx context.Context, sequence int64, result []byte) (siteprotocol.Acknowledgement, error) {
 	var a siteprotocol.Acknowledgement
-	err := c.do(ctx, http.MethodPut, c.streamURL("/commands/"+strconv.FormatInt(sequence, 10)+"/result", nil), result, c.timeout, &a)
+	err := c.do(ctx, http.MethodPut, c.streamURL("/commands/"+strconv.FormatInt(sequence, 10)+"/result", nil), result, c.timeout, maxAnswerBytes, &a)
 	return a, err
 }
 
-func (c *Client) do(ctx context.Context, method, target string, body []byte, timeout time.Duration, out any) error {
+// readAnswer reads resp's body up to limit bytes. A 200 answer announced
+// or found longer wraps application.ErrOversizedAnswer and is never parsed;
+// any other answer is only explained (a problem, a snippet), so its first
+// limit bytes are kept. A body cut short (the connection dropped
+// mid-answer) wraps application.ErrTransient.
+func readAnswer(resp *http.Response, limit int64, what string) ([]byte, error) {
+	ok := resp.StatusCode == http.StatusOK
+	if ok && resp.ContentLength > limit {
+		return nil, fmt.Errorf("%w: %s answered %d with %d bytes; the protocol bounds this answer at %d bytes",
+			application.ErrOversizedAnswer, what, resp.StatusCode, resp.ContentLength, limit)
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: read answer to %s: %v", application.ErrTransient, what, err)
+	}
+	if int64(len(raw)) > limit {
+		if ok {
+			return nil, fmt.Errorf("%w: %s answered %d with more than %d bytes, the protocol's bound of this answer",
+				application.ErrOversizedAnswer, what, resp.StatusCode, limit)
+		}
+		raw = raw[:limit]
+	}
+	return raw, nil
+}
+
+func (c *Client) do(ctx context.Context, method, target string, body []byte, timeout time.Duration, limit int64, out any) error {
 	token, err := readToken(c.cfg.TokenFile)
 	if err != nil {
 		// The file may be mid-rotation: retry.
@@ -204,9 +268,9 @@ func (c *Client) do(ctx context.Context, method, target string, body []byte, tim
 		return fmt.Errorf("%w: %s %s: %v", application.ErrTransient, method, req.URL.Path, err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	raw, err := readAnswer(resp, limit, method+" "+req.URL.Path)
 	if err != nil {
-		return fmt.Errorf("%w: read answer to %s %s: %v", application.ErrTransient, method, req.URL.Path, err)
+		return err
 	}
 	switch {
 	case resp.StatusCode == http.StatusOK:
@@ -238,4 +302,8 @@ func snippet(b []byte) string {
 	return string(b)
 }
 
-var _ application.SiteControl = (*Client)(nil)
+// Interface checks.
+var (
+	_ application.SiteControl = (*Client)(nil)
+	_ application.SiteReader  = (*Client)(nil)
+)
