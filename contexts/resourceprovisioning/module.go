@@ -50,6 +50,9 @@ type Config struct {
 	WaldurInstance string
 	// Freshness is --allocation-freshness (default 15 minutes).
 	Freshness time.Duration
+	// ReportClockSkew is --report-clock-skew (default 5 minutes): how far a
+	// report's observed_at may lie beyond the server clock.
+	ReportClockSkew time.Duration
 	// Migrate applies pending migrations at start; otherwise start fails
 	// while migrations are pending.
 	Migrate bool
@@ -69,11 +72,14 @@ func (c Config) Validate() error {
 	if c.WaldurInstance == "" {
 		return config.Invalid("waldur-instance", "", errors.New("required: the Waldur instance URL that Beto's Project bindings name (e.g. https://waldur.example.org)"))
 	}
-	if u, err := url.Parse(c.WaldurInstance); err != nil || u.Scheme == "" || u.Host == "" {
-		return config.Invalid("waldur-instance", c.WaldurInstance, errors.New("want an absolute URL such as https://waldur.example.org"))
+	if u, err := url.Parse(c.WaldurInstance); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return config.Invalid("waldur-instance", c.WaldurInstance, errors.New("want an absolute https (or http) URL without user, query or fragment, such as https://waldur.example.org"))
 	}
 	if c.Freshness <= 0 {
 		return config.Invalid("allocation-freshness", c.Freshness.String(), errors.New("must be positive"))
+	}
+	if c.ReportClockSkew <= 0 {
+		return config.Invalid("report-clock-skew", c.ReportClockSkew.String(), errors.New("must be positive"))
 	}
 	return nil
 }
@@ -187,7 +193,7 @@ func NewService(store application.Store, clk application.Clock, log *zap.Logger,
 	if err != nil {
 		return nil, err
 	}
-	return application.NewService(store, clk, tel, application.Config{WaldurInstance: cfg.WaldurInstance, Freshness: cfg.Freshness})
+	return application.NewService(store, clk, tel, application.Config{WaldurInstance: cfg.WaldurInstance, Freshness: cfg.Freshness, ClockSkew: cfg.ReportClockSkew})
 }
 
 // Module composes the context for cfg. It provides *application.Service

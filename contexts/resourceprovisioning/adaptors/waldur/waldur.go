@@ -98,7 +98,9 @@ func ParseResources(data []byte) ([]Resource, error) {
 // Report maps one record. Errors name the record (uuid, name) and the key;
 // a record without uuid, offering_uuid, project_uuid or state is an error
 // naming every missing field (a report without them would be refused, and
-// an empty one must never be posted).
+// an empty one must never be posted), and so is a report the server would
+// refuse by domain.Report.Validate (e.g. an unknown state, opts.ObservedAt
+// zero or finer than a microsecond).
 func Report(r Resource, opts Options) (domain.Report, error) {
 	what := fmt.Sprintf("resource %s (%s)", r.UUID, r.Name)
 	var missing []string
@@ -151,6 +153,16 @@ func Report(r Resource, opts Options) (domain.Report, error) {
 			}
 			rep.AppliedLimits = applied
 		}
+	}
+	// The server's own rules, checked before anything is posted (a bad
+	// state, an over-long ID, a control character, an observed_at finer
+	// than a microsecond); only the clock skew needs the server's clock.
+	if ps := rep.Validate("report"); len(ps) > 0 {
+		parts := make([]string, 0, len(ps))
+		for _, p := range ps {
+			parts = append(parts, p.Location+": "+p.Message)
+		}
+		return domain.Report{}, fmt.Errorf("%s: would be refused: %s", what, strings.Join(parts, "; "))
 	}
 	return rep, nil
 }

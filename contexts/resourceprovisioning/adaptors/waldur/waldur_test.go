@@ -14,6 +14,9 @@ import (
 
 const gib = int64(1) << 30
 
+// readAt is the observation time of the mapping tests.
+var readAt = time.Date(2026, 8, 20, 10, 20, 0, 0, time.UTC)
+
 // testdata/waldur-resources.json is a copy of the project's shared cases
 // (../shared/cases/provisioning/waldur-resources.json).
 func cases(t *testing.T) []waldur.Resource {
@@ -101,11 +104,11 @@ func TestOneRecordOrAnArrayParse(t *testing.T) {
 }
 
 func TestGPUVendorComesFromConfiguration(t *testing.T) {
-	r, err := waldur.Report(cases(t)[0], waldur.Options{GPUVendor: "amd"})
+	r, err := waldur.Report(cases(t)[0], waldur.Options{GPUVendor: "amd", ObservedAt: readAt})
 	if err != nil || r.Limits["gpu.amd"] != 2 || r.AppliedLimits["gpu.amd"] != 2 {
 		t.Fatalf("%+v %v", r, err)
 	}
-	if _, err := waldur.Report(cases(t)[0], waldur.Options{GPUVendor: "Not A Vendor"}); err == nil {
+	if _, err := waldur.Report(cases(t)[0], waldur.Options{GPUVendor: "Not A Vendor", ObservedAt: readAt}); err == nil {
 		t.Fatal("a vendor that makes no valid key was accepted")
 	}
 }
@@ -117,7 +120,7 @@ func TestFractionalCoresAndQuotaQuantitiesBecomeMillicoresAndBytes(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := waldur.Report(rs[0], waldur.Options{})
+	r, err := waldur.Report(rs[0], waldur.Options{ObservedAt: readAt})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +142,7 @@ func TestUnknownKeysAndInexactAmountsAreRefusedByName(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := waldur.Report(rs[0], waldur.Options{}); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "resource u") {
+		if _, err := waldur.Report(rs[0], waldur.Options{ObservedAt: readAt}); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "resource u") {
 			t.Errorf("%s: %v, want an error naming the record and %q", raw, err, want)
 		}
 	}
@@ -156,8 +159,39 @@ func TestARecordWithoutIdentifiersOrStateFailsNamingTheMissingFields(t *testing.
 		if err != nil {
 			t.Fatal(err)
 		}
-		if reps, err := waldur.Reports(rs, waldur.Options{ObservedAt: time.Now()}); err == nil || !strings.Contains(err.Error(), want) {
+		if reps, err := waldur.Reports(rs, waldur.Options{ObservedAt: readAt}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v %+v, want an error containing %q", raw, err, reps, want)
 		}
+	}
+}
+
+// TestAReportTheServerWouldRefuseFailsBeforePosting: the mapping applies
+// the server's report rules, naming the record and the field.
+func TestAReportTheServerWouldRefuseFailsBeforePosting(t *testing.T) {
+	rec := `{"uuid":"u","name":"n","offering_uuid":"o","project_uuid":"p","state":"OK"}`
+	for _, c := range []struct {
+		raw  string
+		at   time.Time
+		want string
+	}{
+		{strings.Replace(rec, `"OK"`, `"Running"`, 1), readAt, `resource u (n): would be refused: report.state: unknown Waldur state "Running"`},
+		{strings.Replace(rec, `"o"`, `"o\u0000"`, 1), readAt, "report.offering_id"},
+		{rec, readAt.Add(time.Nanosecond), "report.observed_at: at most microsecond precision"},
+		{rec, time.Time{}, "report.observed_at: required"},
+	} {
+		rs, err := waldur.ParseResources([]byte(c.raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep, err := waldur.Reports(rs, waldur.Options{ObservedAt: c.at}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s at %s: %v %+v, want an error containing %q", c.raw, c.at, err, rep, c.want)
+		}
+	}
+	rs, err := waldur.ParseResources([]byte(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := waldur.Reports(rs, waldur.Options{ObservedAt: readAt.Add(time.Microsecond)}); err != nil {
+		t.Fatalf("a microsecond observation time: %v", err)
 	}
 }
