@@ -1,0 +1,356 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/httpapi"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/sqlite"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/telemetry"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/application"
+	"github.com/pharos-metallo/metallo/platform/auth"
+	"github.com/pharos-metallo/metallo/platform/clock"
+	"github.com/pharos-metallo/metallo/platform/database"
+	"github.com/pharos-metallo/metallo/platform/database/dbtest"
+	"github.com/pharos-metallo/metallo/platform/httpserver"
+	sqlfiles "github.com/pharos-metallo/metallo/sql"
+)
+
+// t0 is the server clock of every test.
+var t0 = time.Date(2026, 8, 20, 10, 0, 0, 0, time.UTC)
+
+const project = "7a1e4c2b-1d3f-4a5b-9c8d-0e1f2a3b4c5d"
+
+// keys maps each test bearer token to its principal.
+type keys map[string]auth.Principal
+
+func (k keys) Authenticate(_ context.Context, token string) (auth.Principal, error) {
+	if p, ok := k[token]; ok {
+		return p, nil
+	}
+	return auth.Principal{}, auth.ErrUnauthenticated
+}
+
+// harness is the API on a real service over a SQLite store, served over
+// HTTP with the platform's authentication and admit hook.
+type harness struct {
+	base string
+	svc  *application.Service
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	ctx := t.Context()
+	target, err := database.ParseURL("sqlite:"+dbtest.SQLitePath(t, "provisioning.sqlite"), "")
+	dbtest.Must(t, err)
+	h, err := database.Open(ctx, target, database.Options{})
+	dbtest.Must(t, err)
+	t.Cleanup(h.Close)
+	migrations, err := sqlfiles.Migrations("sqlite", "resourceprovisioning")
+	dbtest.Must(t, err)
+	_, err = h.Migrate(ctx, migrations, "resource_provisioning")
+	dbtest.Must(t, err)
+	store, err := sqlite.New(h.DB, target.Path)
+	dbtest.Must(t, err)
+	t.Cleanup(func() { _ = store.Close() })
+	log := zaptest.NewLogger(t)
+	tel, err := telemetry.New(log, prometheus.NewRegistry())
+	dbtest.Must(t, err)
+	svc, err := application.NewService(store, clock.NewManual(t0), tel, application.Config{WaldurInstance: "https://waldur.example.org"})
+	dbtest.Must(t, err)
+	mux := http.NewServeMux()
+	api := httpserver.NewAPI(mux, "test")
+	httpserver.UseAuthentication(api, keys{
+		"alpha": {Kind: auth.KindSite, ID: "alpha"},
+		"beta":  {Kind: auth.KindSite, ID: "beta"},
+		"beto":  {Kind: auth.KindService, ID: "beto"},
+		"exec":  {Kind: auth.KindService, ID: "execution"},
+		"env":   {Kind: auth.KindEnvironment, ID: "alpha-k8s"},
+	}, log)
+	httpapi.New(svc, log).Register(api)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return &harness{base: srv.URL + "/resource-provisioning", svc: svc}
+}
+
+type problem struct {
+	Status int
+	Reason string
+	Errors []struct{ Location, Message string }
+}
+
+// send sends body (GET when empty) with key and returns the status and
+// the decoded problem (zero unless the answer is a problem document).
+func (h *harness) send(t *testing.T, path, key, body string) (int, problem, []byte) {
+	t.Helper()
+	method := http.MethodPost
+	if body == "" {
+		method = http.MethodGet
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, h.base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = res.Body.Close() }()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p problem
+	if res.StatusCode >= 400 {
+		if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/problem+json") || json.Unmarshal(raw, &p) != nil || p.Status != res.StatusCode || p.Reason == "" {
+			t.Fatalf("%s %s: %d is not a problem document with a reason: %s %s", method, path, res.StatusCode, ct, raw)
+		}
+	}
+	return res.StatusCode, p, raw
+}
+
+// report is a valid report body member list (without braces) for resource r.
+func report(r string) string {
+	return `"provider_resource_id":"` + r + `","offering_id":"o","provider_project_id":"pp","state":"OK","paused":false,` +
+		`"limits":{"cpu":1000},"observed_at":"2026-08-20T10:00:00Z"`
+}
+
+func reports(members string) string { return `{"reports":[{` + members + `}]}` }
+
+const event = `{"event_id":"e1","type":"project.ProjectChanged","occurred_at":"2026-08-20T10:00:00Z",` +
+	`"project":{"id":"` + project + `","revision":1,"state":"active","provider_bindings":[],` +
+	`"memberships":[{"party_id":"9c2e5d1a-0b7f-4e3c-8a6d-2f1e0c9b8a7d","role":"member"}]}}`
+
+// stored returns how many allocations and changes the service holds.
+func (h *harness) stored(t *testing.T) (int, int) {
+	t.Helper()
+	a, err := h.svc.Allocations(t.Context(), "", application.MaxPageLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := h.svc.Changes(t.Context(), 0, application.MaxPageLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(a.Allocations), len(c.Changes)
+}
+
+type bodyCase struct {
+	name, path, key, body string
+	status                int
+	reason, location      string
+}
+
+func (h *harness) check(t *testing.T, cases []bodyCase) {
+	t.Helper()
+	for _, c := range cases {
+		code, p, raw := h.send(t, c.path, c.key, c.body)
+		if code != c.status || p.Reason != c.reason {
+			t.Errorf("%s: %d %q, want %d %q: %s", c.name, code, p.Reason, c.status, c.reason, raw)
+			continue
+		}
+		if c.location == "" {
+			continue
+		}
+		found := false
+		for _, e := range p.Errors {
+			found = found || e.Location == c.location
+		}
+		if !found {
+			t.Errorf("%s: no error at %s: %s", c.name, c.location, raw)
+		}
+	}
+}
+
+// TestBodiesBreakingJSONRulesAreRefusedByNameAndStoreNothing: text that
+// Go's decoder would repair or pick from silently is 400 malformed; a null
+// or a control character is 422 validation-failed naming the member.
+func TestBodiesBreakingJSONRulesAreRefusedByNameAndStoreNothing(t *testing.T) {
+	h := newHarness(t)
+	rep, ev := "/alpha/reports", "/events/beto"
+	good := report("r1")
+	h.check(t, []bodyCase{
+		{"invalid UTF-8", rep, "alpha", reports(strings.Replace(good, `"r1"`, "\"r\xff1\"", 1)), 400, "malformed", "body"},
+		{"a lone high surrogate", rep, "alpha", reports(strings.Replace(good, `"r1"`, `"r\ud8001"`, 1)), 400, "malformed", "body.reports[0].provider_resource_id"},
+		{"a low surrogate first", rep, "alpha", reports(strings.Replace(good, `"r1"`, `"\udc00\ud800"`, 1)), 400, "malformed", "body.reports[0].provider_resource_id"},
+		{"a limit named twice", rep, "alpha", reports(strings.Replace(good, `{"cpu":1000}`, `{"cpu":1000,"cpu":64000}`, 1)), 400, "malformed", "body.reports[0].limits.cpu"},
+		{"reports named twice", rep, "alpha", `{"reports":[],"reports":[{` + good + `}]}`, 400, "malformed", "body.reports"},
+		{"a field named twice", rep, "alpha", reports(good + `,"state":"Terminated"`), 400, "malformed", "body.reports[0].state"},
+		{"data after the value", rep, "alpha", reports(good) + ` {}`, 400, "malformed", ""},
+		{"not JSON", rep, "alpha", `{"reports":[{` + good, 400, "malformed", ""},
+		{"null paused", rep, "alpha", reports(strings.Replace(good, `"paused":false`, `"paused":null`, 1)), 422, "validation-failed", "body.reports[0].paused"},
+		{"null applied limits", rep, "alpha", reports(good + `,"applied_limits":null`), 422, "validation-failed", "body.reports[0].applied_limits"},
+		{"null identifier", rep, "alpha", reports(strings.Replace(good, `"r1"`, `null`, 1)), 422, "validation-failed", "body.reports[0].provider_resource_id"},
+		{"null reports", rep, "alpha", `{"reports":null}`, 422, "validation-failed", "body.reports"},
+		{"NUL in a value", rep, "alpha", reports(good + `,"native_scope":"ns\u0000"`), 422, "validation-failed", "body.reports[0].native_scope"},
+		{"NUL in a limit key", rep, "alpha", reports(strings.Replace(good, `{"cpu":1000}`, `{"cpu\u0000":1000}`, 1)), 422, "validation-failed", ""},
+		{"event: invalid UTF-8", ev, "beto", strings.Replace(event, `"member"`, "\"mem\xc0ber\"", 1), 400, "malformed", ""},
+		{"event: a member named twice", ev, "beto", strings.Replace(event, `"revision":1,`, `"revision":1,"revision":9,`, 1), 400, "malformed", "body.project.revision"},
+		{"event: null project", ev, "beto", `{"event_id":"e1","type":"project.ProjectChanged","occurred_at":"2026-08-20T10:00:00Z","project":null}`, 422, "validation-failed", "body.project"},
+		{"event: null in a membership", ev, "beto", strings.Replace(event, `"role":"member"`, `"role":null`, 1), 422, "validation-failed", "body.project.memberships[0].role"},
+		{"event: NUL in a membership", ev, "beto", strings.Replace(event, `"role":"member"`, `"role":"mem\u0000ber"`, 1), 422, "validation-failed", "body.project.memberships[0].role"},
+		{"event: a lone surrogate", ev, "beto", strings.Replace(event, `"e1"`, `"e\udfff"`, 1), 400, "malformed", "body.event_id"},
+	})
+	if a, c := h.stored(t); a != 0 || c != 0 {
+		t.Fatalf("refused bodies stored %d allocations and %d changes", a, c)
+	}
+	// Nothing of the refused events was received: the event is new.
+	if code, _, raw := h.send(t, ev, "beto", event); code != 200 || !strings.Contains(string(raw), `"applied"`) {
+		t.Fatalf("the valid event after the refused ones: %d %s", code, raw)
+	}
+	// Escapes that only look like the refused ones pass: an escaped
+	// backslash before "u", a surrogate pair.
+	body := `{"reports":[{` + strings.Replace(good, `"r1"`, `"r\\ud800"`, 1) + `},{` + strings.Replace(good, `"r1"`, `"r\ud83d\ude00"`, 1) + `}]}`
+	if code, _, raw := h.send(t, rep, "alpha", body); code != 200 {
+		t.Fatalf("well-formed escapes: %d %s", code, raw)
+	}
+	if a, _ := h.stored(t); a != 2 {
+		t.Fatalf("%d allocations, want 2", a)
+	}
+}
+
+// TestValidationFailuresCarryTheOneReason: Huma's schema checks, the
+// domain's rules and the service's clock skew all answer 422
+// validation-failed, each naming its location.
+func TestValidationFailuresCarryTheOneReason(t *testing.T) {
+	h := newHarness(t)
+	good := report("r1")
+	h.check(t, []bodyCase{
+		{"unknown field", "/alpha/reports", "alpha", reports(good + `,"colour":"red"`), 422, "validation-failed", "body.reports[0].colour"},
+		{"unknown limit key", "/alpha/reports", "alpha", reports(strings.Replace(good, `"cpu"`, `"ram"`, 1)), 422, "validation-failed", "body.reports[0].limits.ram"},
+		{"nanoseconds", "/alpha/reports", "alpha", reports(strings.Replace(good, `10:00:00Z`, `10:00:00.0000001Z`, 1)), 422, "validation-failed", "body.reports[0].observed_at"},
+		{"beyond the clock skew", "/alpha/reports", "alpha", reports(strings.Replace(good, `10:00:00Z`, `10:05:00.000001Z`, 1)), 422, "validation-failed", "body.reports[0].observed_at"},
+		{"a project ID that is not a UUID", "/projects/project-a/allocations", "exec", "", 422, "validation-failed", "path.project"},
+		{"an upper-case project ID", "/projects/" + strings.ToUpper(project) + "/allocations", "exec", "", 422, "validation-failed", "path.project"},
+		{"event: a project ID that is not a UUID", "/events/beto", "beto", strings.Replace(event, project, "project-a", 1), 422, "validation-failed", "body.project.id"},
+		{"event: an upper-case party ID", "/events/beto", "beto", strings.Replace(event, "9c2e5d1a-0b7f-4e3c-8a6d-2f1e0c9b8a7d", "9C2E5D1A-0B7F-4E3C-8A6D-2F1E0C9B8A7D", 1), 422, "validation-failed", "body.project.memberships[0].party_id"},
+		{"event: unknown type", "/events/beto", "beto", strings.Replace(event, "project.ProjectChanged", "project.ProjectDeleted", 1), 422, "validation-failed", "body.type"},
+	})
+	if a, c := h.stored(t); a != 0 || c != 0 {
+		t.Fatalf("refused bodies stored %d allocations and %d changes", a, c)
+	}
+	// Exactly at the skew bound is accepted; the canonical project ID reads.
+	if code, _, raw := h.send(t, "/alpha/reports", "alpha", reports(strings.Replace(good, `10:00:00Z`, `10:05:00Z`, 1))); code != 200 {
+		t.Fatalf("at the skew bound: %d %s", code, raw)
+	}
+	if code, _, raw := h.send(t, "/projects/"+project+"/allocations", "exec", ""); code != 200 {
+		t.Fatalf("a canonical project ID: %d %s", code, raw)
+	}
+}
+
+// TestTheWrongKeyIsForbiddenBeforeTheBodyIsRead: the admit hook answers
+// 403 for a key of another Site or another kind even when the body would
+// be refused (400/422) for an admitted key.
+func TestTheWrongKeyIsForbiddenBeforeTheBodyIsRead(t *testing.T) {
+	h := newHarness(t)
+	bad := map[string]string{
+		"null":      reports(strings.Replace(report("r1"), `"paused":false`, `"paused":null`, 1)),
+		"invalid":   reports(strings.Replace(report("r1"), `"OK"`, `"Running"`, 1)),
+		"malformed": `{"reports":[`,
+	}
+	for what, body := range bad {
+		h.check(t, []bodyCase{
+			{"site beta to alpha, " + what, "/alpha/reports", "beta", body, 403, "forbidden", ""},
+			{"service key to reports, " + what, "/alpha/reports", "beto", body, 403, "forbidden", ""},
+			{"environment key to reports, " + what, "/alpha/reports", "env", body, 403, "forbidden", ""},
+			{"site key to events, " + what, "/events/beto", "alpha", body, 403, "forbidden", ""},
+			{"another service to events, " + what, "/events/beto", "exec", body, 403, "forbidden", ""},
+		})
+	}
+	h.check(t, []bodyCase{
+		{"the own Site's key sees the body rule", "/alpha/reports", "alpha", bad["null"], 422, "validation-failed", "body.reports[0].paused"},
+		{"a site key on the snapshot", "/allocations", "alpha", "", 403, "forbidden", ""},
+		{"a site key on the feed", "/changes?after=" + "garbage!", "alpha", "", 403, "forbidden", ""},
+		{"an environment key on a Project", "/projects/" + project + "/allocations", "env", "", 403, "forbidden", ""},
+		{"a site key on binding conflicts", "/project-binding-conflicts", "alpha", "", 403, "forbidden", ""},
+		{"no key", "/alpha/reports", "nope", bad["null"], 401, "unauthenticated", ""},
+	})
+}
+
+// TestCursorsNotIssuedByTheAPIAre400 : forged, garbled and foreign
+// cursors are refused with invalid-cursor, never a 500 and never the first
+// page again; issued cursors page completely.
+func TestCursorsNotIssuedByTheAPIAre400(t *testing.T) {
+	h := newHarness(t)
+	if code, _, raw := h.send(t, "/alpha/reports", "alpha", `{"reports":[{`+report("r1")+`},{`+report("r2")+`},{`+report("r3")+`}]}`); code != 200 {
+		t.Fatalf("%d %s", code, raw)
+	}
+	enc := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+	var first struct {
+		Allocations   []struct{ ID string }
+		NextCursor    string `json:"next_cursor"`
+		ChangesCursor string `json:"changes_cursor"`
+	}
+	code, _, raw := h.send(t, "/allocations?limit=1", "exec", "")
+	if code != 200 || json.Unmarshal(raw, &first) != nil || first.NextCursor == "" || first.ChangesCursor == "" {
+		t.Fatalf("first page: %d %s", code, raw)
+	}
+	cases := []bodyCase{}
+	for name, cursor := range map[string]string{
+		"garbled":                     "%21%21%21",
+		"padded base64":               enc("a1:"+first.Allocations[0].ID) + "==",
+		"forged text":                 enc("nope"),
+		"an empty value":              enc("a1:"),
+		"not an allocation ID":        enc("a1:r1"),
+		"an upper-case allocation ID": enc("a1:" + strings.ToUpper(first.Allocations[0].ID)),
+		"a feed cursor (foreign)":     first.ChangesCursor,
+		"another version's prefix":    enc("a2:" + first.Allocations[0].ID),
+	} {
+		cases = append(cases, bodyCase{"snapshot, " + name, "/allocations?cursor=" + cursor, "exec", "", 400, "invalid-cursor", ""})
+	}
+	for name, cursor := range map[string]string{
+		"garbled":                     "%2A",
+		"forged text":                 enc("c1:three"),
+		"negative":                    enc("c1:-1"),
+		"leading zeros":               enc("c1:03"),
+		"overflowing":                 enc("c1:99999999999999999999"),
+		"beyond the head":             enc("c1:4"),
+		"a snapshot cursor (foreign)": first.NextCursor,
+	} {
+		cases = append(cases, bodyCase{"feed, " + name, "/changes?after=" + cursor, "exec", "", 400, "invalid-cursor", ""})
+	}
+	h.check(t, cases)
+	// Issued cursors page the snapshot completely, and the feed's head is a
+	// valid (empty) position.
+	seen := []string{first.Allocations[0].ID}
+	for cursor := first.NextCursor; cursor != ""; {
+		var page struct {
+			Allocations []struct{ ID string }
+			NextCursor  string `json:"next_cursor"`
+		}
+		code, _, raw := h.send(t, "/allocations?limit=1&cursor="+cursor, "exec", "")
+		if code != 200 || json.Unmarshal(raw, &page) != nil {
+			t.Fatalf("page after %s: %d %s", cursor, code, raw)
+		}
+		for _, a := range page.Allocations {
+			seen = append(seen, a.ID)
+		}
+		cursor = page.NextCursor
+	}
+	if len(seen) != 3 || seen[0] >= seen[1] || seen[1] >= seen[2] {
+		t.Fatalf("paged %v, want three IDs in order", seen)
+	}
+	code, _, raw = h.send(t, "/changes?after="+first.ChangesCursor, "exec", "")
+	if code != 200 || !bytes.Contains(raw, []byte(`"changes":[]`)) {
+		t.Fatalf("the head cursor: %d %s", code, raw)
+	}
+	code, _, raw = h.send(t, "/changes?after="+enc("c1:1"), "exec", "")
+	if code != 200 || bytes.Count(raw, []byte(`"allocation_id"`)) != 2 {
+		t.Fatalf("after position 1: %d %s", code, raw)
+	}
+}
