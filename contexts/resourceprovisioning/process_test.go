@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pharos-metallo/metallo/platform/database/dbtest"
@@ -279,6 +280,12 @@ func writeJSON(t *testing.T, path string, v any) string {
 	return path
 }
 
+// projectOf is the canonical Project (a lower-case UUID, as Beto issues
+// it) of a case record's Waldur Project.
+func projectOf(name string) string {
+	return uuid.NewSHA1(uuid.NameSpaceURL, []byte("project/"+name)).String()
+}
+
 func testWaldurCases(t *testing.T, bin string) {
 	dir := t.TempDir()
 	keys := keysFor(t, bin, dir, "site:alpha", "service:beto", "service:execution")
@@ -332,7 +339,7 @@ func testWaldurCases(t *testing.T, bin string) {
 	for _, r := range recs {
 		ev := map[string]any{
 			"event_id": "ev-" + r["name"].(string), "type": "project.ProjectChanged", "occurred_at": "2026-08-20T10:00:00Z",
-			"project": map[string]any{"id": "project-" + r["name"].(string), "revision": 1, "state": "active",
+			"project": map[string]any{"id": projectOf(r["name"].(string)), "revision": 1, "state": "active",
 				"provider_bindings": []map[string]any{{"provider": "waldur", "instance": "https://waldur.example.org", "external_id": r["project_uuid"]}}},
 		}
 		if code, raw := postJSON(t, srv.base+"/resource-provisioning/events/beto", keys["service:beto"], ev, nil); code != http.StatusOK || !strings.Contains(string(raw), `"applied"`) {
@@ -348,7 +355,7 @@ func testWaldurCases(t *testing.T, bin string) {
 		t.Fatalf("second post: %v %s %s", err, out, stderr)
 	}
 	var mine struct{ Allocations []allocation }
-	if code, _, raw := do(t, http.MethodGet, srv.base+"/resource-provisioning/projects/project-alpha-gpu-ns/allocations?site=alpha", exe, "", nil, &mine); code != http.StatusOK || len(mine.Allocations) != 1 {
+	if code, _, raw := do(t, http.MethodGet, srv.base+"/resource-provisioning/projects/"+projectOf("alpha-gpu-ns")+"/allocations?site=alpha", exe, "", nil, &mine); code != http.StatusOK || len(mine.Allocations) != 1 {
 		t.Fatalf("project allocations: %d %s", code, raw)
 	}
 	if a := mine.Allocations[0]; a.Lifecycle != "ready" || !a.Fresh || a.AppliedLimits["cpu"] != 32000 || a.AppliedLimits["gpu.nvidia"] != 2 || a.AppliedLimits["memory"] != 128<<30 {
@@ -496,7 +503,7 @@ func testBadInput(t *testing.T, bin string) {
 		{"unknown limit key", reports, alpha, `{"reports":[` + strings.Replace(good, `"cpu":1000`, `"ram":16`, 1) + `}]}`, 422, "body.reports[0].limits.ram"},
 		{"limit in the wrong unit type", reports, alpha, `{"reports":[` + strings.Replace(good, `"cpu":1000`, `"cpu":"1"`, 1) + `}]}`, 422, ""},
 		{"a NUL byte in an identifier", reports, alpha, `{"reports":[` + strings.Replace(good, `"r1"`, `"r\u0000"`, 1) + `}]}`, 422, "body.reports[0].provider_resource_id"},
-		{"a NUL byte in an event", events, keys["service:beto"], `{"event_id":"e1","type":"project.ProjectChanged","occurred_at":"2026-08-20T10:00:00Z","project":{"id":"p","revision":1,"state":"act\u0000ive","provider_bindings":[]}}`, 422, "body.project.state"},
+		{"a NUL byte in an event", events, keys["service:beto"], `{"event_id":"e1","type":"project.ProjectChanged","occurred_at":"2026-08-20T10:00:00Z","project":{"id":"7a1e4c2b-1d3f-4a5b-9c8d-0e1f2a3b4c5d","revision":1,"state":"act\u0000ive","provider_bindings":[]}}`, 422, "body.project.state"},
 		{"unknown Waldur state", reports, alpha, `{"reports":[` + strings.Replace(good, `"OK"`, `"Running"`, 1) + `}]}`, 422, ""},
 		{"bad observed_at", reports, alpha, `{"reports":[` + strings.Replace(good, `2026-08-20T10:00:00Z`, `yesterday`, 1) + `}]}`, 422, ""},
 		{"no reports", reports, alpha, `{"reports":[]}`, 422, ""},
@@ -511,6 +518,15 @@ func testBadInput(t *testing.T, bin string) {
 		{"event over 1 MiB", events, keys["service:beto"], `{"event_id":"` + strings.Repeat("e", 1<<20+1) + `"}`, 413, ""},
 		{"reads need a service key", srv.base + "/resource-provisioning/allocations", alpha, "", 403, ""},
 		{"a forged cursor", srv.base + "/resource-provisioning/changes?after=bm9wZQ", keys["service:execution"], "", 400, ""},
+		{"a cursor beyond the feed head", srv.base + "/resource-provisioning/changes?after=YzE6OQ", keys["service:execution"], "", 400, ""},
+		{"a limit named twice", reports, alpha, `{"reports":[` + strings.Replace(good, `"cpu":1000`, `"cpu":1000,"cpu":2000`, 1) + `}]}`, 400, "body.reports[0].limits.cpu"},
+		{"invalid UTF-8", reports, alpha, `{"reports":[` + strings.Replace(good, `"r1"`, "\"r\xff\"", 1) + `}]}`, 400, ""},
+		{"a null flag", reports, alpha, `{"reports":[` + strings.Replace(good, `"paused":false`, `"paused":null`, 1) + `}]}`, 422, "body.reports[0].paused"},
+		{"observed_at beyond the clock skew", reports, alpha, `{"reports":[` + strings.Replace(good, `2026-08-20T10:00:00Z`, `2099-01-01T00:00:00Z`, 1) + `}]}`, 422, "body.reports[0].observed_at"},
+		{"another Site's key with an invalid body", reports, keys["site:beta"], `{"reports":[` + strings.Replace(good, `"paused":false`, `"paused":null`, 1) + `}]}`, 403, ""},
+		{"a Site key with an invalid event", events, alpha, `{"event_id":null}`, 403, ""},
+		{"a project ID that is not a UUID", srv.base + "/resource-provisioning/projects/project-a/allocations", keys["service:execution"], "", 422, "path.project"},
+		{"an event's project ID that is not a UUID", events, keys["service:beto"], `{"event_id":"e1","type":"project.ProjectChanged","occurred_at":"2026-08-20T10:00:00Z","project":{"id":"p","revision":1,"state":"active","provider_bindings":[]}}`, 422, "body.project.id"},
 	} {
 		method := http.MethodPost
 		if c.body == "" {
