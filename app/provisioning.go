@@ -29,8 +29,8 @@ import (
 // ProvisioningRole is the provisioning role: the resource_provisioning
 // context on its own database (--provisioning-database-url; the embedded
 // default SQLite file ./var/provisioning.sqlite when empty). It needs
-// --waldur-instance, the Waldur instance URL whose Project bindings resolve
-// allocations.
+// --waldur-instance, the Waldur instance URL (absolute https or http) whose
+// Project bindings resolve allocations.
 func ProvisioningRole() Role {
 	cfg := resourceprovisioning.Config{}
 	return Role{
@@ -42,6 +42,7 @@ func ProvisioningRole() Role {
 			fs.Int32Var(&cfg.MaxConns, "provisioning-database-max-conns", 16, "most PostgreSQL connections of resource_provisioning")
 			fs.StringVar(&cfg.WaldurInstance, "waldur-instance", "", "the Waldur instance URL (e.g. https://waldur.example.org) whose Project bindings in Beto events resolve allocations; required to serve")
 			fs.DurationVar(&cfg.Freshness, "allocation-freshness", 15*time.Minute, "an allocation whose last report was received longer ago reads as not ready (pending, stale)")
+			fs.DurationVar(&cfg.ReportClockSkew, "report-clock-skew", 5*time.Minute, "a report whose observed_at lies further than this beyond the server clock is refused (422), so an agent's clock glitch cannot lock an allocation")
 		},
 		Preflight: func(log *zap.Logger) error {
 			target, err := cfg.Target()
@@ -94,8 +95,10 @@ func newWaldurReportCommand(env Env) *cobra.Command {
 offering_uuid, project_uuid, state, paused; limits → configured limits (cpu cores
 × 1000 millicores; ram and storage GiB → bytes; gpu → gpu.<vendor> devices);
 backend_metadata.quota (Kubernetes quantities) → applied limits;
-backend_metadata.name → native_scope. observed_at is now unless --observed-at
-gives it (RFC 3339).
+backend_metadata.name → native_scope. observed_at is now (to the microsecond)
+unless --observed-at gives it (RFC 3339, at most microsecond precision). A record
+without uuid, offering_uuid, project_uuid or state fails before anything is
+posted, naming the missing fields.
 
 Without --post the request body {"reports": […]} is printed. With --post the
 reports are posted in batches of at most 100 to URL (the provisioning API's base
@@ -113,11 +116,14 @@ printed. A refused batch (4xx/5xx) fails the command with the problem's reason.`
 			if file == "" {
 				return config.Invalid("resource", file, errors.New("a file with Waldur resource records is required"))
 			}
-			at := clock.System{}.Now()
+			at := clock.System{}.Now().Truncate(time.Microsecond)
 			if observed != "" {
 				t, err := time.Parse(time.RFC3339Nano, observed)
 				if err != nil {
 					return config.Invalid("observed-at", observed, err)
+				}
+				if t.Nanosecond()%int(time.Microsecond) != 0 {
+					return config.Invalid("observed-at", observed, errors.New("at most microsecond precision (six fractional digits)"))
 				}
 				at = t
 			}
@@ -147,7 +153,7 @@ printed. A refused batch (4xx/5xx) fails the command with the problem's reason.`
 	fs.StringVar(&file, "resource", "", `file with one Waldur resource record or a JSON array of them ("-": standard input)`)
 	fs.StringVar(&post, "post", "", "post to this provisioning API base URL instead of printing")
 	fs.StringVar(&keyFile, "key-file", "", "file holding the Site's bearer key (with --post)")
-	fs.StringVar(&observed, "observed-at", "", "observation time of the records, RFC 3339 (default: now)")
+	fs.StringVar(&observed, "observed-at", "", "observation time of the records, RFC 3339 with at most microsecond precision (default: now, to the microsecond)")
 	fs.StringVar(&vendor, "gpu-vendor", waldur.DefaultGPUVendor, "accelerator vendor of Waldur's gpu limit: gpu.<vendor>")
 	fs.DurationVar(&timeout, "timeout", 30*time.Second, "bound on each post")
 	return cmd

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -192,4 +193,68 @@ func provisioningCall(t *testing.T, method, url, key, body string) (int, string)
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b)
+}
+
+// TestWaldurReportChecksRecordsBeforePosting: a record without its
+// identifiers or state, or an --observed-at finer than a microsecond, fails
+// the command naming the fields or the flag, and nothing reaches the API.
+func TestWaldurReportChecksRecordsBeforePosting(t *testing.T) {
+	posts := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		posts++
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "site.key")
+	if err := os.WriteFile(keyFile, []byte("mtl_k\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	good := `{"uuid":"3f1c9a0e6b2d4c0f9a7e5d1b2c3a4f50","name":"n","offering_uuid":"o","project_uuid":"p","state":"OK","limits":{"cpu":1}}`
+	for _, c := range []struct {
+		name, records, observed, want string
+	}{
+		{"an empty record", `[` + good + `,{}]`, "2026-08-20T10:00:00Z", "record 2 of 2: resource  (): missing uuid, offering_uuid, project_uuid, state"},
+		{"no project or state", `{"uuid":"u","name":"x","offering_uuid":"o"}`, "2026-08-20T10:00:00Z", "missing project_uuid, state"},
+		{"an unknown state", strings.Replace(good, `"OK"`, `"Running"`, 1), "2026-08-20T10:00:00Z", `report.state: unknown Waldur state "Running"`},
+		{"nanoseconds", good, "2026-08-20T10:00:00.0000001Z", "--observed-at"},
+	} {
+		file := filepath.Join(dir, "records.json")
+		if err := os.WriteFile(file, []byte(c.records), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		code := Main(t.Context(), []string{"provisioning", "waldur-report", "--site", "alpha", "--resource", file, "--observed-at", c.observed,
+			"--post", srv.URL, "--key-file", keyFile}, Env{Stdout: &out, Stderr: &out, LookupEnv: func(string) (string, bool) { return "", false }})
+		if code == 0 || !strings.Contains(out.String(), c.want) {
+			t.Errorf("%s: exit %d, want an error containing %q: %s", c.name, code, c.want, out.String())
+		}
+	}
+	if posts != 0 {
+		t.Fatalf("%d posts reached the API", posts)
+	}
+	// A microsecond observation time is taken, and the body carries it.
+	file := filepath.Join(dir, "records.json")
+	if err := os.WriteFile(file, []byte(good), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	code := Main(t.Context(), []string{"provisioning", "waldur-report", "--site", "alpha", "--resource", file, "--observed-at", "2026-08-20T10:00:00.000001+02:00"},
+		Env{Stdout: &out, Stderr: &out, LookupEnv: func(string) (string, bool) { return "", false }})
+	if code != 0 || !strings.Contains(out.String(), `"observed_at": "2026-08-20T08:00:00.000001Z"`) {
+		t.Fatalf("exit %d: %s", code, out.String())
+	}
+}
+
+// TestProvisioningRoleRefusesAWaldurInstanceThatIsNotAnHTTPURL: refused at
+// start, naming the flag.
+func TestProvisioningRoleRefusesAWaldurInstanceThatIsNotAnHTTPURL(t *testing.T) {
+	keysFile, _ := provisioningKeys(t, "site:alpha")
+	for _, bad := range []string{"ftp://waldur.example.org", "https://", "//waldur.example.org", "https://u:p@waldur.example.org"} {
+		r := provisioningRoleWith(t, append(provisioningSQLiteArgs(t), "--waldur-instance", bad)...)
+		err := fx.ValidateApp(Compose([]Role{r}, Common{Listen: "127.0.0.1:0", KeysFile: keysFile}, zap.NewNop()))
+		if !errors.Is(err, config.ErrInvalidFlag) || !strings.Contains(err.Error(), "--waldur-instance") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
 }
