@@ -27,8 +27,9 @@ const (
 // RuntimeRole is the runtime role: the site_runtime context alone in its
 // process, with its three SQLite journals and the admin listener, and no
 // public API, platform database or migrations (site-runtime.md). Preflight
-// validates the flags and opens the journal set — locking the directory,
-// verifying it read-only, refusing to start on damage — before Fx starts.
+// validates the flags, opens the journal set — locking the directory,
+// verifying it read-only, refusing to start on damage — and writes the
+// first heartbeat (refusing to start when it cannot), before Fx starts.
 func RuntimeRole() Role {
 	var (
 		cfg siteruntime.Config
@@ -46,6 +47,9 @@ func RuntimeRole() Role {
 			opened, err := siteruntime.OpenJournal(context.Background(), cfg)
 			if err != nil {
 				return fmt.Errorf("--journal-dir %s: %w", cfg.JournalDir, err)
+			}
+			if err := siteruntime.StartHeartbeat(context.Background(), cfg, clock.System{}); err != nil {
+				return errors.Join(err, opened.Close())
 			}
 			j = opened
 			b := j.Binding()
@@ -79,18 +83,18 @@ func runtimeServeFlags(fs *pflag.FlagSet, cfg *siteruntime.Config) {
 	runtimeIdentityFlags(fs, cfg)
 	runtimeCredentialFlags(fs, cfg)
 	fs.StringVar(&cfg.JournalDir, "journal-dir", "", "directory of the journal set (delivery.sqlite, jobs.sqlite, services.sqlite); never created by serve")
-	fs.StringVar(&cfg.HeartbeatFile, "heartbeat-file", defaultHeartbeatFile, "file the worker beats (read by `metallo runtime liveness`)")
-	fs.DurationVar(&cfg.LivenessBound, "liveness-bound", defaultLivenessBound, "oldest heartbeat `runtime liveness` accepts; must exceed --pull-wait plus --backoff-max")
+	fs.StringVar(&cfg.HeartbeatFile, "heartbeat-file", defaultHeartbeatFile, "file the worker beats (read by the metallo runtime liveness probe)")
+	fs.DurationVar(&cfg.LivenessBound, "liveness-bound", defaultLivenessBound, "oldest heartbeat the liveness probe accepts; must exceed --pull-wait plus --backoff-max")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig of the Site cluster (in-cluster configuration when empty)")
 	fs.StringVar(&cfg.BatchImage, "batch-image", "", "batch execution image, pinned by digest (…@sha256:<64 hex>); required")
-	fs.StringVar(&cfg.Permissions, "permissions", "", "permission provider: http:<url> or policy:<file>; required")
+	fs.StringVar(&cfg.Permissions, "permissions", "", "permission provider: http:<url> (https; plain http only to loopback) or policy:<file>; required")
 	fs.StringVar(&cfg.InstallationRecord, "installation-record", "", "installation record: configmap:<namespace>/<name> or file:<path>; required")
 	fs.StringToStringVar(&cfg.GPUResources, "gpu-resources", nil, "extended resource of each gpu.<vendor> demand key, e.g. gpu.amd=amd.com/gpu (gpu.nvidia=nvidia.com/gpu is built in)")
 	fs.StringToStringVar(&cfg.BatchPodAnnotations, "batch-pod-annotations", nil, "annotations added to every batch Pod template, key=value,…")
 	fs.DurationVar(&cfg.DeletionWait, "deletion-wait", 2*time.Minute, "how long cancel and cleanup wait for a deleted object to be gone before answering deletion-pending")
 	fs.DurationVar(&cfg.PermissionsBound, "permissions-bound", 2*time.Minute, "how long an unavailable http: permission provider is retried before a start is refused permission-unavailable")
 	fs.IntVar(&cfg.PullLimit, "pull-limit", 100, "most commands per pull (1..100)")
-	fs.DurationVar(&cfg.PullWait, "pull-wait", 30*time.Second, "long-poll wait of a pull (0..30s)")
+	fs.DurationVar(&cfg.PullWait, "pull-wait", 30*time.Second, "long-poll wait of a pull (1s..30s, whole seconds)")
 	fs.DurationVar(&cfg.BackoffInitial, "backoff-initial", 200*time.Millisecond, "first wait after a transient failure")
 	fs.DurationVar(&cfg.BackoffMax, "backoff-max", 30*time.Second, "cap of the exponential backoff")
 	fs.BoolVar(&cfg.FoldAcknowledgement, "fold-acknowledgement", true, "fold clearing an acknowledged command into the next command's first commit when that command came in the same pull")
@@ -117,17 +121,17 @@ func newRuntimeInstallCommand(env Env) *cobra.Command {
 installation record exists, generating the installation ID; record complete
 journals that predate the record as they are; verify an existing record
 against its journals. Once recorded, missing or partial journals stop the hook
-(non-zero exit) until they are restored together. Never replaces a record.`,
+(non-zero exit) until they are restored together. Never replaces a record.
+Every flag is checked first, by the rules serve applies, so a refused flag
+writes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd, env); err != nil {
 				return err
 			}
-			switch {
-			case cfg.JournalDir == "":
-				return config.Invalid("journal-dir", "", errors.New("required"))
-			case cfg.Environment == "" || cfg.Authority == "":
-				return config.Invalid("environment/--authority", cfg.Environment+" "+cfg.Authority, errors.New("both are required"))
+			// The same rules as serve, before anything is written.
+			if err := cfg.ValidateInstall(); err != nil {
+				return err
 			}
 			log, err := logs.build()
 			if err != nil {
@@ -165,13 +169,17 @@ func newRuntimeCheckCommand(env Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Prove identity and authorisation against the Site API with one read-only pull",
-		Long: `Read the stream's state, then pull once with wait=0; never acknowledge
+		Long: `Read the stream's state, then pull once read-only (wait=0, bind=false: the
+server never binds the stream to this installation); never acknowledge
 anything. Refused connections are retried for up to --retry-for (a new Pod's
 network may be admitted seconds after start); then, or on any problem answer,
 exit non-zero with the reason.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd, env); err != nil {
+				return err
+			}
+			if err := cfg.ValidateCheck(retryFor); err != nil {
 				return err
 			}
 			rec, err := siteruntime.NewInstallationRecord(cfg.InstallationRecord, cfg.Kubeconfig)
@@ -207,17 +215,24 @@ func newRuntimeLivenessCommand(env Env) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "liveness",
-		Short: "Exit non-zero when the worker's heartbeat is missing, stale, or records a stop",
+		Short: "Exit non-zero when the worker's heartbeat is missing, garbled, stale, dated in the future, or records a stop",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd, env); err != nil {
 				return err
 			}
-			r, err := heartbeat.Check(path, bound, time.Now())
+			if path == "" {
+				return config.Invalid("heartbeat-file", "", errors.New("required: the worker's heartbeat file"))
+			}
+			if bound <= 0 {
+				return config.Invalid("liveness-bound", bound.String(), errors.New("must be positive: the oldest heartbeat accepted"))
+			}
+			now := time.Now()
+			r, err := heartbeat.Check(path, bound, now)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "alive: last beat %s ago\n", time.Since(r.BeatAt).Round(time.Millisecond))
+			fmt.Fprintf(cmd.OutOrStdout(), "alive: last beat %s ago\n", max(now.Sub(r.BeatAt), 0).Round(time.Millisecond))
 			return nil
 		},
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
@@ -218,4 +219,133 @@ func TestTheRuntimeRoleComposesStartsAndStopsReleasingItsJournal(t *testing.T) {
 		t.Fatalf("the journal is still locked after stop: %v", err)
 	}
 	_ = j.Close()
+}
+
+// runtime install checks every flag by serve's rules before it writes
+// anything: a refused flag names itself and leaves no journal directory and
+// no installation record behind.
+func TestInstallRefusesABadFlagNamingItAndWritesNothing(t *testing.T) {
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "journals")
+	record := filepath.Join(tmp, "installation.json")
+	notADir := filepath.Join(tmp, "file")
+	if err := os.WriteFile(notADir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"runtime", "install", "--journal-dir", dir, "--environment", "alpha-k8s", "--authority", "https://site.example",
+		"--installation-record", "file:" + record, "--log-level", "error"}
+	cases := map[string][]string{
+		"--journal-dir":         with(base, "--journal-dir", notADir),
+		"--environment":         with(base, "--environment", "alpha k8s"),
+		"--authority":           with(base, "--authority", "http://site.example"),
+		"--installation-record": with(base, "--installation-record", "secret:ns/x"),
+		"--kubeconfig":          with(base, "--kubeconfig", filepath.Join(tmp, "absent")),
+		"--log-level":           with(base, "--log-level", "loud"),
+	}
+	for flag, args := range cases {
+		code, stderr := runMain(t, nil, args...)
+		if code == 0 || !strings.Contains(stderr, flag) {
+			t.Errorf("%s: exit %d, %s", flag, code, stderr)
+		}
+		for _, p := range []string{dir, record} {
+			if _, err := os.Stat(p); !os.IsNotExist(err) {
+				t.Fatalf("%s: a refused install wrote %s", flag, p)
+			}
+		}
+	}
+	code, stderr := runMain(t, nil, without(base, "--authority")...)
+	if code == 0 || !strings.Contains(stderr, "--authority") {
+		t.Fatalf("install without --authority: exit %d, %s", code, stderr)
+	}
+}
+
+func TestServeRefusesNonPositiveDurationsAndPlainHTTPProvidersNamingTheFlag(t *testing.T) {
+	base := runtimeArgs(t, t.TempDir())
+	cases := map[string][]string{
+		"--pull-wait":         with(base, "--pull-wait", "0s"),
+		"--deletion-wait":     with(base, "--deletion-wait", "0s"),
+		"--permissions-bound": with(base, "--permissions-bound", "-1m"),
+		"--backoff-initial":   with(base, "--backoff-initial", "0s"),
+		"--permissions":       with(base, "--permissions", "http:http://permissions.example"),
+	}
+	for flag, args := range cases {
+		code, stderr := runMain(t, nil, args...)
+		if code == 0 || !strings.Contains(stderr, flag) {
+			t.Errorf("%s: exit %d, %s", flag, code, stderr)
+		}
+	}
+}
+
+// serve writes the first heartbeat after the journal opens and refuses to
+// start, naming --heartbeat-file, when it cannot.
+func TestServeRefusesToStartWhenTheFirstHeartbeatCannotBeWritten(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journals")
+	record := filepath.Join(t.TempDir(), "installation.json")
+	if code, stderr := runMain(t, nil, "runtime", "install", "--journal-dir", dir, "--environment", "alpha-k8s",
+		"--authority", "http://127.0.0.1:1", "--installation-record", "file:"+record, "--log-level", "error"); code != 0 {
+		t.Fatal(stderr)
+	}
+	args := with(with(runtimeArgs(t, dir), "--installation-record", "file:"+record),
+		"--heartbeat-file", filepath.Join(t.TempDir(), "absent", "heartbeat"))
+	code, stderr := runMain(t, nil, args...)
+	if code == 0 || !strings.Contains(stderr, "--heartbeat-file") || !strings.Contains(stderr, "cannot be written") {
+		t.Fatalf("exit %d, %s", code, stderr)
+	}
+	// The refused start released the journal.
+	j, err := journal.Open(t.Context(), dir, journal.Options{})
+	if err != nil {
+		t.Fatalf("the journal is locked after a refused start: %v", err)
+	}
+	_ = j.Close()
+}
+
+func TestLivenessNamesWhatIsWrongWithTheHeartbeat(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	now := time.Now().UTC()
+	cases := []struct {
+		file, bound, want string
+	}{
+		{filepath.Join(dir, "none"), "2m", "heartbeat file missing"},
+		{write("garbled", "not json"), "2m", "garbled"},
+		{write("empty", ""), "2m", "garbled"},
+		{write("future", `{"beat_at":"`+now.Add(time.Hour).Format(time.RFC3339Nano)+`"}`), "2m", "dated in the future"},
+		{write("stale", `{"beat_at":"`+now.Add(-time.Hour).Format(time.RFC3339Nano)+`"}`), "2m", "older than the liveness bound"},
+		{write("stopped", `{"beat_at":"`+now.Format(time.RFC3339Nano)+`","stopped":"result-conflict","cause":"x"}`), "2m", "result-conflict"},
+		{write("fresh", `{"beat_at":"`+now.Format(time.RFC3339Nano)+`"}`), "0s", "--liveness-bound"},
+		{"", "2m", "--heartbeat-file"},
+	}
+	for _, c := range cases {
+		code, stderr := runMain(t, nil, "runtime", "liveness", "--heartbeat-file", c.file, "--liveness-bound", c.bound)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%s (bound %s): exit %d, want %q in %s", c.file, c.bound, code, c.want, stderr)
+		}
+	}
+	if code, stderr := runMain(t, nil, "runtime", "liveness", "--heartbeat-file", filepath.Join(dir, "fresh")); code != 0 {
+		t.Fatalf("a fresh beat: %s", stderr)
+	}
+}
+
+// pflag takes a `quoted` word of a flag's usage as its argument name
+// (UnquoteUsage), so the help of serve and the runtime commands uses none.
+func TestRuntimeHelpTextsQuoteNoArgumentNames(t *testing.T) {
+	root := NewRootCommand(Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+	for _, path := range [][]string{{"serve"}, {"runtime", "install"}, {"runtime", "check"}, {"runtime", "liveness"}} {
+		cmd, _, err := root.Find(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Flags().VisitAll(func(f *pflag.Flag) {
+			if strings.Contains(f.Usage, "`") {
+				name, _ := pflag.UnquoteUsage(f)
+				t.Errorf("%s --%s: usage has a backtick (shown as argument %q): %s", strings.Join(path, " "), f.Name, name, f.Usage)
+			}
+		})
+	}
 }

@@ -10,8 +10,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,10 +24,12 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/heartbeat"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/installation"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/observe"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/sitehttp"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/auth"
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/failpoint"
@@ -110,16 +113,16 @@ type PermissionsSource struct {
 	File string
 }
 
-// ParsePermissions reads http:<url> (an absolute http or https URL) or
-// policy:<file> (an existing file). There is no default: a missing
-// provider is an error.
+// ParsePermissions reads http:<url> (an absolute https URL of the
+// permission provider; plain http only to a loopback address, the rule of
+// the Site API's authority) or policy:<file> (an existing file). There is
+// no default: a missing provider is an error.
 func ParsePermissions(s string) (PermissionsSource, error) {
 	kind, rest, _ := strings.Cut(s, ":")
 	switch kind {
 	case "http":
-		u, err := url.Parse(rest)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return PermissionsSource{}, errors.New("http:<url> needs an absolute http(s) URL of the permission provider")
+		if _, err := sitehttp.ParseAuthority(rest); err != nil {
+			return PermissionsSource{}, fmt.Errorf("http:<url> needs the permission provider's base URL: %w", err)
 		}
 		return PermissionsSource{Kind: kind, URL: rest}, nil
 	case "policy":
@@ -134,68 +137,166 @@ func ParsePermissions(s string) (PermissionsSource, error) {
 	return PermissionsSource{}, errors.New("choose the permission provider explicitly: http:<url> or policy:<file>")
 }
 
-// Validate checks every setting serve needs; each error names its flag.
-func (c Config) Validate() error {
-	var errs []error
-	bad := func(flag, value string, err error) { errs = append(errs, config.Invalid(flag, value, err)) }
-	if c.JournalDir == "" {
-		bad("journal-dir", "", errors.New("required: the directory of the journal set"))
+// flagErrors collects configuration errors, each naming its flag.
+type flagErrors []error
+
+func (e *flagErrors) bad(flag, value string, err error) {
+	*e = append(*e, config.Invalid(flag, value, err))
+}
+
+func (e *flagErrors) positive(flag string, d time.Duration, what string) {
+	if d <= 0 {
+		e.bad(flag, d.String(), fmt.Errorf("must be positive: %s", what))
 	}
+}
+
+// directoryOrAbsent refuses a path that exists and is not a directory.
+func (e *flagErrors) directoryOrAbsent(flag, path string) {
+	if fi, err := os.Stat(path); err == nil && !fi.IsDir() {
+		e.bad(flag, path, errors.New("exists and is not a directory"))
+	}
+}
+
+func (e *flagErrors) existing(flag, path string) {
+	if path == "" {
+		return
+	}
+	if _, err := os.Stat(path); err != nil {
+		e.bad(flag, path, err)
+	}
+}
+
+// identity checks --environment (an environment ID as environments.yaml
+// defines it: the principal ID rule of platform/auth) and --authority (an
+// https URL; plain http only to a loopback address).
+func (c Config) identity(errs *flagErrors) {
 	if c.Environment == "" {
-		bad("environment", "", errors.New("required: the stream's environment ID"))
+		errs.bad("environment", "", errors.New("required: the stream's environment ID"))
+	} else if _, err := auth.ParsePrincipal(auth.KindEnvironment + ":" + c.Environment); err != nil {
+		errs.bad("environment", c.Environment, errors.New("an environment ID is 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"))
 	}
 	if c.Authority == "" {
-		bad("authority", "", errors.New("required: the Site API URL"))
-	} else if u, err := url.Parse(c.Authority); err != nil || u.Host == "" || (u.Scheme != "https" && (u.Scheme != "http" || !sitehttp.Loopback(u.Hostname()))) {
-		bad("authority", c.Authority, errors.New("want an https URL (plain http only to a loopback address)"))
+		errs.bad("authority", "", errors.New("required: the Site API URL"))
+	} else if _, err := sitehttp.ParseAuthority(c.Authority); err != nil {
+		errs.bad("authority", c.Authority, err)
 	}
+}
+
+// credential checks that exactly one of --token-file and --key-file names
+// an existing file, and that --ca-file exists when given.
+func (c Config) credential(errs *flagErrors) {
 	switch {
 	case c.TokenFile != "" && c.KeyFile != "":
-		bad("key-file", c.KeyFile, errors.New("give --token-file or --key-file, not both"))
+		errs.bad("key-file", c.KeyFile, errors.New("give --token-file or --key-file, not both"))
 	case c.TokenFile == "" && c.KeyFile == "":
-		bad("token-file", "", errors.New("required: the bearer credential file (--token-file, or --key-file for a static key)"))
+		errs.bad("token-file", "", errors.New("required: the bearer credential file (--token-file, or --key-file for a static key)"))
 	default:
 		path, flag := c.Credential()
-		if _, err := os.Stat(path); err != nil {
-			bad(flag, path, err)
-		}
+		errs.existing(flag, path)
 	}
-	for _, f := range [][2]string{{"ca-file", c.CAFile}, {"kubeconfig", c.Kubeconfig}} {
-		if f[1] == "" {
-			continue
-		}
-		if _, err := os.Stat(f[1]); err != nil {
-			bad(f[0], f[1], err)
-		}
+	errs.existing("ca-file", c.CAFile)
+}
+
+// record checks --installation-record and, when given, --kubeconfig.
+func (c Config) record(errs *flagErrors) {
+	if _, err := installation.ParseLocation(c.InstallationRecord); err != nil {
+		errs.bad("installation-record", c.InstallationRecord, err)
 	}
+	errs.existing("kubeconfig", c.Kubeconfig)
+}
+
+// ValidateInstall checks the settings of `metallo runtime install`
+// (--journal-dir, --environment, --authority, --installation-record,
+// --kubeconfig) with the same rules as Validate, so the hook writes nothing
+// for a binding serve would refuse. Each error names its flag.
+func (c Config) ValidateInstall() error {
+	var errs flagErrors
+	if c.JournalDir == "" {
+		errs.bad("journal-dir", "", errors.New("required: the directory of the journal set"))
+	} else {
+		errs.directoryOrAbsent("journal-dir", c.JournalDir)
+	}
+	c.identity(&errs)
+	c.record(&errs)
+	return errors.Join(errs...)
+}
+
+// ValidateCheck checks the settings of `metallo runtime check`: the
+// binding, the credential (exactly one of --token-file and --key-file, as
+// for serve), the installation record, and retryFor (--retry-for) > 0.
+func (c Config) ValidateCheck(retryFor time.Duration) error {
+	var errs flagErrors
+	c.identity(&errs)
+	c.credential(&errs)
+	c.record(&errs)
+	errs.positive("retry-for", retryFor, "how long refused connections are retried")
+	return errors.Join(errs...)
+}
+
+// Validate checks every setting serve needs; each error names its flag.
+func (c Config) Validate() error {
+	var errs flagErrors
+	if c.JournalDir == "" {
+		errs.bad("journal-dir", "", errors.New("required: the directory of the journal set"))
+	}
+	c.identity(&errs)
+	c.credential(&errs)
+	c.record(&errs)
 	if c.HeartbeatFile == "" {
-		bad("heartbeat-file", "", errors.New("required"))
+		errs.bad("heartbeat-file", "", errors.New("required"))
 	}
 	if !siteprotocol.IsPinnedImage(c.BatchImage) {
-		bad("batch-image", c.BatchImage, errors.New("the batch execution image must be pinned by digest (…@sha256:<64 hex>); a tag alone is refused"))
+		errs.bad("batch-image", c.BatchImage, errors.New("the batch execution image must be pinned by digest (…@sha256:<64 hex>); a tag alone is refused"))
 	}
 	if _, err := ParsePermissions(c.Permissions); err != nil {
-		bad("permissions", c.Permissions, err)
+		errs.bad("permissions", c.Permissions, err)
 	}
-	if _, err := installation.ParseLocation(c.InstallationRecord); err != nil {
-		bad("installation-record", c.InstallationRecord, err)
+	if err := kube.CheckExtendedResources(c.GPUResources); err != nil {
+		errs.bad("gpu-resources", formatMap(c.GPUResources), err)
 	}
-	if c.PullLimit < 1 || c.PullLimit > 100 {
-		bad("pull-limit", fmt.Sprint(c.PullLimit), errors.New("must be 1..100"))
+	if err := kube.CheckPodAnnotations(c.BatchPodAnnotations); err != nil {
+		errs.bad("batch-pod-annotations", formatMap(c.BatchPodAnnotations), err)
 	}
-	if c.PullWait < 0 || c.PullWait > 30*time.Second {
-		bad("pull-wait", c.PullWait.String(), errors.New("must be 0..30s"))
+	errs.positive("deletion-wait", c.DeletionWait, "how long cancel and cleanup wait for a deleted object")
+	errs.positive("permissions-bound", c.PermissionsBound, "how long an unavailable permission provider is retried")
+	if c.PullLimit < 1 || c.PullLimit > siteprotocol.MaxPullLimit {
+		errs.bad("pull-limit", fmt.Sprint(c.PullLimit), fmt.Errorf("must be 1..%d", siteprotocol.MaxPullLimit))
 	}
-	if c.BackoffInitial <= 0 || c.BackoffMax < c.BackoffInitial {
-		bad("backoff-max", c.BackoffMax.String(), errors.New("backoff bounds must be positive with --backoff-max ≥ --backoff-initial"))
+	if c.PullWait < time.Second || c.PullWait > siteprotocol.MaxPullWaitSeconds*time.Second {
+		errs.bad("pull-wait", c.PullWait.String(), fmt.Errorf("must be 1s..%ds: the server long-polls in whole seconds, and a pull without a wait would poll an idle stream without pause",
+			siteprotocol.MaxPullWaitSeconds))
 	}
-	if c.LivenessBound <= c.PullWait+c.BackoffMax {
-		bad("liveness-bound", c.LivenessBound.String(), fmt.Errorf("must exceed --pull-wait plus --backoff-max (%s): an idle or waiting worker beats at least that often", c.PullWait+c.BackoffMax))
+	errs.positive("backoff-initial", c.BackoffInitial, "the first wait after a transient failure")
+	if c.BackoffInitial > 0 && c.BackoffMax < c.BackoffInitial {
+		errs.bad("backoff-max", c.BackoffMax.String(), fmt.Errorf("must be at least --backoff-initial (%s)", c.BackoffInitial))
+	}
+	errs.positive("liveness-bound", c.LivenessBound, "the oldest heartbeat the liveness probe accepts")
+	if c.LivenessBound > 0 && c.LivenessBound <= c.PullWait+c.BackoffMax {
+		errs.bad("liveness-bound", c.LivenessBound.String(), fmt.Errorf("must exceed --pull-wait plus --backoff-max (%s): an idle or waiting worker beats at least that often", c.PullWait+c.BackoffMax))
 	}
 	if _, err := failpoint.Parse(c.Failpoints, application.FailpointNames(), nil); err != nil {
-		bad("failpoints", c.Failpoints, err)
+		errs.bad("failpoints", c.Failpoints, err)
 	}
 	return errors.Join(errs...)
+}
+
+// formatMap renders a key=value flag value for messages, keys sorted.
+func formatMap(m map[string]string) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+// StartHeartbeat writes the first heartbeat before the worker starts, so a
+// Runtime whose --heartbeat-file cannot be written refuses to start (its
+// liveness probe could never pass) instead of running unobserved.
+func StartHeartbeat(ctx context.Context, c Config, clk application.Clock) error {
+	if err := heartbeat.NewFile(c.HeartbeatFile, clk, 0).Beat(ctx); err != nil {
+		return config.Invalid("heartbeat-file", c.HeartbeatFile, fmt.Errorf("the heartbeat cannot be written: %w", err))
+	}
+	return nil
 }
 
 // OpenJournal opens the configured journal set: it takes the directory
