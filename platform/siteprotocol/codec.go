@@ -14,8 +14,9 @@ import (
 
 // Errors returned by the codec. Each returned error wraps one of these.
 var (
-	// ErrMalformed: not a JSON object of the expected shape (syntax, unknown
-	// field, null value, wrong type).
+	// ErrMalformed: not a JSON object of the expected shape (syntax, not
+	// valid UTF-8, an escaped lone surrogate, a duplicate member name, an
+	// unknown field, a null value, a wrong type).
 	ErrMalformed = errors.New("malformed")
 	// ErrInvalid: well-formed but breaks a rule (see *ValidationError).
 	ErrInvalid = errors.New("invalid")
@@ -41,7 +42,8 @@ func Canonical(raw []byte) ([]byte, error) {
 }
 
 // canonicalWithout returns the JCS form of the JSON object raw without the
-// named top-level members.
+// named top-level members. raw must have passed checkJSON (a duplicate
+// top-level name would otherwise be dropped silently here).
 func canonicalWithout(raw []byte, drop ...string) ([]byte, error) {
 	var obj map[string]json.RawMessage
 	if err := strictUnmarshal(raw, &obj); err != nil {
@@ -62,9 +64,18 @@ func canonicalWithout(raw []byte, drop ...string) ([]byte, error) {
 
 // CommandDigest returns the digest of a command object (SHA-256 of the JCS
 // form of every member except "sequence" and "digest") and that canonical
-// form.
+// form. raw must pass the strict JSON rules (checkJSON: valid UTF-8, no
+// duplicate member name, no null); otherwise the error wraps ErrMalformed.
 func CommandDigest(raw []byte) (digest string, canonical []byte, err error) {
-	canonical, err = canonicalWithout(raw, "sequence", "digest")
+	if _, err := checkJSON(raw); err != nil {
+		return "", nil, err
+	}
+	return commandDigest(raw)
+}
+
+// commandDigest is CommandDigest of a command that passed checkJSON.
+func commandDigest(raw []byte) (string, []byte, error) {
+	canonical, err := canonicalWithout(raw, "sequence", "digest")
 	if err != nil {
 		return "", nil, err
 	}
@@ -72,8 +83,17 @@ func CommandDigest(raw []byte) (digest string, canonical []byte, err error) {
 }
 
 // ResultDigest returns the digest of a result object: SHA-256 of the JCS
-// form of every member except "digest".
+// form of every member except "digest". raw must pass the strict JSON
+// rules (checkJSON); otherwise the error wraps ErrMalformed.
 func ResultDigest(raw []byte) (string, error) {
+	if _, err := checkJSON(raw); err != nil {
+		return "", err
+	}
+	return resultDigest(raw)
+}
+
+// resultDigest is ResultDigest of a result that passed checkJSON.
+func resultDigest(raw []byte) (string, error) {
 	canonical, err := canonicalWithout(raw, "digest")
 	if err != nil {
 		return "", err
@@ -82,8 +102,11 @@ func ResultDigest(raw []byte) (string, error) {
 }
 
 // ParseAppend reads a command as Execution appends it: at most
-// MaxCommandBytes, no null anywhere, no unknown member, no "sequence"; a
-// "digest", if present, must equal the computed one. It validates the
+// MaxCommandBytes, valid UTF-8, no null anywhere, no member name twice in
+// one object at any depth, no unknown member (all ErrMalformed), no
+// "sequence" member at all, whatever its value (ErrInvalid: the server
+// assigns it); a "digest", if present, must equal the computed one
+// (ErrDigestMismatch). It validates the
 // envelope and, for known operations, the payload. It returns the decoded
 // command with Digest set, the canonical form the digest covers (what the
 // server stores) and the digest.
@@ -91,14 +114,14 @@ func ParseAppend(raw []byte) (Command, []byte, error) {
 	if len(raw) > MaxCommandBytes {
 		return Command{}, nil, fmt.Errorf("%w: command is %d bytes, the limit is %d", ErrTooLarge, len(raw), MaxCommandBytes)
 	}
-	c, err := decodeCommand(raw)
+	c, members, err := decodeCommand(raw)
 	if err != nil {
 		return Command{}, nil, err
 	}
-	if c.Sequence != 0 {
-		return Command{}, nil, invalid(FieldError{Field: "sequence", Message: "is assigned by the server; omit it"})
+	if members["sequence"] {
+		return Command{}, nil, invalid(FieldError{Field: "sequence", Message: "is assigned by the server; leave it out"})
 	}
-	digest, canonical, err := CommandDigest(raw)
+	digest, canonical, err := commandDigest(raw)
 	if err != nil {
 		return Command{}, nil, err
 	}
@@ -129,20 +152,22 @@ func EncodeStored(canonical []byte, sequence int64, digest string) ([]byte, erro
 	return Canonical(b)
 }
 
-// ParsePulled reads a command as the Runtime pulls it: it must carry a
-// positive sequence and a digest that matches its content (ErrDigestMismatch
+// ParsePulled reads a command as the Runtime pulls it: it must pass the
+// same strict JSON rules as an append (valid UTF-8, no null, no duplicate
+// member name, no unknown member: ErrMalformed otherwise), carry a positive
+// sequence and a digest that matches its content (ErrDigestMismatch
 // otherwise), and its envelope must be valid. The payload of a known
 // operation is NOT validated here: an invalid payload is answered with a
 // refused result (ValidatePayload), not by stopping.
 func ParsePulled(raw []byte) (Command, error) {
-	c, err := decodeCommand(raw)
+	c, _, err := decodeCommand(raw)
 	if err != nil {
 		return Command{}, err
 	}
 	if c.Sequence < 1 {
 		return Command{}, invalid(FieldError{Field: "sequence", Message: "must be a positive integer"})
 	}
-	digest, _, err := CommandDigest(raw)
+	digest, _, err := commandDigest(raw)
 	if err != nil {
 		return Command{}, err
 	}
@@ -155,15 +180,18 @@ func ParsePulled(raw []byte) (Command, error) {
 	return c, nil
 }
 
-func decodeCommand(raw []byte) (Command, error) {
-	if err := rejectNulls(raw); err != nil {
-		return Command{}, err
+// decodeCommand checks raw with checkJSON and decodes it strictly; it
+// also returns the command's top-level member names.
+func decodeCommand(raw []byte) (Command, map[string]bool, error) {
+	members, err := checkJSON(raw)
+	if err != nil {
+		return Command{}, nil, err
 	}
 	var c Command
 	if err := strictUnmarshal(raw, &c); err != nil {
-		return Command{}, err
+		return Command{}, nil, err
 	}
-	return c, nil
+	return c, members, nil
 }
 
 // EncodeResult fills r.Digest and returns the exact bytes to send and save:
@@ -216,18 +244,19 @@ func NewResult(cmd Command, outcome Outcome, reason Reason, message string, deta
 	return EncodeResult(r)
 }
 
-// ParseResult reads a result as the server receives it: strict shape, a
-// digest matching its content (ErrDigestMismatch otherwise) and valid
-// fields.
+// ParseResult reads a result as the server receives it: the strict JSON
+// rules (valid UTF-8, no null, no duplicate member name at any depth, no
+// unknown member: ErrMalformed otherwise), a digest matching its content
+// (ErrDigestMismatch otherwise) and valid fields (ErrInvalid).
 func ParseResult(raw []byte) (Result, error) {
-	if err := rejectNulls(raw); err != nil {
+	if _, err := checkJSON(raw); err != nil {
 		return Result{}, err
 	}
 	var r Result
 	if err := strictUnmarshal(raw, &r); err != nil {
 		return Result{}, err
 	}
-	digest, err := ResultDigest(raw)
+	digest, err := resultDigest(raw)
 	if err != nil {
 		return Result{}, err
 	}
@@ -240,14 +269,15 @@ func ParseResult(raw []byte) (Result, error) {
 	return r, nil
 }
 
-// DecodePayload decodes cmd's payload strictly (unknown members and nulls
-// are ErrMalformed); an absent payload decodes as the zero value.
+// DecodePayload decodes cmd's payload strictly (unknown members, nulls,
+// duplicate member names and invalid UTF-8 are ErrMalformed); an absent
+// payload decodes as the zero value.
 func DecodePayload[T any](cmd Command) (T, error) {
 	var v T
 	if len(cmd.Payload) == 0 {
 		return v, nil
 	}
-	if err := rejectNulls(cmd.Payload); err != nil {
+	if _, err := checkJSON(cmd.Payload); err != nil {
 		return v, err
 	}
 	if err := strictUnmarshal(cmd.Payload, &v); err != nil {
@@ -280,23 +310,4 @@ func strictUnmarshal(raw []byte, v any) error {
 		return fmt.Errorf("%w: trailing data after the JSON value", ErrMalformed)
 	}
 	return nil
-}
-
-// rejectNulls fails on a JSON null anywhere in raw: optional members are
-// absent, never null (site-protocol.md, "Encoding rules").
-func rejectNulls(raw []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("%w: %v", ErrMalformed, err)
-		}
-		if tok == nil {
-			return fmt.Errorf("%w: null is not allowed; leave optional members out", ErrMalformed)
-		}
-	}
 }

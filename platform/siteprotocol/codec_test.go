@@ -156,3 +156,106 @@ func TestSafeRelativePath(t *testing.T) {
 		}
 	}
 }
+
+func TestCommandsAndResultsMustBeValidUTF8(t *testing.T) {
+	badBytes := strings.Replace(startCmd, `"EPOCHS": "3"`, "\"EPOCHS\": \"3\xff\xfe\"", 1)
+	if _, _, err := ParseAppend([]byte(badBytes)); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("append with raw bytes \\xff\\xfe: want ErrMalformed, got %v", err)
+	}
+	loneSurrogate := strings.Replace(startCmd, `"EPOCHS": "3"`, `"EPOCHS": "3\ud800"`, 1)
+	if _, _, err := ParseAppend([]byte(loneSurrogate)); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("append with an escaped lone surrogate: want ErrMalformed, got %v", err)
+	}
+	pair := strings.Replace(startCmd, `"EPOCHS": "3"`, `"EPOCHS": "3\ud83d\ude00 \\ud800"`, 1)
+	if _, _, err := ParseAppend([]byte(pair)); err != nil {
+		t.Fatalf("a surrogate pair and an escaped backslash before \"ud800\" are valid: %v", err)
+	}
+
+	c, canonical, err := ParseAppend([]byte(startCmd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served, _ := EncodeStored(canonical, 7, c.Digest)
+	broken := []byte(strings.Replace(string(served), `"EPOCHS":"3"`, "\"EPOCHS\":\"3\xff\"", 1))
+	if _, err := ParsePulled(broken); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("pulled with raw byte \\xff: want ErrMalformed, got %v", err)
+	}
+
+	pulled, _ := ParsePulled(served)
+	r, _, err := NewResult(pulled, OutcomeSucceeded, ReasonCreated, "Job created", StateDetail{State: StateQueued}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Message = "Job created \xff"
+	raw, _ := json.Marshal(r) // encoding/json would turn \xff into U+FFFD; put the raw byte back
+	raw = []byte(strings.Replace(string(raw), `\ufffd`, "\xff", 1))
+	if _, err := ParseResult(raw); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("result with raw byte \\xff: want ErrMalformed, got %v", err)
+	}
+}
+
+func TestDuplicateMemberNamesAreRefusedAtEveryLevel(t *testing.T) {
+	cases := map[string]string{
+		"top level":               strings.Replace(startCmd, `"family": "batch"`, `"family": "batch", "family": "inference"`, 1),
+		"top level, escaped name": strings.Replace(startCmd, `"family": "batch"`, `"family": "batch", "f\u0061mily": "batch"`, 1),
+		"account_ref":             strings.Replace(startCmd, `"generation": 1}`, `"generation": 1, "generation": 2}`, 1),
+		"payload":                 strings.Replace(startCmd, `"time_limit_seconds": 3600`, `"time_limit_seconds": 3600, "time_limit_seconds": 60`, 1),
+		"payload, deep":           strings.Replace(startCmd, `"cpu": 2000`, `"cpu": 2000, "cpu": 1`, 1),
+	}
+	for name, raw := range cases {
+		t.Run(name, func(t *testing.T) {
+			if _, _, err := ParseAppend([]byte(raw)); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "twice") {
+				t.Fatalf("append: want ErrMalformed naming the duplicate, got %v", err)
+			}
+			if _, _, err := CommandDigest([]byte(raw)); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("digest: want ErrMalformed, got %v", err)
+			}
+		})
+	}
+	// The same name in sibling objects, or in an object and its parent, is
+	// not a duplicate.
+	siblings := strings.Replace(startCmd, `"env": {"EPOCHS": "3"}`, `"env": {"EPOCHS": "3", "env": "x", "demand": "y"}`, 1)
+	if _, _, err := ParseAppend([]byte(siblings)); err != nil {
+		t.Fatalf("names repeated across objects are legal: %v", err)
+	}
+
+	c, canonical, _ := ParseAppend([]byte(startCmd))
+	served, _ := EncodeStored(canonical, 7, c.Digest)
+	dup := []byte(strings.Replace(string(served), `"family":"batch"`, `"family":"batch","family":"batch"`, 1))
+	if _, err := ParsePulled(dup); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("pulled with a duplicate member: want ErrMalformed, got %v", err)
+	}
+	pulled, _ := ParsePulled(served)
+	_, result, _ := NewResult(pulled, OutcomeSucceeded, ReasonCreated, "Job created", StateDetail{State: StateQueued}, nil)
+	for name, raw := range map[string]string{
+		"top level": strings.Replace(string(result), `"outcome":"succeeded"`, `"outcome":"failed","outcome":"succeeded"`, 1),
+		"detail":    strings.Replace(string(result), `"state":"queued"`, `"state":"failed","state":"queued"`, 1),
+	} {
+		if _, err := ParseResult([]byte(raw)); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("result with a duplicate member (%s): want ErrMalformed, got %v", name, err)
+		}
+	}
+}
+
+func TestAnAppendMustNotCarryASequenceEvenZero(t *testing.T) {
+	for _, seq := range []string{"0", "4", "-1"} {
+		raw := strings.Replace(startCmd, `"id"`, `"sequence": `+seq+`, "id"`, 1)
+		_, _, err := ParseAppend([]byte(raw))
+		var ve *ValidationError
+		if !errors.As(err, &ve) || ve.Fields[0].Field != "sequence" {
+			t.Fatalf("sequence %s: want a validation error on sequence, got %v", seq, err)
+		}
+	}
+}
+
+func TestAStrictJSONTextIsExactlyOneValue(t *testing.T) {
+	for _, raw := range []string{``, `{} {}`, `{"a":1}x`, `{"a":1`} {
+		if _, err := checkJSON([]byte(raw)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%q: want ErrMalformed, got %v", raw, err)
+		}
+	}
+	names, err := checkJSON([]byte(` {"b":[{"b":1},{"b":2}],"a":{"a":{}}} `))
+	if err != nil || len(names) != 2 || !names["a"] || !names["b"] {
+		t.Fatalf("top-level names %v, %v", names, err)
+	}
+}

@@ -262,7 +262,7 @@ func decodeInto(c Command, v any) error {
 	if len(c.Payload) == 0 {
 		return nil
 	}
-	if err := rejectNulls(c.Payload); err != nil {
+	if _, err := checkJSON(c.Payload); err != nil {
 		return err
 	}
 	return strictUnmarshal(c.Payload, v)

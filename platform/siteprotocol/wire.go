@@ -100,11 +100,18 @@ type CommandRecord struct {
 	AcknowledgedAt string `json:"acknowledged_at,omitempty"`
 }
 
-// Rebind is the body of POST /execution/v1/streams/{environment}/rebind.
+// Rebind is the body of POST /execution/v1/streams/{environment}/rebind:
+// exactly one of InstallationID (bind the stream to that installation) or
+// Unbind true (unbind it, so the next installation that pulls binds it).
+// Unbinding is explicit so that a tool that leaves the ID out, or sends
+// null or "", cannot open a takeover window: the server answers 422
+// validation-failed to both, either and an empty ID.
 type Rebind struct {
-	// InstallationID is the installation to bind; empty unbinds so the next
-	// installation that pulls binds the stream.
+	// InstallationID is the installation to bind (1–128 letters, digits,
+	// '.', '_' or '-'); absent when Unbind is true.
 	InstallationID string `json:"installation_id,omitempty"`
+	// Unbind unbinds the stream explicitly; absent (or false) when binding.
+	Unbind bool `json:"unbind,omitempty"`
 	// Reason is the operator's note, recorded with who and when.
 	Reason string `json:"reason"`
 }
