@@ -104,7 +104,8 @@ type Binding struct {
 // context's own database. Every write is one transaction: Append on its
 // own; binding, acknowledgement and rebind inside Locked (the flows are
 // BindStream, AcknowledgeResult and RebindStream, shared by every engine).
-// Errors wrap the domain errors named below, or are infrastructure errors.
+// Errors wrap the domain errors named below, or ErrUnavailable when the
+// database cannot be reached, or are other infrastructure errors.
 type StreamStore interface {
 	// Append adds c to environment's stream with the next sequence (gapless
 	// and unique under concurrent appenders, across processes). A command
@@ -113,8 +114,10 @@ type StreamStore interface {
 	// another stream is domain.ErrConflictingRetry.
 	Append(ctx context.Context, environment string, c NewCommand, at time.Time) (Appended, error)
 	// CommandsAfter returns up to limit commands with sequence > after,
-	// oldest first.
-	CommandsAfter(ctx context.Context, environment string, after int64, limit int) ([]StoredCommand, error)
+	// oldest first, stopping before the sum of their canonical sizes would
+	// exceed maxBytes — but always the first (so memory stays bounded by
+	// maxBytes plus one command while every command stays reachable).
+	CommandsAfter(ctx context.Context, environment string, after int64, limit int, maxBytes int64) ([]StoredCommand, error)
 	// State returns the stream's state (zero positions for a stream never
 	// used).
 	State(ctx context.Context, environment string) (domain.StreamState, error)

@@ -21,7 +21,9 @@ const DefaultRecheck = 2 * time.Second
 // domain.ErrUnknownEnvironment for an environment not configured, the
 // domain errors of the store's rules, the siteprotocol codec errors
 // (ErrMalformed, ErrInvalid, ErrDigestMismatch, ErrTooLarge) for bad
-// commands and results, or infrastructure errors.
+// commands and results, ErrInvalidRequest for other bad request values,
+// ErrUnavailable when the store cannot be reached, or other infrastructure
+// errors.
 type Streams struct {
 	store   StreamStore
 	envs    Environments
@@ -69,27 +71,52 @@ func (s *Streams) Append(ctx context.Context, environment string, raw []byte) (A
 	return a, nil
 }
 
-// PullPage is the answer to a pull: the stream's state and the commands
-// after the asked sequence, oldest first.
-type PullPage struct {
-	State    domain.StreamState
-	Commands []StoredCommand
+// PullQuery asks for the commands of a stream after a sequence.
+type PullQuery struct {
+	Environment string
+	// Installation is the Runtime installation asking (Metallo-Installation).
+	Installation string
+	// Principal names the caller, recorded if this pull binds the stream.
+	Principal string
+	// After is the sequence the commands follow (0 for the first).
+	After int64
+	// Limit bounds the number of commands (1..siteprotocol.MaxPullLimit).
+	Limit int
+	// Wait is how long to wait for a command when none is ready (long poll).
+	Wait time.Duration
+	// Bind binds an unbound stream to Installation (a Runtime's pull).
+	// Without it the pull is read-only (`runtime check`): an unbound stream
+	// stays unbound; a stream bound to another installation is still
+	// domain.ErrInstallationMismatch.
+	Bind bool
 }
 
-// Pull returns up to limit commands after sequence after, for installation
-// (who names the principal, recorded if this pull binds the stream). When
-// none are ready it waits up to wait for an append, without holding a
-// database connection, then answers with what is there (possibly nothing);
-// it answers at once when the process stops (Wakeups.Stop).
-// A stream bound to another installation is domain.ErrInstallationMismatch.
-func (s *Streams) Pull(ctx context.Context, environment, installation, who string, after int64, limit int, wait time.Duration) (PullPage, error) {
-	if _, err := s.Environment(environment); err != nil {
+// PullPage is the answer to a pull: the stream's state and the commands
+// after the asked sequence, oldest first, each encoded as served
+// (siteprotocol.EncodeStored).
+type PullPage struct {
+	State    domain.StreamState
+	Commands [][]byte
+}
+
+// Pull returns up to q.Limit commands after q.After, encoded as served, for
+// q.Installation. The commands' encoded sizes add up to at most
+// siteprotocol.MaxPullBytes, except that the next command is always
+// answered (siteprotocol.MaxPullBytes: a stream of large commands never
+// stalls its Runtime). When none are ready it waits up to q.Wait for an
+// append, without holding a database connection, then answers with what is
+// there (possibly nothing); it answers at once when the process stops
+// (Wakeups.Stop). A stream bound to another installation is
+// domain.ErrInstallationMismatch; q.Bind says whether an unbound stream is
+// bound to q.Installation.
+func (s *Streams) Pull(ctx context.Context, q PullQuery) (PullPage, error) {
+	if _, err := s.Environment(q.Environment); err != nil {
 		return PullPage{}, err
 	}
-	deadline := time.Now().Add(wait)
+	deadline := time.Now().Add(q.Wait)
 	for {
-		woken := s.wake.Watch(environment)
-		page, err := s.read(ctx, environment, installation, who, after, limit)
+		woken := s.wake.Watch(q.Environment)
+		page, err := s.read(ctx, q)
 		if err != nil || len(page.Commands) > 0 {
 			return page, err
 		}
@@ -112,19 +139,38 @@ func (s *Streams) Pull(ctx context.Context, environment, installation, who strin
 	}
 }
 
-func (s *Streams) read(ctx context.Context, environment, installation, who string, after int64, limit int) (PullPage, error) {
-	state, err := BindStream(ctx, s.store, environment, installation, who, s.clock.Now())
+func (s *Streams) read(ctx context.Context, q PullQuery) (PullPage, error) {
+	var state domain.StreamState
+	var err error
+	if q.Bind {
+		state, err = BindStream(ctx, s.store, q.Environment, q.Installation, q.Principal, s.clock.Now())
+	} else {
+		state, err = s.fencedState(ctx, q.Environment, q.Installation)
+	}
 	if err != nil {
 		return PullPage{}, err
 	}
-	cmds, err := s.store.CommandsAfter(ctx, environment, after, limit)
+	cmds, err := s.store.CommandsAfter(ctx, q.Environment, q.After, q.Limit, siteprotocol.MaxPullBytes)
 	if err != nil {
 		return PullPage{}, err
 	}
-	if n := len(cmds); n > 0 && cmds[n-1].Sequence > state.HeadSequence {
-		state.HeadSequence = cmds[n-1].Sequence
+	page := PullPage{State: state, Commands: make([][]byte, 0, len(cmds))}
+	total := 0
+	for _, c := range cmds {
+		raw, err := siteprotocol.EncodeStored(c.Canonical, c.Sequence, c.Digest)
+		if err != nil {
+			return PullPage{}, fmt.Errorf("serve stored command %d of stream %s: %w", c.Sequence, q.Environment, err)
+		}
+		if len(page.Commands) > 0 && total+len(raw) > siteprotocol.MaxPullBytes {
+			break
+		}
+		total += len(raw)
+		page.Commands = append(page.Commands, raw)
+		if c.Sequence > page.State.HeadSequence {
+			page.State.HeadSequence = c.Sequence
+		}
 	}
-	return PullPage{State: state, Commands: cmds}, nil
+	return page, nil
 }
 
 // Acknowledge records the result raw (exact bytes) for sequence. raw must
@@ -152,14 +198,24 @@ func (s *Streams) State(ctx context.Context, environment, installation string) (
 	if err != nil {
 		return domain.Environment{}, domain.StreamState{}, err
 	}
-	st, err := s.store.State(ctx, environment)
+	st, err := s.fencedState(ctx, environment, installation)
 	if err != nil {
 		return env, domain.StreamState{}, err
 	}
-	if err := domain.CheckInstallation(st.InstallationID, installation); err != nil {
-		return env, domain.StreamState{}, err
-	}
 	return env, st, nil
+}
+
+// fencedState reads the stream's state without binding it and applies the
+// fencing rule (domain.CheckInstallation) for installation.
+func (s *Streams) fencedState(ctx context.Context, environment, installation string) (domain.StreamState, error) {
+	st, err := s.store.State(ctx, environment)
+	if err != nil {
+		return domain.StreamState{}, err
+	}
+	if err := domain.CheckInstallation(st.InstallationID, installation); err != nil {
+		return domain.StreamState{}, err
+	}
+	return st, nil
 }
 
 // Command returns the command id of environment's stream with its result
@@ -171,14 +227,21 @@ func (s *Streams) Command(ctx context.Context, environment, id string) (CommandR
 	return s.store.Command(ctx, environment, id)
 }
 
-// Rebind binds environment's stream to installation ("" unbinds) on an
-// operator's request, recording who and why, and wakes its pulls.
-func (s *Streams) Rebind(ctx context.Context, environment, installation, who, reason string) (Binding, domain.StreamState, error) {
+// Rebind binds environment's stream to installation on an operator's
+// request, or unbinds it when unbind is set (exactly one of the two:
+// unbinding is explicit, so an empty installation can never unbind by
+// mistake), recording who and why, and wakes its pulls. It returns an
+// error wrapping ErrInvalidRequest for both or neither, or a malformed
+// installation ID.
+func (s *Streams) Rebind(ctx context.Context, environment, installation string, unbind bool, who, reason string) (Binding, domain.StreamState, error) {
 	if _, err := s.Environment(environment); err != nil {
 		return Binding{}, domain.StreamState{}, err
 	}
-	if installation != "" && !domain.ValidInstallationID(installation) {
-		return Binding{}, domain.StreamState{}, fmt.Errorf("%w: installation_id must be 1-128 letters, digits, '.', '_' or '-'", ErrInvalidRequest)
+	switch {
+	case unbind && installation != "":
+		return Binding{}, domain.StreamState{}, fmt.Errorf("%w: give either installation_id or unbind, not both", ErrInvalidRequest)
+	case !unbind && !domain.ValidInstallationID(installation):
+		return Binding{}, domain.StreamState{}, fmt.Errorf("%w: installation_id must be 1-128 letters, digits, '.', '_' or '-' (to unbind the stream, send unbind: true instead)", ErrInvalidRequest)
 	}
 	b, err := RebindStream(ctx, s.store, environment, installation, who, reason, s.clock.Now())
 	if err != nil {
@@ -203,3 +266,9 @@ func (s *Streams) Bindings(ctx context.Context, environment string) ([]Binding, 
 // ErrInvalidRequest is wrapped by service errors for request values that
 // break a rule the HTTP schema cannot express.
 var ErrInvalidRequest = errors.New("invalid request")
+
+// ErrUnavailable is wrapped by every store error that means the database
+// cannot be reached or used now (connection refused or lost, pool closed,
+// server shutting down or out of connections, SQLite file locked or
+// unreadable). The HTTP adaptor answers 503 unavailable: retry later.
+var ErrUnavailable = errors.New("execution_ports store unavailable")

@@ -117,6 +117,7 @@ type pullInput struct {
 	After int64 `query:"after" minimum:"0" default:"0" doc:"Return commands with a sequence greater than this."`
 	Limit int   `query:"limit" minimum:"1" maximum:"100" default:"100" doc:"At most this many commands."`
 	Wait  int   `query:"wait" minimum:"0" maximum:"30" default:"0" doc:"Seconds to wait for a command when none is ready (long poll)."`
+	Bind  bool  `query:"bind" default:"true" doc:"Bind an unbound stream to this installation (a Runtime's pull). false is a read-only pull (metallo runtime check): an unbound stream stays unbound; a stream bound to another installation is still 409 installation-mismatch."`
 }
 
 // PullBody is the answer to a pull (the shape of siteprotocol.Pull).
@@ -175,18 +176,16 @@ func registerSite(api huma.API, h *Handlers) {
 		if err := h.siteAccess(ctx, &in.SiteRequest); err != nil {
 			return nil, err
 		}
-		who := principalOf(ctx)
-		page, err := h.Streams.Pull(ctx, in.Environment, in.Installation, who, in.After, in.Limit, time.Duration(in.Wait)*time.Second)
+		page, err := h.Streams.Pull(ctx, application.PullQuery{
+			Environment: in.Environment, Installation: in.Installation, Principal: principalOf(ctx),
+			After: in.After, Limit: in.Limit, Wait: time.Duration(in.Wait) * time.Second, Bind: in.Bind,
+		})
 		if err != nil {
 			return nil, h.problem(err, "")
 		}
 		body := PullBody{Commands: make([]StoredCommand, 0, len(page.Commands)), HeadSequence: page.State.HeadSequence, AcknowledgedSequence: page.State.AcknowledgedSequence}
 		for _, c := range page.Commands {
-			raw, err := siteprotocol.EncodeStored(c.Canonical, c.Sequence, c.Digest)
-			if err != nil {
-				return nil, h.problem(fmt.Errorf("serve stored command %d: %w", c.Sequence, err), "")
-			}
-			body.Commands = append(body.Commands, raw)
+			body.Commands = append(body.Commands, c)
 		}
 		return &pullOutput{Body: body}, nil
 	})
@@ -248,7 +247,8 @@ type commandOutput struct {
 type rebindInput struct {
 	EnvironmentPath
 	Body struct {
-		InstallationID string `json:"installation_id,omitempty" maxLength:"128" doc:"The installation to bind; leave out to unbind, so the next installation that pulls binds the stream."`
+		InstallationID string `json:"installation_id,omitempty" maxLength:"128" doc:"The installation to bind (1-128 letters, digits, '.', '_' or '-'). Give exactly one of installation_id and unbind: true."`
+		Unbind         bool   `json:"unbind,omitempty" doc:"true unbinds the stream, so the next installation that pulls binds it. Give exactly one of installation_id and unbind: true (both, neither or an empty installation_id is 422 validation-failed)."`
 		Reason         string `json:"reason" minLength:"1" maxLength:"1000" doc:"Why the stream is rebound; recorded with who and when."`
 	}
 }
@@ -346,7 +346,7 @@ func registerExecution(api huma.API, h *Handlers) {
 		if err := h.serviceAccess(ctx); err != nil {
 			return nil, err
 		}
-		b, st, err := h.Streams.Rebind(ctx, in.Environment, in.Body.InstallationID, principalOf(ctx), in.Body.Reason)
+		b, st, err := h.Streams.Rebind(ctx, in.Environment, in.Body.InstallationID, in.Body.Unbind, principalOf(ctx), in.Body.Reason)
 		if err != nil {
 			return nil, h.problem(err, "")
 		}

@@ -64,7 +64,7 @@ func TestAnAppendInOneProcessWakesAPullWaitingInAnother(t *testing.T) {
 
 	got := make(chan application.PullPage, 1)
 	go func() {
-		page, err := waiter.Pull(ctx, "alpha-k8s", "inst", "environment:alpha-k8s", 0, 10, 30*time.Second)
+		page, err := waiter.Pull(ctx, application.PullQuery{Environment: "alpha-k8s", Installation: "inst", Principal: "environment:alpha-k8s", Limit: 10, Wait: 30 * time.Second, Bind: true})
 		if err != nil {
 			t.Errorf("pull: %v", err)
 		}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -66,18 +67,18 @@ func (s *Store) Append(ctx context.Context, environment string, c application.Ne
 			return application.Appended{ID: c.ID, Sequence: seq, Digest: c.Digest, Created: true}, nil
 		case errors.Is(err, pgx.ErrNoRows): // the stream's row does not exist yet
 			if err := s.q.EnsureStream(ctx, pgdb.EnsureStreamParams{Environment: environment, CreatedAt: ts(at)}); err != nil {
-				return application.Appended{}, fmt.Errorf("create stream %s: %w", environment, err)
+				return application.Appended{}, unavailable(fmt.Errorf("create stream %s: %w", environment, err))
 			}
 			continue
 		case !isUniqueViolation(err):
-			return application.Appended{}, fmt.Errorf("append command %s to stream %s: %w", c.ID, environment, err)
+			return application.Appended{}, unavailable(fmt.Errorf("append command %s to stream %s: %w", c.ID, environment, err))
 		}
 		existing, err := s.q.CommandByID(ctx, c.ID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // the conflicting append rolled back meanwhile
 		}
 		if err != nil {
-			return application.Appended{}, fmt.Errorf("read command %s: %w", c.ID, err)
+			return application.Appended{}, unavailable(fmt.Errorf("read command %s: %w", c.ID, err))
 		}
 		seq, err = domain.DecideRetry(domain.ExistingCommand{Environment: existing.Environment, Sequence: existing.Sequence, Digest: existing.Digest}, environment, c.Digest)
 		if err != nil {
@@ -102,16 +103,17 @@ func (s *Store) State(ctx context.Context, environment string) (domain.StreamSta
 		return domain.StreamState{Environment: environment}, nil
 	}
 	if err != nil {
-		return domain.StreamState{}, fmt.Errorf("read stream %s: %w", environment, err)
+		return domain.StreamState{}, unavailable(fmt.Errorf("read stream %s: %w", environment, err))
 	}
 	return stateOf(environment, row.HeadSequence, row.AcknowledgedSequence, row.InstallationID, row.BoundAt), nil
 }
 
-// CommandsAfter implements application.StreamStore.
-func (s *Store) CommandsAfter(ctx context.Context, environment string, after int64, limit int) ([]application.StoredCommand, error) {
-	rows, err := s.q.CommandsAfter(ctx, pgdb.CommandsAfterParams{Environment: environment, Sequence: after, Limit: int32(limit)})
+// CommandsAfter implements application.StreamStore: one statement whose
+// running sum of canonical sizes stops at maxBytes (always the first).
+func (s *Store) CommandsAfter(ctx context.Context, environment string, after int64, limit int, maxBytes int64) ([]application.StoredCommand, error) {
+	rows, err := s.q.CommandsAfter(ctx, pgdb.CommandsAfterParams{Environment: environment, After: after, MaxCount: int32(min(limit, math.MaxInt32)), MaxBytes: maxBytes})
 	if err != nil {
-		return nil, fmt.Errorf("read commands of stream %s after %d: %w", environment, after, err)
+		return nil, unavailable(fmt.Errorf("read commands of stream %s after %d: %w", environment, after, err))
 	}
 	out := make([]application.StoredCommand, 0, len(rows))
 	for _, r := range rows {
@@ -127,7 +129,7 @@ func (s *Store) Command(ctx context.Context, environment, id string) (applicatio
 		return application.CommandRecord{}, fmt.Errorf("%w: no command %s in stream %s", domain.ErrUnknownCommand, id, environment)
 	}
 	if err != nil {
-		return application.CommandRecord{}, fmt.Errorf("read command %s: %w", id, err)
+		return application.CommandRecord{}, unavailable(fmt.Errorf("read command %s: %w", id, err))
 	}
 	return application.CommandRecord{
 		Command:    application.StoredCommand{Sequence: row.Sequence, Digest: row.Digest, Canonical: row.Canonical},
@@ -139,7 +141,7 @@ func (s *Store) Command(ctx context.Context, environment, id string) (applicatio
 func (s *Store) Bindings(ctx context.Context, environment string) ([]application.Binding, error) {
 	rows, err := s.q.Bindings(ctx, environment)
 	if err != nil {
-		return nil, fmt.Errorf("read bindings of stream %s: %w", environment, err)
+		return nil, unavailable(fmt.Errorf("read bindings of stream %s: %w", environment, err))
 	}
 	out := make([]application.Binding, 0, len(rows))
 	for _, r := range rows {
@@ -154,9 +156,9 @@ func (s *Store) Bindings(ctx context.Context, environment string) ([]application
 // Locked implements application.StreamStore: it runs fn in one transaction that holds environment's stream
 // row lock (SELECT … FOR UPDATE, creating the row of a stream never used).
 func (s *Store) Locked(ctx context.Context, environment string, at time.Time, fn func(application.LockedStream) error) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	return unavailable(pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		return fn(&locked{q: s.q.WithTx(tx), environment: environment, at: at})
-	})
+	}))
 }
 
 // locked implements application.LockedStream inside a transaction.

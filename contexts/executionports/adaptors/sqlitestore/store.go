@@ -105,7 +105,7 @@ func (s *Store) Append(ctx context.Context, environment string, c application.Ne
 			continue
 		}
 		if err != nil {
-			return application.Appended{}, fmt.Errorf("append command %s to stream %s: %w", c.ID, environment, err)
+			return application.Appended{}, unavailable(fmt.Errorf("append command %s to stream %s: %w", c.ID, environment, err))
 		}
 		return out, nil
 	}
@@ -130,16 +130,18 @@ func state(ctx context.Context, q *sqlitedb.Queries, environment string) (domain
 		return domain.StreamState{Environment: environment}, nil
 	}
 	if err != nil {
-		return domain.StreamState{}, fmt.Errorf("read stream %s: %w", environment, err)
+		return domain.StreamState{}, unavailable(fmt.Errorf("read stream %s: %w", environment, err))
 	}
 	return stateOf(row), nil
 }
 
-// CommandsAfter implements application.StreamStore.
-func (s *Store) CommandsAfter(ctx context.Context, environment string, after int64, limit int) ([]application.StoredCommand, error) {
-	rows, err := s.q.CommandsAfter(ctx, sqlitedb.CommandsAfterParams{Environment: environment, Sequence: after, Limit: int64(limit)})
+// CommandsAfter implements application.StreamStore: one statement bounded
+// by the gapless sequence range, whose sum of canonical sizes stops at
+// maxBytes (always the first).
+func (s *Store) CommandsAfter(ctx context.Context, environment string, after int64, limit int, maxBytes int64) ([]application.StoredCommand, error) {
+	rows, err := s.q.CommandsAfter(ctx, sqlitedb.CommandsAfterParams{Environment: environment, After: after, MaxCount: int64(limit), MaxBytes: maxBytes})
 	if err != nil {
-		return nil, fmt.Errorf("read commands of stream %s after %d: %w", environment, after, err)
+		return nil, unavailable(fmt.Errorf("read commands of stream %s after %d: %w", environment, after, err))
 	}
 	out := make([]application.StoredCommand, 0, len(rows))
 	for _, r := range rows {
@@ -155,7 +157,7 @@ func (s *Store) Command(ctx context.Context, environment, id string) (applicatio
 		return application.CommandRecord{}, fmt.Errorf("%w: no command %s in stream %s", domain.ErrUnknownCommand, id, environment)
 	}
 	if err != nil {
-		return application.CommandRecord{}, fmt.Errorf("read command %s: %w", id, err)
+		return application.CommandRecord{}, unavailable(fmt.Errorf("read command %s: %w", id, err))
 	}
 	return application.CommandRecord{
 		Command:    application.StoredCommand{Sequence: row.Sequence, Digest: row.Digest, Canonical: row.Canonical},
@@ -167,7 +169,7 @@ func (s *Store) Command(ctx context.Context, environment, id string) (applicatio
 func (s *Store) Bindings(ctx context.Context, environment string) ([]application.Binding, error) {
 	rows, err := s.q.Bindings(ctx, environment)
 	if err != nil {
-		return nil, fmt.Errorf("read bindings of stream %s: %w", environment, err)
+		return nil, unavailable(fmt.Errorf("read bindings of stream %s: %w", environment, err))
 	}
 	out := make([]application.Binding, 0, len(rows))
 	for _, r := range rows {
@@ -182,12 +184,12 @@ func (s *Store) Bindings(ctx context.Context, environment string) ([]application
 // Locked implements application.StreamStore: it runs fn in one transaction (BEGIN IMMEDIATE: the database's
 // write lock), creating the row of a stream never used.
 func (s *Store) Locked(ctx context.Context, environment string, at time.Time, fn func(application.LockedStream) error) error {
-	return s.inTx(ctx, func(q *sqlitedb.Queries) error {
+	return unavailable(s.inTx(ctx, func(q *sqlitedb.Queries) error {
 		if err := q.EnsureStream(ctx, sqlitedb.EnsureStreamParams{Environment: environment, CreatedAt: ts(at)}); err != nil {
 			return err
 		}
 		return fn(&locked{q: q, environment: environment})
-	})
+	}))
 }
 
 // locked implements application.LockedStream inside a transaction.

@@ -209,7 +209,7 @@ func testConcurrentAppends(t *testing.T, s application.StreamStore) {
 
 func testCommandsAfter(t *testing.T, s application.StreamStore) {
 	cs := appendN(t, s, "alpha-k8s", 1, 5)
-	got, err := s.CommandsAfter(context.Background(), "alpha-k8s", 1, 3)
+	got, err := s.CommandsAfter(context.Background(), "alpha-k8s", 1, 3, siteprotocol.MaxPullBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func testCommandsAfter(t *testing.T, s application.StreamStore) {
 			t.Fatalf("served command %d does not verify: %v", c.Sequence, err)
 		}
 	}
-	if rest, _ := s.CommandsAfter(context.Background(), "alpha-k8s", 5, 100); len(rest) != 0 {
+	if rest, _ := s.CommandsAfter(context.Background(), "alpha-k8s", 5, 100, siteprotocol.MaxPullBytes); len(rest) != 0 {
 		t.Fatalf("after the head: got %d commands", len(rest))
 	}
 }
@@ -431,7 +431,7 @@ func testUnusedStream(t *testing.T, s application.StreamStore) {
 	if st.HeadSequence != 0 || st.AcknowledgedSequence != 0 || st.InstallationID != "" {
 		t.Fatalf("unused stream: %+v", st)
 	}
-	if cs, err := s.CommandsAfter(context.Background(), "never-used", 0, 100); err != nil || len(cs) != 0 {
+	if cs, err := s.CommandsAfter(context.Background(), "never-used", 0, 100, siteprotocol.MaxPullBytes); err != nil || len(cs) != 0 {
 		t.Fatalf("commands of an unused stream: %v, %v", cs, err)
 	}
 }

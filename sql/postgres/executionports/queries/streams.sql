@@ -15,10 +15,21 @@ FROM streams WHERE environment = $1
 FOR UPDATE;
 
 -- name: CommandsAfter :many
-SELECT sequence, digest, canonical FROM commands
-WHERE environment = $1 AND sequence > $2
-ORDER BY sequence
-LIMIT $3;
+-- At most sqlc.arg(max_count) commands after sqlc.arg(after), oldest first,
+-- while the sum of their canonical sizes stays within sqlc.arg(max_bytes);
+-- the first is always returned (a prefix: the running sum only grows).
+-- octet_length reads the stored size without detoasting the value.
+SELECT sequence, digest, canonical FROM (
+    SELECT c.sequence, c.digest, c.canonical,
+           sum(octet_length(c.canonical)) OVER (ORDER BY c.sequence) - octet_length(c.canonical) AS before_bytes,
+           sum(octet_length(c.canonical)) OVER (ORDER BY c.sequence) AS through_bytes
+    FROM commands c
+    WHERE c.environment = sqlc.arg(environment) AND c.sequence > sqlc.arg(after)
+    ORDER BY c.sequence
+    LIMIT sqlc.arg(max_count)
+) AS page
+WHERE page.before_bytes = 0 OR page.through_bytes <= sqlc.arg(max_bytes)::bigint
+ORDER BY page.sequence;
 
 -- name: CommandAt :one
 SELECT command_id, digest, result_digest FROM commands

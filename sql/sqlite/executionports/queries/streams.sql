@@ -20,10 +20,19 @@ SELECT environment, head_sequence, acknowledged_sequence, installation_id, bound
 FROM streams WHERE environment = ?;
 
 -- name: CommandsAfter :many
-SELECT sequence, digest, canonical FROM commands
-WHERE environment = ? AND sequence > ?
-ORDER BY sequence
-LIMIT ?;
+-- The commands after sqlc.arg(after), oldest first, at most
+-- sqlc.arg(max_count) of them (sequences are gapless, so the range bounds
+-- the scan), while the sum of their canonical sizes stays within
+-- sqlc.arg(max_bytes); the first is always returned. length() of a BLOB
+-- reads its size from the record header, not the value.
+SELECT c.sequence, c.digest, c.canonical FROM commands c
+WHERE c.environment = sqlc.arg(environment)
+  AND c.sequence > sqlc.arg(after) AND c.sequence <= sqlc.arg(after) + CAST(sqlc.arg(max_count) AS INTEGER)
+  AND (c.sequence = sqlc.arg(after) + 1 OR (
+      SELECT sum(length(d.canonical)) FROM commands d
+      WHERE d.environment = c.environment AND d.sequence > sqlc.arg(after) AND d.sequence <= c.sequence
+  ) <= CAST(sqlc.arg(max_bytes) AS INTEGER))
+ORDER BY c.sequence;
 
 -- name: CommandAt :one
 SELECT command_id, digest, result_digest FROM commands

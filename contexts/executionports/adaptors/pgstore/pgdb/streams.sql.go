@@ -188,16 +188,24 @@ func (q *Queries) CommandRecord(ctx context.Context, arg CommandRecordParams) (C
 }
 
 const commandsAfter = `-- name: CommandsAfter :many
-SELECT sequence, digest, canonical FROM commands
-WHERE environment = $1 AND sequence > $2
-ORDER BY sequence
-LIMIT $3
+SELECT sequence, digest, canonical FROM (
+    SELECT c.sequence, c.digest, c.canonical,
+           sum(octet_length(c.canonical)) OVER (ORDER BY c.sequence) - octet_length(c.canonical) AS before_bytes,
+           sum(octet_length(c.canonical)) OVER (ORDER BY c.sequence) AS through_bytes
+    FROM commands c
+    WHERE c.environment = $1 AND c.sequence > $2
+    ORDER BY c.sequence
+    LIMIT $3
+) AS page
+WHERE page.before_bytes = 0 OR page.through_bytes <= $4::bigint
+ORDER BY page.sequence
 `
 
 type CommandsAfterParams struct {
 	Environment string
-	Sequence    int64
-	Limit       int32
+	After       int64
+	MaxCount    int32
+	MaxBytes    int64
 }
 
 type CommandsAfterRow struct {
@@ -206,8 +214,17 @@ type CommandsAfterRow struct {
 	Canonical []byte
 }
 
+// At most sqlc.arg(max_count) commands after sqlc.arg(after), oldest first,
+// while the sum of their canonical sizes stays within sqlc.arg(max_bytes);
+// the first is always returned (a prefix: the running sum only grows).
+// octet_length reads the stored size without detoasting the value.
 func (q *Queries) CommandsAfter(ctx context.Context, arg CommandsAfterParams) ([]CommandsAfterRow, error) {
-	rows, err := q.db.Query(ctx, commandsAfter, arg.Environment, arg.Sequence, arg.Limit)
+	rows, err := q.db.Query(ctx, commandsAfter,
+		arg.Environment,
+		arg.After,
+		arg.MaxCount,
+		arg.MaxBytes,
+	)
 	if err != nil {
 		return nil, err
 	}

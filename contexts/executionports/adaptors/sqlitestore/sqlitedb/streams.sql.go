@@ -161,16 +161,21 @@ func (q *Queries) CommandRecord(ctx context.Context, arg CommandRecordParams) (C
 }
 
 const commandsAfter = `-- name: CommandsAfter :many
-SELECT sequence, digest, canonical FROM commands
-WHERE environment = ? AND sequence > ?
-ORDER BY sequence
-LIMIT ?
+SELECT c.sequence, c.digest, c.canonical FROM commands c
+WHERE c.environment = ?1
+  AND c.sequence > ?2 AND c.sequence <= ?2 + CAST(?3 AS INTEGER)
+  AND (c.sequence = ?2 + 1 OR (
+      SELECT sum(length(d.canonical)) FROM commands d
+      WHERE d.environment = c.environment AND d.sequence > ?2 AND d.sequence <= c.sequence
+  ) <= CAST(?4 AS INTEGER))
+ORDER BY c.sequence
 `
 
 type CommandsAfterParams struct {
 	Environment string
-	Sequence    int64
-	Limit       int64
+	After       int64
+	MaxCount    int64
+	MaxBytes    int64
 }
 
 type CommandsAfterRow struct {
@@ -179,8 +184,18 @@ type CommandsAfterRow struct {
 	Canonical []byte
 }
 
+// The commands after sqlc.arg(after), oldest first, at most
+// sqlc.arg(max_count) of them (sequences are gapless, so the range bounds
+// the scan), while the sum of their canonical sizes stays within
+// sqlc.arg(max_bytes); the first is always returned. length() of a BLOB
+// reads its size from the record header, not the value.
 func (q *Queries) CommandsAfter(ctx context.Context, arg CommandsAfterParams) ([]CommandsAfterRow, error) {
-	rows, err := q.db.QueryContext(ctx, commandsAfter, arg.Environment, arg.Sequence, arg.Limit)
+	rows, err := q.db.QueryContext(ctx, commandsAfter,
+		arg.Environment,
+		arg.After,
+		arg.MaxCount,
+		arg.MaxBytes,
+	)
 	if err != nil {
 		return nil, err
 	}
