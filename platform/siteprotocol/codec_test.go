@@ -259,3 +259,25 @@ func TestAStrictJSONTextIsExactlyOneValue(t *testing.T) {
 		t.Fatalf("top-level names %v, %v", names, err)
 	}
 }
+
+func TestNULIsRefusedInEveryStringAndEveryBody(t *testing.T) {
+	nulValue := strings.Replace(startCmd, `"EPOCHS": "3"`, `"EPOCHS": "3\u0000"`, 1)
+	if _, _, err := ParseAppend([]byte(nulValue)); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "NUL") {
+		t.Fatalf("append with an escaped NUL in a value: want ErrMalformed naming NUL, got %v", err)
+	}
+	nulName := strings.Replace(startCmd, `"EPOCHS": "3"`, `"EPOCHS\u0000": "3"`, 1)
+	if _, _, err := ParseAppend([]byte(nulName)); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("append with an escaped NUL in a member name: want ErrMalformed, got %v", err)
+	}
+	if err := CheckJSON([]byte(`{"reason":"a\u0000b"}`)); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("CheckJSON with NUL: want ErrMalformed, got %v", err)
+	}
+	for _, raw := range []string{`{"a":null}`, `{"a":1,"a":1}`, "{\"a\":\"\xff\"}", `{"a":"\udc00"}`} {
+		if err := CheckJSON([]byte(raw)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("CheckJSON(%q): want ErrMalformed, got %v", raw, err)
+		}
+	}
+	if err := CheckJSON([]byte(`{"a":"\\u0000 is text here","b":[1,{"c":true}]}`)); err != nil {
+		t.Fatalf("an escaped backslash before u0000 is not NUL: %v", err)
+	}
+}

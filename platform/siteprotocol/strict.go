@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -18,6 +19,8 @@ import (
 //     a lone surrogate (RFC 7493 section 2.1), so what is stored and served
 //     back is the text that was digested;
 //   - no null anywhere: optional members are absent, never null;
+//   - no string (value or member name) holds U+0000: text columns of the
+//     stores cannot hold it, and no field of the protocol needs it;
 //   - no object names a member twice, at any depth (RFC 7493 section 2.3):
 //     decoders keep one of the two silently, so the digest and the decoded
 //     command could disagree;
@@ -89,6 +92,9 @@ func checkJSON(raw []byte) (map[string]bool, error) {
 			if loneSurrogate(raw[start:dec.InputOffset()]) {
 				return nil, fmt.Errorf("%w: a string escapes a lone UTF-16 surrogate", ErrMalformed)
 			}
+			if strings.IndexByte(v, 0) >= 0 {
+				return nil, fmt.Errorf("%w: a string holds U+0000 (NUL)", ErrMalformed)
+			}
 			if parent != nil && parent.wantName {
 				if parent.names[v] {
 					return nil, fmt.Errorf("%w: member %s appears twice in one object", ErrMalformed, strconv.Quote(v))
@@ -141,4 +147,14 @@ func loneSurrogate(s []byte) bool {
 func hex4(b []byte) rune {
 	n, _ := strconv.ParseUint(string(b), 16, 32)
 	return rune(n)
+}
+
+// CheckJSON applies the same strict rules to any JSON request body (valid
+// UTF-8, no escaped lone surrogate, no null, no member name twice in one
+// object, exactly one value), so every body of the protocol's routes is
+// refused the same way as a command or a result. The error wraps
+// ErrMalformed and names the rule broken.
+func CheckJSON(raw []byte) error {
+	_, err := checkJSON(raw)
+	return err
 }
