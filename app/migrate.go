@@ -51,8 +51,10 @@ database (version table goose_<context>). Takes the same database flags as serve
 	}
 	cmd.Flags().StringSliceVar(&names, "role", nil, "role(s): "+joinNames(roles.Names()))
 	logs.register(cmd.Flags())
+	// Only roles with a platform database take part: their flags (the
+	// database URLs among them) are the ones migrate reads.
 	for _, r := range roles {
-		if r.Flags != nil {
+		if r.Flags != nil && r.Migrate != nil {
 			r.Flags(cmd.Flags())
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
 )
 
@@ -39,6 +40,11 @@ func newOpenAPICommand(env Env) *cobra.Command {
 			selected, err := roles.Select(names)
 			if err != nil {
 				return err
+			}
+			for _, r := range selected {
+				if r.OpenAPI == nil {
+					return config.Invalid("role", r.Name, fmt.Errorf("role %s serves no HTTP API, so it has no OpenAPI document", r.Name))
+				}
 			}
 			b, err := OpenAPIYAML(selected)
 			if err != nil {

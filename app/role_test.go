@@ -92,3 +92,11 @@ func TestKeysNewPrintsAKeyOnceAndItsHash(t *testing.T) {
 		t.Fatal("a principal of an unknown kind must be refused")
 	}
 }
+
+func TestOpenAPIOfARoleWithoutAnAPIIsRefused(t *testing.T) {
+	var out bytes.Buffer
+	code := Main(t.Context(), []string{"openapi", "--role", "runtime"}, Env{Stdout: &out, Stderr: &out, Roles: syntheticRoles})
+	if code == 0 || !strings.Contains(out.String(), "serves no HTTP API") {
+		t.Fatalf("code %d: %s", code, out.String())
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"go.uber.org/dig"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
@@ -107,7 +108,9 @@ func (l *logFlags) build() (*zap.Logger, error) {
 func runApp(ctx context.Context, opts fx.Option, stopTimeout time.Duration) error {
 	app := fx.New(opts)
 	if err := app.Err(); err != nil {
-		return fmt.Errorf("compose: %w", err)
+		// The root cause names the bad flag or file; the dependency chain
+		// that led to it is debug detail (--log-level debug shows it).
+		return fmt.Errorf("start: %w", dig.RootCause(err))
 	}
 	// Signals are caught from before start, so a SIGTERM during start-up
 	// cancels the start and stops what already started.
@@ -116,7 +119,7 @@ func runApp(ctx context.Context, opts fx.Option, stopTimeout time.Duration) erro
 	startCtx, cancel := context.WithTimeout(sigCtx, app.StartTimeout())
 	defer cancel()
 	if err := app.Start(startCtx); err != nil {
-		return fmt.Errorf("start: %w", err)
+		return fmt.Errorf("start: %w", dig.RootCause(err))
 	}
 	var exitCode int
 	select {

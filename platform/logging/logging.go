@@ -56,6 +56,10 @@ func Module(logger *zap.Logger) fx.Option {
 		fx.WithLogger(func() fxevent.Logger {
 			l := &fxevent.ZapLogger{Logger: logger.Named("fx")}
 			l.UseLogLevel(zapcore.DebugLevel)
+			// Fx's own error events repeat, with dependency chains and
+			// stack traces, what the command reports once (its root cause):
+			// they are debug detail.
+			l.UseErrorLevel(zapcore.DebugLevel)
 			return l
 		}),
 		fx.Invoke(func(lc fx.Lifecycle) {
