@@ -125,9 +125,7 @@ func Module(cfg Config) fx.Option {
 				return httpserver.RegistrarFunc(func(api huma.API) { httpapi.Register(api, h) })
 			}),
 			auth.AsAuthenticator(NewAuthenticator),
-			httpserver.AsReadinessCheck(func(h *database.Handle) httpserver.ReadinessCheck {
-				return httpserver.ReadinessCheck{Name: ContextName + " database", Check: h.Ping}
-			}),
+			httpserver.AsReadinessCheck(ReadinessCheck),
 		),
 		fx.Invoke(func(application.ProjectResources) {}),
 		fx.Invoke(listenForAppends),
@@ -191,6 +189,23 @@ func NewStore(h *database.Handle) application.StreamStore {
 		return pgstore.New(h.Pool)
 	}
 	return sqlitestore.New(h.DB)
+}
+
+// errNotReachable is what /readyz shows of a failed ping.
+var errNotReachable = errors.New("not reachable")
+
+// ReadinessCheck pings the context's database for /readyz. A failure is
+// logged with the driver's error and reported only as "not reachable":
+// /readyz is unauthenticated and the driver's text can name the database's
+// host, user, database or file.
+func ReadinessCheck(h *database.Handle, log *zap.Logger) httpserver.ReadinessCheck {
+	return httpserver.ReadinessCheck{Name: ContextName + " database", Check: func(ctx context.Context) error {
+		if err := h.Ping(ctx); err != nil {
+			log.Warn("readiness: database ping failed", zap.Error(err))
+			return errNotReachable
+		}
+		return nil
+	}}
 }
 
 // LoadEnvironments loads environments.yaml, naming the flag on failure.

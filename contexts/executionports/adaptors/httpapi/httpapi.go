@@ -34,6 +34,9 @@ const Tag = "execution_ports"
 // routes unless configured otherwise: keys.yaml's "service:execution".
 const DefaultService = "execution"
 
+// RetryAfterSeconds is the Retry-After of a 503 unavailable answer.
+const RetryAfterSeconds = "5"
+
 // MaxResultBytes bounds a result body: a read-file or proxy detail carries
 // up to 1 MiB base64-encoded plus the envelope.
 const MaxResultBytes = 4 << 20
@@ -150,7 +153,9 @@ func registerSite(api huma.API, h *Handlers) {
 		Description: "The environment, its Site and authority, the acknowledged and head sequences and the bound installation. `metallo runtime check` reads it; it never binds the stream.",
 		Tags:        []string{Tag},
 		Security:    httpserver.Bearer(),
-		Errors:      []int{400, 401, 403, 404, 409},
+		Metadata:    siteAdmit(),
+		Middlewares: huma.Middlewares{h.knownEnvironment},
+		Errors:      []int{400, 401, 403, 404, 409, 503},
 	}, func(ctx context.Context, in *SiteRequest) (*stateOutput, error) {
 		if err := h.siteAccess(ctx, in); err != nil {
 			return nil, err
@@ -168,10 +173,12 @@ func registerSite(api huma.API, h *Handlers) {
 		Method:      http.MethodGet,
 		Path:        "/site/v1/streams/{environment}/commands",
 		Summary:     "Pull commands",
-		Description: "Commands with sequence > after, oldest first, at most limit; waits up to wait seconds when none is ready. The first installation that pulls an unbound stream binds it.",
+		Description: "Commands with sequence > after, oldest first, at most limit, whose encoded sizes add up to at most 8 MiB (MaxPullBytes) — except that the next command is always answered, so a large command never stalls the stream; waits up to wait seconds when none is ready. The first installation that pulls an unbound stream binds it (bind=true, the default). bind=false is a read-only pull (`metallo runtime check`): it never binds an unbound stream, and a stream bound to another installation is still 409 installation-mismatch.",
 		Tags:        []string{Tag},
 		Security:    httpserver.Bearer(),
-		Errors:      []int{400, 401, 403, 404, 409, 422},
+		Metadata:    siteAdmit(),
+		Middlewares: huma.Middlewares{h.knownEnvironment},
+		Errors:      []int{400, 401, 403, 404, 409, 422, 503},
 	}, func(ctx context.Context, in *pullInput) (*pullOutput, error) {
 		if err := h.siteAccess(ctx, &in.SiteRequest); err != nil {
 			return nil, err
@@ -199,9 +206,11 @@ func registerSite(api huma.API, h *Handlers) {
 		Description:      "The sequence must be acknowledged + 1 and the result must name the stored command's id and digest (else 409 out-of-order / identity-mismatch). A result for an acknowledged sequence is accepted only if byte-identical (same digest): 200 with the same acknowledgement; otherwise 409 result-conflict and nothing changes. The result's exact bytes are stored.",
 		Tags:             []string{Tag},
 		Security:         httpserver.Bearer(),
-		MaxBodyBytes:     MaxResultBytes,
+		MaxBodyBytes:     MaxResultBytes + 1, // Huma refuses a body of exactly its limit
 		SkipValidateBody: true,
-		Errors:           []int{400, 401, 403, 404, 409, 413, 422},
+		Metadata:         siteAdmit(),
+		Middlewares:      huma.Middlewares{h.knownEnvironment, jsonBody(false)},
+		Errors:           []int{400, 401, 403, 404, 409, 413, 415, 422, 503},
 	}, func(ctx context.Context, in *resultInput) (*ackOutput, error) {
 		if err := h.siteAccess(ctx, &in.SiteRequest); err != nil {
 			return nil, err
@@ -281,9 +290,11 @@ func registerExecution(api huma.API, h *Handlers) {
 		Tags:             []string{Tag},
 		Security:         httpserver.Bearer(),
 		DefaultStatus:    http.StatusCreated,
-		MaxBodyBytes:     siteprotocol.MaxCommandBytes,
+		MaxBodyBytes:     siteprotocol.MaxCommandBytes + 1, // Huma refuses a body of exactly its limit
 		SkipValidateBody: true,
-		Errors:           []int{400, 401, 403, 404, 409, 413, 422},
+		Metadata:         h.serviceAdmit(),
+		Middlewares:      huma.Middlewares{h.knownEnvironment, jsonBody(false)},
+		Errors:           []int{400, 401, 403, 404, 409, 413, 415, 422, 503},
 	}, func(ctx context.Context, in *appendInput) (*appendOutput, error) {
 		if err := h.serviceAccess(ctx); err != nil {
 			return nil, err
@@ -312,7 +323,9 @@ func registerExecution(api huma.API, h *Handlers) {
 		Description: "The command as stored (with its sequence and digest) and, once acknowledged, its exact result.",
 		Tags:        []string{Tag},
 		Security:    httpserver.Bearer(),
-		Errors:      []int{401, 403, 404},
+		Metadata:    h.serviceAdmit(),
+		Middlewares: huma.Middlewares{h.knownEnvironment},
+		Errors:      []int{401, 403, 404, 503},
 	}, func(ctx context.Context, in *commandInput) (*commandOutput, error) {
 		if err := h.serviceAccess(ctx); err != nil {
 			return nil, err
@@ -338,10 +351,12 @@ func registerExecution(api huma.API, h *Handlers) {
 		Method:      http.MethodPost,
 		Path:        "/execution/v1/streams/{environment}/rebind",
 		Summary:     "Rebind a stream to a Runtime installation",
-		Description: "An operator's explicit rebind: binds the stream to installation_id (or unbinds it), recorded with the calling principal, the time and the reason. The previously bound installation is refused from then on.",
+		Description: "An operator's explicit rebind: binds the stream to installation_id, or unbinds it with unbind: true (exactly one of the two; both, neither or an empty installation_id is 422 validation-failed), recorded with the calling principal, the time and the reason. The previously bound installation is refused from then on. The body must be application/json (415) and strict JSON: valid UTF-8, no null, no member twice (400 invalid-request).",
 		Tags:        []string{Tag},
 		Security:    httpserver.Bearer(),
-		Errors:      []int{401, 403, 404, 422},
+		Metadata:    h.serviceAdmit(),
+		Middlewares: huma.Middlewares{h.knownEnvironment, jsonBody(true)},
+		Errors:      []int{400, 401, 403, 404, 415, 422, 503},
 	}, func(ctx context.Context, in *rebindInput) (*rebindOutput, error) {
 		if err := h.serviceAccess(ctx); err != nil {
 			return nil, err
@@ -472,6 +487,14 @@ func (h *Handlers) problem(err error, invalidReason string) error {
 		if errors.Is(err, m.target) {
 			return httpserver.NewProblem(m.status, m.reason, err.Error(), fieldErrors(err)...)
 		}
+	}
+	if errors.Is(err, application.ErrUnavailable) {
+		// The detail never carries the driver's text (it can name the
+		// database's host, user or file); the log does.
+		h.Log.Warn("execution_ports store unavailable", zap.Error(err))
+		return huma.ErrorWithHeaders(
+			httpserver.NewProblem(http.StatusServiceUnavailable, httpserver.DefaultReason(http.StatusServiceUnavailable), "the stream store cannot be reached now; retry later"),
+			http.Header{"Retry-After": {RetryAfterSeconds}})
 	}
 	if errors.Is(err, context.Canceled) {
 		return httpserver.NewProblem(http.StatusServiceUnavailable, httpserver.DefaultReason(http.StatusServiceUnavailable), "the request was cancelled")

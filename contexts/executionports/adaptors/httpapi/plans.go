@@ -62,10 +62,12 @@ func registerPlans(api huma.API, h *Handlers) {
 		Method:      http.MethodPost,
 		Path:        "/execution/v1/plans",
 		Summary:     "Plan a demand against a Project's allocation",
-		Description: "Reads the Project's allocations at the environment's Site from their owner (resource_provisioning) live and answers admissible, refused (too_large with each resource's demand and limit, resource_suspended, not_ready with the lifecycle reasons, no_allocation, resource_ambiguous) or unavailable. CPU limits round down and CPU demands round up to whole cores; memory, storage and devices compare exactly; a demanded key without a limit has limit 0; a changing allocation plans against the applied limits still in force.",
+		Description: "Reads the Project's allocations at the environment's Site from their owner (resource_provisioning) live and answers admissible, refused (too_large with each resource's demand and limit, resource_suspended, not_ready with the lifecycle reasons, no_allocation, resource_ambiguous) or unavailable. CPU limits round down and CPU demands round up to whole cores; memory, storage and devices compare exactly; a demanded key without a limit has limit 0; a changing allocation plans against the applied limits still in force. Validation errors are 422 with each errors[].location naming the body field (body.project, body.environment, body.demand.<key>); the body must be application/json (415) and strict JSON: valid UTF-8, no null, no member twice (400 invalid-request).",
 		Tags:        []string{Tag},
 		Security:    httpserver.Bearer(),
-		Errors:      []int{401, 403, 422},
+		Metadata:    h.serviceAdmit(),
+		Middlewares: huma.Middlewares{jsonBody(true, "project", "environment", "demand")},
+		Errors:      []int{400, 401, 403, 415, 422},
 	}, func(ctx context.Context, in *planInput) (*planOutput, error) {
 		if err := h.serviceAccess(ctx); err != nil {
 			return nil, err
