@@ -404,6 +404,13 @@ func (r *Runtime) Install() (string, error) {
 	return string(out), nil
 }
 
+// Check runs `runtime check` (one read-only pull) and returns its output.
+func (r *Runtime) Check() (string, error) {
+	out, err := exec.Command(r.Bin, "runtime", "check", "--environment", r.Environment, "--authority", r.Authority,
+		"--key-file", r.Site.EnvKey, "--installation-record", "file:"+r.Record, "--retry-for", "10s").CombinedOutput()
+	return string(out), err
+}
+
 // Args returns the serve command line; extra flags are appended.
 func (r *Runtime) Args(extra ...string) []string {
 	return append([]string{"serve", "--role", "runtime", "--journal-dir", r.JournalDir, "--environment", r.Environment,
