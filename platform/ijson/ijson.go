@@ -1,0 +1,386 @@
+// Package ijson checks that a JSON text is one strict I-JSON value before it
+// is decoded, so Go's encoding/json cannot hide or repair what the sender
+// wrote. The rules and their sources:
+//   - the text is valid UTF-8 (RFC 8259 section 8.1): encoding/json would
+//     replace invalid bytes by U+FFFD, so two distinct texts could decode
+//     to one value;
+//   - no string escapes a lone UTF-16 surrogate (RFC 7493 section 2.1):
+//     decoded as U+FFFD, the same collision;
+//   - no object names a member twice, at any depth (RFC 7493 section 2.3):
+//     encoding/json keeps the last one silently;
+//   - exactly one JSON value (RFC 8259 section 2), nothing after it;
+//   - no null anywhere, and no U+0000 (NUL) in any string or member name
+//     (site-protocol.md "Encoding rules": optional members are absent,
+//     never null; text columns of the stores cannot hold NUL). These two go
+//     beyond I-JSON; Options.RefuseControl widens the second to every
+//     control character.
+//
+// Check reports the first rule broken as an *Error naming the Rule and the
+// Path of the offending member (renderable as Huma's "body.limits.cpu" or as
+// an RFC 6901 JSON Pointer). The package knows no domain types.
+package ijson
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Rule is one strictness rule a JSON text can break.
+type Rule int
+
+// The rules Check applies, in the order Error.Rule can name them.
+const (
+	// Syntax: the text is not JSON (RFC 8259), or holds no value at all.
+	Syntax Rule = iota + 1
+	// InvalidUTF8: the text is not valid UTF-8 (RFC 8259 section 8.1).
+	InvalidUTF8
+	// LoneSurrogate: a string or member name escapes a UTF-16 surrogate
+	// that is not part of a pair (RFC 7493 section 2.1).
+	LoneSurrogate
+	// DuplicateMember: an object names a member twice (RFC 7493 section 2.3).
+	DuplicateMember
+	// TrailingData: something other than white space follows the value.
+	TrailingData
+	// Null: a null literal, anywhere.
+	Null
+	// NUL: a string or member name holds U+0000.
+	NUL
+	// ControlCharacter: a string or member name holds another control
+	// character (U+0001 to U+001F, U+007F to U+009F); only with
+	// Options.RefuseControl.
+	ControlCharacter
+)
+
+// String returns the rule's name in lower case with hyphens, e.g.
+// "duplicate-member".
+func (r Rule) String() string {
+	switch r {
+	case Syntax:
+		return "syntax"
+	case InvalidUTF8:
+		return "invalid-utf8"
+	case LoneSurrogate:
+		return "lone-surrogate"
+	case DuplicateMember:
+		return "duplicate-member"
+	case TrailingData:
+		return "trailing-data"
+	case Null:
+		return "null"
+	case NUL:
+		return "nul"
+	case ControlCharacter:
+		return "control-character"
+	}
+	return "rule(" + strconv.Itoa(int(r)) + ")"
+}
+
+// Options selects the variable rules of Check. The zero value applies the
+// rules of the package documentation.
+type Options struct {
+	// RefuseControl refuses every control character (unicode.IsControl:
+	// U+0000 to U+001F and U+007F to U+009F) in strings and member names,
+	// not only U+0000. A string holding U+0000 is still reported as NUL.
+	RefuseControl bool
+}
+
+// Segment is one step of a Path: into an object by member name, or into an
+// array by element index (from 0).
+type Segment struct {
+	Name    string // the member name, when !IsIndex
+	Index   int    // the element index, when IsIndex
+	IsIndex bool
+}
+
+// Path locates a value from the root of a JSON text; the empty Path is the
+// whole text.
+type Path []Segment
+
+// Location renders p in Huma's error-location notation below root: member
+// names joined by dots, indexes in brackets, e.g. Location("body") of
+// reports/0/limits/cpu is "body.reports[0].limits.cpu". Names are written
+// as they are (a name holding a dot is ambiguous, as in Huma).
+func (p Path) Location(root string) string {
+	var b strings.Builder
+	b.WriteString(root)
+	for _, s := range p {
+		if s.IsIndex {
+			b.WriteString("[" + strconv.Itoa(s.Index) + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(s.Name)
+	}
+	return b.String()
+}
+
+// Pointer renders p as an RFC 6901 JSON Pointer, e.g. "/reports/0/limits/cpu"
+// ("" for the root; "~" and "/" in names escaped as "~0" and "~1").
+func (p Path) Pointer() string {
+	var b strings.Builder
+	esc := strings.NewReplacer("~", "~0", "/", "~1")
+	for _, s := range p {
+		b.WriteByte('/')
+		if s.IsIndex {
+			b.WriteString(strconv.Itoa(s.Index))
+		} else {
+			b.WriteString(esc.Replace(s.Name))
+		}
+	}
+	return b.String()
+}
+
+// String returns p.Pointer().
+func (p Path) String() string { return p.Pointer() }
+
+// Error is the first rule a JSON text breaks, and where.
+type Error struct {
+	// Rule is the rule broken.
+	Rule Rule
+	// Path locates the offending member or element: for DuplicateMember the
+	// repeated member itself; for LoneSurrogate, NUL and ControlCharacter
+	// the member or element holding the string, or the member so named when
+	// InName; for Null the null member or element; for Syntax where the
+	// decoder stopped, as far as the text was read. It is empty (the root)
+	// for InvalidUTF8, TrailingData and a text holding no value.
+	Path Path
+	// InName reports that the offending string is a member name rather than
+	// a value (LoneSurrogate, NUL, ControlCharacter).
+	InName bool
+	// Member is the repeated member name of DuplicateMember.
+	Member string
+	// Err is encoding/json's error for Syntax: io.ErrUnexpectedEOF for a
+	// text ending inside an object or array, nil for a text holding no
+	// value.
+	Err error
+}
+
+// Description states the rule broken without the location, e.g.
+// `member "cpu" appears twice in one object`.
+func (e *Error) Description() string {
+	str := "a string"
+	if e.InName {
+		str = "a member name"
+	}
+	switch e.Rule {
+	case Syntax:
+		switch {
+		case e.Err == nil:
+			return "no JSON value"
+		case errors.Is(e.Err, io.ErrUnexpectedEOF):
+			return "unexpected end of JSON input"
+		}
+		return e.Err.Error()
+	case InvalidUTF8:
+		return "not valid UTF-8"
+	case LoneSurrogate:
+		return str + " escapes a lone UTF-16 surrogate"
+	case DuplicateMember:
+		return "member " + strconv.Quote(e.Member) + " appears twice in one object"
+	case TrailingData:
+		return "trailing data after the JSON value"
+	case Null:
+		return "null is not allowed; leave an optional member out"
+	case NUL:
+		return str + " holds U+0000 (NUL)"
+	case ControlCharacter:
+		return str + " holds a control character (U+0000 to U+001F, U+007F to U+009F)"
+	}
+	return e.Rule.String()
+}
+
+// Error returns the description and, below the root, the JSON Pointer of
+// the location: `member "cpu" appears twice in one object at /limits/cpu`.
+func (e *Error) Error() string {
+	if len(e.Path) == 0 {
+		return e.Description()
+	}
+	return e.Description() + " at " + e.Path.Pointer()
+}
+
+// Unwrap returns encoding/json's error of a Syntax error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Check returns a nil error when raw is exactly one JSON value that keeps
+// every rule of the package documentation (with opts), or the first rule
+// broken as an *Error. It also returns the member names of raw's top-level
+// object in the order written (empty, not nil, for {}; nil when raw is not
+// an object, or on error), so a caller can tell an absent member from a
+// zero one without decoding twice.
+func Check(raw []byte, opts Options) ([]string, error) {
+	if !utf8.Valid(raw) {
+		return nil, &Error{Rule: InvalidUTF8}
+	}
+	// frame is one open object or array: an object's member names, whether
+	// its next string token is a name, and its current member; an array's
+	// current element index.
+	type frame struct {
+		names    map[string]bool
+		wantName bool
+		name     string
+		index    int
+	}
+	var (
+		stack []*frame
+		top   []string
+		done  bool
+	)
+	path := func() Path {
+		p := make(Path, len(stack))
+		for i, f := range stack {
+			if f.names != nil {
+				p[i] = Segment{Name: f.name}
+			} else {
+				p[i] = Segment{Index: f.index, IsIndex: true}
+			}
+		}
+		return p
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // a number is never converted, so never out of range
+	for {
+		start := dec.InputOffset()
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			if len(stack) > 0 { // the decoder reports an open value as EOF
+				return nil, &Error{Rule: Syntax, Path: path(), Err: io.ErrUnexpectedEOF}
+			}
+			if !done {
+				return nil, &Error{Rule: Syntax}
+			}
+			return top, nil
+		}
+		if done { // a second value, or anything else after the first
+			return nil, &Error{Rule: TrailingData}
+		}
+		if err != nil {
+			return nil, &Error{Rule: Syntax, Path: path(), Err: err}
+		}
+		var parent *frame
+		if n := len(stack); n > 0 {
+			parent = stack[n-1]
+		}
+		switch v := tok.(type) {
+		case nil:
+			return nil, &Error{Rule: Null, Path: path()}
+		case string:
+			// The token's text: separators and white space, then the quoted
+			// string (which alone can hold a backslash).
+			isName := parent != nil && parent.wantName
+			if isName {
+				parent.name = v
+			}
+			if loneSurrogate(raw[start:dec.InputOffset()]) {
+				return nil, &Error{Rule: LoneSurrogate, Path: path(), InName: isName}
+			}
+			if isName {
+				if parent.names[v] {
+					return nil, &Error{Rule: DuplicateMember, Path: path(), Member: v}
+				}
+				parent.names[v], parent.wantName = true, false
+				if len(stack) == 1 {
+					top = append(top, v)
+				}
+			}
+			if r := forbidden(v, opts); r != 0 {
+				return nil, &Error{Rule: r, Path: path(), InName: isName}
+			}
+			if isName {
+				continue
+			}
+		case json.Delim:
+			switch v {
+			case '{':
+				if len(stack) == 0 {
+					top = []string{} // an object, even without members
+				}
+				stack = append(stack, &frame{names: map[string]bool{}, wantName: true})
+				continue
+			case '[':
+				stack = append(stack, &frame{})
+				continue
+			default: // '}' or ']'
+				stack = stack[:len(stack)-1]
+				if len(stack) > 0 {
+					parent = stack[len(stack)-1]
+				} else {
+					parent = nil
+				}
+			}
+		}
+		// A complete value: move its container past it.
+		switch {
+		case parent == nil:
+			done = true
+		case parent.names != nil:
+			parent.wantName = true
+		default:
+			parent.index++
+		}
+	}
+}
+
+// forbidden returns the rule s breaks by the characters it holds (NUL, or
+// ControlCharacter with opts.RefuseControl), or 0.
+func forbidden(s string, opts Options) Rule {
+	if strings.IndexByte(s, 0) >= 0 {
+		return NUL
+	}
+	if opts.RefuseControl && strings.IndexFunc(s, unicode.IsControl) >= 0 {
+		return ControlCharacter
+	}
+	return 0
+}
+
+// loneSurrogate reports whether tok, the text of one string token (the
+// separators and white space before it, then the quoted string, already
+// accepted by the decoder), escapes a UTF-16 surrogate that is not a high
+// surrogate directly followed by an escaped low one.
+func loneSurrogate(tok []byte) bool {
+	for i := 0; i < len(tok); i++ {
+		if tok[i] != '\\' {
+			continue
+		}
+		i++ // the escaped character; "\\\\" skips the second backslash
+		if i >= len(tok) || tok[i] != 'u' {
+			continue
+		}
+		r, ok := hex4(tok, i+1)
+		if !ok {
+			continue // the decoder refuses it
+		}
+		i += 4 // the last hex digit
+		if !utf16.IsSurrogate(r) {
+			continue
+		}
+		if r >= 0xdc00 { // a low surrogate first
+			return true
+		}
+		if i+2 >= len(tok) || tok[i+1] != '\\' || tok[i+2] != 'u' {
+			return true
+		}
+		if low, ok := hex4(tok, i+3); !ok || low < 0xdc00 || low > 0xdfff {
+			return true
+		}
+		i += 6
+	}
+	return false
+}
+
+// hex4 reads four hex digits at b[at:].
+func hex4(b []byte, at int) (rune, bool) {
+	if at+4 > len(b) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(b[at:at+4]), 16, 32)
+	return rune(n), err == nil
+}
