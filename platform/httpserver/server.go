@@ -17,6 +17,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
@@ -223,6 +224,9 @@ type serverParams struct {
 	Authn      auth.Authenticator
 	Registrars []Registrar      `group:"http.registrars"`
 	Checks     []ReadinessCheck `group:"http.readiness"`
+	// Metrics, when the admin module is composed, receives the request
+	// metrics (httpMetrics).
+	Metrics prometheus.Registerer `optional:"true"`
 }
 
 // Module serves the API on cfg.Listen for the lifetime of the app. It needs
@@ -240,13 +244,20 @@ func newServer(cfg Config, p serverParams) (*Server, error) {
 	}
 	mux := http.NewServeMux()
 	api := NewAPI(mux, cfg.Title)
+	if p.Metrics != nil {
+		m, err := newHTTPMetrics(p.Metrics)
+		if err != nil {
+			return nil, err
+		}
+		api.UseMiddleware(m.middleware)
+	}
 	UseAuthentication(api, p.Authn, p.Log)
 	for _, r := range p.Registrars {
 		r.Register(api)
 	}
-	registerHealth(mux, p.Checks)
-	s := &Server{API: api, Mux: mux, config: cfg}
 	log := p.Log.Named("http")
+	registerHealth(mux, p.Checks, log)
+	s := &Server{API: api, Mux: mux, config: cfg}
 	s.srv = &http.Server{
 		Handler:           problemFallback(mux),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -280,7 +291,11 @@ func newServer(cfg Config, p serverParams) (*Server, error) {
 	return s, nil
 }
 
-func registerHealth(mux *http.ServeMux, checks []ReadinessCheck) {
+// registerHealth serves /healthz (the process answers) and /readyz (every
+// ReadinessCheck passes). A failed check is answered 503 naming the check
+// only ("<name>: not ready"); its error, which may carry driver text such as
+// a database's host, user or name, goes to the log, never to the caller.
+func registerHealth(mux *http.ServeMux, checks []ReadinessCheck, log *zap.Logger) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
@@ -291,7 +306,8 @@ func registerHealth(mux *http.ServeMux, checks []ReadinessCheck) {
 		var failed []string
 		for _, c := range checks {
 			if err := c.Check(ctx); err != nil {
-				failed = append(failed, c.Name+": "+err.Error())
+				failed = append(failed, c.Name+": not ready")
+				log.Warn("readiness check failed", zap.String("check", c.Name), zap.Error(err))
 			}
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

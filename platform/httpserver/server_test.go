@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 
 	"github.com/pharos-metallo/metallo/platform/auth"
@@ -29,8 +31,22 @@ type echoOut struct {
 
 func testServer(t *testing.T, authn auth.Authenticator) *httptest.Server {
 	t.Helper()
+	srv, _ := testServerWithMetrics(t, authn)
+	return srv
+}
+
+// testServerWithMetrics serves the test API with its request metrics on a
+// registry of its own.
+func testServerWithMetrics(t *testing.T, authn auth.Authenticator) (*httptest.Server, *prometheus.Registry) {
+	t.Helper()
 	mux := http.NewServeMux()
 	api := NewAPI(mux, "test")
+	reg := prometheus.NewRegistry()
+	m, err := newHTTPMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.UseMiddleware(m.middleware)
 	UseAuthentication(api, authn, zap.NewNop())
 	huma.Register(api, huma.Operation{OperationID: "echo", Method: http.MethodPost, Path: "/echo", Security: Bearer()},
 		func(ctx context.Context, in *echoIn) (*echoOut, error) {
@@ -42,10 +58,12 @@ func testServer(t *testing.T, authn auth.Authenticator) *httptest.Server {
 			out.Body.Principal = p.String()
 			return out, nil
 		})
-	registerHealth(mux, []ReadinessCheck{{Name: "db", Check: func(context.Context) error { return errors.New("down") }}})
+	registerHealth(mux, []ReadinessCheck{{Name: "db", Check: func(context.Context) error {
+		return errors.New("failed to connect to `user=postgres database=secret_db`")
+	}}}, zap.NewNop())
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, reg
 }
 
 func post(t *testing.T, url, token, body string) (int, map[string]any, http.Header) {
@@ -128,7 +146,7 @@ func TestReadyzReportsFailedChecksAndHealthzDoesNot(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 503 || !strings.Contains(string(b), "db: down") {
+	if resp.StatusCode != 503 || !strings.Contains(string(b), "db: not ready") || strings.Contains(string(b), "secret_db") {
 		t.Fatalf("readyz %d %q", resp.StatusCode, b)
 	}
 	resp, err = http.Get(srv.URL + "/healthz")
@@ -274,5 +292,29 @@ func TestTheMuxsOwn404And405AreProblemDetails(t *testing.T) {
 		if want == 405 && resp.Header.Get("Allow") == "" {
 			t.Fatal("405 keeps its Allow header")
 		}
+	}
+}
+
+func TestRequestMetricsCountAnswersByOperationAndCode(t *testing.T) {
+	key, entry, _ := auth.NewKey(auth.Principal{Kind: auth.KindSite, ID: "alpha"})
+	ks, _ := auth.NewKeyStore(auth.KeysFile{Keys: []auth.KeyEntry{entry}})
+	srv, reg := testServerWithMetrics(t, ks)
+	post(t, srv.URL+"/echo", key, `{"n":1}`)
+	post(t, srv.URL+"/echo", key, `{"n":2}`)
+	post(t, srv.URL+"/echo", key, `{"n":7}`)
+	post(t, srv.URL+"/echo", "", `{"n":1}`)
+	post(t, srv.URL+"/nowhere", key, `{}`) // the mux's own 404: not an operation
+	want := `
+# HELP metallo_http_requests_total Requests answered by the public API, by operation ID and HTTP status code.
+# TYPE metallo_http_requests_total counter
+metallo_http_requests_total{code="200",operation="echo"} 2
+metallo_http_requests_total{code="401",operation="echo"} 1
+metallo_http_requests_total{code="409",operation="echo"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "metallo_http_requests_total"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(reg, "metallo_http_request_duration_seconds"); n != 1 {
+		t.Fatalf("%d duration series; want 1 (operation echo)", n)
 	}
 }
