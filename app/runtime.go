@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,8 +15,10 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/heartbeat"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/config"
+	"github.com/pharos-metallo/metallo/platform/failpoint"
 )
 
 // Defaults of the runtime role.
@@ -142,7 +145,11 @@ writes nothing.`,
 			if err != nil {
 				return config.Invalid("installation-record", cfg.InstallationRecord, err)
 			}
-			action, inst, err := siteruntime.Install(cmd.Context(), cfg.JournalDir, cfg.Environment, cfg.Authority, rec, clock.System{})
+			fp, err := failpoint.Parse(cfg.Failpoints, application.InstallFailpointNames(), os.Stderr)
+			if err != nil {
+				return config.Invalid("failpoints", cfg.Failpoints, err)
+			}
+			action, inst, err := siteruntime.Install(cmd.Context(), cfg.JournalDir, cfg.Environment, cfg.Authority, rec, clock.System{}, fp)
 			if err != nil {
 				return err
 			}
@@ -157,6 +164,8 @@ writes nothing.`,
 	fs.StringVar(&cfg.JournalDir, "journal-dir", "", "directory of the journal set")
 	fs.StringVar(&cfg.InstallationRecord, "installation-record", "", "installation record: configmap:<namespace>/<name> or file:<path>")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig for a ConfigMap record (in-cluster configuration when empty)")
+	fs.StringVar(&cfg.Failpoints, "failpoints", "", "crash points for tests (name or name@n, comma separated)")
+	_ = fs.MarkHidden("failpoints")
 	logs.register(fs)
 	return cmd
 }

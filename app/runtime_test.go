@@ -2,10 +2,13 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -347,5 +350,149 @@ func TestRuntimeHelpTextsQuoteNoArgumentNames(t *testing.T) {
 				t.Errorf("%s --%s: usage has a backtick (shown as argument %q): %s", strings.Join(path, " "), f.Name, name, f.Usage)
 			}
 		})
+	}
+}
+
+// helperEnv marks the subprocess in which TestRuntimeHelperProcess runs.
+const helperEnv = "METALLO_TEST_RUNTIME_HELPER"
+
+// TestRuntimeHelperProcess is not a test: run as a subprocess of the kill
+// test, it runs the `metallo` command given after "--" (with the process
+// environment, so METALLO_FAILPOINTS arms its failpoints) and exits.
+func TestRuntimeHelperProcess(t *testing.T) {
+	if os.Getenv(helperEnv) != "1" {
+		t.Skip("helper process only")
+	}
+	args := os.Args
+	for i, a := range args {
+		if a == "--" {
+			args = args[i+1:]
+			break
+		}
+	}
+	os.Exit(Main(context.Background(), args, Env{Stdout: os.Stdout, Stderr: os.Stderr, LookupEnv: os.LookupEnv}))
+}
+
+// startRuntime runs serve's Preflight for the journals in dir and the
+// record, then starts and stops the composed runtime role.
+func startRuntime(t *testing.T, dir, record string) {
+	t.Helper()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\n"+
+		"users: [{name: u, user: {}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runtimeRoleWith(t, with(with(runtimeArgs(t, dir), "--installation-record", "file:"+record), "--kubeconfig", kubeconfig))
+	if err := r.Preflight(zap.NewNop()); err != nil {
+		t.Fatalf("serve refuses to start: %v", err)
+	}
+	app := fxtest.New(t, Compose([]Role{r}, Common{AdminListen: ""}, zap.NewNop()))
+	app.RequireStart()
+	app.RequireStop()
+}
+
+// `metallo runtime install` SIGKILLed by its failpoints after each journal
+// file is built and after each is linked into place leaves no record; the
+// next install redoes the installation and serve starts on it.
+func TestAnInstallKilledAtAnyStepIsRedoneAndServeStarts(t *testing.T) {
+	for _, fp := range []string{"install-after-build@1", "install-after-build@2", "install-after-build@3",
+		"install-after-link@1", "install-after-link@2", "install-after-link@3"} {
+		t.Run(fp, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "journals")
+			record := filepath.Join(t.TempDir(), "installation.json")
+			install := []string{"runtime", "install", "--journal-dir", dir, "--environment", "alpha-k8s",
+				"--authority", "http://127.0.0.1:1", "--installation-record", "file:" + record, "--log-level", "error"}
+			cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestRuntimeHelperProcess$", "--"}, install...)...)
+			cmd.Env = append(os.Environ(), helperEnv+"=1", "METALLO_FAILPOINTS="+fp)
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("install was not killed at %s: %v\n%s", fp, err, out)
+			}
+			if _, err := os.Stat(record); !os.IsNotExist(err) {
+				t.Fatalf("a killed install left a record: %v", err)
+			}
+			code, stderr := runMain(t, nil, install...)
+			if code != 0 {
+				t.Fatalf("install after a kill at %s: exit %d, %s", fp, code, stderr)
+			}
+			entries, _ := os.ReadDir(dir)
+			if len(entries) != 3 {
+				t.Fatalf("the journal directory holds %d entries, want the three journals", len(entries))
+			}
+			startRuntime(t, dir, record)
+		})
+	}
+}
+
+// An earlier version's interrupted install (jobs.sqlite and services.sqlite
+// linked, delivery.sqlite's temporary file and its rollback journal left)
+// is redone too.
+func TestAnEarlierVersionsInterruptedInstallIsRedone(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journals")
+	record := filepath.Join(t.TempDir(), "installation.json")
+	install := []string{"runtime", "install", "--journal-dir", dir, "--environment", "alpha-k8s",
+		"--authority", "http://127.0.0.1:1", "--installation-record", "file:" + record, "--log-level", "error"}
+	if code, stderr := runMain(t, nil, install...); code != 0 {
+		t.Fatal(stderr)
+	}
+	for _, f := range []string{"delivery.sqlite", record} {
+		if err := os.Remove(filepath.Join(dir, filepath.Base(f))); err != nil && f != record {
+			t.Fatal(err)
+		}
+		_ = os.Remove(f)
+	}
+	for _, f := range []string{".delivery.sqlite.install", ".delivery.sqlite.install-journal"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("partial"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, stderr := runMain(t, nil, install...); code != 0 {
+		t.Fatalf("install after an interrupted install: exit %d, %s", code, stderr)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 3 {
+		t.Fatalf("%d entries left in the journal directory", len(entries))
+	}
+	startRuntime(t, dir, record)
+}
+
+// A partial set that is not an interrupted install's — here complete
+// journals bound to another environment, minus jobs.sqlite — is refused,
+// naming the partial set, and nothing changes.
+func TestAPartialSetOfAnotherBindingStillRefusesTheInstall(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journals")
+	record := filepath.Join(t.TempDir(), "installation.json")
+	install := []string{"runtime", "install", "--journal-dir", dir, "--environment", "alpha-k8s",
+		"--authority", "http://127.0.0.1:1", "--installation-record", "file:" + record, "--log-level", "error"}
+	if code, stderr := runMain(t, nil, with(install, "--environment", "beta-k8s")...); code != 0 {
+		t.Fatal(stderr)
+	}
+	if err := errors.Join(os.Remove(record), os.Remove(filepath.Join(dir, "jobs.sqlite"))); err != nil {
+		t.Fatal(err)
+	}
+	code, stderr := runMain(t, nil, install...)
+	if code == 0 || !strings.Contains(stderr, "partial journal set") || !strings.Contains(stderr, "beta-k8s") {
+		t.Fatalf("exit %d, %s", code, stderr)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Fatalf("a refused install changed the journal directory: %d entries", len(entries))
+	}
+}
+
+// A refused install removes the journal directory it created.
+func TestAFailedInstallLeavesNoJournalDirectoryItCreated(t *testing.T) {
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "volume", "journals")
+	record := filepath.Join(tmp, "installation.json")
+	if err := os.WriteFile(record, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _ := runMain(t, nil, "runtime", "install", "--journal-dir", dir, "--environment", "alpha-k8s",
+		"--authority", "http://127.0.0.1:1", "--installation-record", "file:"+record, "--log-level", "error")
+	if code == 0 {
+		t.Fatal("install over a record without journals succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "volume")); !os.IsNotExist(err) {
+		t.Fatalf("a failed install left the directory it created: %v", err)
 	}
 }

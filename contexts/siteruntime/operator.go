@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/google/uuid"
@@ -40,14 +42,55 @@ func NewInstallationRecord(spec, kubeconfig string) (application.InstallationRec
 
 // Install runs the installation hook (`metallo runtime install`): under
 // the journal directory's lock, the one-time decision of
-// application.Installer with a fresh UUID as the installation ID.
-func Install(ctx context.Context, journalDir, environment, authority string, record application.InstallationRecord, clk clock.Clock) (domain.InstallAction, domain.Installation, error) {
+// application.Installer with a fresh UUID as the installation ID. fp arms
+// the install failpoints (nil: none). A failed install removes the journal
+// directory (and the parents) it created, when they are still empty.
+func Install(ctx context.Context, journalDir, environment, authority string, record application.InstallationRecord, clk clock.Clock, fp application.Failpoints) (domain.InstallAction, domain.Installation, error) {
+	created := missingDirs(journalDir)
 	set, err := journal.OpenSet(journalDir)
 	if err != nil {
+		removeEmpty(created)
 		return "", domain.Installation{}, err
 	}
-	defer set.Close()
-	return application.NewInstaller(set, record, clk, uuid.NewString).Install(ctx, environment, authority)
+	set.SetFailpoints(fp)
+	action, inst, err := application.NewInstaller(set, record, clk, uuid.NewString).Install(ctx, environment, authority)
+	if err == nil && action == domain.InstallRecordExisting {
+		// A complete set may come from an install killed before it removed
+		// its staging directory.
+		err = set.RemoveLeftovers()
+	}
+	if cerr := set.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		removeEmpty(created)
+	}
+	return action, inst, err
+}
+
+// missingDirs lists dir and its ancestors that do not exist, innermost
+// first.
+func missingDirs(dir string) []string {
+	var out []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); !errors.Is(err, os.ErrNotExist) {
+			return out
+		}
+		out = append(out, d)
+		if filepath.Dir(d) == d {
+			return out
+		}
+	}
+}
+
+// removeEmpty removes each directory of dirs, innermost first, while it is
+// empty (os.Remove never removes a directory with entries).
+func removeEmpty(dirs []string) {
+	for _, d := range dirs {
+		if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return // not empty: keep it and its parents
+		}
+	}
 }
 
 // Check runs `metallo runtime check` for the installation recorded in

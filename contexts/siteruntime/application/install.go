@@ -30,7 +30,9 @@ var ErrInstallationMismatch = errors.New("installation mismatch")
 
 // Install runs the hook for the configured environment and authority and
 // returns what it did and the installation now recorded. It initialises
-// the journals only when neither journals nor a record exist; records
+// the journals only when neither journals nor a record exist (or, with no
+// record, when the present journals are exactly the fresh files of an
+// interrupted initialisation: JournalSet.DiscardUnfinished); records
 // complete journals that predate the record as they are; verifies an
 // existing record against the journals; and fails (changing nothing) when
 // the record exists but journals are missing or partial, when journals are
@@ -45,13 +47,21 @@ func (i *Installer) Install(ctx context.Context, environment, authority string) 
 	if err != nil {
 		return "", domain.Installation{}, fmt.Errorf("read %s: %w", i.record.Describe(), err)
 	}
+	want := domain.Binding{Environment: environment, Authority: authority}
 	action, err := domain.DecideInstallation(set, rec)
+	if errors.Is(err, domain.ErrPartialJournals) {
+		// No record: perhaps this hook's own interrupted initialisation.
+		// Only fresh files without a command are discarded and redone.
+		if _, derr := i.journals.DiscardUnfinished(ctx, want); derr != nil {
+			return "", domain.Installation{}, fmt.Errorf("%s: %w; they are not an interrupted installation: %w", i.record.Describe(), err, derr)
+		}
+		action, err = domain.InstallRedoInterrupted, nil
+	}
 	if err != nil {
 		return "", domain.Installation{}, fmt.Errorf("%s: %w", i.record.Describe(), err)
 	}
-	want := domain.Binding{Environment: environment, Authority: authority}
 	switch action {
-	case domain.InstallInitialise:
+	case domain.InstallInitialise, domain.InstallRedoInterrupted:
 		want.InstallationID = i.newID()
 		if err := i.journals.Initialise(ctx, want); err != nil {
 			return "", domain.Installation{}, err

@@ -15,6 +15,17 @@ type memJournals struct {
 	present     []string
 	binding     domain.Binding
 	initialised int
+	// unfinished: the present files are an interrupted initialisation's.
+	unfinished bool
+}
+
+func (m *memJournals) DiscardUnfinished(context.Context, domain.Binding) ([]string, error) {
+	if !m.unfinished {
+		return nil, errors.New("delivery.sqlite has had commands")
+	}
+	gone := m.present
+	m.present = nil
+	return gone, nil
 }
 
 func (m *memJournals) Present(context.Context) (domain.JournalSet, error) {
@@ -58,7 +69,8 @@ func TestInstallationIsDecidedOnceFromTheJournalsAndTheRecord(t *testing.T) {
 		{"a recorded installation with its journals is verified", &memJournals{present: domain.JournalFiles(), binding: binding()}, &memRecord{rec: recorded}, domain.InstallVerified, nil},
 		{"a recorded installation with a missing journal stops the hook", &memJournals{present: []string{domain.DeliveryFile, domain.ServicesFile}, binding: binding()}, &memRecord{rec: recorded}, "", domain.ErrJournalsMissing},
 		{"a recorded installation with no journals stops the hook", &memJournals{}, &memRecord{rec: recorded}, "", domain.ErrJournalsMissing},
-		{"partial journals without a record stop the hook", &memJournals{present: []string{domain.JobsFile}}, &memRecord{}, "", domain.ErrPartialJournals},
+		{"partial journals with commands and without a record stop the hook", &memJournals{present: []string{domain.JobsFile}}, &memRecord{}, "", domain.ErrPartialJournals},
+		{"an interrupted initialisation without a record is redone and recorded", &memJournals{present: []string{domain.JobsFile}, unfinished: true}, &memRecord{}, domain.InstallRedoInterrupted, nil},
 		{"journals of another installation than recorded stop the hook", &memJournals{present: domain.JournalFiles(), binding: domain.Binding{Environment: env, Authority: authority, InstallationID: uuidN(5)}}, &memRecord{rec: recorded}, "", application.ErrInstallationMismatch},
 		{"journals bound to another environment stop the hook", &memJournals{present: domain.JournalFiles(), binding: domain.Binding{Environment: "beta-k8s", Authority: authority, InstallationID: install}}, &memRecord{}, "", application.ErrInstallationMismatch},
 	}
@@ -78,7 +90,10 @@ func TestInstallationIsDecidedOnceFromTheJournalsAndTheRecord(t *testing.T) {
 			if rec.InstallationID != install || c.record.rec == nil || c.record.rec.InstallationID != install {
 				t.Fatalf("record %+v", c.record.rec)
 			}
-			if want := 0; c.action != domain.InstallInitialise && c.journals.initialised != want {
+			if c.action == domain.InstallRedoInterrupted && c.journals.initialised != 1 {
+				t.Fatal("an interrupted initialisation was not redone")
+			}
+			if want := 0; c.action != domain.InstallInitialise && c.action != domain.InstallRedoInterrupted && c.journals.initialised != want {
 				t.Fatal("existing journals were initialised again")
 			}
 			if before != nil && c.record.rec != before {

@@ -201,6 +201,12 @@ type JournalSet interface {
 	// Binding reads and verifies the complete journal set read-only and
 	// returns its binding.
 	Binding(ctx context.Context) (domain.Binding, error)
+	// DiscardUnfinished removes the present journal files when they are
+	// exactly what an interrupted Initialise left — fresh files (no
+	// command, checkpoint 0) of one installation, a present delivery.sqlite
+	// bound to want's environment and authority — and returns their names;
+	// otherwise it removes nothing and says why.
+	DiscardUnfinished(ctx context.Context, want domain.Binding) ([]string, error)
 }
 
 // Clock reads the time.
@@ -244,7 +250,22 @@ const (
 	FailAfterAcknowledge = "after-acknowledge"
 )
 
-// FailpointNames lists every failpoint.
+// Failpoints of `metallo runtime install` (JournalSet.Initialise), armed
+// by name@n for the n-th file: jobs.sqlite, services.sqlite,
+// delivery.sqlite.
+const (
+	// FailInstallAfterBuild: a journal file is built and synced in the
+	// staging directory.
+	FailInstallAfterBuild = "install-after-build"
+	// FailInstallAfterLink: a journal file is linked into the journal
+	// directory and the directory synced.
+	FailInstallAfterLink = "install-after-link"
+)
+
+// InstallFailpointNames lists the failpoints of `metallo runtime install`.
+func InstallFailpointNames() []string { return []string{FailInstallAfterBuild, FailInstallAfterLink} }
+
+// FailpointNames lists every failpoint of the worker.
 func FailpointNames() []string {
 	return []string{FailAfterPersistPending, FailAfterNativeCall, FailAfterNativeRecord, FailAfterBindingRecord,
 		FailAfterRecover, FailAfterPersistResult, FailAfterSend, FailAfterAcknowledge}

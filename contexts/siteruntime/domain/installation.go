@@ -63,6 +63,10 @@ const (
 	// InstallInitialise: no journals and no record — initialise the
 	// journals, then record them.
 	InstallInitialise InstallAction = "initialise"
+	// InstallRedoInterrupted: no record, and the present journals are
+	// exactly what an interrupted initialisation left (fresh, no command):
+	// they are discarded and the journals initialised, then recorded.
+	InstallRedoInterrupted InstallAction = "redo-interrupted"
 	// InstallRecordExisting: complete journals that predate the record are
 	// recorded as they are.
 	InstallRecordExisting InstallAction = "record-existing"

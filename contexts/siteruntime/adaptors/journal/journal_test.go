@@ -295,3 +295,67 @@ func TestMemberBindingsAndNativeRecordsAreStoredWithDigests(t *testing.T) {
 	_ = j.Close()
 	open(t, dir) // every digest verifies on the next start
 }
+
+func discard(t *testing.T, dir string, want domain.Binding) ([]string, error) {
+	t.Helper()
+	s, err := journal.OpenSet(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	return s.DiscardUnfinished(context.Background(), want)
+}
+
+// An interrupted initialisation's fresh files are discarded (and
+// Initialise then succeeds); a partial set that has had a command, or is
+// bound to another environment, is refused and left byte for byte.
+func TestDiscardUnfinishedRemovesOnlyFreshFilesOfTheConfiguredBinding(t *testing.T) {
+	dir := install(t)
+	if err := os.Remove(filepath.Join(dir, domain.DeliveryFile)); err != nil {
+		t.Fatal(err)
+	}
+	other := bound
+	other.Environment = "beta-k8s"
+	if _, err := discard(t, dir, other); err != nil {
+		t.Fatalf("fresh jobs+services (no binding in them) refused: %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("%d files left", len(entries))
+	}
+
+	dir = install(t)
+	if err := os.Remove(filepath.Join(dir, domain.JobsFile)); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, dir)
+	if _, err := discard(t, dir, other); !errors.Is(err, application.ErrInstallationMismatch) {
+		t.Fatalf("delivery.sqlite of another binding: %v", err)
+	}
+	sameSnapshot(t, before, snapshot(t, dir))
+	gone, err := discard(t, dir, bound)
+	if err != nil || len(gone) != 2 {
+		t.Fatalf("fresh delivery+services: %v %v", gone, err)
+	}
+	s, err := journal.OpenSet(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Initialise(context.Background(), bound); err != nil {
+		t.Fatalf("initialise after discard: %v", err)
+	}
+	_ = s.Close()
+
+	j := open(t, dir)
+	deliver(t, j, 1)
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, domain.JobsFile)); err != nil {
+		t.Fatal(err)
+	}
+	before = snapshot(t, dir)
+	if _, err := discard(t, dir, bound); err == nil || !strings.Contains(err.Error(), "has had commands") {
+		t.Fatalf("a partial set with a delivered command: %v", err)
+	}
+	sameSnapshot(t, before, snapshot(t, dir))
+}

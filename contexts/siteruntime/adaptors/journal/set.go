@@ -29,6 +29,7 @@ var schemaFiles embed.FS
 type Set struct {
 	dir  string
 	lock *flock.Flock
+	fp   application.Failpoints
 }
 
 // OpenSet creates dir if missing (the hook prepares a fresh volume) and
@@ -56,12 +57,30 @@ func (s *Set) Binding(ctx context.Context) (domain.Binding, error) {
 	return cp.Binding, err
 }
 
+// stagingDir is the subdirectory of the journal directory in which
+// Initialise builds the journal set before moving it into place.
+const stagingDir = ".install"
+
+// SetFailpoints arms install's crash points (application.FailInstallAfterBuild
+// after each file is built and synced, application.FailInstallAfterLink after
+// each is linked into place); nil disarms them.
+func (s *Set) SetFailpoints(fp application.Failpoints) { s.fp = fp }
+
+func (s *Set) hit(name string) {
+	if s.fp != nil {
+		s.fp.Hit(name)
+	}
+}
+
 // Initialise creates the three journal files at schema version 1, bound to
-// b, with checkpoint 0 and nothing pending. Each file is built under a
-// temporary name, closed (its WAL checkpointed away), synced and then
-// linked into place without replacing anything, jobs.sqlite and
-// services.sqlite first and delivery.sqlite last. It fails when any journal
-// file exists.
+// b, with checkpoint 0 and nothing pending. All three are built in the
+// staging subdirectory .install (each closed — its WAL checkpointed away —
+// and synced, then the staging directory synced); only then is each linked
+// into place without replacing anything, jobs.sqlite and services.sqlite
+// first and delivery.sqlite last, the directory synced after each link, so
+// delivery.sqlite is the marker of a complete set. A crash leaves either no
+// journal, or a subset of fresh journals that DiscardUnfinished recognises.
+// It fails when any journal file exists.
 func (s *Set) Initialise(ctx context.Context, b domain.Binding) error {
 	set, err := presentFiles(s.dir)
 	if err != nil {
@@ -70,23 +89,148 @@ func (s *Set) Initialise(ctx context.Context, b domain.Binding) error {
 	if !set.Empty() {
 		return fmt.Errorf("initialise journals in %s: %s already present", s.dir, strings.Join(set.Present, ", "))
 	}
-	for _, f := range []string{domain.JobsFile, domain.ServicesFile, domain.DeliveryFile} {
-		if err := s.create(ctx, f, b); err != nil {
+	if err := s.RemoveLeftovers(); err != nil {
+		return fmt.Errorf("initialise journals in %s: %w", s.dir, err)
+	}
+	stage := filepath.Join(s.dir, stagingDir)
+	if err := os.Mkdir(stage, 0o750); err != nil {
+		return fmt.Errorf("initialise journals in %s: %w", s.dir, err)
+	}
+	order := []string{domain.JobsFile, domain.ServicesFile, domain.DeliveryFile}
+	for _, f := range order {
+		if err := build(ctx, filepath.Join(stage, f), f, b); err != nil {
 			return fmt.Errorf("initialise %s: %w", f, err)
 		}
+		s.hit(application.FailInstallAfterBuild)
+	}
+	if err := syncDir(stage); err != nil {
+		return err
+	}
+	for _, f := range order {
+		if err := os.Link(filepath.Join(stage, f), filepath.Join(s.dir, f)); err != nil {
+			return fmt.Errorf("initialise %s: %w", f, err)
+		}
+		if err := syncDir(s.dir); err != nil {
+			return err
+		}
+		s.hit(application.FailInstallAfterLink)
+	}
+	if err := os.RemoveAll(stage); err != nil {
+		return err
 	}
 	return syncDir(s.dir)
 }
 
-func (s *Set) create(ctx context.Context, file string, b domain.Binding) error {
-	final := filepath.Join(s.dir, file)
-	tmp := filepath.Join(s.dir, "."+file+".install")
-	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
-		if err := os.Remove(tmp + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
+// RemoveLeftovers removes what an interrupted Initialise leaves besides
+// journal files: the staging directory and the temporary files of earlier
+// versions (.<file>.install and its -wal/-shm/-journal). A journal file is
+// never removed.
+func (s *Set) RemoveLeftovers() error {
+	if err := os.RemoveAll(filepath.Join(s.dir, stagingDir)); err != nil {
+		return err
+	}
+	for _, f := range domain.JournalFiles() {
+		for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+			if err := os.Remove(filepath.Join(s.dir, "."+f+".install"+suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
 		}
 	}
-	db, err := sql.Open("sqlite", database.SQLiteDSN(tmp, 10*time.Second, "synchronous(FULL)")+"&_txlock=immediate")
+	return nil
+}
+
+// DiscardUnfinished removes the journal files of an installation that was
+// interrupted before it was recorded, so Initialise can redo it. It is
+// called only when no installation record exists and the set is partial.
+// Every present file must be exactly as Initialise creates it: it verifies
+// (schema version, digests), has no -wal (no Runtime ever opened it), holds
+// no command — checkpoint 0, nothing pending, no member binding, no native
+// record — and all present files share one installation ID; a present
+// delivery.sqlite must be bound to want's environment and authority.
+// Otherwise nothing is removed and the error says why (wrapping
+// application.ErrInstallationMismatch for another binding). It returns the
+// files removed.
+func (s *Set) DiscardUnfinished(ctx context.Context, want domain.Binding) ([]string, error) {
+	set, err := presentFiles(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	id := ""
+	for _, f := range set.Present {
+		fid, err := unfinished(ctx, filepath.Join(s.dir, f), f, want)
+		if err != nil {
+			return nil, err
+		}
+		if id != "" && fid != id {
+			return nil, fmt.Errorf("%s belongs to installation %s, another present journal to %s: not one interrupted installation", f, fid, id)
+		}
+		id = fid
+	}
+	for _, f := range set.Present {
+		for _, suffix := range []string{"", "-shm", "-journal"} {
+			if err := os.Remove(filepath.Join(s.dir, f+suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, err
+			}
+		}
+	}
+	if err := s.RemoveLeftovers(); err != nil {
+		return nil, err
+	}
+	return set.Present, syncDir(s.dir)
+}
+
+// unfinished checks that path is a journal exactly as Initialise created
+// it and returns its installation ID.
+func unfinished(ctx context.Context, path, file string, want domain.Binding) (string, error) {
+	wal, err := exists(path + "-wal")
+	if err != nil {
+		return "", err
+	}
+	if wal {
+		return "", fmt.Errorf("%s has a write-ahead log: a Runtime has written it", file)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&immutable=1&_pragma=query_only(1)")
+	if err != nil {
+		return "", integrity(file, "", "cannot be opened: %v", err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	id, cp, err := checkFile(ctx, db, file)
+	if err != nil {
+		return "", err
+	}
+	table := "native_records"
+	if file == domain.DeliveryFile {
+		table = "member_bindings"
+		if cp.Acknowledged != 0 || cp.Pending != nil {
+			return "", fmt.Errorf("%s has had commands (acknowledged sequence %d)", file, cp.Acknowledged)
+		}
+		if err := sameBinding(cp.Binding, want); err != nil {
+			return "", err
+		}
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		return "", integrity(file, table, "cannot be read: %v", err)
+	}
+	if n != 0 {
+		return "", fmt.Errorf("%s has had commands (%d %s rows)", file, n, table)
+	}
+	return id, nil
+}
+
+func sameBinding(have, want domain.Binding) error {
+	if have.Environment != want.Environment || strings.TrimRight(have.Authority, "/") != strings.TrimRight(want.Authority, "/") {
+		return fmt.Errorf("%w: %s is bound to environment %q at %s; configured is environment %q at %s", application.ErrInstallationMismatch,
+			domain.DeliveryFile, have.Environment, have.Authority, want.Environment, want.Authority)
+	}
+	return nil
+}
+
+// build creates one journal file at path, closed (its WAL checkpointed
+// away) and synced.
+func build(ctx context.Context, path, file string, b domain.Binding) error {
+	db, err := sql.Open("sqlite", database.SQLiteDSN(path, 10*time.Second, "synchronous(FULL)")+"&_txlock=immediate")
 	if err != nil {
 		return err
 	}
@@ -98,13 +242,7 @@ func (s *Set) create(ctx context.Context, file string, b domain.Binding) error {
 	if err != nil {
 		return err
 	}
-	if err := syncFile(tmp); err != nil {
-		return err
-	}
-	if err := os.Link(tmp, final); err != nil {
-		return err
-	}
-	return os.Remove(tmp)
+	return syncFile(path)
 }
 
 func fill(ctx context.Context, db *sql.DB, file string, b domain.Binding) error {
