@@ -30,8 +30,12 @@ const (
 // RuntimeRole is the runtime role: the site_runtime context alone in its
 // process, with its three SQLite journals and the admin listener, and no
 // public API, platform database or migrations (site-runtime.md). Preflight
-// validates the flags, opens the journal set — locking the directory,
-// verifying it read-only, refusing to start on damage — and writes the
+// validates the flags, reads the installation record (refusing to start,
+// naming --installation-record, when it is missing or names another
+// environment or authority), opens the journal set — locking the
+// directory, verifying it read-only, refusing to start on damage, on a
+// binding other than --environment/--authority or an installation other
+// than the record's — and writes the
 // first heartbeat (refusing to start when it cannot), before Fx starts.
 func RuntimeRole() Role {
 	var (
@@ -47,7 +51,11 @@ func RuntimeRole() Role {
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
-			opened, err := siteruntime.OpenJournal(context.Background(), cfg)
+			rec, err := siteruntime.ReadInstallation(context.Background(), cfg)
+			if err != nil {
+				return err
+			}
+			opened, err := siteruntime.OpenJournal(context.Background(), cfg, rec)
 			if err != nil {
 				return fmt.Errorf("--journal-dir %s: %w", cfg.JournalDir, err)
 			}

@@ -496,3 +496,74 @@ func TestAFailedInstallLeavesNoJournalDirectoryItCreated(t *testing.T) {
 		t.Fatalf("a failed install left the directory it created: %v", err)
 	}
 }
+
+// installAt runs `runtime install` for environment into a new journal
+// directory and record, and returns both.
+func installAt(t *testing.T, environment string) (dir, record string) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "journals")
+	record = filepath.Join(t.TempDir(), "installation.json")
+	if code, stderr := runMain(t, nil, "runtime", "install", "--journal-dir", dir, "--environment", environment,
+		"--authority", "http://127.0.0.1:1", "--installation-record", "file:"+record, "--log-level", "error"); code != 0 {
+		t.Fatal(stderr)
+	}
+	return dir, record
+}
+
+// serve checks the installation record and the journals' binding on every
+// start and refuses, with a non-zero exit naming both sides, before it
+// writes anything (no heartbeat, no -wal/-shm).
+func TestServeRefusesARecordOrJournalsOfAnotherBindingOrInstallation(t *testing.T) {
+	alphaDir, alphaRecord := installAt(t, "alpha-k8s")
+	_, betaRecord := installAt(t, "beta-k8s")
+	_, otherAlphaRecord := installAt(t, "alpha-k8s")
+	cases := []struct {
+		name        string
+		environment string
+		record      string
+		want        []string
+	}{
+		{"journals bound to another environment", "beta-k8s", betaRecord, []string{"delivery.sqlite", "alpha-k8s", "beta-k8s", "--environment"}},
+		{"a record of another environment", "beta-k8s", alphaRecord, []string{"--installation-record", "alpha-k8s", "beta-k8s"}},
+		{"a record of another installation", "alpha-k8s", otherAlphaRecord, []string{"delivery.sqlite", "installation record names installation"}},
+		{"no record", "alpha-k8s", filepath.Join(t.TempDir(), "absent.json"), []string{"--installation-record", "does not exist", "metallo runtime install"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			heartbeat := filepath.Join(t.TempDir(), "heartbeat")
+			args := with(with(with(runtimeArgs(t, alphaDir), "--environment", c.environment), "--installation-record", "file:"+c.record),
+				"--heartbeat-file", heartbeat)
+			before, _ := os.ReadDir(alphaDir)
+			code, stderr := runMain(t, nil, args...)
+			if code == 0 {
+				t.Fatal("served")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("want %q in %s", w, stderr)
+				}
+			}
+			if after, _ := os.ReadDir(alphaDir); len(after) != len(before) {
+				t.Errorf("a refused start changed the journal directory: %d → %d entries", len(before), len(after))
+			}
+			if _, err := os.Stat(heartbeat); !os.IsNotExist(err) {
+				t.Error("a refused start wrote the heartbeat")
+			}
+		})
+	}
+}
+
+// runtime check compares the record's environment and authority with its
+// flags, as install does, before it calls the Site API.
+func TestCheckRefusesARecordOfAnotherBindingNamingTheFlag(t *testing.T) {
+	_, record := installAt(t, "beta-k8s")
+	key := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(key, []byte("x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stderr := runMain(t, nil, "runtime", "check", "--environment", "alpha-k8s", "--authority", "http://127.0.0.1:1",
+		"--key-file", key, "--installation-record", "file:"+record, "--retry-for", "1ms")
+	if code == 0 || !strings.Contains(stderr, "--installation-record") || !strings.Contains(stderr, "beta-k8s") || strings.Contains(stderr, "connection refused") {
+		t.Fatalf("exit %d, %s", code, stderr)
+	}
+}

@@ -95,14 +95,13 @@ func removeEmpty(dirs []string) {
 
 // Check runs `metallo runtime check` for the installation recorded in
 // record: the stream state and one read-only pull (wait=0), retrying
-// connection failures for up to retryFor.
+// connection failures for up to retryFor. It fails first, naming
+// --installation-record, when the record is missing or names another
+// environment or authority than the flags (as install does).
 func Check(ctx context.Context, c Config, record application.InstallationRecord, retryFor time.Duration) (application.CheckReport, error) {
-	rec, err := record.Read(ctx)
+	rec, err := readInstallation(ctx, c, record)
 	if err != nil {
-		return application.CheckReport{}, fmt.Errorf("read %s: %w", record.Describe(), err)
-	}
-	if rec == nil {
-		return application.CheckReport{}, errors.New(record.Describe() + " does not exist: run `metallo runtime install` first")
+		return application.CheckReport{}, err
 	}
 	site, err := NewSiteClient(c, rec.InstallationID)
 	if err != nil {

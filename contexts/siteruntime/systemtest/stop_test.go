@@ -187,13 +187,28 @@ func flipLast(t *testing.T, path, marker string) {
 	}
 }
 
-func TestTheWorkerStopsWhenTheBindingDiffersFromConfigurationOrFromTheServer(t *testing.T) {
-	t.Run("configuration names another authority than the journal", func(t *testing.T) {
-		e := newEnv(t)
-		before := snapshot(t, e.rt.JournalDir)
-		other := strings.Replace(e.rt.Authority, "127.0.0.1", "localhost", 1) // the same server, another authority
-		awaitStop(t, e, e.start(t, "", "--authority", other), domain.StopBindingMismatch, before, false)
-	})
+// A configuration that names another binding than the journal's is refused
+// at start (non-zero exit naming both bindings, the directory unchanged):
+// the binding is checked on every start, in serve's Preflight, not by a
+// worker stop later.
+func TestServeRefusesToStartWhenConfigurationNamesAnotherBindingThanTheJournal(t *testing.T) {
+	e := newEnv(t)
+	before := snapshot(t, e.rt.JournalDir)
+	other := strings.Replace(e.rt.Authority, "127.0.0.1", "localhost", 1) // the same server, another authority
+	refused := e.start(t, "", "--authority", other)
+	if err := refused.Wait(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if refused.ExitErr() == nil {
+		t.Fatalf("a Runtime configured for another binding started:\n%s", refused.Output())
+	}
+	mustContain(t, refused.Output(), e.rt.Authority, other)
+	if d := diffSnapshots(before, snapshot(t, e.rt.JournalDir)); d != "" {
+		t.Fatalf("the refused start changed the journal directory: %s", d)
+	}
+}
+
+func TestTheWorkerStopsWhenTheServersStreamNamesAnotherBinding(t *testing.T) {
 	t.Run("the server's stream names another authority", func(t *testing.T) {
 		e := newEnv(t)
 		if err := e.site.StartServer("other.sqlite", "https://metallo.example.org"); err != nil {

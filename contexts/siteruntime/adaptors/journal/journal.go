@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,7 +46,17 @@ type Journal struct {
 type Options struct {
 	// BusyTimeout is SQLite's busy timeout (default 10 s).
 	BusyTimeout time.Duration
+	// Expect, when set, is the binding the configuration names (and, when
+	// its InstallationID is set, the installation the record names): the
+	// set's binding must match it (authority up to a trailing slash), or
+	// Open refuses, naming delivery.sqlite's binding row and wrapping
+	// ErrBindingMismatch, before anything is opened for writing.
+	Expect *domain.Binding
 }
+
+// ErrBindingMismatch is returned by Open when the journal set's binding
+// differs from Options.Expect.
+var ErrBindingMismatch = errors.New("binding mismatch")
 
 // Open locks dir, verifies the complete journal set read-only and opens it
 // for writing. It never creates a journal. It fails with ErrLocked when
@@ -58,6 +69,9 @@ func Open(ctx context.Context, dir string, opts Options) (*Journal, error) {
 		return nil, err
 	}
 	cp, err := verifySet(ctx, dir)
+	if err == nil && opts.Expect != nil {
+		err = expectBinding(cp.Binding, *opts.Expect)
+	}
 	if err != nil {
 		_ = lock.Unlock()
 		return nil, err
@@ -90,6 +104,18 @@ func Open(ctx context.Context, dir string, opts Options) (*Journal, error) {
 		}
 	}
 	return j, nil
+}
+
+func expectBinding(have, want domain.Binding) error {
+	if have.Environment != want.Environment || strings.TrimRight(have.Authority, "/") != strings.TrimRight(want.Authority, "/") {
+		return fmt.Errorf("journal %s, row binding: %w: the journals are bound to environment %q at %s; configured is environment %q at %s (--environment, --authority)",
+			domain.DeliveryFile, ErrBindingMismatch, have.Environment, have.Authority, want.Environment, want.Authority)
+	}
+	if want.InstallationID != "" && have.InstallationID != want.InstallationID {
+		return fmt.Errorf("journal %s, row binding: %w: the journals belong to installation %s; the installation record names installation %s",
+			domain.DeliveryFile, ErrBindingMismatch, have.InstallationID, want.InstallationID)
+	}
+	return nil
 }
 
 func (j *Journal) prepare(ctx context.Context, file string, db *sql.DB) error {
