@@ -567,3 +567,60 @@ func TestCheckRefusesARecordOfAnotherBindingNamingTheFlag(t *testing.T) {
 		t.Fatalf("exit %d, %s", code, stderr)
 	}
 }
+
+// A --ca-file that cannot be read or holds no PEM certificate is refused
+// at flag validation, naming the flag, before serve writes anything (no
+// heartbeat, no -wal/-shm) and before check calls the Site API.
+func TestABadCAFileIsRefusedAtFlagValidationForServeAndCheck(t *testing.T) {
+	dir, record := installAt(t, "alpha-k8s")
+	tmp := t.TempDir()
+	notPEM := filepath.Join(tmp, "ca.txt")
+	if err := os.WriteFile(notPEM, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	unreadable := filepath.Join(tmp, "ca-dir") // a directory cannot be read as a file
+	if err := os.Mkdir(unreadable, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(tmp, "key")
+	if err := os.WriteFile(key, []byte("x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, ca := range []string{notPEM, unreadable} {
+		heartbeat := filepath.Join(t.TempDir(), "heartbeat")
+		before, _ := os.ReadDir(dir)
+		args := with(with(with(runtimeArgs(t, dir), "--installation-record", "file:"+record), "--heartbeat-file", heartbeat), "--ca-file", ca)
+		code, stderr := runMain(t, nil, args...)
+		if code == 0 || !strings.Contains(stderr, "invalid value") || !strings.Contains(stderr, "for --ca-file") {
+			t.Errorf("serve --ca-file %s: exit %d, %s", ca, code, stderr)
+		}
+		if after, _ := os.ReadDir(dir); len(after) != len(before) {
+			t.Errorf("serve --ca-file %s changed the journal directory", ca)
+		}
+		if _, err := os.Stat(heartbeat); !os.IsNotExist(err) {
+			t.Errorf("serve --ca-file %s wrote the heartbeat", ca)
+		}
+		code, stderr = runMain(t, nil, "runtime", "check", "--environment", "alpha-k8s", "--authority", "http://127.0.0.1:1",
+			"--key-file", key, "--installation-record", "file:"+record, "--retry-for", "1ms", "--ca-file", ca)
+		if code == 0 || !strings.Contains(stderr, "for --ca-file") {
+			t.Errorf("check --ca-file %s: exit %d, %s", ca, code, stderr)
+		}
+	}
+	code, stderr := runMain(t, nil, "runtime", "install", "--journal-dir", filepath.Join(tmp, "j"), "--environment", "alpha-k8s",
+		"--authority", "http://127.0.0.1:1", "--installation-record", "file:"+filepath.Join(tmp, "r.json"), "--ca-file", notPEM)
+	if code == 0 || !strings.Contains(stderr, "ca-file") {
+		t.Errorf("install --ca-file: exit %d, %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "j")); !os.IsNotExist(err) {
+		t.Error("install with --ca-file wrote the journal directory")
+	}
+}
+
+// The protocol's pull wait is whole seconds: 1500ms is refused naming
+// --pull-wait.
+func TestServeRefusesAPullWaitOfFractionalSeconds(t *testing.T) {
+	code, stderr := runMain(t, nil, with(runtimeArgs(t, t.TempDir()), "--pull-wait", "1500ms")...)
+	if code == 0 || !strings.Contains(stderr, "--pull-wait") || !strings.Contains(stderr, "whole seconds") {
+		t.Fatalf("exit %d, %s", code, stderr)
+	}
+}

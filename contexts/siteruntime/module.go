@@ -8,6 +8,7 @@ package siteruntime
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"maps"
@@ -183,7 +184,8 @@ func (c Config) identity(errs *flagErrors) {
 }
 
 // credential checks that exactly one of --token-file and --key-file names
-// an existing file, and that --ca-file exists when given.
+// an existing file, and that --ca-file, when given, is a readable PEM
+// bundle with at least one certificate.
 func (c Config) credential(errs *flagErrors) {
 	switch {
 	case c.TokenFile != "" && c.KeyFile != "":
@@ -194,7 +196,24 @@ func (c Config) credential(errs *flagErrors) {
 		path, flag := c.Credential()
 		errs.existing(flag, path)
 	}
-	errs.existing("ca-file", c.CAFile)
+	errs.caFile(c.CAFile)
+}
+
+// caFile refuses a --ca-file that cannot be read or holds no PEM
+// certificate, so a bad bundle is named at flag validation instead of
+// failing every TLS handshake later.
+func (e *flagErrors) caFile(path string) {
+	if path == "" {
+		return
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		e.bad("ca-file", path, fmt.Errorf("cannot be read: %w", err))
+		return
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(b) {
+		e.bad("ca-file", path, errors.New("holds no PEM certificate (-----BEGIN CERTIFICATE-----)"))
+	}
 }
 
 // record checks --installation-record and, when given, --kubeconfig.
@@ -262,8 +281,8 @@ func (c Config) Validate() error {
 	if c.PullLimit < 1 || c.PullLimit > siteprotocol.MaxPullLimit {
 		errs.bad("pull-limit", fmt.Sprint(c.PullLimit), fmt.Errorf("must be 1..%d", siteprotocol.MaxPullLimit))
 	}
-	if c.PullWait < time.Second || c.PullWait > siteprotocol.MaxPullWaitSeconds*time.Second {
-		errs.bad("pull-wait", c.PullWait.String(), fmt.Errorf("must be 1s..%ds: the server long-polls in whole seconds, and a pull without a wait would poll an idle stream without pause",
+	if c.PullWait < time.Second || c.PullWait > siteprotocol.MaxPullWaitSeconds*time.Second || c.PullWait%time.Second != 0 {
+		errs.bad("pull-wait", c.PullWait.String(), fmt.Errorf("must be whole seconds, 1s..%ds: the protocol's wait is in seconds, and a pull without a wait would poll an idle stream without pause",
 			siteprotocol.MaxPullWaitSeconds))
 	}
 	errs.positive("backoff-initial", c.BackoffInitial, "the first wait after a transient failure")
