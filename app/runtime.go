@@ -208,8 +208,13 @@ exit non-zero with the reason.`,
 				return fmt.Errorf("runtime check: %w", err)
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "stream %s at %s: acknowledged %d, head %d, installation %s\n", rep.State.Environment, rep.State.Authority,
-				rep.State.AcknowledgedSequence, rep.State.HeadSequence, rep.State.InstallationID)
+			fmt.Fprintf(out, "stream %s at %s: acknowledged %d, head %d\n", rep.State.Environment, rep.State.Authority,
+				rep.State.AcknowledgedSequence, rep.State.HeadSequence)
+			if rep.State.InstallationID == "" {
+				fmt.Fprintln(out, "installation: unbound (this read-only check did not bind it)")
+			} else {
+				fmt.Fprintf(out, "installation: %s\n", rep.State.InstallationID)
+			}
 			if rep.Next != nil {
 				fmt.Fprintf(out, "next command %d (%s, %s) verified\n", rep.Next.Sequence, rep.Next.Operation, rep.Next.Digest)
 			}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -622,5 +624,38 @@ func TestServeRefusesAPullWaitOfFractionalSeconds(t *testing.T) {
 	code, stderr := runMain(t, nil, with(runtimeArgs(t, t.TempDir()), "--pull-wait", "1500ms")...)
 	if code == 0 || !strings.Contains(stderr, "--pull-wait") || !strings.Contains(stderr, "whole seconds") {
 		t.Fatalf("exit %d, %s", code, stderr)
+	}
+}
+
+// runtime check on an unbound stream says so instead of printing an empty
+// installation.
+func TestCheckOnAnUnboundStreamSaysItIsUnbound(t *testing.T) {
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if strings.HasSuffix(r.URL.Path, "/commands") {
+			if r.URL.Query().Get("bind") != "false" {
+				t.Errorf("check pulled with bind=%q", r.URL.Query().Get("bind"))
+			}
+			_, _ = w.Write([]byte(`{"commands":[],"head_sequence":0,"acknowledged_sequence":0}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"environment":"alpha-k8s","authority":"` + "http://" + r.Host + `","acknowledged_sequence":0,"head_sequence":0}`))
+	}))
+	defer site.Close()
+	tmp := t.TempDir()
+	record := filepath.Join(tmp, "installation.json")
+	if code, stderr := runMain(t, nil, "runtime", "install", "--journal-dir", filepath.Join(tmp, "journals"), "--environment", "alpha-k8s",
+		"--authority", site.URL, "--installation-record", "file:"+record, "--log-level", "error"); code != 0 {
+		t.Fatal(stderr)
+	}
+	key := filepath.Join(tmp, "key")
+	if err := os.WriteFile(key, []byte("x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := Main(t.Context(), []string{"runtime", "check", "--environment", "alpha-k8s", "--authority", site.URL, "--key-file", key,
+		"--installation-record", "file:" + record, "--retry-for", "1s"}, Env{Stdout: &stdout, Stderr: &stderr, LookupEnv: func(string) (string, bool) { return "", false }})
+	if code != 0 || !strings.Contains(stdout.String(), "installation: unbound (this read-only check did not bind it)") {
+		t.Fatalf("exit %d, stdout %q, stderr %s", code, stdout.String(), stderr.String())
 	}
 }
