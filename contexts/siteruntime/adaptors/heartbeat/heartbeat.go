@@ -9,6 +9,7 @@
 package heartbeat
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/ijson"
 )
 
 // Record is the heartbeat file's content.
@@ -126,8 +128,8 @@ func Check(path string, bound time.Duration, now time.Time) (Record, error) {
 	if err != nil {
 		return Record{}, fmt.Errorf("%w: %w", ErrGarbled, err)
 	}
-	var r Record
-	if err := json.Unmarshal(b, &r); err != nil {
+	r, err := decode(b)
+	if err != nil {
 		return Record{}, fmt.Errorf("%w: %s does not hold a heartbeat record (%v): is --heartbeat-file the worker's?", ErrGarbled, path, err)
 	}
 	if r.BeatAt.IsZero() {
@@ -142,6 +144,22 @@ func Check(path string, bound time.Duration, now time.Time) (Record, error) {
 	}
 	if age := now.Sub(r.BeatAt); age > bound {
 		return r, fmt.Errorf("%w: last beat %s ago (bound %s)", ErrStale, age.Round(time.Millisecond), bound)
+	}
+	return r, nil
+}
+
+// decode reads a heartbeat record strictly: one I-JSON value (valid UTF-8,
+// no duplicate member, no null, nothing after it; platform/ijson) whose
+// members are all Record's (an unknown member is refused).
+func decode(b []byte) (Record, error) {
+	var r Record
+	if _, err := ijson.Check(b, ijson.Options{RefuseControl: true}); err != nil {
+		return r, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return Record{}, err
 	}
 	return r, nil
 }

@@ -141,3 +141,31 @@ func TestAStaleBeatNamesItsAgeAndTheBound(t *testing.T) {
 		t.Fatalf("just past the bound: %v", err)
 	}
 }
+
+// The heartbeat file is read strictly: a repeated member (which a lenient
+// decoder resolves to the last, e.g. hiding a stop) and an unknown member
+// are refused as garbled.
+func TestLivenessRefusesDuplicateAndUnknownMembers(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	beat := `"beat_at":"` + now.Format(time.RFC3339Nano) + `"`
+	for name, body := range map[string]string{
+		"duplicate": `{` + beat + `,"stopped":"result-conflict","stopped":""}`,
+		"unknown":   `{` + beat + `,"stoped":"result-conflict"}`,
+		"trailing":  `{` + beat + `} {}`,
+	} {
+		path := filepath.Join(t.TempDir(), "heartbeat")
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := heartbeat.Check(path, time.Minute, now); !errors.Is(err, heartbeat.ErrGarbled) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "heartbeat")
+	if err := os.WriteFile(path, []byte(`{`+beat+`}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := heartbeat.Check(path, time.Minute, now); err != nil {
+		t.Fatalf("a strict beat: %v", err)
+	}
+}
