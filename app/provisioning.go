@@ -24,6 +24,7 @@ import (
 	"github.com/pharos-metallo/metallo/platform/auth"
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/config"
+	sqlfiles "github.com/pharos-metallo/metallo/sql"
 )
 
 // ProvisioningRole is the provisioning role: the resource_provisioning
@@ -68,6 +69,18 @@ func ProvisioningRole() Role {
 		Migrate: func(ctx context.Context, log *zap.Logger) error {
 			return resourceprovisioning.Migrate(ctx, cfg, log)
 		},
+		CheckMigrated: func(ctx context.Context, _ *zap.Logger) error {
+			h, err := resourceprovisioning.OpenDatabase(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer h.Close()
+			m, err := sqlfiles.Migrations(string(h.Target.Engine), "resourceprovisioning")
+			if err != nil {
+				return err
+			}
+			return h.CheckMigrated(ctx, m, resourceprovisioning.Name)
+		},
 		DatabaseFlags: []string{"provisioning-database-url"},
 	}
 }
@@ -97,13 +110,16 @@ offering_uuid, project_uuid, state, paused; limits → configured limits (cpu co
 backend_metadata.quota (Kubernetes quantities) → applied limits;
 backend_metadata.name → native_scope. observed_at is now (to the microsecond)
 unless --observed-at gives it (RFC 3339, at most microsecond precision). A record
-without uuid, offering_uuid, project_uuid or state fails before anything is
-posted, naming the missing fields.
+without uuid, offering_uuid, project_uuid or state, with a limit that is not a
+number, or with a quota quantity that is not a whole number of millicores, bytes
+or devices within 64 bits fails before anything is posted, naming the record and
+the field (with several such records, their count and the first five).
 
 Without --post the request body {"reports": […]} is printed. With --post the
 reports are posted in batches of at most 100 to URL (the provisioning API's base
-URL; /resource-provisioning/<site>/reports is appended unless the path already
-ends in /reports) with the Site key read from --key-file, and each answer is
+URL, http or https; /resource-provisioning/<site>/reports is appended unless the
+path already ends in /reports) with the Site key read from --key-file (refused
+without --post), and each answer is
 printed. A refused batch (4xx/5xx) fails the command with the problem's reason.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -115,6 +131,17 @@ printed. A refused batch (4xx/5xx) fails the command with the problem's reason.`
 			}
 			if file == "" {
 				return config.Invalid("resource", file, errors.New("a file with Waldur resource records is required"))
+			}
+			if _, err := waldur.GPUKey(vendor); err != nil {
+				return config.Invalid("gpu-vendor", vendor, err)
+			}
+			if post == "" && keyFile != "" {
+				return config.Invalid("key-file", keyFile, errors.New("only used with --post (without it the report is printed, not sent)"))
+			}
+			if post != "" {
+				if _, err := httpapi.ReportsURL(post, site); err != nil {
+					return config.Invalid("post", post, err)
+				}
 			}
 			at := clock.System{}.Now().Truncate(time.Microsecond)
 			if observed != "" {

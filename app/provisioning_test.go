@@ -246,6 +246,60 @@ func TestWaldurReportChecksRecordsBeforePosting(t *testing.T) {
 	}
 }
 
+// TestWaldurReportNamesTheFlagOrEveryRecordAtFault: a bad --gpu-vendor or a
+// --post URL that is not http(s) is refused naming the flag; --key-file
+// without --post is refused (it would be ignored); several records that
+// cannot be reported are all named; a quota that does not fit is refused
+// naming the record and field. Nothing reaches the API.
+func TestWaldurReportNamesTheFlagOrEveryRecordAtFault(t *testing.T) {
+	posts := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		posts++
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "site.key")
+	if err := os.WriteFile(keyFile, []byte("mtl_k\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	good := `{"uuid":"3f1c9a0e6b2d4c0f9a7e5d1b2c3a4f50","name":"n","offering_uuid":"o","project_uuid":"p","state":"OK","limits":{"cpu":1}}`
+	for _, c := range []struct {
+		name, records string
+		args          []string
+		want          []string
+	}{
+		{"a bad GPU vendor", good, []string{"--gpu-vendor", "NV IDIA", "--post", srv.URL, "--key-file", keyFile}, []string{"--gpu-vendor"}},
+		{"an ftp URL", good, []string{"--post", "ftp://x", "--key-file", keyFile}, []string{"--post", "http or https"}},
+		{"a key file without --post", good, []string{"--key-file", keyFile}, []string{"--key-file", "--post"}},
+		{"three incomplete records", `[{"name":"a"},` + good + `,{"name":"b"},{"name":"c"}]`, []string{"--post", srv.URL, "--key-file", keyFile},
+			[]string{"3 of 4 records", "record 1 of 4: resource  (a)", "record 3 of 4: resource  (b)", "record 4 of 4: resource  (c)"}},
+		{"a quota beyond int64", strings.Replace(good, `"limits"`, `"backend_metadata":{"quota":{"cpu":"1e18"}},"limits"`, 1), []string{"--post", srv.URL, "--key-file", keyFile},
+			[]string{`resource 3f1c9a0e6b2d4c0f9a7e5d1b2c3a4f50 (n): backend_metadata.quota: "cpu"`}},
+		{"a limit that is not a number", strings.Replace(good, `"cpu":1`, `"ram":"lots"`, 1), []string{"--post", srv.URL, "--key-file", keyFile},
+			[]string{`resource 3f1c9a0e6b2d4c0f9a7e5d1b2c3a4f50 (n): limit "ram"`}},
+	} {
+		file := filepath.Join(dir, "records.json")
+		if err := os.WriteFile(file, []byte(c.records), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		code := Main(t.Context(), append([]string{"provisioning", "waldur-report", "--site", "alpha", "--resource", file}, c.args...),
+			Env{Stdout: &out, Stderr: &out, LookupEnv: func(string) (string, bool) { return "", false }})
+		if code == 0 {
+			t.Errorf("%s: exit 0: %s", c.name, out.String())
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%s: want an error containing %q: %s", c.name, w, out.String())
+			}
+		}
+	}
+	if posts != 0 {
+		t.Fatalf("%d posts reached the API", posts)
+	}
+}
+
 // TestProvisioningRoleRefusesAWaldurInstanceThatIsNotAnHTTPURL: refused at
 // start, naming the flag.
 func TestProvisioningRoleRefusesAWaldurInstanceThatIsNotAnHTTPURL(t *testing.T) {

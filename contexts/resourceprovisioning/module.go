@@ -243,9 +243,24 @@ func Module(cfg Config) fx.Option {
 			httpserver.AsRegistrar(func(svc *application.Service, log *zap.Logger) httpserver.Registrar {
 				return httpapi.New(svc, log)
 			}),
-			httpserver.AsReadinessCheck(func(svc *application.Service) httpserver.ReadinessCheck {
-				return httpserver.ReadinessCheck{Name: Name + " database", Check: svc.Ping}
-			}),
+			httpserver.AsReadinessCheck(ReadinessCheck),
 		),
 	)
+}
+
+// errNotReachable is what /readyz shows of a failed ping.
+var errNotReachable = errors.New("not reachable")
+
+// ReadinessCheck pings the context's database through svc for /readyz. A
+// failure is logged with the driver's error and reported only as "not
+// reachable": /readyz is unauthenticated and the driver's text can name the
+// database's host, user, database or file.
+func ReadinessCheck(svc *application.Service, log *zap.Logger) httpserver.ReadinessCheck {
+	return httpserver.ReadinessCheck{Name: Name + " database", Check: func(ctx context.Context) error {
+		if err := svc.Ping(ctx); err != nil {
+			log.Warn("readiness: database ping failed", zap.Error(err), zap.String("cause", application.LogCause(err)))
+			return errNotReachable
+		}
+		return nil
+	}}
 }

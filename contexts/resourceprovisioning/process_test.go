@@ -35,6 +35,7 @@ func TestProvisioningProcesses(t *testing.T) {
 	t.Run("BadInputIsA4xxProblemAndStoresNothing", func(t *testing.T) { testBadInput(t, bin) })
 	t.Run("ServeWithoutADatabaseURLUsesTheEmbeddedDefaultAndSaysSoFirst", func(t *testing.T) { testEmbeddedDefault(t, bin) })
 	t.Run("ServeWithoutMigrateFailsWhileMigrationsArePending", func(t *testing.T) { testPendingMigrations(t, bin) })
+	t.Run("ADroppedDatabaseIs503OnEveryRouteAndReadyzWithoutDriverText", func(t *testing.T) { testDroppedDatabase(t, bin) })
 }
 
 func buildMetallo(t testing.TB) string {
@@ -601,4 +602,86 @@ func testPendingMigrations(t *testing.T, bin string) {
 		t.Fatalf("metallo migrate: %v %s", err, stderr)
 	}
 	startServer(t, bin, dir, "--provisioning-database-url", "sqlite:"+filepath.Join(dir, "p.sqlite"))
+}
+
+func testDroppedDatabase(t *testing.T, bin string) {
+	dir := t.TempDir()
+	keys := keysFor(t, bin, dir, "site:alpha", "service:beto", "service:execution")
+	url := dbtest.NewPostgres(t)
+	srv := startServer(t, bin, dir, "--migrate", "--provisioning-database-url", url)
+	const project = "7a1e4c2b-1d3f-4a5b-9c8d-0e1f2a3b4c5d"
+	report := func(r string) []byte {
+		return []byte(`{"reports":[{"provider_resource_id":"` + r + `","offering_id":"o","provider_project_id":"pp","state":"OK","paused":false,"limits":{"cpu":1000},"observed_at":"2026-08-20T10:00:00Z"}]}`)
+	}
+	event := []byte(`{"event_id":"e1","type":"project.ProjectChanged","occurred_at":"2026-08-20T10:00:00Z","project":{"id":"` + project + `","revision":1,"state":"active","provider_bindings":[]}}`)
+	if code, _, raw := do(t, http.MethodPost, srv.base+"/resource-provisioning/alpha/reports", keys["site:alpha"], "application/json", report("r1"), nil); code != http.StatusOK {
+		t.Fatalf("report: %d %s", code, raw)
+	}
+	if code, _, raw := do(t, http.MethodGet, srv.base+"/readyz", "", "", nil, nil); code != http.StatusOK {
+		t.Fatalf("/readyz: %d %s", code, raw)
+	}
+
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(t.Context(), dbtest.ServerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(t.Context(), "DROP DATABASE "+pgx.Identifier{cfg.Database}.Sanitize()+" WITH (FORCE)"); err != nil {
+		t.Fatal(err)
+	}
+	_ = admin.Close(context.Background())
+
+	leaks := []string{cfg.Database, cfg.Host, cfg.User, "SQLSTATE", "postgres", "3D000"}
+	exec := keys["service:execution"]
+	for _, c := range []struct {
+		method, path, key string
+		body              []byte
+	}{
+		{http.MethodPost, "/resource-provisioning/alpha/reports", keys["site:alpha"], report("r2")},
+		{http.MethodPost, "/resource-provisioning/events/beto", keys["service:beto"], event},
+		{http.MethodGet, "/resource-provisioning/allocations", exec, nil},
+		{http.MethodGet, "/resource-provisioning/changes", exec, nil},
+		{http.MethodGet, "/resource-provisioning/project-binding-conflicts", exec, nil},
+		{http.MethodGet, "/resource-provisioning/projects/" + project + "/allocations", exec, nil},
+	} {
+		ct := ""
+		if c.body != nil {
+			ct = "application/json"
+		}
+		var p problem
+		code, hdr, raw := do(t, c.method, srv.base+c.path, c.key, ct, c.body, nil)
+		_ = json.Unmarshal(raw, &p)
+		if code != http.StatusServiceUnavailable || p.Reason != "unavailable" {
+			t.Errorf("%s %s with the database dropped: %d %s, want 503 unavailable", c.method, c.path, code, raw)
+		}
+		if hdr.Get("Retry-After") == "" {
+			t.Errorf("%s %s: no Retry-After", c.method, c.path)
+		}
+		for _, l := range leaks {
+			if strings.Contains(string(raw), l) {
+				t.Errorf("%s %s: the problem leaks %q: %s", c.method, c.path, l, raw)
+			}
+		}
+	}
+	code, _, raw := do(t, http.MethodGet, srv.base+"/readyz", "", "", nil, nil)
+	if code != http.StatusServiceUnavailable || !strings.Contains(string(raw), "resource_provisioning database: not ") {
+		t.Fatalf("/readyz with the database dropped: %d %s", code, raw)
+	}
+	for _, l := range leaks {
+		if strings.Contains(string(raw), l) {
+			t.Errorf("/readyz leaks %q: %s", l, raw)
+		}
+	}
+	// The cause is in the log, for the operator.
+	if !slices.ContainsFunc(srv.log(), func(line string) bool { return strings.Contains(line, "3D000") }) {
+		t.Errorf("no log line carries the driver's cause:\n%s", strings.Join(srv.log(), "\n"))
+	}
+	for _, line := range srv.log() {
+		if strings.Contains(line, `"level":"error"`) {
+			t.Errorf("an unavailable database logged an error (500 path): %s", line)
+		}
+	}
 }

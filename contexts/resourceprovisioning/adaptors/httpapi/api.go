@@ -34,7 +34,8 @@ const Tag = "resource_provisioning"
 func betoPrincipal() auth.Principal { return auth.Principal{Kind: auth.KindService, ID: "beto"} }
 
 // bodyRules documents guardJSONBody's checks of a posted body.
-const bodyRules = "A body that is not one I-JSON value (not JSON, invalid UTF-8, an escaped lone surrogate, a member " +
+const bodyRules = "The body must be declared `application/json` (or a `+json` type; none or another is 415). " +
+	"A body that is not one I-JSON value (not JSON, invalid UTF-8, an escaped lone surrogate, a member " +
 	"name repeated in one object, data after the value) is 400 `malformed`; a null anywhere (leave optional members " +
 	"out) or a control character such as NUL in any string is 422 `validation-failed` naming the member. Nothing is " +
 	"stored."
@@ -42,6 +43,15 @@ const bodyRules = "A body that is not one I-JSON value (not JSON, invalid UTF-8,
 // ReasonInvalidCursor is the problem reason of a cursor this API never
 // issued (400).
 const ReasonInvalidCursor = "invalid-cursor"
+
+// ReasonUnavailable is the problem reason (503) of a request the store
+// could not serve now (the database unreachable, dropped, refusing logins,
+// shutting down, or a SQLite file locked or unreadable). The answer carries
+// Retry-After and never the driver's text.
+const ReasonUnavailable = "unavailable"
+
+// RetryAfterSeconds is the Retry-After of a 503 unavailable answer.
+const RetryAfterSeconds = "5"
 
 // Admission of each kind of operation, checked before the body is read.
 var (
@@ -88,8 +98,8 @@ func (a *API) Register(api huma.API) {
 		Tags:        []string{Tag},
 		Security:    httpserver.Bearer(),
 		Metadata:    admitReporter,
-		Middlewares: huma.Middlewares{guardJSONBody()},
-		Errors:      append(errs, http.StatusConflict, http.StatusRequestEntityTooLarge),
+		Middlewares: huma.Middlewares{guardJSONBody(func() any { var in submitReportsInput; return &in.Body })},
+		Errors:      append(errs, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType),
 	}, a.submitReports)
 	huma.Register(api, huma.Operation{
 		OperationID: "receive-beto-event",
@@ -107,8 +117,8 @@ func (a *API) Register(api huma.API) {
 		Tags:        []string{Tag},
 		Security:    httpserver.Bearer(),
 		Metadata:    admitBeto,
-		Middlewares: huma.Middlewares{guardJSONBody()},
-		Errors:      append(errs, http.StatusConflict, http.StatusRequestEntityTooLarge),
+		Middlewares: huma.Middlewares{guardJSONBody(func() any { var in betoEventInput; return &in.Body })},
+		Errors:      append(errs, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType),
 	}, a.receiveBetoEvent)
 	huma.Register(api, huma.Operation{
 		OperationID: "list-allocations",
@@ -190,8 +200,12 @@ func (a *API) problem(op string, err error) error {
 	case errors.Is(err, application.ErrUnknownCursor):
 		return httpserver.NewProblem(http.StatusBadRequest, ReasonInvalidCursor, "the cursor was not issued by this API: "+err.Error())
 	case errors.Is(err, application.ErrUnavailable):
-		a.log.Warn("resource provisioning store unavailable", zap.String("operation", op), zap.Error(err))
-		return httpserver.NewProblem(http.StatusServiceUnavailable, "unavailable", "the allocation store cannot be reached; retry later")
+		// The detail never carries the driver's text (it can name the
+		// database's host, user or file); the log does.
+		a.log.Warn("resource provisioning store unavailable", zap.String("operation", op), zap.Error(err), zap.String("cause", application.LogCause(err)))
+		return huma.ErrorWithHeaders(
+			httpserver.NewProblem(http.StatusServiceUnavailable, ReasonUnavailable, "the allocation store cannot be reached now; retry later"),
+			http.Header{"Retry-After": {RetryAfterSeconds}})
 	case errors.Is(err, context.Canceled):
 		return httpserver.NewProblem(http.StatusServiceUnavailable, "cancelled", "the request was cancelled before it finished; nothing was stored")
 	}

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -35,12 +37,25 @@ const ReasonMalformed = "malformed"
 //     and a null would decode as a zero value) and a control character
 //     (NUL among them, which PostgreSQL cannot store) in any string.
 //
-// Nothing is stored in either case. A body over the operation's limit, an
-// empty body or one of another media type is passed on unchanged for Huma
-// to answer (413, 400, 415). It runs after the authentication middleware
+// A request without a Content-Type is 415 unsupported-media-type (Huma
+// would assume JSON). Nothing is stored in any case. A body over the
+// operation's limit, an empty body or one of another media type is passed
+// on unchanged for Huma to answer (413, 400, 415). It runs after the authentication middleware
 // and the admit hook, so only an admitted principal learns the body's rules.
-func guardJSONBody() func(huma.Context, func(huma.Context)) {
+//
+// newBody returns a pointer to the operation's body type: the body is
+// decoded into it once, and a number that does not fit its integer field
+// (a fraction, an exponent such as 1e0, or beyond the 64-bit range) is 422
+// validation-failed at that member's location with a plain message (Huma
+// would answer the decoder's text, naming Go types, located at "body").
+func guardJSONBody(newBody func() any) func(huma.Context, func(huma.Context)) {
 	return func(ctx huma.Context, next func(huma.Context)) {
+		if ctx.Header("Content-Type") == "" {
+			// Huma would assume JSON; the execution API refuses it too.
+			writeProblem(ctx, httpserver.NewProblem(http.StatusUnsupportedMediaType, httpserver.DefaultReason(http.StatusUnsupportedMediaType),
+				"the request body must be declared application/json (no Content-Type was given); nothing was stored"))
+			return
+		}
 		op := ctx.Operation()
 		body := ctx.BodyReader()
 		if body == nil || op.MaxBodyBytes <= 0 || !jsonMediaType(ctx.Header("Content-Type")) {
@@ -61,16 +76,16 @@ func guardJSONBody() func(huma.Context, func(huma.Context)) {
 			writeProblem(ctx, p)
 			return
 		}
+		if p := checkNumbers(raw, newBody()); p != nil {
+			writeProblem(ctx, p)
+			return
+		}
 		next(bodyContext{humaContext: ctx, body: bytes.NewReader(raw)})
 	}
 }
 
-// jsonMediaType reports whether a Content-Type header names JSON (or is
-// absent: Huma then decodes JSON).
+// jsonMediaType reports whether a Content-Type header names JSON.
 func jsonMediaType(header string) bool {
-	if header == "" {
-		return true
-	}
 	mt, _, err := mime.ParseMediaType(header)
 	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }
@@ -96,6 +111,91 @@ func checkJSONText(raw []byte) *httpserver.Problem {
 		return httpserver.NewProblem(http.StatusUnprocessableEntity, domain.ReasonValidation, "the body breaks a JSON rule of this API; nothing was stored", detail)
 	default:
 		return httpserver.NewProblem(http.StatusBadRequest, ReasonMalformed, "the body is not one well-formed JSON value (RFC 8259, I-JSON RFC 7493); nothing was stored", detail)
+	}
+}
+
+// checkNumbers decodes raw into body and returns the 422 problem of a JSON
+// number that does not fit the integer field it is decoded into, located
+// at that member ("body.project.revision"); nil otherwise. Other decoding
+// errors are left to Huma's validation, which locates them.
+func checkNumbers(raw []byte, body any) *httpserver.Problem {
+	var te *json.UnmarshalTypeError
+	if err := json.Unmarshal(raw, body); !errors.As(err, &te) || !strings.HasPrefix(te.Value, "number") {
+		return nil
+	}
+	msg := "must be an integer written without a fraction or an exponent"
+	if !strings.ContainsAny(strings.TrimPrefix(te.Value, "number"), ".eE") {
+		msg = "is out of range: must be an integer from -9223372036854775808 to 9223372036854775807"
+		if te.Type != nil && te.Type.Kind() >= reflect.Uint && te.Type.Kind() <= reflect.Uint64 {
+			msg = "is out of range: must be a non-negative integer that fits 64 bits"
+		}
+	}
+	return httpserver.NewProblem(http.StatusUnprocessableEntity, domain.ReasonValidation, "the body breaks a validation rule; nothing was stored",
+		&huma.ErrorDetail{Location: locationAt(raw, te.Offset), Message: msg})
+}
+
+// locationAt returns the location, in Huma's notation ("body.reports[0].
+// limits.cpu"), of the scalar value of raw (valid JSON) that ends at byte
+// offset end; "body" when there is none.
+func locationAt(raw []byte, end int64) string {
+	type frame struct {
+		array bool
+		key   string
+		index int
+		inKey bool // an object expecting a member name next
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var stack []frame
+	loc := func() string {
+		var b strings.Builder
+		b.WriteString("body")
+		for _, f := range stack {
+			if f.array {
+				fmt.Fprintf(&b, "[%d]", f.index)
+			} else {
+				b.WriteString("." + f.key)
+			}
+		}
+		return b.String()
+	}
+	// value marks that a value ended in the innermost container.
+	value := func() {
+		if n := len(stack); n > 0 {
+			if stack[n-1].array {
+				stack[n-1].index++
+			} else {
+				stack[n-1].inKey = true
+			}
+		}
+	}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "body"
+		}
+		if n := len(stack); n > 0 && !stack[n-1].array && stack[n-1].inKey {
+			if k, ok := tok.(string); ok {
+				stack[n-1].key, stack[n-1].inKey = k, false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, frame{inKey: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, frame{array: true})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			value()
+			continue
+		}
+		if dec.InputOffset() >= end {
+			return loc()
+		}
+		value()
 	}
 }
 

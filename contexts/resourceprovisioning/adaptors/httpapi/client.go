@@ -38,11 +38,15 @@ func NewReportsRequest(reports []domain.Report) ReportsRequest {
 
 // ReportsURL returns the reports URL of site under base. A base whose path
 // already ends in /reports is used as given; otherwise the route
-// /resource-provisioning/<site>/reports is appended to it.
+// /resource-provisioning/<site>/reports is appended to it. base must be an
+// absolute http or https URL.
 func ReportsURL(base, site string) (string, error) {
 	u, err := url.Parse(base)
 	if err != nil || u.Scheme == "" || u.Host == "" {
 		return "", fmt.Errorf("%q is not an absolute URL", base)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("%q is not an http or https URL", base)
 	}
 	if strings.HasSuffix(u.Path, "/reports") {
 		return u.String(), nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -47,6 +48,9 @@ func (k keys) Authenticate(_ context.Context, token string) (auth.Principal, err
 type harness struct {
 	base string
 	svc  *application.Service
+	// brk closes the database under the running API.
+	brk  func()
+	path string
 }
 
 func newHarness(t *testing.T) *harness {
@@ -81,7 +85,7 @@ func newHarness(t *testing.T) *harness {
 	httpapi.New(svc, log).Register(api)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &harness{base: srv.URL + "/resource-provisioning", svc: svc}
+	return &harness{base: srv.URL + "/resource-provisioning", svc: svc, brk: func() { h.Close(); _ = store.Close() }, path: target.Path}
 }
 
 type problem struct {
@@ -352,5 +356,131 @@ func TestCursorsNotIssuedByTheAPIAre400(t *testing.T) {
 	code, _, raw = h.send(t, "/changes?after="+enc("c1:1"), "exec", "")
 	if code != 200 || bytes.Count(raw, []byte(`"allocation_id"`)) != 2 {
 		t.Fatalf("after position 1: %d %s", code, raw)
+	}
+}
+
+// TestNumbersThatDoNotFitTheirIntegerFieldAre422AtTheMember: a number with
+// a fraction or an exponent, or beyond 64 bits, where an integer is
+// expected is 422 validation-failed located at the member, with a message
+// that names no Go type; nothing is stored.
+func TestNumbersThatDoNotFitTheirIntegerFieldAre422AtTheMember(t *testing.T) {
+	h := newHarness(t)
+	rep, ev := "/alpha/reports", "/events/beto"
+	good := report("r1")
+	binding := `{"event_id":"e2","type":"party.PartyProviderBindingChanged","occurred_at":"2026-08-20T10:00:00Z",` +
+		`"binding":{"id":"e41f0a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b","party_id":"9c2e5d1a-0b7f-4e3c-8a6d-2f1e0c9b8a7d","revision":2,` +
+		`"provider":"site","instance":"alpha-k8s","external_id":"alice","state":"verified","generation":1e0}}`
+	cases := []bodyCase{
+		{"event: revision 1e0", ev, "beto", strings.Replace(event, `"revision":1,`, `"revision":1e0,`, 1), 422, "validation-failed", "body.project.revision"},
+		{"event: revision 1.5", ev, "beto", strings.Replace(event, `"revision":1,`, `"revision":1.5,`, 1), 422, "validation-failed", "body.project.revision"},
+		{"event: revision beyond int64", ev, "beto", strings.Replace(event, `"revision":1,`, `"revision":9223372036854775808,`, 1), 422, "validation-failed", "body.project.revision"},
+		{"event: generation 1e0", ev, "beto", binding, 422, "validation-failed", "body.binding.generation"},
+		{"report: cpu 1e3", rep, "alpha", reports(strings.Replace(good, `"cpu":1000`, `"cpu":1e3`, 1)), 422, "validation-failed", "body.reports[0].limits.cpu"},
+		{"second report: memory beyond int64", rep, "alpha", `{"reports":[{` + good + `},{` + report("r2") + `,"applied_limits":{"memory":1e400}}]}`, 422, "validation-failed", "body.reports[1].applied_limits.memory"},
+	}
+	h.check(t, cases)
+	for _, c := range cases {
+		_, p, raw := h.send(t, c.path, c.key, c.body)
+		for _, e := range p.Errors {
+			for _, leak := range []string{"int64", "Go struct", "unmarshal", "ProjectBody"} {
+				if strings.Contains(e.Message, leak) {
+					t.Errorf("%s: the message names %q: %s", c.name, leak, raw)
+				}
+			}
+		}
+	}
+	if a, c := h.stored(t); a != 0 || c != 0 {
+		t.Fatalf("refused bodies stored %d allocations and %d changes", a, c)
+	}
+	if code, _, raw := h.send(t, ev, "beto", event); code != 200 || !strings.Contains(string(raw), `"applied"`) {
+		t.Fatalf("the valid event after the refused ones: %d %s", code, raw)
+	}
+}
+
+// TestAPostWithoutAContentTypeIs415: like the execution API, a report or
+// an event without a Content-Type is 415 (Huma would assume JSON) and
+// stores nothing.
+func TestAPostWithoutAContentTypeIs415(t *testing.T) {
+	h := newHarness(t)
+	for path, c := range map[string]struct{ key, body string }{
+		"/alpha/reports": {"alpha", reports(report("r1"))},
+		"/events/beto":   {"beto", event},
+	} {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, h.base+path, strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+c.key)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		var p problem
+		if res.StatusCode != http.StatusUnsupportedMediaType || json.Unmarshal(raw, &p) != nil || p.Reason == "" {
+			t.Errorf("%s without a Content-Type: %d %s, want a 415 problem", path, res.StatusCode, raw)
+		}
+	}
+	if a, c := h.stored(t); a != 0 || c != 0 {
+		t.Fatalf("refused bodies stored %d allocations and %d changes", a, c)
+	}
+}
+
+// TestAClosedDatabaseIs503OnEveryRouteWithoutDriverText: with the SQLite
+// database closed under the API, every route answers 503 unavailable with
+// Retry-After, and the problem names neither the driver nor the file.
+func TestAClosedDatabaseIs503OnEveryRouteWithoutDriverText(t *testing.T) {
+	h := newHarness(t)
+	if code, _, raw := h.send(t, "/alpha/reports", "alpha", reports(report("r1"))); code != 200 {
+		t.Fatalf("report: %d %s", code, raw)
+	}
+	h.brk()
+	for _, c := range []struct{ path, key, body string }{
+		{"/alpha/reports", "alpha", reports(report("r2"))},
+		{"/events/beto", "beto", event},
+		{"/allocations", "exec", ""},
+		{"/changes", "exec", ""},
+		{"/project-binding-conflicts", "exec", ""},
+		{"/projects/" + project + "/allocations", "exec", ""},
+	} {
+		method := http.MethodPost
+		if c.body == "" {
+			method = http.MethodGet
+		}
+		req, err := http.NewRequestWithContext(t.Context(), method, h.base+c.path, strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		req.Header.Set("Authorization", "Bearer "+c.key)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		var p problem
+		if res.StatusCode != http.StatusServiceUnavailable || json.Unmarshal(raw, &p) != nil || p.Reason != "unavailable" {
+			t.Errorf("%s %s: %d %s, want 503 unavailable", method, c.path, res.StatusCode, raw)
+		}
+		if res.Header.Get("Retry-After") == "" {
+			t.Errorf("%s %s: no Retry-After", method, c.path)
+		}
+		for _, leak := range []string{"sqlite", "sql:", h.path, "closed"} {
+			if strings.Contains(string(raw), leak) {
+				t.Errorf("%s %s: the problem leaks %q: %s", method, c.path, leak, raw)
+			}
+		}
+	}
+	// In-process owners see a fixed sentence too; the cause stays for logs.
+	_, err := h.svc.ProjectAllocations(t.Context(), project, "")
+	if !errors.Is(err, application.ErrUnavailable) || strings.Contains(err.Error(), "sql") {
+		t.Fatalf("owner read: %v, want ErrUnavailable without driver text", err)
+	}
+	if cause := application.LogCause(err); !strings.Contains(cause, "sql") {
+		t.Fatalf("the log cause %q lost the driver's error", cause)
 	}
 }

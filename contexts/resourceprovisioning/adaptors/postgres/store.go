@@ -13,7 +13,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -101,26 +105,63 @@ func retryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
-// dbErr wraps a database error for op. Failures to reach or keep talking
-// to the server (connection errors, a closed pool, the server shutting
-// down or out of connections, I/O errors) also wrap
-// application.ErrUnavailable; a cancelled context does not.
+// dbErr wraps a database error for op. Failures to reach or use the
+// database now are an *application.UnavailableError (wrapping
+// application.ErrUnavailable; its message carries no driver text): a
+// connection that could not be made (pgconn.ConnectError, whatever its
+// SQLSTATE: a dropped database's FATAL 3D000 or a refused login's 28xxx
+// arrive that way) or was lost (network errors, EOF, reset), a closed pool,
+// a deadline passed, and the SQLSTATE classes 08 (connection exception),
+// 53 (insufficient resources), 57 (operator intervention: admin shutdown,
+// crash shutdown, cannot connect now), 58 (system error), 28 (invalid
+// authorization) and 3D000 (invalid catalog name), PostgreSQL Appendix A.
+// A cancelled context is the caller's, not the database's state: wrapped
+// plainly, like any other error.
 func dbErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, application.ErrUnavailable) {
+	if errors.Is(err, application.ErrUnavailable) || !unavailable(err) {
 		return fmt.Errorf("postgres %s: %w", op, err)
+	}
+	return &application.UnavailableError{Op: "postgres " + op, Cause: err}
+}
+
+// unavailable reports whether err means the database cannot be reached or
+// used now (see dbErr).
+func unavailable(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	var connect *pgconn.ConnectError
+	if errors.As(err, &connect) {
+		return true // checked before PgError: a failed connect wraps the server's FATAL
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		switch pe.Code[:2] {
-		case "08", "53", "57", "58":
-			return fmt.Errorf("postgres %s: %w: %w", op, application.ErrUnavailable, err)
+		switch {
+		case pe.Code == "3D000":
+			return true
+		case len(pe.Code) == 5:
+			switch pe.Code[:2] {
+			case "08", "28", "53", "57", "58":
+				return true
+			}
 		}
-		return fmt.Errorf("postgres %s: %w", op, err)
+		return false
 	}
-	return fmt.Errorf("postgres %s: %w: %w", op, application.ErrUnavailable, err)
+	var netErr net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return true
+	}
+	// pgxpool reports an Acquire on a closed pool with puddle's
+	// ErrClosedPool ("closed pool"), a module this one does not import;
+	// pgconn reports a use of a closed connection as "conn closed".
+	msg := err.Error()
+	return strings.Contains(msg, "closed pool") || strings.Contains(msg, "conn closed")
 }
 
 // Ping implements application.Store.

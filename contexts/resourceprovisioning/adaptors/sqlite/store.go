@@ -74,28 +74,33 @@ func (s *Store) inTx(ctx context.Context, fn func(context.Context, *sqlitedb.Que
 
 // dbErr wraps a database error for op. A file that cannot be opened, read
 // or written, a lock not granted within the busy timeout, or a closed
-// database also wrap application.ErrUnavailable; a cancelled context does
-// not.
+// database is an *application.UnavailableError (wrapping
+// application.ErrUnavailable; its message carries no driver text, which can
+// name the file); a cancelled context is wrapped plainly, like any other
+// error.
 func dbErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, application.ErrUnavailable) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, application.ErrUnavailable) || !unavailable(err) {
 		return fmt.Errorf("sqlite %s: %w", op, err)
 	}
+	return &application.UnavailableError{Op: "sqlite " + op, Cause: err}
+}
+
+// unavailable reports whether err means the database file cannot be used
+// now (see dbErr).
+func unavailable(err error) bool {
 	var se *sqlite.Error
 	if errors.As(err, &se) {
-		switch se.Code() & 0xff {
+		switch se.Code() & 0xff { // the primary result code of an extended one
 		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN,
 			sqlite3.SQLITE_FULL, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_READONLY:
-			return fmt.Errorf("sqlite %s: %w: %w", op, application.ErrUnavailable, err)
+			return true
 		}
-		return fmt.Errorf("sqlite %s: %w", op, err)
+		return false
 	}
-	if errors.Is(err, sql.ErrConnDone) || errors.Is(err, context.DeadlineExceeded) || isClosed(err) {
-		return fmt.Errorf("sqlite %s: %w: %w", op, application.ErrUnavailable, err)
-	}
-	return fmt.Errorf("sqlite %s: %w", op, err)
+	return errors.Is(err, sql.ErrConnDone) || errors.Is(err, context.DeadlineExceeded) || isClosed(err)
 }
 
 // isClosed reports database/sql's "database is closed" error, which has no

@@ -15,8 +15,10 @@
 //   - backend_metadata.name → native_scope;
 //   - observed_at: when the record was read.
 //
-// Unknown limit or quota keys and amounts that are not whole numbers in
-// canonical units are errors naming the record and key: nothing is guessed.
+// Unknown limit or quota keys, limits that are not numbers, and amounts that
+// are not whole numbers in canonical units within int64 (a quota such as
+// "1e18" cpu or "100Ei" memory is refused, never wrapped, clamped or
+// zeroed) are errors naming the record and key: nothing is guessed.
 package waldur
 
 import (
@@ -24,7 +26,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,14 +46,14 @@ const gib = 1 << 30
 // Resource is the part of a Waldur marketplace resource record the mapping
 // reads; other fields of the record are ignored.
 type Resource struct {
-	UUID            string                 `json:"uuid"`
-	Name            string                 `json:"name"`
-	OfferingUUID    string                 `json:"offering_uuid"`
-	ProjectUUID     string                 `json:"project_uuid"`
-	State           string                 `json:"state"`
-	Paused          bool                   `json:"paused"`
-	Limits          map[string]json.Number `json:"limits"`
-	BackendMetadata *BackendMetadata       `json:"backend_metadata"`
+	UUID            string                     `json:"uuid"`
+	Name            string                     `json:"name"`
+	OfferingUUID    string                     `json:"offering_uuid"`
+	ProjectUUID     string                     `json:"project_uuid"`
+	State           string                     `json:"state"`
+	Paused          bool                       `json:"paused"`
+	Limits          map[string]json.RawMessage `json:"limits"`
+	BackendMetadata *BackendMetadata           `json:"backend_metadata"`
 }
 
 // BackendMetadata is what the namespace plugin reports back.
@@ -112,19 +116,15 @@ func Report(r Resource, opts Options) (domain.Report, error) {
 	if len(missing) > 0 {
 		return domain.Report{}, fmt.Errorf("%s: missing %s", what, strings.Join(missing, ", "))
 	}
-	vendor := opts.GPUVendor
-	if vendor == "" {
-		vendor = DefaultGPUVendor
-	}
-	gpuKey := domain.LimitGPUPrefix + vendor
-	if !domain.ValidLimitKey(gpuKey) {
-		return domain.Report{}, fmt.Errorf("GPU vendor %q does not make a valid limit key %q", vendor, gpuKey)
+	gpuKey, err := GPUKey(opts.GPUVendor)
+	if err != nil {
+		return domain.Report{}, err
 	}
 	rep := domain.Report{
 		ProviderResourceID: r.UUID, OfferingID: r.OfferingUUID, ProviderProjectID: r.ProjectUUID,
 		State: r.State, Paused: r.Paused, ObservedAt: opts.ObservedAt.UTC(), Limits: domain.Limits{},
 	}
-	for key, n := range r.Limits {
+	for key, raw := range r.Limits {
 		canon, factor := "", int64(1)
 		switch key {
 		case "cpu":
@@ -138,7 +138,7 @@ func Report(r Resource, opts Options) (domain.Report, error) {
 		default:
 			return domain.Report{}, fmt.Errorf("%s: unknown limit %q: want cpu (cores), ram (GiB), storage (GiB) or gpu (devices)", what, key)
 		}
-		v, err := scale(n, factor)
+		v, err := scale(raw, factor)
 		if err != nil {
 			return domain.Report{}, fmt.Errorf("%s: limit %q: %w", what, key, err)
 		}
@@ -167,26 +167,71 @@ func Report(r Resource, opts Options) (domain.Report, error) {
 	return rep, nil
 }
 
-// Reports maps every record, failing on the first error, which names the
-// record's place (1-based) among rs.
+// GPUKey returns the limit key of Waldur's gpu limit for vendor
+// ("gpu.<vendor>"; DefaultGPUVendor when vendor is empty), or an error when
+// that is not a valid limit key (domain.ValidLimitKey).
+func GPUKey(vendor string) (string, error) {
+	if vendor == "" {
+		vendor = DefaultGPUVendor
+	}
+	key := domain.LimitGPUPrefix + vendor
+	if !domain.ValidLimitKey(key) {
+		return "", fmt.Errorf("GPU vendor %q does not make a valid limit key %q", vendor, key)
+	}
+	return key, nil
+}
+
+// maxNamed bounds how many failing records Reports names in its error.
+const maxNamed = 5
+
+// Reports maps every record. When any fails, nothing is returned and the
+// error names how many records failed and the first maxNamed of them, each
+// by its place (1-based) among rs, its uuid and name, and what is wrong.
 func Reports(rs []Resource, opts Options) ([]domain.Report, error) {
+	if _, err := GPUKey(opts.GPUVendor); err != nil {
+		return nil, err
+	}
 	out := make([]domain.Report, 0, len(rs))
+	var failed []string
+	n := 0
 	for i, r := range rs {
 		rep, err := Report(r, opts)
 		if err != nil {
-			return nil, fmt.Errorf("record %d of %d: %w", i+1, len(rs), err)
+			n++
+			if len(failed) < maxNamed {
+				failed = append(failed, fmt.Sprintf("record %d of %d: %v", i+1, len(rs), err))
+			}
+			continue
 		}
 		out = append(out, rep)
 	}
-	return out, nil
+	switch {
+	case n == 0:
+		return out, nil
+	case n == 1:
+		return nil, errors.New(failed[0])
+	case n > len(failed):
+		return nil, fmt.Errorf("%d of %d records cannot be reported (the first %d named): %s", n, len(rs), len(failed), strings.Join(failed, "; "))
+	default:
+		return nil, fmt.Errorf("%d of %d records cannot be reported: %s", n, len(rs), strings.Join(failed, "; "))
+	}
 }
 
-// scale returns the decimal n × factor, which must be a whole, non-negative
-// number.
-func scale(n json.Number, factor int64) (int64, error) {
+// scale returns the decimal raw (a JSON number, or a string holding one)
+// × factor, which must be a whole, non-negative number that fits int64.
+func scale(raw json.RawMessage, factor int64) (int64, error) {
+	text := strings.TrimSpace(string(raw))
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		text = s
+	}
+	var n json.Number
+	if err := json.Unmarshal([]byte(strconv.Quote(text)), &n); err != nil || text == "" {
+		return 0, fmt.Errorf("%s is not a number", raw)
+	}
 	v, ok := new(big.Rat).SetString(n.String())
 	if !ok {
-		return 0, fmt.Errorf("%q is not a number", n)
+		return 0, fmt.Errorf("%s is not a number", raw)
 	}
 	v.Mul(v, new(big.Rat).SetInt64(factor))
 	if v.Sign() < 0 {
@@ -215,13 +260,30 @@ func quota(q map[string]json.RawMessage, gpuKey string) (domain.Limits, error) {
 		}
 		switch key {
 		case "cpu":
-			out[domain.LimitCPU] = qty.MilliValue()
-		case "memory":
-			out[domain.LimitMemory] = qty.Value()
-		case "storage":
-			out[domain.LimitStorage] = qty.Value()
-		case "gpu":
-			out[gpuKey] = qty.Value()
+			// MilliValue rounds up and wraps or clamps beyond int64; the
+			// quantity compares exactly with its millicores only when
+			// they are whole and fit.
+			m := qty.MilliValue()
+			if m < 0 || resource.NewMilliQuantity(m, qty.Format).Cmp(qty) != 0 {
+				return nil, fmt.Errorf("%q: %s is not a whole number of millicores that fits 64 bits", key, s)
+			}
+			out[domain.LimitCPU] = m
+		case "memory", "storage", "gpu":
+			// Value rounds up and wraps or clamps beyond int64 (and AsInt64
+			// refuses exact values held as decimals), so the same exact
+			// comparison. ParseQuantity itself clamps a binary-suffixed
+			// amount beyond int64 ("100Ei") to math.MaxInt64, so that value
+			// is refused too: it cannot be told from a clamped one.
+			v := qty.Value()
+			if v == math.MaxInt64 || resource.NewQuantity(v, qty.Format).Cmp(qty) != 0 {
+				unit := "bytes"
+				if key == "gpu" {
+					unit = "devices"
+				}
+				return nil, fmt.Errorf("%q: %s is not a whole number of %s that fits 64 bits", key, s, unit)
+			}
+			canon := map[string]string{"memory": domain.LimitMemory, "storage": domain.LimitStorage, "gpu": gpuKey}[key]
+			out[canon] = v
 		default:
 			return nil, fmt.Errorf("unknown quota %q: want cpu, memory, storage or gpu", key)
 		}

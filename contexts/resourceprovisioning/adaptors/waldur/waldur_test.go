@@ -2,6 +2,7 @@ package waldur_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -193,5 +194,83 @@ func TestAReportTheServerWouldRefuseFailsBeforePosting(t *testing.T) {
 	}
 	if _, err := waldur.Reports(rs, waldur.Options{ObservedAt: readAt.Add(time.Microsecond)}); err != nil {
 		t.Fatalf("a microsecond observation time: %v", err)
+	}
+}
+
+// TestQuotaQuantitiesThatDoNotFitExactlyAreRefusedByName: a quota quantity
+// beyond int64 millicores, bytes or devices, or finer than one of them, is
+// refused naming the record and the quota field (it was wrapped, clamped
+// or zeroed silently); the largest exact values still map.
+func TestQuotaQuantitiesThatDoNotFitExactlyAreRefusedByName(t *testing.T) {
+	rec := `{"uuid":"u","name":"n","offering_uuid":"o","project_uuid":"p","state":"OK","limits":{},"backend_metadata":{"quota":QUOTA}}`
+	for quota, field := range map[string]string{
+		`{"cpu":"1e18"}`:                    `"cpu"`,
+		`{"cpu":"9223372036854775807"}`:     `"cpu"`,
+		`{"cpu":"0.5m"}`:                    `"cpu"`,
+		`{"memory":"1e400"}`:                `"memory"`,
+		`{"memory":"100Ei"}`:                `"memory"`,
+		`{"memory":"0.5"}`:                  `"memory"`,
+		`{"storage":"9223372036854775808"}`: `"storage"`,
+		`{"gpu":"1e19"}`:                    `"gpu"`,
+	} {
+		rs, err := waldur.ParseResources([]byte(strings.Replace(rec, "QUOTA", quota, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := waldur.Report(rs[0], waldur.Options{ObservedAt: readAt})
+		if err == nil || !strings.Contains(err.Error(), "resource u (n): backend_metadata.quota: "+field) || !strings.Contains(err.Error(), "fits 64 bits") {
+			t.Errorf("%s: %v (applied %v), want a refusal naming the record and %s", quota, err, rep.AppliedLimits, field)
+		}
+	}
+	rs, err := waldur.ParseResources([]byte(strings.Replace(rec, "QUOTA", `{"cpu":"9223372036854775807m","memory":"9223372036854775806","gpu":"8"}`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := waldur.Report(rs[0], waldur.Options{ObservedAt: readAt})
+	if want := (domain.Limits{"cpu": 9223372036854775807, "memory": 9223372036854775806, "gpu.nvidia": 8}); err != nil || !rep.AppliedLimits.Equal(want) {
+		t.Fatalf("the largest exact quantities: %v %v, want %v", err, rep.AppliedLimits, want)
+	}
+}
+
+// TestALimitThatIsNotANumberNamesTheRecordAndField: "ram":"lots" used to
+// fail decoding the whole file with the decoder's text.
+func TestALimitThatIsNotANumberNamesTheRecordAndField(t *testing.T) {
+	rs, err := waldur.ParseResources([]byte(`{"uuid":"u","name":"n","offering_uuid":"o","project_uuid":"p","state":"OK","limits":{"ram":"lots","cpu":"2"}}`))
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	if _, err := waldur.Report(rs[0], waldur.Options{ObservedAt: readAt}); err == nil || !strings.Contains(err.Error(), `resource u (n): limit "ram"`) || strings.Contains(err.Error(), "json:") {
+		t.Fatalf("%v, want an error naming the record and limit ram", err)
+	}
+	rs[0].Limits = map[string]json.RawMessage{"cpu": json.RawMessage(`"2"`)}
+	if rep, err := waldur.Report(rs[0], waldur.Options{ObservedAt: readAt}); err != nil || rep.Limits["cpu"] != 2000 {
+		t.Fatalf("a number in a string: %v %v", err, rep.Limits)
+	}
+}
+
+// TestEveryFailingRecordIsNamed: with several records that cannot be
+// reported, the error counts them and names the first five.
+func TestEveryFailingRecordIsNamed(t *testing.T) {
+	var recs []string
+	for i := range 8 {
+		recs = append(recs, fmt.Sprintf(`{"name":"r%d","offering_uuid":"o","project_uuid":"p","state":"OK"}`, i))
+	}
+	recs = append(recs, `{"uuid":"u","name":"ok","offering_uuid":"o","project_uuid":"p","state":"OK"}`)
+	rs, err := waldur.ParseResources([]byte("[" + strings.Join(recs, ",") + "]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = waldur.Reports(rs, waldur.Options{ObservedAt: readAt})
+	if err == nil || !strings.Contains(err.Error(), "8 of 9 records") {
+		t.Fatalf("%v, want the count of failing records", err)
+	}
+	for i := range 5 {
+		if !strings.Contains(err.Error(), fmt.Sprintf("record %d of 9: resource  (r%d): missing uuid", i+1, i)) {
+			t.Errorf("record %d not named: %v", i+1, err)
+		}
+	}
+	rs = rs[:2]
+	if _, err := waldur.Reports(rs, waldur.Options{ObservedAt: readAt}); err == nil || !strings.Contains(err.Error(), "(r0)") || !strings.Contains(err.Error(), "(r1)") {
+		t.Fatalf("%v, want both records named", err)
 	}
 }
