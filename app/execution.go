@@ -67,6 +67,9 @@ func ExecutionRole() Role {
 		Migrate: func(ctx context.Context, log *zap.Logger) error {
 			return executionports.Migrate(ctx, cfg.DatabaseURL, log)
 		},
+		CheckMigrated: func(ctx context.Context, log *zap.Logger) error {
+			return executionports.CheckMigrated(ctx, cfg.DatabaseURL, log)
+		},
 		DatabaseFlags: []string{"execution-database-url"},
 	}
 }

@@ -45,6 +45,11 @@ type Role struct {
 	// Migrate applies the context's migrations (`metallo migrate`); nil for
 	// roles without a platform database.
 	Migrate func(ctx context.Context, log *zap.Logger) error
+	// CheckMigrated returns an error wrapping database.ErrPendingMigrations
+	// when the context's database has pending migrations; nil for roles
+	// without a platform database. serve runs it for every selected role
+	// before it starts, so the start error names every pending context.
+	CheckMigrated func(ctx context.Context, log *zap.Logger) error
 	// DatabaseFlags names the role's database flags (to refuse them where
 	// a role takes no database).
 	DatabaseFlags []string

@@ -1,13 +1,17 @@
 package app
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
 	"github.com/pharos-metallo/metallo/platform/config"
+	"github.com/pharos-metallo/metallo/platform/database"
 )
 
 func newServeCommand(env Env) *cobra.Command {
@@ -50,7 +54,15 @@ The runtime role runs alone. Every flag has a METALLO_* environment equivalent
 				}
 			}
 			log.Info("starting", zap.Strings("roles", namesOf(selected)))
-			return runApp(cmd.Context(), Compose(selected, common, log), common.StopTimeout)
+			err = runApp(cmd.Context(), Compose(selected, common, log), common.StopTimeout)
+			if errors.Is(err, database.ErrPendingMigrations) {
+				// Start stops at the first context it finds behind; name
+				// every one, so one `metallo migrate` fixes them all.
+				if all := checkMigrated(cmd.Context(), selected, log); all != nil {
+					return all
+				}
+			}
+			return err
 		},
 	}
 	fs := cmd.Flags()
@@ -88,6 +100,30 @@ func refuseForeignFlags(cmd *cobra.Command, all RoleSet, selected []Role) error 
 		}
 	}
 	return nil
+}
+
+// checkMigrated checks every selected role's database for pending
+// migrations and returns one error naming all the contexts that have some
+// (wrapping database.ErrPendingMigrations). Other failures (a database that
+// cannot be reached) are left to the start itself, which reports them.
+func checkMigrated(ctx context.Context, roles []Role, log *zap.Logger) error {
+	var pending []error
+	var names []string
+	for _, r := range roles {
+		if r.CheckMigrated == nil {
+			continue
+		}
+		err := r.CheckMigrated(ctx, log.With(zap.String("context", r.Context)))
+		if errors.Is(err, database.ErrPendingMigrations) {
+			pending = append(pending, err)
+			names = append(names, r.Name)
+		}
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d context(s) have pending migrations; run `metallo migrate --role %s` or start with --migrate: %w",
+		len(pending), strings.Join(names, ","), errors.Join(pending...))
 }
 
 func namesOf(rs []Role) []string {

@@ -172,6 +172,18 @@ func OpenDatabase(ctx context.Context, rawURL string, maxConns int32, migrate bo
 	return h, nil
 }
 
+// CheckMigrated opens the database at rawURL and returns an error wrapping
+// database.ErrPendingMigrations when any of the context's migrations is not
+// applied (`metallo serve` checks every role before it starts).
+func CheckMigrated(ctx context.Context, rawURL string, log *zap.Logger) error {
+	h, err := OpenDatabase(ctx, rawURL, 1, false, log)
+	if err != nil {
+		return err
+	}
+	h.Close()
+	return nil
+}
+
 // Migrate applies the context's pending migrations to the database at
 // rawURL (`metallo migrate --role execution`).
 func Migrate(ctx context.Context, rawURL string, log *zap.Logger) error {

@@ -8,6 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
 )
@@ -36,7 +41,10 @@ func Digest(b []byte) string {
 func Canonical(raw []byte) ([]byte, error) {
 	out, err := jcs.Transform(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: canonical json: %v", ErrMalformed, err)
+		// The text passed the strict checks, so the one way left to fail is
+		// a number JCS cannot represent; the library's text (strconv's)
+		// is not shown.
+		return nil, &DecodeError{Message: "holds a number outside the range of IEEE 754 double precision, which RFC 8785 canonical JSON requires"}
 	}
 	return out, nil
 }
@@ -280,8 +288,8 @@ func DecodePayload[T any](cmd Command) (T, error) {
 	if _, err := checkJSON(cmd.Payload); err != nil {
 		return v, err
 	}
-	if err := strictUnmarshal(cmd.Payload, &v); err != nil {
-		return v, fmt.Errorf("payload: %w", err)
+	if err := strictUnmarshalAt(cmd.Payload, &v, "payload."); err != nil {
+		return v, err
 	}
 	return v, nil
 }
@@ -299,15 +307,111 @@ func DecodeDetail[T any](r Result) (T, error) {
 	return v, nil
 }
 
-func strictUnmarshal(raw []byte, v any) error {
+// DecodeError is a strict JSON text that does not have the protocol's
+// shape: a member of the wrong JSON type, a number out of range, an
+// unknown member. Field is the member's dotted path ("account_ref.generation",
+// "payload.tail_bytes"; "" for the whole text) and Message states the rule
+// in plain words, without Go type names or library text. It wraps
+// ErrMalformed.
+type DecodeError struct {
+	Field   string
+	Message string
+}
+
+func (e *DecodeError) Error() string {
+	if e.Field == "" {
+		return "malformed: " + e.Message
+	}
+	return "malformed: " + e.Field + ": " + e.Message
+}
+
+// Unwrap returns ErrMalformed.
+func (e *DecodeError) Unwrap() error { return ErrMalformed }
+
+// strictUnmarshal decodes raw into v (unknown members refused, numbers kept
+// exact); prefix is prepended to the dotted path of a failing member (e.g.
+// "payload."). Its errors are *DecodeError.
+func strictUnmarshal(raw []byte, v any) error { return strictUnmarshalAt(raw, v, "") }
+
+func strictUnmarshalAt(raw []byte, v any, prefix string) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %v", ErrMalformed, err)
+		return plainDecodeError(err, prefix)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: trailing data after the JSON value", ErrMalformed)
+		return &DecodeError{Message: "trailing data after the JSON value"}
 	}
 	return nil
+}
+
+// plainDecodeError turns encoding/json's error into a *DecodeError naming
+// the member and the rule.
+func plainDecodeError(err error, prefix string) *DecodeError {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := strings.TrimSuffix(prefix, ".")
+		if te.Field != "" {
+			field = prefix + te.Field
+		}
+		want := jsonKind(te.Type)
+		if strings.HasPrefix(te.Value, "number") && want == "an integer" {
+			return &DecodeError{Field: field, Message: fmt.Sprintf("must be an integer from %d to %d", math.MinInt64, math.MaxInt64)}
+		}
+		return &DecodeError{Field: field, Message: "must be " + want + ", not " + jsonValueKind(te.Value)}
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if n, uerr := strconv.Unquote(name); uerr == nil {
+			name = n
+		}
+		return &DecodeError{Field: strings.TrimSuffix(prefix, "."), Message: fmt.Sprintf("unknown member %q: the protocol defines no such member", bounded(name, 64))}
+	}
+	return &DecodeError{Field: strings.TrimSuffix(prefix, "."), Message: "does not have the expected shape"}
+}
+
+// jsonKind names the JSON type a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "an object"
+}
+
+// jsonValueKind names the JSON value encoding/json found ("number 1e400"
+// is "a number": the value itself is not echoed).
+func jsonValueKind(v string) string {
+	kind, _, _ := strings.Cut(v, " ")
+	switch kind {
+	case "object", "array", "number", "string":
+		if kind == "object" || kind == "array" {
+			return "an " + kind
+		}
+		return "a " + kind
+	case "bool":
+		return "true or false"
+	}
+	return "this value"
+}
+
+// bounded returns s cut to at most n bytes (at a rune boundary), marked
+// with "…" when cut: echoed values stay short.
+func bounded(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

@@ -2,11 +2,14 @@ package siteprotocol
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"path"
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/pharos-metallo/metallo/platform/ijson"
 )
 
 // FieldError is one broken rule, located by a JSON path such as
@@ -164,7 +167,18 @@ func ValidatePayload(c Command) error {
 	var ck checker
 	decode := func(v any) bool {
 		if err := decodeInto(c, v); err != nil {
-			ck.add("payload", "%v", err)
+			var de *DecodeError
+			var je *ijson.Error
+			switch {
+			case errors.As(err, &de) && de.Field != "":
+				ck.add(de.Field, "%s", de.Message)
+			case errors.As(err, &de):
+				ck.add("payload", "%s", de.Message)
+			case errors.As(err, &je):
+				ck.add(je.Path.Location("payload"), "%s", je.Description())
+			default:
+				ck.add("payload", "%v", err)
+			}
 			return false
 		}
 		return true
@@ -265,7 +279,7 @@ func decodeInto(c Command, v any) error {
 	if _, err := checkJSON(c.Payload); err != nil {
 		return err
 	}
-	return strictUnmarshal(c.Payload, v)
+	return strictUnmarshalAt(c.Payload, v, "payload.")
 }
 
 func validatePrepare(ck *checker, c Command, p PreparePayload) {

@@ -29,14 +29,18 @@ type LockedStream interface {
 // first installation that uses an unbound stream.
 const BindingReasonFirstUse = "first use by an unbound stream's Runtime"
 
-// AcknowledgeLocked applies the fencing rule (an unbound stream is bound to
-// installation, recorded with principal) and the acknowledgement rules
-// (domain.DecideAcknowledgement) to r for sequence. A refused result
-// returns the rule's error; the caller rolls the transaction back, so
-// nothing changes.
-func AcknowledgeLocked(ctx context.Context, tx LockedStream, installation, principal string, sequence int64, r ReceivedResult, at time.Time) (Acknowledgement, error) {
-	st, err := BindLocked(ctx, tx, installation, principal, at)
+// AcknowledgeLocked applies the fencing rule for an acknowledgement
+// (domain.CheckAcknowledger: only the installation the stream is bound to
+// may acknowledge; an unbound stream is bound only by a pull, never by a
+// result) and the acknowledgement rules (domain.DecideAcknowledgement) to r
+// for sequence. A refused result returns the rule's error; the caller rolls
+// the transaction back, so nothing changes.
+func AcknowledgeLocked(ctx context.Context, tx LockedStream, installation string, sequence int64, r ReceivedResult, at time.Time) (Acknowledgement, error) {
+	st, err := tx.State(ctx)
 	if err != nil {
+		return Acknowledgement{}, err
+	}
+	if err := domain.CheckAcknowledger(st.InstallationID, installation); err != nil {
 		return Acknowledgement{}, err
 	}
 	stored, err := tx.CommandAt(ctx, sequence)
@@ -80,14 +84,18 @@ func BindLocked(ctx context.Context, tx LockedStream, installation, principal st
 
 // RebindLocked binds the stream to installation ("" unbinds) on an
 // operator's request and records who, when, why and the previous
-// installation.
+// installation: action BindingRebound, or BindingUnbound for an unbind.
 func RebindLocked(ctx context.Context, tx LockedStream, installation, principal, reason string, at time.Time) (Binding, error) {
 	st, err := tx.State(ctx)
 	if err != nil {
 		return Binding{}, err
 	}
+	action := BindingRebound
+	if installation == "" {
+		action = BindingUnbound
+	}
 	b := Binding{
-		Environment: st.Environment, Action: BindingRebound, InstallationID: installation, PreviousInstallationID: st.InstallationID,
+		Environment: st.Environment, Action: action, InstallationID: installation, PreviousInstallationID: st.InstallationID,
 		Principal: principal, Reason: reason, RecordedAt: at,
 	}
 	if err := tx.SetInstallation(ctx, installation, at, b); err != nil {
@@ -123,11 +131,11 @@ func BindStream(ctx context.Context, s StreamStore, environment, installation, p
 
 // AcknowledgeResult records r for sequence of environment's stream in one
 // locked transaction (AcknowledgeLocked).
-func AcknowledgeResult(ctx context.Context, s StreamStore, environment, installation, principal string, sequence int64, r ReceivedResult, at time.Time) (Acknowledgement, error) {
+func AcknowledgeResult(ctx context.Context, s StreamStore, environment, installation string, sequence int64, r ReceivedResult, at time.Time) (Acknowledgement, error) {
 	var ack Acknowledgement
 	err := s.Locked(ctx, environment, at, func(tx LockedStream) error {
 		var err error
-		ack, err = AcknowledgeLocked(ctx, tx, installation, principal, sequence, r, at)
+		ack, err = AcknowledgeLocked(ctx, tx, installation, sequence, r, at)
 		return err
 	})
 	if err != nil {

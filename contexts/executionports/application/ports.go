@@ -84,8 +84,11 @@ type CommandRecord struct {
 const (
 	// BindingBound: the first installation that used an unbound stream.
 	BindingBound = "bound"
-	// BindingRebound: an operator's explicit rebind.
+	// BindingRebound: an operator's explicit rebind to an installation.
 	BindingRebound = "rebound"
+	// BindingUnbound: an operator's explicit unbind ({"unbind": true}); the
+	// next installation that pulls binds the stream.
+	BindingUnbound = "unbound"
 )
 
 // Binding is one entry of a stream's binding history: who bound the stream
@@ -132,6 +135,10 @@ type StreamStore interface {
 	// Bindings returns the stream's binding history, oldest first.
 	Bindings(ctx context.Context, environment string) ([]Binding, error)
 }
+
+// ResourcesOwner is the context that owns Project allocations (the owner
+// behind ProjectResources), named in planning's "unavailable" answer.
+const ResourcesOwner = "resource_provisioning"
 
 // ErrResourceLookupUnavailable is wrapped by owner adaptors when the owner
 // cannot be read (unreachable, failing, undecodable answer). Planning

@@ -175,8 +175,9 @@ func (s *Streams) read(ctx context.Context, q PullQuery) (PullPage, error) {
 
 // Acknowledge records the result raw (exact bytes) for sequence. raw must
 // parse with siteprotocol.ParseResult (strict shape, matching digest); the
-// store applies the fencing and acknowledgement rules.
-func (s *Streams) Acknowledge(ctx context.Context, environment, installation, who string, sequence int64, raw []byte) (Acknowledgement, error) {
+// store applies the fencing and acknowledgement rules. A result never binds
+// a stream: on an unbound stream it is domain.ErrInstallationMismatch.
+func (s *Streams) Acknowledge(ctx context.Context, environment, installation string, sequence int64, raw []byte) (Acknowledgement, error) {
 	if _, err := s.Environment(environment); err != nil {
 		return Acknowledgement{}, err
 	}
@@ -188,7 +189,7 @@ func (s *Streams) Acknowledge(ctx context.Context, environment, installation, wh
 		ReceivedResult: domain.ReceivedResult{CommandID: r.CommandID, CommandDigest: r.CommandDigest, Sequence: r.Sequence, Digest: r.Digest},
 		Bytes:          raw,
 	}
-	return AcknowledgeResult(ctx, s.store, environment, installation, who, sequence, received, s.clock.Now())
+	return AcknowledgeResult(ctx, s.store, environment, installation, sequence, received, s.clock.Now())
 }
 
 // State returns the stream's state for installation (fenced like every Site

@@ -86,6 +86,8 @@ const (
 	UnitCores   = "cores"
 	UnitBytes   = "bytes"
 	UnitDevices = "devices"
+	// UnitMillicores is cpu's canonical unit (a demand or limit as given).
+	UnitMillicores = "millicores"
 )
 
 // Excess is one resource of a too_large demand: the demand and the limit in
@@ -96,6 +98,14 @@ type Excess struct {
 	Unit     string
 	Demand   int64
 	Limit    int64
+	// CanonicalUnit, CanonicalDemand and CanonicalLimit are the demand and
+	// the limit as given, in the resource's canonical unit ("millicores"
+	// for cpu; otherwise the same as Unit, Demand and Limit), so a CPU
+	// excess such as 32001 millicores against 32000 (compared as 33 cores
+	// against 32) reads unambiguously.
+	CanonicalUnit   string
+	CanonicalDemand int64
+	CanonicalLimit  int64
 }
 
 // Plan is the answer to a planning request.
@@ -185,9 +195,9 @@ func Fits(limits, demand map[string]int64) []Excess {
 	var out []Excess
 	for resource, d := range demand {
 		l := limits[resource]
-		e := Excess{Resource: resource, Demand: d, Limit: l, Unit: unitOf(resource)}
+		e := Excess{Resource: resource, Demand: d, Limit: l, Unit: unitOf(resource), CanonicalUnit: unitOf(resource), CanonicalDemand: d, CanonicalLimit: l}
 		if resource == "cpu" {
-			e.Demand, e.Limit = ceilDiv(d, 1000), l/1000
+			e.Demand, e.Limit, e.CanonicalUnit = ceilDiv(d, 1000), l/1000, UnitMillicores
 		}
 		if e.Demand > e.Limit {
 			out = append(out, e)

@@ -28,7 +28,7 @@ func TestCPUComparesWholeCoresLimitDownDemandUp(t *testing.T) {
 		}
 	}
 	ex := Fits(limits, map[string]int64{"cpu": 32001})
-	if want := []Excess{{Resource: "cpu", Unit: UnitCores, Demand: 33, Limit: 32}}; !reflect.DeepEqual(ex, want) {
+	if want := []Excess{{Resource: "cpu", Unit: UnitCores, Demand: 33, Limit: 32, CanonicalUnit: UnitMillicores, CanonicalDemand: 32001, CanonicalLimit: 32500}}; !reflect.DeepEqual(ex, want) {
 		t.Fatalf("excess %+v, want %+v", ex, want)
 	}
 }
@@ -40,8 +40,8 @@ func TestMemoryStorageAndDevicesCompareExactlyAndAMissingLimitIsZero(t *testing.
 	}
 	ex := Fits(limits, map[string]int64{"memory": 16*gib + 1, "gpu.nvidia": 1})
 	want := []Excess{
-		{Resource: "gpu.nvidia", Unit: UnitDevices, Demand: 1, Limit: 0},
-		{Resource: "memory", Unit: UnitBytes, Demand: 16*gib + 1, Limit: 16 * gib},
+		{Resource: "gpu.nvidia", Unit: UnitDevices, Demand: 1, Limit: 0, CanonicalUnit: UnitDevices, CanonicalDemand: 1},
+		{Resource: "memory", Unit: UnitBytes, Demand: 16*gib + 1, Limit: 16 * gib, CanonicalUnit: UnitBytes, CanonicalDemand: 16*gib + 1, CanonicalLimit: 16 * gib},
 	}
 	if !reflect.DeepEqual(ex, want) {
 		t.Fatalf("excess %+v, want %+v", ex, want)
@@ -84,7 +84,7 @@ func TestPlanChoosesTheSingleUsableAllocation(t *testing.T) {
 			name:   "changing plans against the limits in force",
 			allocs: []Allocation{{ID: "g", Lifecycle: LifecycleChanging, AppliedLimits: map[string]int64{"cpu": 32000}, ConfiguredLimits: map[string]int64{"cpu": 64000}, Fresh: true}},
 			demand: map[string]int64{"cpu": 33000},
-			want:   Plan{Answer: PlanRefused, Reason: RefusedTooLarge, AllocationID: "g", Limits: map[string]int64{"cpu": 32000}, TooLarge: []Excess{{Resource: "cpu", Unit: UnitCores, Demand: 33, Limit: 32}}},
+			want:   Plan{Answer: PlanRefused, Reason: RefusedTooLarge, AllocationID: "g", Limits: map[string]int64{"cpu": 32000}, TooLarge: []Excess{{Resource: "cpu", Unit: UnitCores, Demand: 33, Limit: 32, CanonicalUnit: UnitMillicores, CanonicalDemand: 33000, CanonicalLimit: 32000}}},
 		},
 		{
 			name:   "a stale ready allocation is not ready",

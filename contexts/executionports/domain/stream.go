@@ -77,6 +77,21 @@ func CheckInstallation(bound, presented string) error {
 	return nil
 }
 
+// CheckAcknowledger applies the fencing rule to a result
+// (site-protocol.md "One Runtime installation per stream": the first
+// installation that pulls a stream binds it): only the installation the
+// stream is bound to may acknowledge. A result for an unbound stream (never
+// pulled, or unbound by an operator) binds nothing and is refused with an
+// error wrapping ErrInstallationMismatch, as is a result from any other
+// installation. bound is the stream's installation ("" when unbound);
+// presented is the Metallo-Installation header.
+func CheckAcknowledger(bound, presented string) error {
+	if bound == "" {
+		return fmt.Errorf("%w: the stream is not bound to any installation; only a pull binds it, so pull the stream before sending a result", ErrInstallationMismatch)
+	}
+	return CheckInstallation(bound, presented)
+}
+
 // ExistingCommand is what a store holds for a command ID when it is
 // appended again.
 type ExistingCommand struct {
@@ -134,6 +149,8 @@ const (
 // "Acknowledgement rules") to a result for sequence, given the stream's
 // acknowledged sequence and the stored command at sequence (nil when the
 // stream has no such command):
+//   - a result whose own sequence differs from sequence (the path's) is
+//     ErrIdentityMismatch, before anything else is compared;
 //   - sequence ≤ acknowledged: AckReplay when the digest equals the recorded
 //     one, else ErrResultConflict (nothing changes);
 //   - sequence = acknowledged + 1: ErrUnknownCommand when no such command,
@@ -144,6 +161,8 @@ func DecideAcknowledgement(acknowledged, sequence int64, stored *StoredCommand, 
 	switch {
 	case sequence < 1:
 		return 0, fmt.Errorf("%w: sequence must be positive", ErrOutOfOrder)
+	case r.Sequence != sequence:
+		return 0, fmt.Errorf("%w: the result names sequence %d but is sent for command %d", ErrIdentityMismatch, r.Sequence, sequence)
 	case sequence <= acknowledged:
 		if stored == nil || stored.ResultDigest == "" {
 			return 0, fmt.Errorf("%w: sequence %d is acknowledged but holds no result", ErrResultConflict, sequence)

@@ -27,6 +27,7 @@ func TestAcknowledgementDecisionTable(t *testing.T) {
 		{"the next sequence beyond the head is an unknown command", 4, 5, nil, ok, 0, ErrUnknownCommand},
 		{"the recorded digest again is a replay", 4, 4, acked, ReceivedResult{CommandID: "c4", CommandDigest: "d4", Sequence: 4, Digest: "r4"}, AckReplay, nil},
 		{"another digest for an acknowledged sequence is a result conflict", 4, 4, acked, ReceivedResult{CommandID: "c4", CommandDigest: "d4", Sequence: 4, Digest: "rX"}, 0, ErrResultConflict},
+		{"a body sequence other than an acknowledged path sequence is an identity mismatch, not a result conflict", 4, 4, acked, ReceivedResult{CommandID: "c4", CommandDigest: "d4", Sequence: 3, Digest: "rX"}, 0, ErrIdentityMismatch},
 		{"an older acknowledged sequence replays too", 9, 4, acked, ReceivedResult{CommandID: "c4", CommandDigest: "d4", Sequence: 4, Digest: "r4"}, AckReplay, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,5 +67,17 @@ func TestInstallationFence(t *testing.T) {
 	}
 	if err := CheckInstallation("a", "b"); !errors.Is(err, ErrInstallationMismatch) {
 		t.Fatalf("another installation: %v", err)
+	}
+}
+
+func TestOnlyTheBoundInstallationMayAcknowledge(t *testing.T) {
+	if err := CheckAcknowledger("", "a"); !errors.Is(err, ErrInstallationMismatch) {
+		t.Fatalf("unbound stream: got %v, want ErrInstallationMismatch", err)
+	}
+	if err := CheckAcknowledger("a", "b"); !errors.Is(err, ErrInstallationMismatch) {
+		t.Fatalf("another installation: got %v, want ErrInstallationMismatch", err)
+	}
+	if err := CheckAcknowledger("a", "a"); err != nil {
+		t.Fatalf("the bound installation: %v", err)
 	}
 }

@@ -3,18 +3,23 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
 	"github.com/pharos-metallo/metallo/platform/auth"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
+	"github.com/pharos-metallo/metallo/platform/ijson"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
@@ -50,45 +55,46 @@ func (h *Handlers) knownEnvironment(ctx huma.Context, next func(huma.Context)) {
 
 // jsonBody requires a request body declared as application/json (415
 // unsupported-media-type otherwise, also when the Content-Type is missing:
-// Huma would assume JSON, or decode CBOR). With strict it also applies
-// siteprotocol.CheckJSON to the body before Huma decodes it (400
-// invalid-request naming the rule): encoding/json would otherwise keep one
-// of two duplicate members silently and turn invalid UTF-8 into U+FFFD.
-// Raw command and result bodies are checked by the codec instead (with
-// their own reasons). A strict body that is an object must also name every
-// member of required: a missing one is 422 validation-failed located at
-// body.<member> (Huma would locate it at "body").
-func jsonBody(strict bool, required ...string) func(huma.Context, func(huma.Context)) {
+// Huma would assume JSON, or decode CBOR) of at most limit bytes (413
+// payload-too-large naming limit, the protocol's bound: a body of exactly
+// limit bytes is read; the operation's MaxBodyBytes must exceed limit so
+// Huma never answers with its own, off-by-one bound). With strict it also
+// applies siteprotocol.CheckJSON to the body before Huma decodes it (400
+// invalid-request naming the rule and located at the member): encoding/json
+// would otherwise keep one of two duplicate members silently and turn
+// invalid UTF-8 into U+FFFD. Raw command and result bodies are checked by
+// the codec instead (with their own reasons). A strict body that is an
+// object must also name every member of required: a missing one is 422
+// validation-failed located at body.<member> (Huma would locate it at
+// "body").
+func jsonBody(strict bool, limit int64, required ...string) func(huma.Context, func(huma.Context)) {
 	return func(ctx huma.Context, next func(huma.Context)) {
 		ct := ctx.Header("Content-Type")
 		mt, params, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" || (params["charset"] != "" && !strings.EqualFold(params["charset"], "utf-8")) {
 			writeProblem(ctx, httpserver.NewProblem(http.StatusUnsupportedMediaType, httpserver.DefaultReason(http.StatusUnsupportedMediaType),
-				fmt.Sprintf("the request body must be application/json (UTF-8), not %q", ct)))
-			return
-		}
-		if !strict {
-			next(ctx)
+				fmt.Sprintf("the request body must be application/json (UTF-8), not %q", bounded(ct))))
 			return
 		}
 		r, _ := humago.Unwrap(ctx)
-		limit := ctx.Operation().MaxBodyBytes
-		if limit <= 0 {
-			limit = 1 << 20 // Huma's default
-		}
 		body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 		if err != nil {
 			writeProblem(ctx, httpserver.NewProblem(http.StatusBadRequest, httpserver.DefaultReason(http.StatusBadRequest), "the request body could not be read"))
 			return
 		}
-		if int64(len(body)) >= limit { // Huma answers 413 (a body of its limit is too large)
-			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+		if int64(len(body)) > limit {
+			writeProblem(ctx, httpserver.NewProblem(http.StatusRequestEntityTooLarge, httpserver.DefaultReason(http.StatusRequestEntityTooLarge),
+				fmt.Sprintf("the request body is larger than the limit of %d bytes", limit)))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if !strict {
 			next(ctx)
 			return
 		}
 		if err := siteprotocol.CheckJSON(body); err != nil {
-			writeProblem(ctx, httpserver.NewProblem(http.StatusBadRequest, httpserver.DefaultReason(http.StatusBadRequest), err.Error(),
-				&huma.ErrorDetail{Location: "body", Message: err.Error()}))
+			writeProblem(ctx, httpserver.NewProblem(http.StatusBadRequest, httpserver.DefaultReason(http.StatusBadRequest), "the request body is not strict JSON: "+jsonRule(err),
+				&huma.ErrorDetail{Location: jsonLocation(err), Message: jsonRule(err)}))
 			return
 		}
 		if missing := missingMembers(body, required); len(missing) > 0 {
@@ -96,7 +102,101 @@ func jsonBody(strict bool, required ...string) func(huma.Context, func(huma.Cont
 				"validation failed", missing...))
 			return
 		}
+		next(ctx)
+	}
+}
+
+// jsonLocation locates a strictness error at its member ("body" for the
+// whole text).
+func jsonLocation(err error) string {
+	var je *ijson.Error
+	if errors.As(err, &je) {
+		return je.Path.Location("body")
+	}
+	return "body"
+}
+
+// jsonRule states the strictness rule err breaks, without its location.
+func jsonRule(err error) string {
+	var je *ijson.Error
+	if errors.As(err, &je) {
+		return je.Description()
+	}
+	return "not strict JSON"
+}
+
+// maxEchoed bounds a value echoed in a problem's errors[].value or detail.
+const maxEchoed = 64
+
+// bounded cuts s to at most maxEchoed bytes (at a rune boundary), marked
+// with "…" when cut.
+func bounded(s string) string {
+	if len(s) <= maxEchoed {
+		return s
+	}
+	n := maxEchoed
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// bodyShape refuses, before Huma decodes a strict JSON object body, the
+// members Huma would answer with the whole enclosing object (or request
+// body) as the error's value: a member not in known (422 located at
+// body.<member>, nothing echoed) and, for each member named in integers, a
+// value that is not an integer in the int64 range (422 located at
+// body.<member>.<key>, the number echoed at most maxEchoed bytes). Run it
+// after jsonBody(strict).
+func bodyShape(known []string, integers ...string) func(huma.Context, func(huma.Context)) {
+	return func(ctx huma.Context, next func(huma.Context)) {
+		r, _ := humago.Unwrap(ctx)
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			writeProblem(ctx, httpserver.NewProblem(http.StatusBadRequest, httpserver.DefaultReason(http.StatusBadRequest), "the request body could not be read"))
+			return
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(body, &obj) != nil {
+			next(ctx) // not an object: Huma's schema validation answers
+			return
+		}
+		names := make([]string, 0, len(obj))
+		for name := range obj {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		var errs []*huma.ErrorDetail
+		for _, name := range names {
+			if !slices.Contains(known, name) {
+				errs = append(errs, &huma.ErrorDetail{Location: "body." + bounded(name), Message: "unknown member; expected one of " + strings.Join(known, ", ")})
+			}
+		}
+		for _, member := range integers {
+			var values map[string]json.Number
+			dec := json.NewDecoder(bytes.NewReader(obj[member]))
+			dec.UseNumber()
+			if dec.Decode(&values) != nil {
+				continue // not an object of numbers: Huma answers, located at the key
+			}
+			keys := make([]string, 0, len(values))
+			for k := range values {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				if _, err := strconv.ParseInt(values[k].String(), 10, 64); err != nil {
+					errs = append(errs, &huma.ErrorDetail{Location: "body." + member + "." + bounded(k),
+						Message: fmt.Sprintf("must be an integer from 0 to %d", int64(math.MaxInt64)), Value: bounded(values[k].String())})
+				}
+			}
+		}
+		if len(errs) > 0 {
+			writeProblem(ctx, httpserver.NewProblem(http.StatusUnprocessableEntity, httpserver.DefaultReason(http.StatusUnprocessableEntity),
+				"validation failed", errs...))
+			return
+		}
 		next(ctx)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/executionports/domain"
 	"github.com/pharos-metallo/metallo/platform/auth"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
+	"github.com/pharos-metallo/metallo/platform/ijson"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
@@ -40,6 +41,9 @@ const RetryAfterSeconds = "5"
 // MaxResultBytes bounds a result body: a read-file or proxy detail carries
 // up to 1 MiB base64-encoded plus the envelope.
 const MaxResultBytes = 4 << 20
+
+// MaxRequestBytes bounds the other JSON request bodies (rebind, plans).
+const MaxRequestBytes = 1 << 20
 
 // Handlers holds what the routes call. Registering with a zero Handlers
 // documents the routes without serving them (metallo openapi).
@@ -203,19 +207,19 @@ func registerSite(api huma.API, h *Handlers) {
 		Method:           http.MethodPut,
 		Path:             "/site/v1/streams/{environment}/commands/{sequence}/result",
 		Summary:          "Record a command's result",
-		Description:      "The sequence must be acknowledged + 1 and the result must name the stored command's id and digest (else 409 out-of-order / identity-mismatch). A result for an acknowledged sequence is accepted only if byte-identical (same digest): 200 with the same acknowledgement; otherwise 409 result-conflict and nothing changes. The result's exact bytes are stored.",
+		Description:      "Only the installation the stream is bound to may send results: a stream is bound by a pull, never by a result, so a result on an unbound stream (never pulled, or unbound by an operator) or from another installation is 409 installation-mismatch and records nothing. A result whose body sequence differs from the path's is 409 identity-mismatch. The sequence must be acknowledged + 1 and the result must name the stored command's id and digest (else 409 out-of-order / identity-mismatch). The body is at most 4194304 bytes (413). A result for an acknowledged sequence is accepted only if byte-identical (same digest): 200 with the same acknowledgement; otherwise 409 result-conflict and nothing changes. The result's exact bytes are stored.",
 		Tags:             []string{Tag},
 		Security:         httpserver.Bearer(),
-		MaxBodyBytes:     MaxResultBytes + 1, // Huma refuses a body of exactly its limit
+		MaxBodyBytes:     MaxResultBytes + 1, // jsonBody enforces MaxResultBytes itself
 		SkipValidateBody: true,
 		Metadata:         siteAdmit(),
-		Middlewares:      huma.Middlewares{h.knownEnvironment, jsonBody(false)},
+		Middlewares:      huma.Middlewares{h.knownEnvironment, jsonBody(false, MaxResultBytes)},
 		Errors:           []int{400, 401, 403, 404, 409, 413, 415, 422, 503},
 	}, func(ctx context.Context, in *resultInput) (*ackOutput, error) {
 		if err := h.siteAccess(ctx, &in.SiteRequest); err != nil {
 			return nil, err
 		}
-		ack, err := h.Streams.Acknowledge(ctx, in.Environment, in.Installation, principalOf(ctx), in.Sequence, in.RawBody)
+		ack, err := h.Streams.Acknowledge(ctx, in.Environment, in.Installation, in.Sequence, in.RawBody)
 		if err != nil {
 			return nil, h.problem(err, siteprotocol.ProblemInvalidResult)
 		}
@@ -264,7 +268,7 @@ type rebindInput struct {
 
 // BindingBody is a recorded binding of a stream.
 type BindingBody struct {
-	Action                 string `json:"action" enum:"bound,rebound"`
+	Action                 string `json:"action" enum:"bound,rebound,unbound" doc:"bound: the first pull of an unbound stream; rebound: an operator bound it to installation_id; unbound: an operator unbound it (unbind: true)."`
 	InstallationID         string `json:"installation_id,omitempty"`
 	PreviousInstallationID string `json:"previous_installation_id,omitempty"`
 	Principal              string `json:"principal" doc:"Who bound the stream."`
@@ -286,14 +290,14 @@ func registerExecution(api huma.API, h *Handlers) {
 		Method:           http.MethodPost,
 		Path:             appendPath,
 		Summary:          "Append a command",
-		Description:      "Appends a command (no sequence; digest optional and checked) and answers its sequence: 201 when created; 200 with the original sequence and created false when the same id was appended with the same content (compared by the digest of its JCS form); 409 conflicting-retry for the same id with other content. The server stores the received object's canonical form.",
+		Description:      "Appends a command (no sequence; digest optional and checked) and answers its sequence: 201 when created; 200 with the original sequence and created false when the same id was appended with the same content (compared by the digest of its JCS form); 409 conflicting-retry for the same id with other content. The server stores the received object's canonical form. The body is at most 1048576 bytes (413).",
 		Tags:             []string{Tag},
 		Security:         httpserver.Bearer(),
 		DefaultStatus:    http.StatusCreated,
-		MaxBodyBytes:     siteprotocol.MaxCommandBytes + 1, // Huma refuses a body of exactly its limit
+		MaxBodyBytes:     siteprotocol.MaxCommandBytes + 1, // jsonBody enforces MaxCommandBytes itself
 		SkipValidateBody: true,
 		Metadata:         h.serviceAdmit(),
-		Middlewares:      huma.Middlewares{h.knownEnvironment, jsonBody(false)},
+		Middlewares:      huma.Middlewares{h.knownEnvironment, jsonBody(false, siteprotocol.MaxCommandBytes)},
 		Errors:           []int{400, 401, 403, 404, 409, 413, 415, 422, 503},
 	}, func(ctx context.Context, in *appendInput) (*appendOutput, error) {
 		if err := h.serviceAccess(ctx); err != nil {
@@ -347,16 +351,17 @@ func registerExecution(api huma.API, h *Handlers) {
 	})
 
 	huma.Register(api, huma.Operation{
-		OperationID: "rebind-stream",
-		Method:      http.MethodPost,
-		Path:        "/execution/v1/streams/{environment}/rebind",
-		Summary:     "Rebind a stream to a Runtime installation",
-		Description: "An operator's explicit rebind: binds the stream to installation_id, or unbinds it with unbind: true (exactly one of the two; both, neither or an empty installation_id is 422 validation-failed), recorded with the calling principal, the time and the reason. The previously bound installation is refused from then on. The body must be application/json (415) and strict JSON: valid UTF-8, no null, no member twice (400 invalid-request).",
-		Tags:        []string{Tag},
-		Security:    httpserver.Bearer(),
-		Metadata:    h.serviceAdmit(),
-		Middlewares: huma.Middlewares{h.knownEnvironment, jsonBody(true)},
-		Errors:      []int{400, 401, 403, 404, 415, 422, 503},
+		OperationID:  "rebind-stream",
+		Method:       http.MethodPost,
+		Path:         "/execution/v1/streams/{environment}/rebind",
+		Summary:      "Rebind a stream to a Runtime installation",
+		Description:  "An operator's explicit rebind: binds the stream to installation_id, or unbinds it with unbind: true (exactly one of the two; both, neither or an empty installation_id is 422 validation-failed), recorded with the calling principal, the time and the reason. The previously bound installation is refused from then on. The body must be application/json (415) and strict JSON: valid UTF-8, no null, no member twice (400 invalid-request).",
+		Tags:         []string{Tag},
+		Security:     httpserver.Bearer(),
+		Metadata:     h.serviceAdmit(),
+		MaxBodyBytes: MaxRequestBytes + 1, // jsonBody enforces MaxRequestBytes itself
+		Middlewares:  huma.Middlewares{h.knownEnvironment, jsonBody(true, MaxRequestBytes), bodyShape([]string{"installation_id", "unbind", "reason"})},
+		Errors:       []int{400, 401, 403, 404, 415, 422, 503},
 	}, func(ctx context.Context, in *rebindInput) (*rebindOutput, error) {
 		if err := h.serviceAccess(ctx); err != nil {
 			return nil, err
@@ -503,9 +508,24 @@ func (h *Handlers) problem(err error, invalidReason string) error {
 	return httpserver.NewProblem(http.StatusInternalServerError, httpserver.DefaultReason(http.StatusInternalServerError), "internal error; see the server log")
 }
 
+// fieldErrors locates a codec error: each field of a
+// *siteprotocol.ValidationError, the member of a *siteprotocol.DecodeError,
+// or where an *ijson.Error breaks a strictness rule ("body" for the whole
+// text). Values are never echoed.
 func fieldErrors(err error) []*huma.ErrorDetail {
 	var ve *siteprotocol.ValidationError
-	if !errors.As(err, &ve) {
+	var de *siteprotocol.DecodeError
+	var je *ijson.Error
+	switch {
+	case errors.As(err, &de):
+		loc := "body"
+		if de.Field != "" {
+			loc += "." + de.Field
+		}
+		return []*huma.ErrorDetail{{Location: loc, Message: de.Message}}
+	case errors.As(err, &je):
+		return []*huma.ErrorDetail{{Location: je.Path.Location("body"), Message: je.Description()}}
+	case !errors.As(err, &ve):
 		return nil
 	}
 	out := make([]*huma.ErrorDetail, 0, len(ve.Fields))

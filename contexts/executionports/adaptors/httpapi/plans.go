@@ -16,6 +16,10 @@ import (
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
+// UnavailableDetail is the detail of every "unavailable" plan: a fixed
+// sentence naming the owner. The cause is logged, never answered.
+const UnavailableDetail = "the " + application.ResourcesOwner + " owner cannot be reached now; retry later"
+
 // PlanRequest asks whether a demand fits a Project's allocation at an
 // environment.
 type PlanRequest struct {
@@ -28,8 +32,12 @@ type PlanRequest struct {
 type Excess struct {
 	Resource string `json:"resource" doc:"The resource key, e.g. cpu, memory, gpu.nvidia."`
 	Unit     string `json:"unit" enum:"cores,bytes,devices" doc:"The unit compared: cpu in whole cores (demand rounded up, limit rounded down), the rest exactly."`
-	Demand   int64  `json:"demand"`
-	Limit    int64  `json:"limit" doc:"0 when the allocation has no limit for the resource."`
+	Demand   int64  `json:"demand" doc:"The demand in unit (cpu: whole cores, rounded up)."`
+	Limit    int64  `json:"limit" doc:"The limit in unit (cpu: whole cores, rounded down); 0 when the allocation has no limit for the resource."`
+	// The same demand and limit as given, in the canonical unit.
+	CanonicalUnit   string `json:"canonical_unit" enum:"millicores,bytes,devices" doc:"The canonical unit of canonical_demand and canonical_limit: cpu in millicores, the rest as unit."`
+	CanonicalDemand int64  `json:"canonical_demand" doc:"The demand as requested, in canonical_unit (e.g. 32001 millicores, compared as 33 cores)."`
+	CanonicalLimit  int64  `json:"canonical_limit" doc:"The applied limit as set, in canonical_unit (e.g. 32000 millicores, compared as 32 cores)."`
 }
 
 // PlanBody is the planning answer.
@@ -45,7 +53,7 @@ type PlanBody struct {
 	LifecycleReasons []string         `json:"lifecycle_reasons,omitempty" doc:"The lifecycle reasons of a not_ready refusal (e.g. provisioning, limits_not_applied, stale)."`
 	TooLarge         []Excess         `json:"too_large,omitempty" doc:"Every resource whose demand exceeds its limit."`
 	Limits           map[string]int64 `json:"limits,omitempty" doc:"The applied limits planned against (canonical units)."`
-	Detail           string           `json:"detail,omitempty" doc:"Why the owner could not be read (unavailable)."`
+	Detail           string           `json:"detail,omitempty" doc:"With unavailable: the fixed sentence 'the resource_provisioning owner cannot be reached now; retry later' (the cause is in the server log, never in the answer)."`
 }
 
 type planInput struct {
@@ -58,16 +66,17 @@ type planOutput struct {
 
 func registerPlans(api huma.API, h *Handlers) {
 	huma.Register(api, huma.Operation{
-		OperationID: "plan-capacity",
-		Method:      http.MethodPost,
-		Path:        "/execution/v1/plans",
-		Summary:     "Plan a demand against a Project's allocation",
-		Description: "Reads the Project's allocations at the environment's Site from their owner (resource_provisioning) live and answers admissible, refused (too_large with each resource's demand and limit, resource_suspended, not_ready with the lifecycle reasons, no_allocation, resource_ambiguous) or unavailable. CPU limits round down and CPU demands round up to whole cores; memory, storage and devices compare exactly; a demanded key without a limit has limit 0; a changing allocation plans against the applied limits still in force. Validation errors are 422 with each errors[].location naming the body field (body.project, body.environment, body.demand.<key>); the body must be application/json (415) and strict JSON: valid UTF-8, no null, no member twice (400 invalid-request).",
-		Tags:        []string{Tag},
-		Security:    httpserver.Bearer(),
-		Metadata:    h.serviceAdmit(),
-		Middlewares: huma.Middlewares{jsonBody(true, "project", "environment", "demand")},
-		Errors:      []int{400, 401, 403, 415, 422},
+		OperationID:  "plan-capacity",
+		Method:       http.MethodPost,
+		Path:         "/execution/v1/plans",
+		Summary:      "Plan a demand against a Project's allocation",
+		Description:  "Reads the Project's allocations at the environment's Site from their owner (resource_provisioning) live and answers admissible, refused (too_large with each resource's demand and limit, resource_suspended, not_ready with the lifecycle reasons, no_allocation, resource_ambiguous) or unavailable. CPU limits round down and CPU demands round up to whole cores; memory, storage and devices compare exactly; a demanded key without a limit has limit 0; a changing allocation plans against the applied limits still in force. Validation errors are 422 with each errors[].location naming the body field (body.project, body.environment, body.demand.<key>); the body must be application/json (415) and strict JSON: valid UTF-8, no null, no member twice (400 invalid-request).",
+		Tags:         []string{Tag},
+		Security:     httpserver.Bearer(),
+		Metadata:     h.serviceAdmit(),
+		MaxBodyBytes: MaxRequestBytes + 1, // jsonBody enforces MaxRequestBytes itself
+		Middlewares:  huma.Middlewares{jsonBody(true, MaxRequestBytes, "project", "environment", "demand"), bodyShape([]string{"project", "environment", "demand"}, "demand")},
+		Errors:       []int{400, 401, 403, 415, 422},
 	}, func(ctx context.Context, in *planInput) (*planOutput, error) {
 		if err := h.serviceAccess(ctx); err != nil {
 			return nil, err
@@ -85,8 +94,11 @@ func registerPlans(api huma.API, h *Handlers) {
 			return nil, httpserver.NewProblem(http.StatusUnprocessableEntity, siteprotocol.ProblemUnknownEnvironment, err.Error(),
 				&huma.ErrorDetail{Location: "body.environment", Message: "no such environment is configured", Value: in.Body.Environment})
 		case errors.Is(err, application.ErrResourceLookupUnavailable):
-			h.Log.Warn("planning: the allocation owner cannot be read", zap.Error(err))
-			body.Answer, body.Detail = string(domain.PlanUnavailable), err.Error()
+			// The cause (a driver's or the remote owner's text, which can
+			// name hosts, users and databases) is logged here, once; the
+			// answer carries only the fixed UnavailableDetail.
+			h.Log.Warn("planning: the allocation owner cannot be read", zap.String("owner", application.ResourcesOwner), zap.Error(err))
+			body.Answer, body.Detail = string(domain.PlanUnavailable), UnavailableDetail
 			return &planOutput{Body: body}, nil
 		case err != nil:
 			return nil, h.problem(err, "")
@@ -104,7 +116,8 @@ func fillPlan(body *PlanBody, p domain.Plan) {
 	body.LifecycleReasons = p.LifecycleReasons
 	body.Limits = p.Limits
 	for _, e := range p.TooLarge {
-		body.TooLarge = append(body.TooLarge, Excess{Resource: e.Resource, Unit: e.Unit, Demand: e.Demand, Limit: e.Limit})
+		body.TooLarge = append(body.TooLarge, Excess{Resource: e.Resource, Unit: e.Unit, Demand: e.Demand, Limit: e.Limit,
+			CanonicalUnit: e.CanonicalUnit, CanonicalDemand: e.CanonicalDemand, CanonicalLimit: e.CanonicalLimit})
 	}
 }
 

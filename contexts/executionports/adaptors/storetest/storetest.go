@@ -110,6 +110,15 @@ func mustState(t *testing.T, s application.StreamStore, env string) domain.Strea
 	return st
 }
 
+// mustBind binds env's stream to installation as its first pull does
+// (only a pull binds a stream; a result never does).
+func mustBind(t *testing.T, s application.StreamStore, env, installation string) {
+	t.Helper()
+	if _, err := application.BindStream(context.Background(), s, env, installation, "environment:"+env, t0); err != nil {
+		t.Fatalf("bind %s: %v", env, err)
+	}
+}
+
 func testAppendAssignsSequences(t *testing.T, s application.StreamStore) {
 	appendN(t, s, "alpha-k8s", 1, 5)
 	appendN(t, s, "beta-k8s", 2, 2) // another stream starts at 1 again
@@ -241,13 +250,14 @@ const inst = "6a0f3c1e-0000-4000-8000-000000000001"
 func testAcknowledgeInOrder(t *testing.T, s application.StreamStore) {
 	ctx := context.Background()
 	cs := appendN(t, s, "alpha-k8s", 1, 3)
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, "environment:alpha-k8s", 2, Result(t, cs[1], 2, "two"), t0); !errors.Is(err, domain.ErrOutOfOrder) {
+	mustBind(t, s, "alpha-k8s", inst)
+	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 2, Result(t, cs[1], 2, "two"), t0); !errors.Is(err, domain.ErrOutOfOrder) {
 		t.Fatalf("ack 2 before 1: got %v, want ErrOutOfOrder", err)
 	}
 	for i, c := range cs {
 		seq := int64(i + 1)
 		r := Result(t, c, seq, "done")
-		ack, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, "environment:alpha-k8s", seq, r, t0.Add(time.Duration(i)*time.Second))
+		ack, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, seq, r, t0.Add(time.Duration(i)*time.Second))
 		if err != nil {
 			t.Fatalf("ack %d: %v", seq, err)
 		}
@@ -256,7 +266,7 @@ func testAcknowledgeInOrder(t *testing.T, s application.StreamStore) {
 		}
 	}
 	c4, _ := Command(t, 1, 4)
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, "environment:alpha-k8s", 4, Result(t, c4, 4, "x"), t0); !errors.Is(err, domain.ErrUnknownCommand) {
+	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 4, Result(t, c4, 4, "x"), t0); !errors.Is(err, domain.ErrUnknownCommand) {
 		t.Fatalf("ack beyond the head: got %v, want ErrUnknownCommand", err)
 	}
 	if st := mustState(t, s, "alpha-k8s"); st.AcknowledgedSequence != 3 {
@@ -278,6 +288,7 @@ func testAcknowledgeInOrder(t *testing.T, s application.StreamStore) {
 func testIdentityMismatch(t *testing.T, s application.StreamStore) {
 	ctx := context.Background()
 	cs := appendN(t, s, "alpha-k8s", 1, 2)
+	mustBind(t, s, "alpha-k8s", inst)
 	for name, r := range map[string]application.ReceivedResult{
 		"another command's result":   Result(t, cs[1], 1, "x"),
 		"the wrong sequence in body": Result(t, cs[0], 2, "x"),
@@ -287,7 +298,7 @@ func testIdentityMismatch(t *testing.T, s application.StreamStore) {
 			return Result(t, c, 1, "x")
 		}(),
 	} {
-		if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, "environment:alpha-k8s", 1, r, t0); !errors.Is(err, domain.ErrIdentityMismatch) {
+		if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 1, r, t0); !errors.Is(err, domain.ErrIdentityMismatch) {
 			t.Fatalf("%s: got %v, want ErrIdentityMismatch", name, err)
 		}
 	}
@@ -302,15 +313,16 @@ func testIdentityMismatch(t *testing.T, s application.StreamStore) {
 func testReplay(t *testing.T, s application.StreamStore) {
 	ctx := context.Background()
 	cs := appendN(t, s, "alpha-k8s", 1, 2)
+	mustBind(t, s, "alpha-k8s", inst)
 	r1 := Result(t, cs[0], 1, "one")
-	first, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, "environment:alpha-k8s", 1, r1, t0)
+	first, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 1, r1, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, "environment:alpha-k8s", 2, Result(t, cs[1], 2, "two"), t0); err != nil {
+	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 2, Result(t, cs[1], 2, "two"), t0); err != nil {
 		t.Fatal(err)
 	}
-	again, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, "environment:alpha-k8s", 1, r1, t0.Add(time.Minute))
+	again, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 1, r1, t0.Add(time.Minute))
 	if err != nil {
 		t.Fatalf("replay: %v", err)
 	}
@@ -325,12 +337,13 @@ func testReplay(t *testing.T, s application.StreamStore) {
 func testResultConflict(t *testing.T, s application.StreamStore) {
 	ctx := context.Background()
 	cs := appendN(t, s, "alpha-k8s", 1, 1)
+	mustBind(t, s, "alpha-k8s", inst)
 	r1 := Result(t, cs[0], 1, "one")
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, "environment:alpha-k8s", 1, r1, t0); err != nil {
+	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 1, r1, t0); err != nil {
 		t.Fatal(err)
 	}
 	other := Result(t, cs[0], 1, "another outcome")
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, "environment:alpha-k8s", 1, other, t0); !errors.Is(err, domain.ErrResultConflict) {
+	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 1, other, t0); !errors.Is(err, domain.ErrResultConflict) {
 		t.Fatalf("got %v, want ErrResultConflict", err)
 	}
 	rec, err := s.Command(ctx, "alpha-k8s", cs[0].ID)
@@ -362,19 +375,23 @@ func testBinding(t *testing.T, s application.StreamStore) {
 	if _, err := application.BindStream(ctx, s, "alpha-k8s", second, "environment:alpha-k8s", t0); !errors.Is(err, domain.ErrInstallationMismatch) {
 		t.Fatalf("second installation pull: got %v, want ErrInstallationMismatch", err)
 	}
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", second, "environment:alpha-k8s", 1, Result(t, cs[0], 1, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
+	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", second, 1, Result(t, cs[0], 1, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
 		t.Fatalf("second installation ack: got %v, want ErrInstallationMismatch", err)
 	}
 	if st := mustState(t, s, "alpha-k8s"); st.AcknowledgedSequence != 0 || st.InstallationID != inst {
 		t.Fatalf("the fenced installation changed the stream: %+v", st)
 	}
-	// An acknowledgement on a never-bound stream binds it like a pull.
+	// A result on a never-pulled stream binds nothing: only a pull binds
+	// (site-protocol.md "One Runtime installation per stream").
 	bs := appendN(t, s, "beta-k8s", 2, 1)
-	if _, err := application.AcknowledgeResult(ctx, s, "beta-k8s", second, "environment:beta-k8s", 1, Result(t, bs[0], 1, "x"), t0); err != nil {
-		t.Fatal(err)
+	if _, err := application.AcknowledgeResult(ctx, s, "beta-k8s", second, 1, Result(t, bs[0], 1, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
+		t.Fatalf("ack on an unbound stream: got %v, want ErrInstallationMismatch", err)
 	}
-	if st := mustState(t, s, "beta-k8s"); st.InstallationID != second {
-		t.Fatalf("ack on an unbound stream left it bound to %q", st.InstallationID)
+	if st := mustState(t, s, "beta-k8s"); st.InstallationID != "" || st.AcknowledgedSequence != 0 {
+		t.Fatalf("ack on an unbound stream changed it: %+v", st)
+	}
+	if hist, err := s.Bindings(ctx, "beta-k8s"); err != nil || len(hist) != 0 {
+		t.Fatalf("ack on an unbound stream recorded a binding: %+v, %v", hist, err)
 	}
 	hist, err := s.Bindings(ctx, "alpha-k8s")
 	if err != nil {
@@ -399,10 +416,10 @@ func testRebind(t *testing.T, s application.StreamStore) {
 	if b.PreviousInstallationID != inst || b.InstallationID != second || b.Principal != "service:operator" || b.Reason != "volume replaced" || !b.RecordedAt.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("rebind: %+v", b)
 	}
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, "environment:alpha-k8s", 1, Result(t, cs[0], 1, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
+	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 1, Result(t, cs[0], 1, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
 		t.Fatalf("old installation after rebind: got %v, want ErrInstallationMismatch", err)
 	}
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", second, "environment:alpha-k8s", 1, Result(t, cs[0], 1, "x"), t0); err != nil {
+	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", second, 1, Result(t, cs[0], 1, "x"), t0); err != nil {
 		t.Fatalf("new installation after rebind: %v", err)
 	}
 	// Unbinding lets the next installation that pulls bind the stream.
@@ -411,6 +428,13 @@ func testRebind(t *testing.T, s application.StreamStore) {
 	}
 	if st := mustState(t, s, "alpha-k8s"); st.InstallationID != "" {
 		t.Fatalf("after unbinding: bound to %q", st.InstallationID)
+	}
+	// A result after the unbind binds nothing (only a pull binds).
+	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", "third", 2, Result(t, cs[0], 2, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
+		t.Fatalf("result after unbinding: got %v, want ErrInstallationMismatch", err)
+	}
+	if st := mustState(t, s, "alpha-k8s"); st.InstallationID != "" {
+		t.Fatalf("a result after unbinding bound the stream to %q", st.InstallationID)
 	}
 	if st, err := application.BindStream(ctx, s, "alpha-k8s", "third", "environment:alpha-k8s", t0.Add(3*time.Hour)); err != nil || st.InstallationID != "third" {
 		t.Fatalf("pull after unbinding: %+v, %v", st, err)
@@ -423,7 +447,7 @@ func testRebind(t *testing.T, s application.StreamStore) {
 	for _, h := range hist {
 		actions = append(actions, h.Action+":"+h.InstallationID)
 	}
-	if want := fmt.Sprint([]string{"bound:" + inst, "rebound:second-installation", "rebound:", "bound:third"}); fmt.Sprint(actions) != want {
+	if want := fmt.Sprint([]string{"bound:" + inst, "rebound:second-installation", "unbound:", "bound:third"}); fmt.Sprint(actions) != want {
 		t.Fatalf("history %v, want %v", actions, want)
 	}
 }
