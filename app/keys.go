@@ -20,8 +20,10 @@ func newKeysCommand(env Env) *cobra.Command {
 		Use:   "new --principal KIND:ID",
 		Short: "Print a new random key once, and the keys-file entry that admits it",
 		Long: `Print a fresh random bearer key for the principal (site:<id>, environment:<id>
-or service:<name>) and the entry to add under "keys:" in keys.yaml. Only the
-entry's SHA-256 is ever stored; the key is shown this once.`,
+or service:<name>) and where its SHA-256 goes: for site: and service: the entry
+to add under "keys:" in keys.yaml (or --append it); for environment: the
+environment's "auth: {key_sha256: …}" in environments.yaml (--append is
+refused). Only the SHA-256 is ever stored; the key is shown this once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd, env); err != nil {
@@ -31,9 +33,19 @@ entry's SHA-256 is ever stored; the key is shown this once.`,
 			if err != nil {
 				return config.Invalid("principal", principal, err)
 			}
+			if p.Kind == auth.KindEnvironment && appendTo != "" {
+				return config.Invalid("append", appendTo, errors.New("an environment's key belongs in environments.yaml (auth: {key_sha256: …} of the environment), not in a keys file"))
+			}
 			key, entry, err := auth.NewKey(p)
 			if err != nil {
 				return err
+			}
+			if p.Kind == auth.KindEnvironment {
+				// environments.yaml authenticates an environment's Runtime,
+				// never keys.yaml (README, "Configuration").
+				fmt.Fprintf(cmd.OutOrStdout(), "key: %s\n# set as the auth of environment %s in environments.yaml (not keys.yaml)\n"+
+					"environments:\n  - id: %s\n    auth:\n      key_sha256: %s\n", key, p.ID, p.ID, entry.SHA256)
+				return nil
 			}
 			line, err := yaml.Marshal([]auth.KeyEntry{entry})
 			if err != nil {
