@@ -19,7 +19,7 @@ func TestRuntimeCheckNeverBindsTheStream(t *testing.T) {
 	if err != nil {
 		t.Fatalf("check: %v\n%s", err, out)
 	}
-	mustContain(t, out, "next command 1", "installation \n")
+	mustContain(t, out, "next command 1", "installation: unbound (this read-only check did not bind it)")
 
 	second, err := harness.NewRuntime(bins.Runtime, e.site, filepath.Join(t.TempDir(), "second"))
 	if err != nil {
