@@ -13,11 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"net"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,6 +24,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/postgres/pgdb"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/application"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
+	"github.com/pharos-metallo/metallo/platform/database"
 )
 
 // maxAttempts bounds retries of a transaction after a serialization failure
@@ -121,47 +118,10 @@ func dbErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, application.ErrUnavailable) || !unavailable(err) {
+	if errors.Is(err, application.ErrUnavailable) || !database.Unavailable(err) {
 		return fmt.Errorf("postgres %s: %w", op, err)
 	}
 	return &application.UnavailableError{Op: "postgres " + op, Cause: err}
-}
-
-// unavailable reports whether err means the database cannot be reached or
-// used now (see dbErr).
-func unavailable(err error) bool {
-	if errors.Is(err, context.Canceled) {
-		return false
-	}
-	var connect *pgconn.ConnectError
-	if errors.As(err, &connect) {
-		return true // checked before PgError: a failed connect wraps the server's FATAL
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		switch {
-		case pe.Code == "3D000":
-			return true
-		case len(pe.Code) == 5:
-			switch pe.Code[:2] {
-			case "08", "28", "53", "57", "58":
-				return true
-			}
-		}
-		return false
-	}
-	var netErr net.Error
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
-		return true
-	}
-	// pgxpool reports an Acquire on a closed pool with puddle's
-	// ErrClosedPool ("closed pool"), a module this one does not import;
-	// pgconn reports a use of a closed connection as "conn closed".
-	msg := err.Error()
-	return strings.Contains(msg, "closed pool") || strings.Contains(msg, "conn closed")
 }
 
 // Ping implements application.Store.

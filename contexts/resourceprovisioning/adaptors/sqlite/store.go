@@ -13,9 +13,6 @@ import (
 	"fmt"
 	"time"
 
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
-
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/internal/rows"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/sqlite/sqlitedb"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/application"
@@ -82,30 +79,11 @@ func dbErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, application.ErrUnavailable) || !unavailable(err) {
+	if errors.Is(err, application.ErrUnavailable) || !database.Unavailable(err) {
 		return fmt.Errorf("sqlite %s: %w", op, err)
 	}
 	return &application.UnavailableError{Op: "sqlite " + op, Cause: err}
 }
-
-// unavailable reports whether err means the database file cannot be used
-// now (see dbErr).
-func unavailable(err error) bool {
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		switch se.Code() & 0xff { // the primary result code of an extended one
-		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN,
-			sqlite3.SQLITE_FULL, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_READONLY:
-			return true
-		}
-		return false
-	}
-	return errors.Is(err, sql.ErrConnDone) || errors.Is(err, context.DeadlineExceeded) || isClosed(err)
-}
-
-// isClosed reports database/sql's "database is closed" error, which has no
-// exported value.
-func isClosed(err error) bool { return err != nil && err.Error() == "sql: database is closed" }
 
 // Ping implements application.Store: both pools answer.
 func (s *Store) Ping(ctx context.Context) error {
