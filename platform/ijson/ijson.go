@@ -7,7 +7,10 @@
 //   - no string escapes a lone UTF-16 surrogate (RFC 7493 section 2.1):
 //     decoded as U+FFFD, the same collision;
 //   - no object names a member twice, at any depth (RFC 7493 section 2.3):
-//     encoding/json keeps the last one silently;
+//     encoding/json keeps the last one silently; nor two members whose
+//     names differ only in case ("id" and "ID"), because encoding/json
+//     matches struct fields without regard to case, so the decoded value
+//     would depend on member order, which canonical re-encoding changes;
 //   - exactly one JSON value (RFC 8259 section 2), nothing after it;
 //   - no null anywhere, and no U+0000 (NUL) in any string or member name
 //     (site-protocol.md "Encoding rules": optional members are absent,
@@ -44,7 +47,8 @@ const (
 	// LoneSurrogate: a string or member name escapes a UTF-16 surrogate
 	// that is not part of a pair (RFC 7493 section 2.1).
 	LoneSurrogate
-	// DuplicateMember: an object names a member twice (RFC 7493 section 2.3).
+	// DuplicateMember: an object names a member twice (RFC 7493 section
+	// 2.3), or two members whose names are equal under Unicode case folding.
 	DuplicateMember
 	// TrailingData: something other than white space follows the value.
 	TrailingData
@@ -158,6 +162,9 @@ type Error struct {
 	InName bool
 	// Member is the repeated member name of DuplicateMember.
 	Member string
+	// Other is, for DuplicateMember, the earlier member's name when it
+	// differs from Member only in case ("" for an exact repeat).
+	Other string
 	// Err is encoding/json's error for Syntax: io.ErrUnexpectedEOF for a
 	// text ending inside an object or array, nil for a text holding no
 	// value.
@@ -185,6 +192,9 @@ func (e *Error) Description() string {
 	case LoneSurrogate:
 		return str + " escapes a lone UTF-16 surrogate"
 	case DuplicateMember:
+		if e.Other != "" {
+			return "members " + strconv.Quote(e.Other) + " and " + strconv.Quote(e.Member) + " of one object differ only in case"
+		}
 		return "member " + strconv.Quote(e.Member) + " appears twice in one object"
 	case TrailingData:
 		return "trailing data after the JSON value"
@@ -224,7 +234,7 @@ func Check(raw []byte, opts Options) ([]string, error) {
 	// its next string token is a name, and its current member; an array's
 	// current element index.
 	type frame struct {
-		names    map[string]bool
+		names    map[string]string // fold key → the name as sent
 		wantName bool
 		name     string
 		index    int
@@ -283,10 +293,15 @@ func Check(raw []byte, opts Options) ([]string, error) {
 				return nil, &Error{Rule: LoneSurrogate, Path: path(), InName: isName}
 			}
 			if isName {
-				if parent.names[v] {
-					return nil, &Error{Rule: DuplicateMember, Path: path(), Member: v}
+				key := foldKey(v)
+				if first, seen := parent.names[key]; seen {
+					e := &Error{Rule: DuplicateMember, Path: path(), Member: v}
+					if first != v {
+						e.Other = first
+					}
+					return nil, e
 				}
-				parent.names[v], parent.wantName = true, false
+				parent.names[key], parent.wantName = v, false
 				if len(stack) == 1 {
 					top = append(top, v)
 				}
@@ -303,7 +318,7 @@ func Check(raw []byte, opts Options) ([]string, error) {
 				if len(stack) == 0 {
 					top = []string{} // an object, even without members
 				}
-				stack = append(stack, &frame{names: map[string]bool{}, wantName: true})
+				stack = append(stack, &frame{names: map[string]string{}, wantName: true})
 				continue
 			case '[':
 				stack = append(stack, &frame{})
@@ -383,4 +398,19 @@ func hex4(b []byte, at int) (rune, bool) {
 	}
 	n, err := strconv.ParseUint(string(b[at:at+4]), 16, 32)
 	return rune(n), err == nil
+}
+
+// foldKey maps name to one representative of its Unicode simple case
+// folding orbit per rune (the smallest rune of the orbit), so two names
+// have equal keys exactly when strings.EqualFold holds for them.
+func foldKey(name string) string {
+	return strings.Map(func(r rune) rune {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			if f < least {
+				least = f
+			}
+		}
+		return least
+	}, name)
 }

@@ -3,6 +3,7 @@ package ijson
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -43,6 +44,9 @@ func TestCheckRefusesEachRuleAtItsLocation(t *testing.T) {
 		{"a nested member twice", `{"reports":[{"limits":{"cpu":1,"cpu":2}}]}`, Options{}, DuplicateMember, "body.reports[0].limits.cpu", false},
 		{"a member twice after an object value", `{"a":{"x":1},"a":{}}`, Options{}, DuplicateMember, "body.a", false},
 		{"a member twice, escaped the second time", `{"a":1,"\u0061":2}`, Options{}, DuplicateMember, "body.a", false},
+		{"two members differing only in case", `{"id":"a","ID":"b"}`, Options{}, DuplicateMember, "body.ID", false},
+		{"nested members differing only in case", `{"reports":[{"paused":false,"Paused":true}]}`, Options{}, DuplicateMember, "body.reports[0].Paused", false},
+		{"members equal under Unicode case folding (Kelvin sign)", `{"k":1,"\u212a":2}`, Options{}, DuplicateMember, "body.\u212a", false},
 		{"a second value", `{} {}`, Options{}, TrailingData, "body", false},
 		{"a second scalar", `1 2`, Options{}, TrailingData, "body", false},
 		{"garbage after the value", `{"a":1}x`, Options{}, TrailingData, "body", false},
@@ -128,6 +132,10 @@ func TestErrorsNameTheRuleAndTheLocation(t *testing.T) {
 		t.Fatalf("want the duplicate member cpu, got %#v", err)
 	}
 	if got, want := err.Error(), `member "cpu" appears twice in one object at /limits/cpu`; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	_, err = Check([]byte(`{"id":"a","ID":"b"}`), Options{})
+	if got, want := fmt.Sprint(err), `members "id" and "ID" of one object differ only in case at /ID`; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
 	_, err = Check([]byte(`{"a":1x}`), Options{})
