@@ -133,6 +133,16 @@ func BenchmarkStreamAppendAck(b *testing.B) {
 					return err
 				})
 			}))
+			// A stream is bound by its first pull (site-protocol.md
+			// "Installation"); a Runtime pulls before it acknowledges.
+			for w := range benchWorkers {
+				env := fmt.Sprintf("env-%d", w)
+				r, err := s.Try(http.MethodGet, fmt.Sprintf("/site/v1/streams/%s/commands?after=%d&limit=1&wait=0", env, base), s.files.EnvironmentKeys[env], "inst", nil)
+				if err == nil && r.Status != http.StatusOK {
+					err = fmt.Errorf("pull: %s", r)
+				}
+				dbtest.Must(b, err)
+			}
 			httpAcks = append(httpAcks, rate(b, func(w, i int) error {
 				env := fmt.Sprintf("env-%d", w)
 				r, err := s.Try(http.MethodPut, fmt.Sprintf("/site/v1/streams/%s/commands/%d/result", env, base+int64(i)+1), s.files.EnvironmentKeys[env], "inst", results[w][i])
