@@ -117,7 +117,7 @@ func UseAuthentication(api huma.API, authn auth.Authenticator, log *zap.Logger) 
 		}
 		if admit, ok := ctx.Operation().Metadata[admitKey].(Admit); ok {
 			if err := admit(p, ctx.Param); err != nil {
-				writeProblem(ctx, asProblem(err))
+				WriteProblem(ctx, asProblem(err))
 				return
 			}
 		}
@@ -181,8 +181,12 @@ func asProblem(err error) *Problem {
 	return NewProblem(http.StatusForbidden, "forbidden", err.Error())
 }
 
-// writeProblem writes p as application/problem+json.
-func writeProblem(ctx huma.Context, p *Problem) {
+// WriteProblem writes p as the answer (application/problem+json, status
+// p.Status) from a Huma middleware that answers before the operation's
+// handler runs (authentication, admission, body guards). Echoed values are
+// bounded as in every problem Huma writes (boundEchoedValues).
+func WriteProblem(ctx huma.Context, p *Problem) {
+	p.Errors = boundEchoedValues(p.Errors)
 	ctx.SetHeader("Content-Type", "application/problem+json")
 	ctx.SetStatus(p.Status)
 	_ = json.NewEncoder(ctx.BodyWriter()).Encode(p)

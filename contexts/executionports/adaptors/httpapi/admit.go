@@ -46,7 +46,7 @@ func (h *Handlers) serviceAdmit() map[string]any {
 func (h *Handlers) knownEnvironment(ctx huma.Context, next func(huma.Context)) {
 	if h.Streams != nil {
 		if _, err := h.Streams.Environment(ctx.Param("environment")); err != nil {
-			writeProblem(ctx, httpserver.NewProblem(http.StatusNotFound, siteprotocol.ProblemUnknownEnvironment, err.Error()))
+			httpserver.WriteProblem(ctx, httpserver.NewProblem(http.StatusNotFound, siteprotocol.ProblemUnknownEnvironment, err.Error()))
 			return
 		}
 	}
@@ -72,18 +72,18 @@ func jsonBody(strict bool, limit int64, required ...string) func(huma.Context, f
 		ct := ctx.Header("Content-Type")
 		mt, params, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" || (params["charset"] != "" && !strings.EqualFold(params["charset"], "utf-8")) {
-			writeProblem(ctx, httpserver.NewProblem(http.StatusUnsupportedMediaType, httpserver.DefaultReason(http.StatusUnsupportedMediaType),
+			httpserver.WriteProblem(ctx, httpserver.NewProblem(http.StatusUnsupportedMediaType, httpserver.DefaultReason(http.StatusUnsupportedMediaType),
 				fmt.Sprintf("the request body must be application/json (UTF-8), not %q", bounded(ct))))
 			return
 		}
 		r, _ := humago.Unwrap(ctx)
 		body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 		if err != nil {
-			writeProblem(ctx, httpserver.NewProblem(http.StatusBadRequest, httpserver.DefaultReason(http.StatusBadRequest), "the request body could not be read"))
+			httpserver.WriteProblem(ctx, httpserver.NewProblem(http.StatusBadRequest, httpserver.DefaultReason(http.StatusBadRequest), "the request body could not be read"))
 			return
 		}
 		if int64(len(body)) > limit {
-			writeProblem(ctx, httpserver.NewProblem(http.StatusRequestEntityTooLarge, httpserver.DefaultReason(http.StatusRequestEntityTooLarge),
+			httpserver.WriteProblem(ctx, httpserver.NewProblem(http.StatusRequestEntityTooLarge, httpserver.DefaultReason(http.StatusRequestEntityTooLarge),
 				fmt.Sprintf("the request body is larger than the limit of %d bytes", limit)))
 			return
 		}
@@ -93,12 +93,12 @@ func jsonBody(strict bool, limit int64, required ...string) func(huma.Context, f
 			return
 		}
 		if err := siteprotocol.CheckJSON(body); err != nil {
-			writeProblem(ctx, httpserver.NewProblem(http.StatusBadRequest, httpserver.DefaultReason(http.StatusBadRequest), "the request body is not strict JSON: "+jsonRule(err),
+			httpserver.WriteProblem(ctx, httpserver.NewProblem(http.StatusBadRequest, httpserver.DefaultReason(http.StatusBadRequest), "the request body is not strict JSON: "+jsonRule(err),
 				&huma.ErrorDetail{Location: jsonLocation(err), Message: jsonRule(err)}))
 			return
 		}
 		if missing := missingMembers(body, required); len(missing) > 0 {
-			writeProblem(ctx, httpserver.NewProblem(http.StatusUnprocessableEntity, httpserver.DefaultReason(http.StatusUnprocessableEntity),
+			httpserver.WriteProblem(ctx, httpserver.NewProblem(http.StatusUnprocessableEntity, httpserver.DefaultReason(http.StatusUnprocessableEntity),
 				"validation failed", missing...))
 			return
 		}
@@ -153,7 +153,7 @@ func bodyShape(known []string, integers ...string) func(huma.Context, func(huma.
 		r, _ := humago.Unwrap(ctx)
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
-			writeProblem(ctx, httpserver.NewProblem(http.StatusBadRequest, httpserver.DefaultReason(http.StatusBadRequest), "the request body could not be read"))
+			httpserver.WriteProblem(ctx, httpserver.NewProblem(http.StatusBadRequest, httpserver.DefaultReason(http.StatusBadRequest), "the request body could not be read"))
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -193,7 +193,7 @@ func bodyShape(known []string, integers ...string) func(huma.Context, func(huma.
 			}
 		}
 		if len(errs) > 0 {
-			writeProblem(ctx, httpserver.NewProblem(http.StatusUnprocessableEntity, httpserver.DefaultReason(http.StatusUnprocessableEntity),
+			httpserver.WriteProblem(ctx, httpserver.NewProblem(http.StatusUnprocessableEntity, httpserver.DefaultReason(http.StatusUnprocessableEntity),
 				"validation failed", errs...))
 			return
 		}
@@ -219,11 +219,4 @@ func missingMembers(body []byte, required []string) []*huma.ErrorDetail {
 		}
 	}
 	return out
-}
-
-// writeProblem writes p as application/problem+json (a middleware's answer).
-func writeProblem(ctx huma.Context, p *httpserver.Problem) {
-	ctx.SetHeader("Content-Type", "application/problem+json")
-	ctx.SetStatus(p.Status)
-	_ = json.NewEncoder(ctx.BodyWriter()).Encode(p)
 }

@@ -52,7 +52,7 @@ func guardJSONBody(newBody func() any) func(huma.Context, func(huma.Context)) {
 	return func(ctx huma.Context, next func(huma.Context)) {
 		if ctx.Header("Content-Type") == "" {
 			// Huma would assume JSON; the execution API refuses it too.
-			writeProblem(ctx, httpserver.NewProblem(http.StatusUnsupportedMediaType, httpserver.DefaultReason(http.StatusUnsupportedMediaType),
+			httpserver.WriteProblem(ctx, httpserver.NewProblem(http.StatusUnsupportedMediaType, httpserver.DefaultReason(http.StatusUnsupportedMediaType),
 				"the request body must be declared application/json (no Content-Type was given); nothing was stored"))
 			return
 		}
@@ -73,11 +73,11 @@ func guardJSONBody(newBody func() any) func(huma.Context, func(huma.Context)) {
 			return
 		}
 		if p := checkJSONText(raw); p != nil {
-			writeProblem(ctx, p)
+			httpserver.WriteProblem(ctx, p)
 			return
 		}
 		if p := checkNumbers(raw, newBody()); p != nil {
-			writeProblem(ctx, p)
+			httpserver.WriteProblem(ctx, p)
 			return
 		}
 		next(bodyContext{humaContext: ctx, body: bytes.NewReader(raw)})
@@ -197,17 +197,6 @@ func locationAt(raw []byte, end int64) string {
 		}
 		value()
 	}
-}
-
-// writeProblem writes p as application/problem+json.
-func writeProblem(ctx huma.Context, p *httpserver.Problem) {
-	body, err := json.Marshal(p)
-	if err != nil {
-		body = []byte(`{"status":500,"reason":"internal-error"}`)
-	}
-	ctx.SetHeader("Content-Type", "application/problem+json")
-	ctx.SetStatus(p.Status)
-	_, _ = ctx.BodyWriter().Write(body)
 }
 
 // humaContext names huma.Context for embedding: an embedded field named
