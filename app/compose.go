@@ -20,6 +20,9 @@ type Common struct {
 	Listen string
 	// AdminListen is the metrics listener's address; empty disables it.
 	AdminListen string
+	// AdminProfiling serves Go's profiles at /debug/pprof/ on the admin
+	// listener.
+	AdminProfiling bool
 	// KeysFile is the path of keys.yaml (central roles).
 	KeysFile string
 	// Migrate applies pending migrations at start.
@@ -36,7 +39,7 @@ func Compose(roles []Role, c Common, log *zap.Logger) fx.Option {
 	opts := []fx.Option{
 		logging.Module(log),
 		clock.Module(),
-		admin.Module(admin.Config{Listen: c.AdminListen}),
+		admin.Module(admin.Config{Listen: c.AdminListen, Profiling: c.AdminProfiling}),
 	}
 	if len(roles) > 0 && roles[0].Central {
 		opts = append(opts,

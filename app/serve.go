@@ -69,6 +69,7 @@ The runtime role runs alone. Every flag has a METALLO_* environment equivalent
 	fs.StringSliceVar(&roleNames, "role", nil, "roles to serve, comma separated: "+joinNames(roles.Names()))
 	fs.StringVar(&common.Listen, "listen", "127.0.0.1:8080", "public API listen address (central roles)")
 	fs.StringVar(&common.AdminListen, "admin-listen", "127.0.0.1:9090", "admin listener for Prometheus /metrics; empty disables it")
+	fs.BoolVar(&common.AdminProfiling, "admin-profiling", false, "also serve Go's runtime profiles (net/http/pprof) at /debug/pprof/ on the admin listener")
 	fs.StringVar(&common.KeysFile, "keys-file", "keys.yaml", "keys file: principals and the SHA-256 of their bearer keys (central roles)")
 	fs.BoolVar(&common.Migrate, "migrate", false, "apply pending database migrations at start")
 	fs.DurationVar(&common.StartTimeout, "start-timeout", 60*time.Second, "bound on start-up")

@@ -1,6 +1,7 @@
 // Package admin serves the process's admin listener: Prometheus metrics at
 // /metrics from a registry owned by the app (never the global default
-// registry), plus /healthz. Contexts register their collectors on the
+// registry), plus /healthz and, when enabled, Go's runtime profiles at
+// /debug/pprof/ (net/http/pprof). Contexts register their collectors on the
 // *prometheus.Registry this module provides.
 package admin
 
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +26,11 @@ type Config struct {
 	// Listen is the TCP address, e.g. "127.0.0.1:9090"; empty disables the
 	// listener (the registry is still provided).
 	Listen string
+	// Profiling serves net/http/pprof's handlers under /debug/pprof/ on
+	// the listener (CPU and heap profiles, goroutine dumps). Off by
+	// default: a profile exposes the process's internals to whoever
+	// reaches the listener.
+	Profiling bool
 }
 
 // Server is the running admin listener.
@@ -70,6 +77,13 @@ func newServer(lc fx.Lifecycle, cfg Config, reg *prometheus.Registry, log *zap.L
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	if cfg.Profiling {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {

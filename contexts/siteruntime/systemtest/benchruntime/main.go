@@ -24,6 +24,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,6 +68,8 @@ func run() error {
 	inFlight := flag.Int("latency-commands", 300, "commands sent one at a time for the latency row")
 	rounds := flag.Int("rounds", 3, "rounds; each drains both modes, alternating")
 	base := flag.String("dir", "", "working directory (default: a new temporary directory); the disk measured")
+	profile := flag.String("profile", "", "directory to write CPU profiles of the Runtime and the server into (runtime.pprof, server.pprof), taken during round 1's folded drain; profiling costs CPU, so that round's numbers read lower")
+	profileFor := flag.Duration("profile-for", 15*time.Second, "length of the CPU profiles (-profile)")
 	flag.Parse()
 	dir := *base
 	if dir == "" {
@@ -96,7 +100,11 @@ func run() error {
 	for round := 1; round <= *rounds; round++ {
 		for _, fold := range []bool{true, false} {
 			fmt.Fprintf(os.Stderr, "round %d: draining %d commands (fold %v)…\n", round, *total, fold)
-			r, err := drain(bins, filepath.Join(dir, fmt.Sprintf("round-%d-fold-%v", round, fold)), fold, *total, *warm)
+			prof := profiling{}
+			if *profile != "" && round == 1 && fold {
+				prof = profiling{dir: *profile, seconds: int(profileFor.Seconds())}
+			}
+			r, err := drain(bins, filepath.Join(dir, fmt.Sprintf("round-%d-fold-%v", round, fold)), fold, *total, *warm, prof)
 			if err != nil {
 				return err
 			}
@@ -147,13 +155,24 @@ func rawCommits(path string, n int) (float64, error) {
 	return float64(n) / time.Since(start).Seconds(), nil
 }
 
-func setup(bins harness.Binaries, dir string) (*harness.Site, *harness.Runtime, error) {
+// profiling asks a drain for CPU profiles of both processes, taken from
+// their admin listeners' /debug/pprof/profile (--admin-profiling) while
+// the timed commands drain; dir "" asks for none.
+type profiling struct {
+	dir     string
+	seconds int
+}
+
+func setup(bins harness.Binaries, dir string, prof profiling) (*harness.Site, *harness.Runtime, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, nil, err
 	}
 	site, err := harness.NewSite(bins.Metallo, dir)
 	if err != nil {
 		return nil, nil, err
+	}
+	if prof.dir != "" {
+		site.ServerArgs = []string{"--admin-listen", "127.0.0.1:0", "--admin-profiling"}
 	}
 	if err := site.StartDirect("execution.sqlite"); err != nil {
 		return nil, nil, err
@@ -243,9 +262,9 @@ func retainedHeap(samples []heapSample, from, to int) float64 {
 	return least
 }
 
-func drain(bins harness.Binaries, dir string, fold bool, total, warm int) (drainResult, error) {
+func drain(bins harness.Binaries, dir string, fold bool, total, warm int, prof profiling) (drainResult, error) {
 	r := drainResult{fold: fold, commands: total - warm, warm: warm}
-	site, rt, err := setup(bins, dir)
+	site, rt, err := setup(bins, dir, prof)
 	if err != nil {
 		return r, err
 	}
@@ -253,7 +272,11 @@ func drain(bins harness.Binaries, dir string, fold bool, total, warm int) (drain
 	if err := appendRange(site, 1, warm); err != nil {
 		return r, err
 	}
-	p, err := rt.Start("", "--fold-acknowledgement="+strconv.FormatBool(fold), "--pull-wait", "30s", "--liveness-bound", "2m", "--backoff-max", "1s")
+	args := []string{"--fold-acknowledgement=" + strconv.FormatBool(fold), "--pull-wait", "30s", "--liveness-bound", "2m", "--backoff-max", "1s"}
+	if prof.dir != "" {
+		args = append(args, "--admin-profiling")
+	}
+	p, err := rt.Start("", args...)
 	if err != nil {
 		return r, err
 	}
@@ -275,8 +298,21 @@ func drain(bins harness.Binaries, dir string, fold bool, total, warm int) (drain
 	}
 	rtCPU0, srvCPU0 := cpuTime(p.Pid()), cpuTime(site.Server.Pid())
 	start := time.Now()
+	profiled := make(chan error, 1)
+	if prof.dir != "" {
+		serverAdmin, err := harness.AdminAddr(site.Server)
+		if err != nil {
+			return r, err
+		}
+		go func() { profiled <- takeProfiles(prof, map[string]string{"runtime": addr, "server": serverAdmin}) }()
+	} else {
+		profiled <- nil
+	}
 	samples, err := waitAcked(p, addr, total, 10*time.Minute)
 	if err != nil {
+		return r, err
+	}
+	if err := <-profiled; err != nil {
 		return r, err
 	}
 	elapsed := time.Since(start)
@@ -323,7 +359,7 @@ func drain(bins harness.Binaries, dir string, fold bool, total, warm int) (drain
 // closedLoop appends one command at a time and waits until the server has
 // its result: append → pull → journal → executor → acknowledgement.
 func closedLoop(bins harness.Binaries, dir string, n int) (time.Duration, time.Duration, error) {
-	site, rt, err := setup(bins, dir)
+	site, rt, err := setup(bins, dir, profiling{})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -358,6 +394,47 @@ func closedLoop(bins harness.Binaries, dir string, n int) (time.Duration, time.D
 		lat = append(lat, time.Since(start))
 	}
 	return percentile(lat, 50), percentile(lat, 99), p.Stop(time.Minute)
+}
+
+// takeProfiles takes CPU profiles of prof.seconds from each admin address
+// at once and writes them to prof.dir as <name>.pprof.
+func takeProfiles(prof profiling, admins map[string]string) error {
+	if err := os.MkdirAll(prof.dir, 0o750); err != nil {
+		return err
+	}
+	errs := make(chan error, len(admins))
+	for name, addr := range admins {
+		go func() {
+			client := &http.Client{Timeout: time.Duration(prof.seconds+30) * time.Second}
+			resp, err := client.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, prof.seconds))
+			if err != nil {
+				errs <- fmt.Errorf("profile %s: %w", name, err)
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err == nil && resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("status %s: %s", resp.Status, b)
+			}
+			if err == nil {
+				err = os.WriteFile(filepath.Join(prof.dir, name+".pprof"), b, 0o640)
+			}
+			if err != nil {
+				err = fmt.Errorf("profile %s: %w", name, err)
+			}
+			errs <- err
+		}()
+	}
+	var first error
+	for range admins {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first == nil {
+		fmt.Fprintf(os.Stderr, "CPU profiles written to %s\n", prof.dir)
+	}
+	return first
 }
 
 func percentile(d []time.Duration, p int) time.Duration {

@@ -214,6 +214,10 @@ type Site struct {
 	// direct is the server's own URL when Runtimes reach it without the
 	// proxy (StartDirect).
 	direct string
+	// ServerArgs are appended to the execution server's command line (a
+	// later flag overrides an earlier one), e.g. an admin listener for
+	// profiling.
+	ServerArgs []string
 }
 
 // NewSite prepares keys and a proxy in dir (no server runs yet).
@@ -286,11 +290,12 @@ func (s *Site) start(db, authority, listen string) error {
 	if err := os.WriteFile(envFile, []byte(envs), 0o600); err != nil {
 		return err
 	}
-	p, err := Start(s.Bin, nil, "serve", "--role", "execution", "--resource-owner", "http",
+	args := append([]string{"serve", "--role", "execution", "--resource-owner", "http",
 		"--provisioning-url", "http://127.0.0.1:1", "--provisioning-key-file", filepath.Join(s.Dir, "provisioning.key"),
 		"--environments-file", envFile, "--keys-file", filepath.Join(s.Dir, "keys.yaml"),
-		"--execution-database-url", "sqlite:"+filepath.Join(s.Dir, db), "--migrate",
-		"--listen", listen, "--admin-listen", "", "--log-format", "json")
+		"--execution-database-url", "sqlite:" + filepath.Join(s.Dir, db), "--migrate",
+		"--listen", listen, "--admin-listen", "", "--log-format", "json"}, s.ServerArgs...)
+	p, err := Start(s.Bin, nil, args...)
 	if err != nil {
 		return err
 	}
