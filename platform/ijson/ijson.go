@@ -25,14 +25,16 @@ package ijson
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Rule is one strictness rule a JSON text can break.
@@ -165,9 +167,9 @@ type Error struct {
 	// Other is, for DuplicateMember, the earlier member's name when it
 	// differs from Member only in case ("" for an exact repeat).
 	Other string
-	// Err is encoding/json's error for Syntax: io.ErrUnexpectedEOF for a
-	// text ending inside an object or array, nil for a text holding no
-	// value.
+	// Err is the tokenizer's account of a Syntax error (jsontext's, without
+	// its location): io.ErrUnexpectedEOF for a text ending inside an object
+	// or array, nil for a text holding no value.
 	Err error
 }
 
@@ -217,7 +219,7 @@ func (e *Error) Error() string {
 	return e.Description() + " at " + e.Path.Pointer()
 }
 
-// Unwrap returns encoding/json's error of a Syntax error.
+// Unwrap returns the tokenizer's account of a Syntax error.
 func (e *Error) Unwrap() error { return e.Err }
 
 // Check returns a nil error when raw is exactly one JSON value that keeps
@@ -226,28 +228,34 @@ func (e *Error) Unwrap() error { return e.Err }
 // object in the order written (empty, not nil, for {}; nil when raw is not
 // an object, or on error), so a caller can tell an absent member from a
 // zero one without decoding twice.
+//
+// The text is read once by jsontext's tokenizer (github.com/go-json-experiment/json,
+// the encoding/json/v2 of Go 1.27), which refuses what is not JSON; the
+// rules beyond syntax are applied here.
 func Check(raw []byte, opts Options) ([]string, error) {
 	if !utf8.Valid(raw) {
 		return nil, &Error{Rule: InvalidUTF8}
 	}
-	// frame is one open object or array: an object's member names, whether
-	// its next string token is a name, and its current member; an array's
-	// current element index.
+	// frame is one open object or array: an object's member names (fold
+	// keys, and the names as sent), whether its next string token is a
+	// name, and its current member; an array's current element index.
 	type frame struct {
-		names    map[string]string // fold key → the name as sent
+		object   bool
+		keys     []string
+		names    []string
 		wantName bool
 		name     string
 		index    int
 	}
 	var (
-		stack []*frame
+		stack []frame
 		top   []string
 		done  bool
 	)
 	path := func() Path {
 		p := make(Path, len(stack))
 		for i, f := range stack {
-			if f.names != nil {
+			if f.object {
 				p[i] = Segment{Name: f.name}
 			} else {
 				p[i] = Segment{Index: f.index, IsIndex: true}
@@ -255,13 +263,15 @@ func Check(raw []byte, opts Options) ([]string, error) {
 		}
 		return p
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber() // a number is never converted, so never out of range
+	// Duplicate and invalid-UTF-8 detection are this function's own (with
+	// their rule, path and the case-fold comparison); the tokenizer only
+	// reads.
+	dec := jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	for {
 		start := dec.InputOffset()
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			if len(stack) > 0 { // the decoder reports an open value as EOF
+		tok, err := dec.ReadToken()
+		if errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+			if len(stack) > 0 {
 				return nil, &Error{Rule: Syntax, Path: path(), Err: io.ErrUnexpectedEOF}
 			}
 			if !done {
@@ -273,75 +283,93 @@ func Check(raw []byte, opts Options) ([]string, error) {
 			return nil, &Error{Rule: TrailingData}
 		}
 		if err != nil {
-			return nil, &Error{Rule: Syntax, Path: path(), Err: err}
+			return nil, &Error{Rule: Syntax, Path: path(), Err: syntaxCause(err)}
 		}
 		var parent *frame
 		if n := len(stack); n > 0 {
-			parent = stack[n-1]
+			parent = &stack[n-1]
 		}
-		switch v := tok.(type) {
-		case nil:
+		switch tok.Kind() {
+		case 'n':
 			return nil, &Error{Rule: Null, Path: path()}
-		case string:
+		case '"':
 			// The token's text: separators and white space, then the quoted
-			// string (which alone can hold a backslash).
+			// string (which alone can hold a backslash). Without one, the
+			// string holds no escape, so no NUL or C0 control character.
+			text := raw[start:dec.InputOffset()]
+			escaped := bytes.IndexByte(text, '\\') >= 0
 			isName := parent != nil && parent.wantName
+			var v string
+			if isName || escaped || opts.RefuseControl {
+				v = tok.String()
+			}
 			if isName {
 				parent.name = v
 			}
-			if loneSurrogate(raw[start:dec.InputOffset()]) {
+			if escaped && loneSurrogate(text) {
 				return nil, &Error{Rule: LoneSurrogate, Path: path(), InName: isName}
 			}
 			if isName {
 				key := foldKey(v)
-				if first, seen := parent.names[key]; seen {
+				if i := slices.Index(parent.keys, key); i >= 0 {
 					e := &Error{Rule: DuplicateMember, Path: path(), Member: v}
-					if first != v {
+					if first := parent.names[i]; first != v {
 						e.Other = first
 					}
 					return nil, e
 				}
-				parent.names[key], parent.wantName = v, false
+				parent.keys, parent.names, parent.wantName = append(parent.keys, key), append(parent.names, v), false
 				if len(stack) == 1 {
 					top = append(top, v)
 				}
 			}
-			if r := forbidden(v, opts); r != 0 {
-				return nil, &Error{Rule: r, Path: path(), InName: isName}
+			if escaped || opts.RefuseControl {
+				if r := forbidden(v, opts); r != 0 {
+					return nil, &Error{Rule: r, Path: path(), InName: isName}
+				}
 			}
 			if isName {
 				continue
 			}
-		case json.Delim:
-			switch v {
-			case '{':
-				if len(stack) == 0 {
-					top = []string{} // an object, even without members
-				}
-				stack = append(stack, &frame{names: map[string]string{}, wantName: true})
-				continue
-			case '[':
-				stack = append(stack, &frame{})
-				continue
-			default: // '}' or ']'
-				stack = stack[:len(stack)-1]
-				if len(stack) > 0 {
-					parent = stack[len(stack)-1]
-				} else {
-					parent = nil
-				}
+		case '{':
+			if len(stack) == 0 {
+				top = []string{} // an object, even without members
+			}
+			stack = append(stack, frame{object: true, wantName: true})
+			continue
+		case '[':
+			stack = append(stack, frame{})
+			continue
+		case '}', ']':
+			stack = stack[:len(stack)-1]
+			parent = nil
+			if n := len(stack); n > 0 {
+				parent = &stack[n-1]
 			}
 		}
 		// A complete value: move its container past it.
 		switch {
 		case parent == nil:
 			done = true
-		case parent.names != nil:
+		case parent.object:
 			parent.wantName = true
 		default:
 			parent.index++
 		}
 	}
+}
+
+// syntaxCause is the tokenizer's own account of a syntax error, without
+// its package prefix and location (Error adds the location as a Path).
+func syntaxCause(err error) error {
+	var se *jsontext.SyntacticError
+	if errors.As(err, &se) && se.Err != nil {
+		if errors.Is(se.Err, io.ErrUnexpectedEOF) {
+			return io.ErrUnexpectedEOF
+		}
+		return se.Err
+	}
+	return err
 }
 
 // forbidden returns the rule s breaks by the characters it holds (NUL, or
@@ -391,19 +419,17 @@ func loneSurrogate(tok []byte) bool {
 	return false
 }
 
-// hex4 reads four hex digits at b[at:].
-func hex4(b []byte, at int) (rune, bool) {
-	if at+4 > len(b) {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(string(b[at:at+4]), 16, 32)
-	return rune(n), err == nil
-}
-
 // foldKey maps name to one representative of its Unicode simple case
-// folding orbit per rune (the smallest rune of the orbit), so two names
-// have equal keys exactly when strings.EqualFold holds for them.
+// folding orbit per rune, so two names have equal keys exactly when
+// strings.EqualFold holds for them. The representative is the orbit's
+// smallest rune, except that an ASCII upper-case letter (the smallest of
+// every orbit holding an ASCII letter, such as k, K and the Kelvin sign)
+// is written in lower case: an ASCII name's key is then strings.ToLower's,
+// which allocates nothing for a name already in lower case.
 func foldKey(name string) string {
+	if isASCII(name) {
+		return strings.ToLower(name)
+	}
 	return strings.Map(func(r rune) rune {
 		least := r
 		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
@@ -411,6 +437,27 @@ func foldKey(name string) string {
 				least = f
 			}
 		}
+		if 'A' <= least && least <= 'Z' {
+			least += 'a' - 'A'
+		}
 		return least
 	}, name)
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// hex4 reads four hex digits at b[at:].
+func hex4(b []byte, at int) (rune, bool) {
+	if at+4 > len(b) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(b[at:at+4]), 16, 32)
+	return rune(n), err == nil
 }

@@ -1,7 +1,6 @@
 package ijson
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -47,6 +46,8 @@ func TestCheckRefusesEachRuleAtItsLocation(t *testing.T) {
 		{"two members differing only in case", `{"id":"a","ID":"b"}`, Options{}, DuplicateMember, "body.ID", false},
 		{"nested members differing only in case", `{"reports":[{"paused":false,"Paused":true}]}`, Options{}, DuplicateMember, "body.reports[0].Paused", false},
 		{"members equal under Unicode case folding (Kelvin sign)", `{"k":1,"\u212a":2}`, Options{}, DuplicateMember, "body.\u212a", false},
+		{"an ASCII name, then the same name with the long s", `{"Status":1,"\u017ftatus":2}`, Options{}, DuplicateMember, "body.\u017ftatus", false},
+		{"a non-ASCII name, then its ASCII fold", `{"\u212aind":1,"KIND":2}`, Options{}, DuplicateMember, "body.KIND", false},
 		{"a second value", `{} {}`, Options{}, TrailingData, "body", false},
 		{"a second scalar", `1 2`, Options{}, TrailingData, "body", false},
 		{"garbage after the value", `{"a":1}x`, Options{}, TrailingData, "body", false},
@@ -139,9 +140,10 @@ func TestErrorsNameTheRuleAndTheLocation(t *testing.T) {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
 	_, err = Check([]byte(`{"a":1x}`), Options{})
-	var syn *json.SyntaxError
-	if !errors.As(err, &e) || e.Rule != Syntax || !errors.As(err, &syn) {
-		t.Errorf("a syntax error should unwrap to encoding/json's: %#v", err)
+	if !errors.As(err, &e) || e.Rule != Syntax || e.Err == nil || strings.Contains(err.Error(), "jsontext") {
+		t.Errorf("a syntax error should carry the tokenizer's cause without its package name: %#v", err)
+	} else if got, want := err.Error(), "invalid character 'x' after object value (expecting ',' or '}') at /a"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
 	}
 	_, err = Check([]byte(`{"a":[1`), Options{})
 	if !errors.As(err, &e) || !errors.Is(err, io.ErrUnexpectedEOF) || err.Error() != "unexpected end of JSON input at /a/1" {

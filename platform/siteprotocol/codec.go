@@ -7,14 +7,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
-	"github.com/gowebpki/jcs"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Errors returned by the codec. Each returned error wraps one of these.
@@ -37,37 +38,95 @@ func Digest(b []byte) string {
 	return hex.EncodeToString(h[:])
 }
 
-// Canonical returns the RFC 8785 (JCS) canonical form of a JSON text.
+// Canonical returns the RFC 8785 (JCS) canonical form of a JSON text that
+// passed checkJSON, through jsontext's canonicalisation
+// (github.com/go-json-experiment/json, the encoding/json/v2 of Go 1.27).
+// A number beyond the range of IEEE 754 double precision, which RFC 8785
+// cannot represent, is an error wrapping ErrMalformed (jsontext would
+// clamp it to the largest double).
 func Canonical(raw []byte) ([]byte, error) {
-	out, err := jcs.Transform(raw)
-	if err != nil {
-		// The text passed the strict checks, so the one way left to fail is
-		// a number JCS cannot represent; the library's text (strconv's)
-		// is not shown.
+	v := jsontext.Value(bytes.Clone(raw)) // Canonicalize rewrites in place
+	if err := v.Canonicalize(); err != nil {
+		return nil, &DecodeError{Message: "is not a JSON text that can be canonicalised"}
+	}
+	// A clamped number is written as ±1.7976931348623157e+308; only a text
+	// holding "e+308" can hold one, and only then is every number parsed.
+	if bytes.Contains(v, []byte("e+308")) && numberOutOfRange(raw) {
 		return nil, &DecodeError{Message: "holds a number outside the range of IEEE 754 double precision, which RFC 8785 canonical JSON requires"}
 	}
-	return out, nil
+	return v, nil
+}
+
+// numberOutOfRange reports whether a JSON text holds a number that
+// overflows a float64.
+func numberOutOfRange(raw []byte) bool {
+	dec := jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true))
+	for {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return false
+		}
+		if tok.Kind() == '0' {
+			if _, err := strconv.ParseFloat(tok.String(), 64); errors.Is(err, strconv.ErrRange) && !isZero(tok.String()) {
+				return true
+			}
+		}
+	}
+}
+
+// isZero reports whether a JSON number underflowed rather than overflowed
+// (strconv.ParseFloat reports both as ErrRange).
+func isZero(num string) bool {
+	f, _ := strconv.ParseFloat(num, 64)
+	return f == 0
 }
 
 // canonicalWithout returns the JCS form of the JSON object raw without the
-// named top-level members. raw must have passed checkJSON (a duplicate
-// top-level name would otherwise be dropped silently here).
+// named top-level members. raw must have passed checkJSON (so it is one
+// object or another single value, with no member named twice).
 func canonicalWithout(raw []byte, drop ...string) ([]byte, error) {
-	var obj map[string]json.RawMessage
-	if err := strictUnmarshal(raw, &obj); err != nil {
-		return nil, err
-	}
-	if obj == nil {
+	dec := jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return nil, fmt.Errorf("%w: want a JSON object", ErrMalformed)
 	}
-	for _, d := range drop {
-		delete(obj, d)
+	out := make([]byte, 0, len(raw))
+	out = append(out, '{')
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadValue()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+		n, err := memberName(name)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+		keep := !slices.Contains(drop, n)
+		if keep {
+			if len(out) > 1 {
+				out = append(out, ',')
+			}
+			out = append(out, name...)
+			out = append(out, ':')
+		}
+		value, err := dec.ReadValue()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+		if keep {
+			out = append(out, value...)
+		}
 	}
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	out = append(out, '}')
+	return Canonical(out)
+}
+
+// memberName is the name a raw JSON string token stands for.
+func memberName(v jsontext.Value) (string, error) {
+	if len(v) >= 2 && bytes.IndexByte(v, '\\') < 0 {
+		return string(v[1 : len(v)-1]), nil
 	}
-	return Canonical(b)
+	b, err := jsontext.AppendUnquote(nil, v)
+	return string(b), err
 }
 
 // CommandDigest returns the digest of a command object (SHA-256 of the JCS
@@ -146,18 +205,30 @@ func ParseAppend(raw []byte) (Command, []byte, error) {
 // EncodeStored returns a stored command as the server serves it: the JCS
 // form of its canonical object with "sequence" and "digest" added.
 func EncodeStored(canonical []byte, sequence int64, digest string) ([]byte, error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(canonical, &obj); err != nil {
-		return nil, fmt.Errorf("%w: stored command: %v", ErrMalformed, err)
+	if len(canonical) < 2 || canonical[0] != '{' {
+		return nil, fmt.Errorf("%w: stored command is not a JSON object", ErrMalformed)
 	}
-	obj["sequence"] = json.RawMessage(fmt.Sprintf("%d", sequence))
-	d, _ := json.Marshal(digest)
-	obj["digest"] = d
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return nil, fmt.Errorf("encode stored command: %w", err)
+	return withMembers(canonical, `"digest":`+strconv.Quote(digest)+`,"sequence":`+strconv.FormatInt(sequence, 10))
+}
+
+// withMembers returns the JCS form of the canonical object obj with the
+// members of the JSON text fragment members (`"name":value,...`, names not
+// already in obj) added.
+func withMembers(obj []byte, members string) ([]byte, error) {
+	out := make([]byte, 0, len(obj)+len(members)+1)
+	out = append(out, '{')
+	out = append(out, members...)
+	if rest := obj[1:]; !bytes.Equal(bytes.TrimSpace(rest), []byte("}")) {
+		out = append(out, ',')
+		out = append(out, rest...)
+	} else {
+		out = append(out, '}')
 	}
-	return Canonical(b)
+	v := jsontext.Value(out)
+	if err := v.Canonicalize(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	return v, nil
 }
 
 // ParsePulled reads a command as the Runtime pulls it: it must pass the
@@ -219,11 +290,7 @@ func EncodeResult(r Result) (Result, []byte, error) {
 		return Result{}, nil, err
 	}
 	r.Digest = Digest(canonical)
-	b, err = json.Marshal(r)
-	if err != nil {
-		return Result{}, nil, fmt.Errorf("encode result: %w", err)
-	}
-	out, err := Canonical(b)
+	out, err := withMembers(canonical, `"digest":`+strconv.Quote(r.Digest))
 	if err != nil {
 		return Result{}, nil, err
 	}
@@ -328,46 +395,86 @@ func (e *DecodeError) Error() string {
 // Unwrap returns ErrMalformed.
 func (e *DecodeError) Unwrap() error { return ErrMalformed }
 
-// strictUnmarshal decodes raw into v (unknown members refused, numbers kept
-// exact); prefix is prepended to the dotted path of a failing member (e.g.
-// "payload."). Its errors are *DecodeError.
+// strictUnmarshal decodes raw into v (unknown members refused, member
+// names matched exactly, one value and nothing after it) with
+// encoding/json/v2 (github.com/go-json-experiment/json); prefix is
+// prepended to the dotted path of a failing member (e.g. "payload."). Its
+// errors are *DecodeError.
 func strictUnmarshal(raw []byte, v any) error { return strictUnmarshalAt(raw, v, "") }
 
 func strictUnmarshalAt(raw []byte, v any, prefix string) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
+	if err := jsonv2.Unmarshal(raw, v, jsonv2.RejectUnknownMembers(true)); err != nil {
 		return plainDecodeError(err, prefix)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return &DecodeError{Message: "trailing data after the JSON value"}
 	}
 	return nil
 }
 
-// plainDecodeError turns encoding/json's error into a *DecodeError naming
-// the member and the rule.
+// plainDecodeError turns the decoder's error into a *DecodeError naming
+// the member and the rule, without Go type names or library text.
 func plainDecodeError(err error, prefix string) *DecodeError {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		field := strings.TrimSuffix(prefix, ".")
-		if te.Field != "" {
-			field = prefix + te.Field
+	var se *jsonv2.SemanticError
+	if !errors.As(err, &se) {
+		var syn *jsontext.SyntacticError
+		if errors.As(err, &syn) && syn.JSONPointer != "" {
+			return &DecodeError{Field: dotted(prefix, syn.JSONPointer), Message: "does not have the expected shape"}
 		}
-		want := jsonKind(te.Type)
-		if strings.HasPrefix(te.Value, "number") && want == "an integer" {
-			return &DecodeError{Field: field, Message: fmt.Sprintf("must be an integer from %d to %d", math.MinInt64, math.MaxInt64)}
-		}
-		return &DecodeError{Field: field, Message: "must be " + want + ", not " + jsonValueKind(te.Value)}
+		return &DecodeError{Field: strings.TrimSuffix(prefix, "."), Message: "does not have the expected shape"}
 	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		if n, uerr := strconv.Unquote(name); uerr == nil {
-			name = n
+	field := dotted(prefix, se.JSONPointer)
+	if errors.Is(se.Err, jsonv2.ErrUnknownName) {
+		parent, name := se.JSONPointer, ""
+		if i := strings.LastIndexByte(string(parent), '/'); i >= 0 {
+			parent, name = parent[:i], unescapePointer(string(parent[i+1:]))
 		}
-		return &DecodeError{Field: strings.TrimSuffix(prefix, "."), Message: fmt.Sprintf("unknown member %q: the protocol defines no such member", bounded(name, 64))}
+		return &DecodeError{Field: dotted(prefix, parent), Message: fmt.Sprintf("unknown member %q: the protocol defines no such member", bounded(name, 64))}
 	}
-	return &DecodeError{Field: strings.TrimSuffix(prefix, "."), Message: "does not have the expected shape"}
+	if se.GoType == nil {
+		return &DecodeError{Field: field, Message: "does not have the expected shape"}
+	}
+	want := jsonKind(se.GoType)
+	if se.JSONKind == '0' && want == "an integer" {
+		return &DecodeError{Field: field, Message: fmt.Sprintf("must be an integer from %d to %d", math.MinInt64, math.MaxInt64)}
+	}
+	return &DecodeError{Field: field, Message: "must be " + want + ", not " + jsonKindName(se.JSONKind)}
+}
+
+// dotted renders an RFC 6901 JSON Pointer below prefix in the dotted
+// notation of the protocol's errors: "/account_ref/generation" is
+// "account_ref.generation", "/argv/2" is "argv[2]".
+func dotted(prefix string, p jsontext.Pointer) string {
+	out := strings.TrimSuffix(prefix, ".")
+	for tok := range p.Tokens() {
+		if _, err := strconv.Atoi(tok); err == nil && tok != "" && (tok == "0" || tok[0] != '0') {
+			out += "[" + tok + "]"
+			continue
+		}
+		if out != "" {
+			out += "."
+		}
+		out += tok
+	}
+	return out
+}
+
+func unescapePointer(s string) string {
+	return strings.NewReplacer("~1", "/", "~0", "~").Replace(s)
+}
+
+// jsonKindName names a JSON value's kind (the value itself is not echoed).
+func jsonKindName(k jsontext.Kind) string {
+	switch k {
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case 't', 'f':
+		return "true or false"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	}
+	return "this value"
 }
 
 // jsonKind names the JSON type a Go type decodes from.
@@ -386,22 +493,6 @@ func jsonKind(t reflect.Type) string {
 		return "an array"
 	}
 	return "an object"
-}
-
-// jsonValueKind names the JSON value encoding/json found ("number 1e400"
-// is "a number": the value itself is not echoed).
-func jsonValueKind(v string) string {
-	kind, _, _ := strings.Cut(v, " ")
-	switch kind {
-	case "object", "array", "number", "string":
-		if kind == "object" || kind == "array" {
-			return "an " + kind
-		}
-		return "a " + kind
-	case "bool":
-		return "true or false"
-	}
-	return "this value"
 }
 
 // bounded returns s cut to at most n bytes (at a rune boundary), marked

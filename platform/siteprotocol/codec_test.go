@@ -281,3 +281,74 @@ func TestNULIsRefusedInEveryStringAndEveryBody(t *testing.T) {
 		t.Fatalf("an escaped backslash before u0000 is not NUL: %v", err)
 	}
 }
+
+// RFC 8785's own examples: section 3.2.3's sorting input and output, and
+// number serialisations from Appendix B; and a number beyond double
+// precision, which RFC 8785 cannot represent, refused rather than clamped.
+func TestCanonicalFollowsRFC8785(t *testing.T) {
+	sorting := `{"\u20ac":"Euro Sign","\r":"Carriage Return","\ufb33":"Hebrew Letter Dalet With Dagesh","1":"One","\ud83d\ude00":"Emoji: Grinning Face","\u0080":"Control","\u00f6":"Latin Small Letter O With Diaeresis"}`
+	want := "{\"\\r\":\"Carriage Return\",\"1\":\"One\",\"\u0080\":\"Control\",\"\u00f6\":\"Latin Small Letter O With Diaeresis\",\"\u20ac\":\"Euro Sign\",\"\U0001F600\":\"Emoji: Grinning Face\",\"\ufb33\":\"Hebrew Letter Dalet With Dagesh\"}"
+	if got, err := Canonical([]byte(sorting)); err != nil || string(got) != want {
+		t.Errorf("sorting example: got %s, %v\nwant %s", got, err, want)
+	}
+	for in, out := range map[string]string{
+		"0.0": "0", "-0.0": "0", "1e21": "1e+21", "1e20": "100000000000000000000", "9007199254740993": "9007199254740992",
+		"5e-324": "5e-324", "-1.7976931348623157e+308": "-1.7976931348623157e+308", "0.000001": "0.000001", "1e-7": "1e-7",
+		"333333333.33333329": "333333333.3333333", "1E30": "1e+30", "4.50": "4.5", "2e-3": "0.002", "1e-400": "0",
+	} {
+		got, err := Canonical([]byte(`[` + in + `]`))
+		if err != nil || string(got) != `[`+out+`]` {
+			t.Errorf("number %s: got %s, %v; want [%s]", in, got, err, out)
+		}
+	}
+	for _, in := range []string{`{"a":1e400}`, `[-2e308]`, `{"a":{"b":[1,179769313486231580793728971405303415079934132710037826936173778980444968292764750946649017977587207096330286416692887910946555547851940402630657488671505820681908902000708383676273854845817711531764475730270069855571366959622842914819860834936475292719074168444365510704342711559699508093042880177904174497792]}}`} {
+		if _, err := Canonical([]byte(in)); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "IEEE 754") {
+			t.Errorf("Canonical(%s): %v, want a refusal naming IEEE 754", in, err)
+		}
+	}
+}
+
+func TestCanonicalLeavesItsInputAlone(t *testing.T) {
+	in := []byte(`{ "b" : 1.0, "a" : [ 2 ] }`)
+	before := string(in)
+	if got, err := Canonical(in); err != nil || string(got) != `{"a":[2],"b":1}` {
+		t.Fatalf("Canonical = %s, %v", got, err)
+	}
+	if string(in) != before {
+		t.Errorf("the input changed to %s", in)
+	}
+}
+
+// Member names match exactly: a member written in another case is an
+// unknown member, never taken for the protocol's own (encoding/json v1
+// matched names without regard to case). Decode errors name the member's
+// path in the protocol's dotted notation and say the rule in plain words.
+func TestDecodeErrorsNameTheMemberAndTheRule(t *testing.T) {
+	cases := []struct{ name, raw, field, message string }{
+		{"a member in another case", strings.Replace(startCmd, `"family": "batch"`, `"Family": "batch"`, 1), "", `unknown member "Family"`},
+		{"a nested member in another case", strings.Replace(startCmd, `"generation": 1`, `"Generation": 1`, 1), "account_ref", `unknown member "Generation"`},
+		{"a string where an integer goes", strings.Replace(startCmd, `"generation": 1`, `"generation": "1"`, 1), "account_ref.generation", "must be an integer, not a string"},
+		{"a fraction where an integer goes", strings.Replace(startCmd, `"generation": 1`, `"generation": 1.5`, 1), "account_ref.generation", "must be an integer from"},
+		{"an integer beyond int64", strings.Replace(startCmd, `"generation": 1`, `"generation": 9223372036854775808`, 1), "account_ref.generation", "must be an integer from"},
+		{"an object where a string goes", strings.Replace(startCmd, `"family": "batch"`, `"family": {}`, 1), "family", "must be a string, not an object"},
+	}
+	for _, c := range cases {
+		_, _, err := ParseAppend([]byte(c.raw))
+		var de *DecodeError
+		if !errors.As(err, &de) || !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: want a *DecodeError, got %v", c.name, err)
+			continue
+		}
+		if de.Field != c.field || !strings.HasPrefix(de.Message, c.message) || strings.Contains(de.Message, "Go ") || strings.Contains(de.Message, "int64") {
+			t.Errorf("%s: got %q: %q; want %q: %q…", c.name, de.Field, de.Message, c.field, c.message)
+		}
+	}
+	type argv struct {
+		Argv []string `json:"argv"`
+	}
+	err := strictUnmarshalAt([]byte(`{"argv":["a",2]}`), &argv{}, "payload.")
+	var de *DecodeError
+	if !errors.As(err, &de) || de.Field != "payload.argv[1]" || de.Message != "must be a string, not a number" {
+		t.Errorf("an array element of the wrong type: %#v", err)
+	}
+}
