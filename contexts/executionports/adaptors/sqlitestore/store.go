@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/executionports/adaptors/sqlitestore/sqlitedb"
@@ -24,13 +25,36 @@ const maxAttempts = 4
 // Store is the SQLite stream store.
 type Store struct {
 	db *sql.DB
-	q  *sqlitedb.Queries
+	// unprepared runs each statement as text; prepared (once a preparation
+	// succeeded) runs statements SQLite compiled once, sparing the parse
+	// and planning of every statement of every transaction.
+	unprepared *sqlitedb.Queries
+	mu         sync.Mutex
+	prepared   *sqlitedb.Queries
 }
 
 var _ application.StreamStore = (*Store)(nil)
 
 // New returns a store on db (a migrated execution_ports SQLite database).
-func New(db *sql.DB) *Store { return &Store{db: db, q: sqlitedb.New(db)} }
+// Its statements are prepared on first use; while the database cannot
+// prepare them (unreachable, closed), each call runs its statements as
+// text, so it fails as that call would and is classified the same way.
+func New(db *sql.DB) *Store { return &Store{db: db, unprepared: sqlitedb.New(db)} }
+
+// queries returns the prepared statements, preparing them when not yet
+// done; on a failed preparation, the unprepared ones.
+func (s *Store) queries(ctx context.Context) *sqlitedb.Queries {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.prepared == nil {
+		q, err := sqlitedb.Prepare(ctx, s.db)
+		if err != nil {
+			return s.unprepared
+		}
+		s.prepared = q
+	}
+	return s.prepared
+}
 
 func ts(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
@@ -51,11 +75,12 @@ func text(s string) sql.NullString { return sql.NullString{String: s, Valid: s !
 // inTx runs fn in one transaction (BEGIN IMMEDIATE), committing when it
 // returns nil.
 func (s *Store) inTx(ctx context.Context, fn func(q *sqlitedb.Queries) error) error {
+	q := s.queries(ctx)
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	if err := fn(s.q.WithTx(tx)); err != nil {
+	if err := fn(q.WithTx(tx)); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
@@ -121,7 +146,7 @@ func stateOf(row sqlitedb.StreamStateRow) domain.StreamState {
 
 // State implements application.StreamStore.
 func (s *Store) State(ctx context.Context, environment string) (domain.StreamState, error) {
-	return state(ctx, s.q, environment)
+	return state(ctx, s.queries(ctx), environment)
 }
 
 func state(ctx context.Context, q *sqlitedb.Queries, environment string) (domain.StreamState, error) {
@@ -139,7 +164,7 @@ func state(ctx context.Context, q *sqlitedb.Queries, environment string) (domain
 // by the gapless sequence range, whose sum of canonical sizes stops at
 // maxBytes (always the first).
 func (s *Store) CommandsAfter(ctx context.Context, environment string, after int64, limit int, maxBytes int64) ([]application.StoredCommand, error) {
-	rows, err := s.q.CommandsAfter(ctx, sqlitedb.CommandsAfterParams{Environment: environment, After: after, MaxCount: int64(limit), MaxBytes: maxBytes})
+	rows, err := s.queries(ctx).CommandsAfter(ctx, sqlitedb.CommandsAfterParams{Environment: environment, After: after, MaxCount: int64(limit), MaxBytes: maxBytes})
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("read commands of stream %s after %d: %w", environment, after, err))
 	}
@@ -152,7 +177,7 @@ func (s *Store) CommandsAfter(ctx context.Context, environment string, after int
 
 // Command implements application.StreamStore.
 func (s *Store) Command(ctx context.Context, environment, id string) (application.CommandRecord, error) {
-	row, err := s.q.CommandRecord(ctx, sqlitedb.CommandRecordParams{Environment: environment, CommandID: id})
+	row, err := s.queries(ctx).CommandRecord(ctx, sqlitedb.CommandRecordParams{Environment: environment, CommandID: id})
 	if errors.Is(err, sql.ErrNoRows) {
 		return application.CommandRecord{}, fmt.Errorf("%w: no command %s in stream %s", domain.ErrUnknownCommand, id, environment)
 	}
@@ -167,7 +192,7 @@ func (s *Store) Command(ctx context.Context, environment, id string) (applicatio
 
 // Bindings implements application.StreamStore.
 func (s *Store) Bindings(ctx context.Context, environment string) ([]application.Binding, error) {
-	rows, err := s.q.Bindings(ctx, environment)
+	rows, err := s.queries(ctx).Bindings(ctx, environment)
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("read bindings of stream %s: %w", environment, err))
 	}

@@ -7,6 +7,7 @@ package sqlitedb
 import (
 	"context"
 	"database/sql"
+	"fmt"
 )
 
 type DBTX interface {
@@ -20,12 +21,188 @@ func New(db DBTX) *Queries {
 	return &Queries{db: db}
 }
 
+func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
+	q := Queries{db: db}
+	var err error
+	if q.advanceAcknowledgedStmt, err = db.PrepareContext(ctx, advanceAcknowledged); err != nil {
+		return nil, fmt.Errorf("error preparing query AdvanceAcknowledged: %w", err)
+	}
+	if q.advanceHeadStmt, err = db.PrepareContext(ctx, advanceHead); err != nil {
+		return nil, fmt.Errorf("error preparing query AdvanceHead: %w", err)
+	}
+	if q.bindingsStmt, err = db.PrepareContext(ctx, bindings); err != nil {
+		return nil, fmt.Errorf("error preparing query Bindings: %w", err)
+	}
+	if q.commandAtStmt, err = db.PrepareContext(ctx, commandAt); err != nil {
+		return nil, fmt.Errorf("error preparing query CommandAt: %w", err)
+	}
+	if q.commandByIDStmt, err = db.PrepareContext(ctx, commandByID); err != nil {
+		return nil, fmt.Errorf("error preparing query CommandByID: %w", err)
+	}
+	if q.commandRecordStmt, err = db.PrepareContext(ctx, commandRecord); err != nil {
+		return nil, fmt.Errorf("error preparing query CommandRecord: %w", err)
+	}
+	if q.commandsAfterStmt, err = db.PrepareContext(ctx, commandsAfter); err != nil {
+		return nil, fmt.Errorf("error preparing query CommandsAfter: %w", err)
+	}
+	if q.ensureStreamStmt, err = db.PrepareContext(ctx, ensureStream); err != nil {
+		return nil, fmt.Errorf("error preparing query EnsureStream: %w", err)
+	}
+	if q.insertBindingStmt, err = db.PrepareContext(ctx, insertBinding); err != nil {
+		return nil, fmt.Errorf("error preparing query InsertBinding: %w", err)
+	}
+	if q.insertCommandStmt, err = db.PrepareContext(ctx, insertCommand); err != nil {
+		return nil, fmt.Errorf("error preparing query InsertCommand: %w", err)
+	}
+	if q.recordResultStmt, err = db.PrepareContext(ctx, recordResult); err != nil {
+		return nil, fmt.Errorf("error preparing query RecordResult: %w", err)
+	}
+	if q.setInstallationStmt, err = db.PrepareContext(ctx, setInstallation); err != nil {
+		return nil, fmt.Errorf("error preparing query SetInstallation: %w", err)
+	}
+	if q.streamStateStmt, err = db.PrepareContext(ctx, streamState); err != nil {
+		return nil, fmt.Errorf("error preparing query StreamState: %w", err)
+	}
+	return &q, nil
+}
+
+func (q *Queries) Close() error {
+	var err error
+	if q.advanceAcknowledgedStmt != nil {
+		if cerr := q.advanceAcknowledgedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing advanceAcknowledgedStmt: %w", cerr)
+		}
+	}
+	if q.advanceHeadStmt != nil {
+		if cerr := q.advanceHeadStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing advanceHeadStmt: %w", cerr)
+		}
+	}
+	if q.bindingsStmt != nil {
+		if cerr := q.bindingsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing bindingsStmt: %w", cerr)
+		}
+	}
+	if q.commandAtStmt != nil {
+		if cerr := q.commandAtStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing commandAtStmt: %w", cerr)
+		}
+	}
+	if q.commandByIDStmt != nil {
+		if cerr := q.commandByIDStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing commandByIDStmt: %w", cerr)
+		}
+	}
+	if q.commandRecordStmt != nil {
+		if cerr := q.commandRecordStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing commandRecordStmt: %w", cerr)
+		}
+	}
+	if q.commandsAfterStmt != nil {
+		if cerr := q.commandsAfterStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing commandsAfterStmt: %w", cerr)
+		}
+	}
+	if q.ensureStreamStmt != nil {
+		if cerr := q.ensureStreamStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing ensureStreamStmt: %w", cerr)
+		}
+	}
+	if q.insertBindingStmt != nil {
+		if cerr := q.insertBindingStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing insertBindingStmt: %w", cerr)
+		}
+	}
+	if q.insertCommandStmt != nil {
+		if cerr := q.insertCommandStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing insertCommandStmt: %w", cerr)
+		}
+	}
+	if q.recordResultStmt != nil {
+		if cerr := q.recordResultStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing recordResultStmt: %w", cerr)
+		}
+	}
+	if q.setInstallationStmt != nil {
+		if cerr := q.setInstallationStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing setInstallationStmt: %w", cerr)
+		}
+	}
+	if q.streamStateStmt != nil {
+		if cerr := q.streamStateStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing streamStateStmt: %w", cerr)
+		}
+	}
+	return err
+}
+
+func (q *Queries) exec(ctx context.Context, stmt *sql.Stmt, query string, args ...interface{}) (sql.Result, error) {
+	switch {
+	case stmt != nil && q.tx != nil:
+		return q.tx.StmtContext(ctx, stmt).ExecContext(ctx, args...)
+	case stmt != nil:
+		return stmt.ExecContext(ctx, args...)
+	default:
+		return q.db.ExecContext(ctx, query, args...)
+	}
+}
+
+func (q *Queries) query(ctx context.Context, stmt *sql.Stmt, query string, args ...interface{}) (*sql.Rows, error) {
+	switch {
+	case stmt != nil && q.tx != nil:
+		return q.tx.StmtContext(ctx, stmt).QueryContext(ctx, args...)
+	case stmt != nil:
+		return stmt.QueryContext(ctx, args...)
+	default:
+		return q.db.QueryContext(ctx, query, args...)
+	}
+}
+
+func (q *Queries) queryRow(ctx context.Context, stmt *sql.Stmt, query string, args ...interface{}) *sql.Row {
+	switch {
+	case stmt != nil && q.tx != nil:
+		return q.tx.StmtContext(ctx, stmt).QueryRowContext(ctx, args...)
+	case stmt != nil:
+		return stmt.QueryRowContext(ctx, args...)
+	default:
+		return q.db.QueryRowContext(ctx, query, args...)
+	}
+}
+
 type Queries struct {
-	db DBTX
+	db                      DBTX
+	tx                      *sql.Tx
+	advanceAcknowledgedStmt *sql.Stmt
+	advanceHeadStmt         *sql.Stmt
+	bindingsStmt            *sql.Stmt
+	commandAtStmt           *sql.Stmt
+	commandByIDStmt         *sql.Stmt
+	commandRecordStmt       *sql.Stmt
+	commandsAfterStmt       *sql.Stmt
+	ensureStreamStmt        *sql.Stmt
+	insertBindingStmt       *sql.Stmt
+	insertCommandStmt       *sql.Stmt
+	recordResultStmt        *sql.Stmt
+	setInstallationStmt     *sql.Stmt
+	streamStateStmt         *sql.Stmt
 }
 
 func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 	return &Queries{
-		db: tx,
+		db:                      tx,
+		tx:                      tx,
+		advanceAcknowledgedStmt: q.advanceAcknowledgedStmt,
+		advanceHeadStmt:         q.advanceHeadStmt,
+		bindingsStmt:            q.bindingsStmt,
+		commandAtStmt:           q.commandAtStmt,
+		commandByIDStmt:         q.commandByIDStmt,
+		commandRecordStmt:       q.commandRecordStmt,
+		commandsAfterStmt:       q.commandsAfterStmt,
+		ensureStreamStmt:        q.ensureStreamStmt,
+		insertBindingStmt:       q.insertBindingStmt,
+		insertCommandStmt:       q.insertCommandStmt,
+		recordResultStmt:        q.recordResultStmt,
+		setInstallationStmt:     q.setInstallationStmt,
+		streamStateStmt:         q.streamStateStmt,
 	}
 }

@@ -21,7 +21,7 @@ type AdvanceAcknowledgedParams struct {
 }
 
 func (q *Queries) AdvanceAcknowledged(ctx context.Context, arg AdvanceAcknowledgedParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, advanceAcknowledged, arg.Sequence, arg.Environment)
+	result, err := q.exec(ctx, q.advanceAcknowledgedStmt, advanceAcknowledged, arg.Sequence, arg.Environment)
 	if err != nil {
 		return 0, err
 	}
@@ -35,7 +35,7 @@ RETURNING head_sequence
 `
 
 func (q *Queries) AdvanceHead(ctx context.Context, environment string) (int64, error) {
-	row := q.db.QueryRowContext(ctx, advanceHead, environment)
+	row := q.queryRow(ctx, q.advanceHeadStmt, advanceHead, environment)
 	var head_sequence int64
 	err := row.Scan(&head_sequence)
 	return head_sequence, err
@@ -56,7 +56,7 @@ type BindingsRow struct {
 }
 
 func (q *Queries) Bindings(ctx context.Context, environment string) ([]BindingsRow, error) {
-	rows, err := q.db.QueryContext(ctx, bindings, environment)
+	rows, err := q.query(ctx, q.bindingsStmt, bindings, environment)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +102,7 @@ type CommandAtRow struct {
 }
 
 func (q *Queries) CommandAt(ctx context.Context, arg CommandAtParams) (CommandAtRow, error) {
-	row := q.db.QueryRowContext(ctx, commandAt, arg.Environment, arg.Sequence)
+	row := q.queryRow(ctx, q.commandAtStmt, commandAt, arg.Environment, arg.Sequence)
 	var i CommandAtRow
 	err := row.Scan(&i.CommandID, &i.Digest, &i.ResultDigest)
 	return i, err
@@ -119,7 +119,7 @@ type CommandByIDRow struct {
 }
 
 func (q *Queries) CommandByID(ctx context.Context, commandID string) (CommandByIDRow, error) {
-	row := q.db.QueryRowContext(ctx, commandByID, commandID)
+	row := q.queryRow(ctx, q.commandByIDStmt, commandByID, commandID)
 	var i CommandByIDRow
 	err := row.Scan(&i.Environment, &i.Sequence, &i.Digest)
 	return i, err
@@ -146,7 +146,7 @@ type CommandRecordRow struct {
 }
 
 func (q *Queries) CommandRecord(ctx context.Context, arg CommandRecordParams) (CommandRecordRow, error) {
-	row := q.db.QueryRowContext(ctx, commandRecord, arg.Environment, arg.CommandID)
+	row := q.queryRow(ctx, q.commandRecordStmt, commandRecord, arg.Environment, arg.CommandID)
 	var i CommandRecordRow
 	err := row.Scan(
 		&i.Sequence,
@@ -190,7 +190,7 @@ type CommandsAfterRow struct {
 // sqlc.arg(max_bytes); the first is always returned. length() of a BLOB
 // reads its size from the record header, not the value.
 func (q *Queries) CommandsAfter(ctx context.Context, arg CommandsAfterParams) ([]CommandsAfterRow, error) {
-	rows, err := q.db.QueryContext(ctx, commandsAfter,
+	rows, err := q.query(ctx, q.commandsAfterStmt, commandsAfter,
 		arg.Environment,
 		arg.After,
 		arg.MaxCount,
@@ -228,7 +228,7 @@ type EnsureStreamParams struct {
 }
 
 func (q *Queries) EnsureStream(ctx context.Context, arg EnsureStreamParams) error {
-	_, err := q.db.ExecContext(ctx, ensureStream, arg.Environment, arg.CreatedAt)
+	_, err := q.exec(ctx, q.ensureStreamStmt, ensureStream, arg.Environment, arg.CreatedAt)
 	return err
 }
 
@@ -248,7 +248,7 @@ type InsertBindingParams struct {
 }
 
 func (q *Queries) InsertBinding(ctx context.Context, arg InsertBindingParams) error {
-	_, err := q.db.ExecContext(ctx, insertBinding,
+	_, err := q.exec(ctx, q.insertBindingStmt, insertBinding,
 		arg.Environment,
 		arg.Action,
 		arg.InstallationID,
@@ -276,7 +276,7 @@ type InsertCommandParams struct {
 }
 
 func (q *Queries) InsertCommand(ctx context.Context, arg InsertCommandParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, insertCommand,
+	result, err := q.exec(ctx, q.insertCommandStmt, insertCommand,
 		arg.Environment,
 		arg.Sequence,
 		arg.CommandID,
@@ -304,7 +304,7 @@ type RecordResultParams struct {
 }
 
 func (q *Queries) RecordResult(ctx context.Context, arg RecordResultParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, recordResult,
+	result, err := q.exec(ctx, q.recordResultStmt, recordResult,
 		arg.Result,
 		arg.ResultDigest,
 		arg.AcknowledgedAt,
@@ -329,7 +329,7 @@ type SetInstallationParams struct {
 }
 
 func (q *Queries) SetInstallation(ctx context.Context, arg SetInstallationParams) error {
-	_, err := q.db.ExecContext(ctx, setInstallation, arg.InstallationID, arg.BoundAt, arg.Environment)
+	_, err := q.exec(ctx, q.setInstallationStmt, setInstallation, arg.InstallationID, arg.BoundAt, arg.Environment)
 	return err
 }
 
@@ -347,7 +347,7 @@ type StreamStateRow struct {
 }
 
 func (q *Queries) StreamState(ctx context.Context, environment string) (StreamStateRow, error) {
-	row := q.db.QueryRowContext(ctx, streamState, environment)
+	row := q.queryRow(ctx, q.streamStateStmt, streamState, environment)
 	var i StreamStateRow
 	err := row.Scan(
 		&i.Environment,
