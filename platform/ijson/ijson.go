@@ -240,9 +240,13 @@ func Check(raw []byte, opts Options) ([]string, error) {
 	// keys, and the names as sent), whether its next string token is a
 	// name, and its current member; an array's current element index.
 	type frame struct {
-		object   bool
+		object bool
+		// keys and names hold the members seen so far, scanned while
+		// there are few; byKey indexes them once there are many, so a
+		// wide object costs linear time.
 		keys     []string
 		names    []string
+		byKey    map[string]int
 		wantName bool
 		name     string
 		index    int
@@ -311,7 +315,13 @@ func Check(raw []byte, opts Options) ([]string, error) {
 			}
 			if isName {
 				key := foldKey(v)
-				if i := slices.Index(parent.keys, key); i >= 0 {
+				i, seen := -1, false
+				if parent.byKey != nil {
+					i, seen = parent.byKey[key]
+				} else if i = slices.Index(parent.keys, key); i >= 0 {
+					seen = true
+				}
+				if seen {
 					e := &Error{Rule: DuplicateMember, Path: path(), Member: v}
 					if first := parent.names[i]; first != v {
 						e.Other = first
@@ -319,6 +329,15 @@ func Check(raw []byte, opts Options) ([]string, error) {
 					return nil, e
 				}
 				parent.keys, parent.names, parent.wantName = append(parent.keys, key), append(parent.names, v), false
+				switch n := len(parent.keys); {
+				case n == scanLimit:
+					parent.byKey = make(map[string]int, 2*n)
+					for j, k := range parent.keys {
+						parent.byKey[k] = j
+					}
+				case n > scanLimit:
+					parent.byKey[key] = n - 1
+				}
 				if len(stack) == 1 {
 					top = append(top, v)
 				}
@@ -358,6 +377,10 @@ func Check(raw []byte, opts Options) ([]string, error) {
 		}
 	}
 }
+
+// scanLimit is the number of members of one object up to which duplicate
+// names are found by scanning, not through a map.
+const scanLimit = 16
 
 // syntaxCause is the tokenizer's own account of a syntax error, without
 // its package prefix and location (Error adds the location as a Path).

@@ -191,3 +191,26 @@ func TestRulesHaveNames(t *testing.T) {
 		t.Errorf("Rule(0) = %q", got)
 	}
 }
+
+// A wide object is checked in linear time: duplicates are found on both
+// sides of the switch from scanning to an index, and the first spelling of
+// a case-folded name is reported.
+func TestWideObjectsAreCheckedThroughAnIndex(t *testing.T) {
+	for _, n := range []int{scanLimit - 1, scanLimit, scanLimit + 1, 50000} {
+		var b strings.Builder
+		b.WriteString(`{"Wide":1`)
+		for i := range n {
+			fmt.Fprintf(&b, `,"m%x":%d`, i, i)
+		}
+		b.WriteByte('}')
+		if _, err := Check([]byte(b.String()), Options{}); err != nil {
+			t.Fatalf("%d members: %v", n, err)
+		}
+		raw := strings.TrimSuffix(b.String(), "}") + `,"wIDE":2}`
+		_, err := Check([]byte(raw), Options{})
+		var e *Error
+		if !errors.As(err, &e) || e.Rule != DuplicateMember || e.Member != "wIDE" || e.Other != "Wide" {
+			t.Fatalf("%d members and a case-folded repeat of the first: %v", n, err)
+		}
+	}
+}
