@@ -40,6 +40,9 @@ The runtime role runs alone. Every flag has a METALLO_* environment equivalent
 			if err := refuseForeignFlags(cmd, roles, selected); err != nil {
 				return err
 			}
+			if common.AdminProfiling && common.AdminListen == "" {
+				return errors.New("--admin-profiling needs an admin listener; --admin-listen is empty")
+			}
 			log, err := logs.build()
 			if err != nil {
 				return err

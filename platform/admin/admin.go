@@ -27,9 +27,10 @@ type Config struct {
 	// listener (the registry is still provided).
 	Listen string
 	// Profiling serves net/http/pprof's handlers under /debug/pprof/ on
-	// the listener (CPU and heap profiles, goroutine dumps). Off by
-	// default: a profile exposes the process's internals to whoever
-	// reaches the listener.
+	// the listener (CPU and heap profiles, goroutine dumps, execution
+	// traces; not the command line, which can hold credentials). Off by
+	// default: the listener is unauthenticated, and a profile exposes the
+	// process's internals to whoever reaches it. It needs Listen.
 	Profiling bool
 }
 
@@ -78,8 +79,9 @@ func newServer(lc fx.Lifecycle, cfg Config, reg *prometheus.Registry, log *zap.L
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	if cfg.Profiling {
+		// Not /debug/pprof/cmdline: the command line can carry a database
+		// URL's credentials.
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"go.uber.org/fx"
@@ -51,5 +52,9 @@ func TestProfilesAreServedOnlyWhenEnabled(t *testing.T) {
 	}
 	if code, body := status(t, "http://"+on+"/debug/pprof/heap?debug=1"); code != http.StatusOK || len(body) == 0 {
 		t.Errorf("profiling on: the heap profile answered %d", code)
+	}
+	// The command line can hold a database URL's credentials.
+	if code, body := status(t, "http://"+on+"/debug/pprof/cmdline"); code == http.StatusOK || strings.Contains(body, "admin.test") {
+		t.Errorf("profiling on: /debug/pprof/cmdline answered %d: %q", code, body)
 	}
 }
