@@ -62,6 +62,8 @@ const (
 	// character (U+0001 to U+001F, U+007F to U+009F); only with
 	// Options.RefuseControl.
 	ControlCharacter
+	// Depth: objects and arrays nest deeper than Options.MaxDepth.
+	Depth
 )
 
 // String returns the rule's name in lower case with hyphens, e.g.
@@ -84,6 +86,8 @@ func (r Rule) String() string {
 		return "nul"
 	case ControlCharacter:
 		return "control-character"
+	case Depth:
+		return "depth"
 	}
 	return "rule(" + strconv.Itoa(int(r)) + ")"
 }
@@ -95,6 +99,10 @@ type Options struct {
 	// U+0000 to U+001F and U+007F to U+009F) in strings and member names,
 	// not only U+0000. A string holding U+0000 is still reported as NUL.
 	RefuseControl bool
+	// MaxDepth, when positive, is the deepest nesting of objects and
+	// arrays allowed: 1 allows {"a":1} but not {"a":[]}. Zero leaves only
+	// the tokenizer's own bound (10,000).
+	MaxDepth int
 }
 
 // Segment is one step of a Path: into an object by member name, or into an
@@ -162,6 +170,8 @@ type Error struct {
 	// InName reports that the offending string is a member name rather than
 	// a value (LoneSurrogate, NUL, ControlCharacter).
 	InName bool
+	// MaxDepth is the bound Depth broke.
+	MaxDepth int
 	// Member is the repeated member name of DuplicateMember.
 	Member string
 	// Other is, for DuplicateMember, the earlier member's name when it
@@ -206,6 +216,8 @@ func (e *Error) Description() string {
 		return str + " holds U+0000 (NUL)"
 	case ControlCharacter:
 		return str + " holds a control character (U+0000 to U+001F, U+007F to U+009F)"
+	case Depth:
+		return "objects and arrays nest deeper than " + strconv.Itoa(e.MaxDepth) + " levels"
 	}
 	return e.Rule.String()
 }
@@ -350,14 +362,18 @@ func Check(raw []byte, opts Options) ([]string, error) {
 			if isName {
 				continue
 			}
-		case '{':
+		case '{', '[':
+			if opts.MaxDepth > 0 && len(stack) >= opts.MaxDepth {
+				return nil, &Error{Rule: Depth, Path: path(), MaxDepth: opts.MaxDepth}
+			}
+			if tok.Kind() == '[' {
+				stack = append(stack, frame{})
+				continue
+			}
 			if len(stack) == 0 {
 				top = []string{} // an object, even without members
 			}
 			stack = append(stack, frame{object: true, wantName: true})
-			continue
-		case '[':
-			stack = append(stack, frame{})
 			continue
 		case '}', ']':
 			stack = stack[:len(stack)-1]

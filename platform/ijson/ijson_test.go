@@ -180,7 +180,7 @@ func TestPathRendersInHumaNotationAndAsAJSONPointer(t *testing.T) {
 
 func TestRulesHaveNames(t *testing.T) {
 	seen := map[string]bool{}
-	for r := Syntax; r <= ControlCharacter; r++ {
+	for r := Syntax; r <= Depth; r++ {
 		s := r.String()
 		if strings.HasPrefix(s, "rule(") || seen[s] {
 			t.Errorf("rule %d: name %q", int(r), s)
@@ -212,5 +212,20 @@ func TestWideObjectsAreCheckedThroughAnIndex(t *testing.T) {
 		if !errors.As(err, &e) || e.Rule != DuplicateMember || e.Member != "wIDE" || e.Other != "Wide" {
 			t.Fatalf("%d members and a case-folded repeat of the first: %v", n, err)
 		}
+	}
+}
+
+func TestMaxDepthBoundsNesting(t *testing.T) {
+	if _, err := Check([]byte(`{"a":[{"b":1}]}`), Options{MaxDepth: 3}); err != nil {
+		t.Fatalf("three levels with MaxDepth 3: %v", err)
+	}
+	_, err := Check([]byte(`{"a":[{"b":[]}]}`), Options{MaxDepth: 3})
+	var e *Error
+	if !errors.As(err, &e) || e.Rule != Depth || e.Path.Location("body") != "body.a[0].b" || err.Error() != "objects and arrays nest deeper than 3 levels at /a/0/b" {
+		t.Fatalf("four levels with MaxDepth 3: %v", err)
+	}
+	deep := strings.Repeat("[", 5000) + strings.Repeat("]", 5000)
+	if _, err := Check([]byte(deep), Options{}); err != nil {
+		t.Fatalf("5,000 levels without MaxDepth: %v", err)
 	}
 }

@@ -41,44 +41,74 @@ func Digest(b []byte) string {
 // Canonical returns the RFC 8785 (JCS) canonical form of a JSON text that
 // passed checkJSON, through jsontext's canonicalisation
 // (github.com/go-json-experiment/json, the encoding/json/v2 of Go 1.27).
-// A number beyond the range of IEEE 754 double precision, which RFC 8785
-// cannot represent, is an error wrapping ErrMalformed (jsontext would
-// clamp it to the largest double).
+// RFC 8785 holds every number as an IEEE 754 double, so a number that
+// would change under canonicalisation is refused with a *DecodeError
+// naming its member (wrapping ErrMalformed) rather than rewritten:
+//   - a number beyond the range of doubles (jsontext would clamp it to
+//     the largest double);
+//   - an integer written as one (no fraction, no exponent) beyond
+//     ±MaxExactInteger, the range I-JSON gives integers (RFC 7493 section
+//     2.2): 9223372036854775807 would be served as 9223372036854776000.
 func Canonical(raw []byte) ([]byte, error) {
 	v := jsontext.Value(bytes.Clone(raw)) // Canonicalize rewrites in place
 	if err := v.Canonicalize(); err != nil {
 		return nil, &DecodeError{Message: "is not a JSON text that can be canonicalised"}
 	}
-	// A clamped number is written as ±1.7976931348623157e+308; only a text
-	// holding "e+308" can hold one, and only then is every number parsed.
-	if bytes.Contains(v, []byte("e+308")) && numberOutOfRange(raw) {
-		return nil, &DecodeError{Message: "holds a number outside the range of IEEE 754 double precision, which RFC 8785 canonical JSON requires"}
+	// Only a text whose canonical form holds an exponent ("1e+308", the
+	// clamped ±1.7976931348623157e+308) or a run of 16 digits (every
+	// integer beyond ±MaxExactInteger below 1e21) can hold such a number;
+	// only then is every number parsed.
+	if bytes.Contains(v, []byte("e+")) || digitRun(v, 16) {
+		if err := inexactNumber(raw); err != nil {
+			return nil, err
+		}
 	}
 	return v, nil
 }
 
-// numberOutOfRange reports whether a JSON text holds a number that
-// overflows a float64.
-func numberOutOfRange(raw []byte) bool {
+// MaxExactInteger is the largest magnitude of an integer in a command or
+// result: 2⁵³−1, the range of integers I-JSON allows (RFC 7493 section
+// 2.2), which a double holds exactly.
+const MaxExactInteger = 1<<53 - 1
+
+// digitRun reports whether b holds n decimal digits in a row.
+func digitRun(b []byte, n int) bool {
+	run := 0
+	for _, c := range b {
+		if '0' <= c && c <= '9' {
+			if run++; run >= n {
+				return true
+			}
+		} else {
+			run = 0
+		}
+	}
+	return false
+}
+
+// inexactNumber returns a *DecodeError for the first number of raw that
+// canonicalisation would change (see Canonical), or nil.
+func inexactNumber(raw []byte) error {
 	dec := jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true))
 	for {
 		tok, err := dec.ReadToken()
 		if err != nil {
-			return false
+			return nil
 		}
-		if tok.Kind() == '0' {
-			if _, err := strconv.ParseFloat(tok.String(), 64); errors.Is(err, strconv.ErrRange) && !isZero(tok.String()) {
-				return true
-			}
+		if tok.Kind() != '0' {
+			continue
+		}
+		num := tok.String()
+		if f, err := strconv.ParseFloat(num, 64); errors.Is(err, strconv.ErrRange) && f != 0 {
+			return &DecodeError{Field: locate("", raw, dec.StackPointer()), Message: "holds a number outside the range of IEEE 754 double precision, which RFC 8785 canonical JSON requires"}
+		}
+		if strings.ContainsAny(num, ".eE") {
+			continue
+		}
+		if n, err := strconv.ParseInt(num, 10, 64); err != nil || n > MaxExactInteger || n < -MaxExactInteger {
+			return &DecodeError{Field: locate("", raw, dec.StackPointer()), Message: fmt.Sprintf("must be an integer from %d to %d: RFC 8785 canonical JSON holds numbers as IEEE 754 doubles, which hold no larger integer exactly (I-JSON, RFC 7493 section 2.2)", -MaxExactInteger, MaxExactInteger)}
 		}
 	}
-}
-
-// isZero reports whether a JSON number underflowed rather than overflowed
-// (strconv.ParseFloat reports both as ErrRange).
-func isZero(num string) bool {
-	f, _ := strconv.ParseFloat(num, 64)
-	return f == 0
 }
 
 // canonicalWithout returns the JCS form of the JSON object raw without the
@@ -404,29 +434,29 @@ func strictUnmarshal(raw []byte, v any) error { return strictUnmarshalAt(raw, v,
 
 func strictUnmarshalAt(raw []byte, v any, prefix string) error {
 	if err := jsonv2.Unmarshal(raw, v, jsonv2.RejectUnknownMembers(true)); err != nil {
-		return plainDecodeError(err, prefix)
+		return plainDecodeError(err, raw, prefix)
 	}
 	return nil
 }
 
 // plainDecodeError turns the decoder's error into a *DecodeError naming
 // the member and the rule, without Go type names or library text.
-func plainDecodeError(err error, prefix string) *DecodeError {
+func plainDecodeError(err error, raw []byte, prefix string) *DecodeError {
 	var se *jsonv2.SemanticError
 	if !errors.As(err, &se) {
 		var syn *jsontext.SyntacticError
 		if errors.As(err, &syn) && syn.JSONPointer != "" {
-			return &DecodeError{Field: dotted(prefix, syn.JSONPointer), Message: "does not have the expected shape"}
+			return &DecodeError{Field: locate(prefix, raw, syn.JSONPointer), Message: "does not have the expected shape"}
 		}
 		return &DecodeError{Field: strings.TrimSuffix(prefix, "."), Message: "does not have the expected shape"}
 	}
-	field := dotted(prefix, se.JSONPointer)
+	field := locate(prefix, raw, se.JSONPointer)
 	if errors.Is(se.Err, jsonv2.ErrUnknownName) {
 		parent, name := se.JSONPointer, ""
 		if i := strings.LastIndexByte(string(parent), '/'); i >= 0 {
 			parent, name = parent[:i], unescapePointer(string(parent[i+1:]))
 		}
-		return &DecodeError{Field: dotted(prefix, parent), Message: fmt.Sprintf("unknown member %q: the protocol defines no such member", bounded(name, 64))}
+		return &DecodeError{Field: locate(prefix, raw, parent), Message: fmt.Sprintf("unknown member %q: the protocol defines no such member", bounded(name, 64))}
 	}
 	if se.GoType == nil {
 		return &DecodeError{Field: field, Message: "does not have the expected shape"}
@@ -438,22 +468,68 @@ func plainDecodeError(err error, prefix string) *DecodeError {
 	return &DecodeError{Field: field, Message: "must be " + want + ", not " + jsonKindName(se.JSONKind)}
 }
 
-// dotted renders an RFC 6901 JSON Pointer below prefix in the dotted
-// notation of the protocol's errors: "/account_ref/generation" is
-// "account_ref.generation", "/argv/2" is "argv[2]".
-func dotted(prefix string, p jsontext.Pointer) string {
+// locate renders the RFC 6901 JSON Pointer p into the JSON text raw below
+// prefix in the dotted notation of the protocol's errors:
+// "/account_ref/generation" is "account_ref.generation", "/argv/2" is
+// "argv[2]". Whether a step is an array index or a member name (which can
+// be "2" too) is read from raw; past where raw can be followed, steps are
+// written as member names.
+func locate(prefix string, raw []byte, p jsontext.Pointer) string {
 	out := strings.TrimSuffix(prefix, ".")
-	for tok := range p.Tokens() {
-		if _, err := strconv.Atoi(tok); err == nil && tok != "" && (tok == "0" || tok[0] != '0') {
-			out += "[" + tok + "]"
-			continue
+	dec := jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	follow := true
+	for step := range p.Tokens() {
+		if follow {
+			follow = descend(dec, step)
+			if follow && dec.StackDepth() > 0 {
+				if kind, _ := dec.StackIndex(dec.StackDepth()); kind == '[' {
+					out += "[" + step + "]"
+					continue
+				}
+			}
 		}
 		if out != "" {
 			out += "."
 		}
-		out += tok
+		out += step
 	}
 	return out
+}
+
+// descend moves dec, positioned before a value, to the start of that
+// value's member or element step; it reports whether it could.
+func descend(dec *jsontext.Decoder, step string) bool {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return false
+	}
+	switch tok.Kind() {
+	case '[':
+		n, err := strconv.Atoi(step)
+		if err != nil || n < 0 {
+			return false
+		}
+		for range n {
+			if dec.PeekKind() == ']' || dec.SkipValue() != nil {
+				return false
+			}
+		}
+		return dec.PeekKind() != ']'
+	case '{':
+		for dec.PeekKind() == '"' {
+			name, err := dec.ReadToken()
+			if err != nil {
+				return false
+			}
+			if name.String() == step {
+				return true
+			}
+			if dec.SkipValue() != nil {
+				return false
+			}
+		}
+	}
+	return false
 }
 
 func unescapePointer(s string) string {

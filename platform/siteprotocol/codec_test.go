@@ -292,13 +292,24 @@ func TestCanonicalFollowsRFC8785(t *testing.T) {
 		t.Errorf("sorting example: got %s, %v\nwant %s", got, err, want)
 	}
 	for in, out := range map[string]string{
-		"0.0": "0", "-0.0": "0", "1e21": "1e+21", "1e20": "100000000000000000000", "9007199254740993": "9007199254740992",
+		"0.0": "0", "-0.0": "0", "1e21": "1e+21", "1e20": "100000000000000000000", "9007199254740991": "9007199254740991", "9007199254740993.0": "9007199254740992",
 		"5e-324": "5e-324", "-1.7976931348623157e+308": "-1.7976931348623157e+308", "0.000001": "0.000001", "1e-7": "1e-7",
 		"333333333.33333329": "333333333.3333333", "1E30": "1e+30", "4.50": "4.5", "2e-3": "0.002", "1e-400": "0",
 	} {
 		got, err := Canonical([]byte(`[` + in + `]`))
 		if err != nil || string(got) != `[`+out+`]` {
 			t.Errorf("number %s: got %s, %v; want [%s]", in, got, err, out)
+		}
+	}
+	for in, field := range map[string]string{
+		`{"account_ref":{"generation":9223372036854775807}}`: "account_ref.generation",
+		`{"payload":{"env":{"0":[1,-9007199254740992]}}}`:    "payload.env.0[1]",
+		`[99999999999999999999999]`:                          "[0]",
+	} {
+		_, err := Canonical([]byte(in))
+		var de *DecodeError
+		if !errors.As(err, &de) || de.Field != field || !strings.Contains(de.Message, "RFC 7493") {
+			t.Errorf("Canonical(%s): %v, want a refusal at %s naming I-JSON's integer range", in, err, field)
 		}
 	}
 	for _, in := range []string{`{"a":1e400}`, `[-2e308]`, `{"a":{"b":[1,179769313486231580793728971405303415079934132710037826936173778980444968292764750946649017977587207096330286416692887910946555547851940402630657488671505820681908902000708383676273854845817711531764475730270069855571366959622842914819860834936475292719074168444365510704342711559699508093042880177904174497792]}}`} {
@@ -350,5 +361,28 @@ func TestDecodeErrorsNameTheMemberAndTheRule(t *testing.T) {
 	var de *DecodeError
 	if !errors.As(err, &de) || de.Field != "payload.argv[1]" || de.Message != "must be a string, not a number" {
 		t.Errorf("an array element of the wrong type: %#v", err)
+	}
+	// A member named like an index is still a member.
+	_, _, err = ParseAppend([]byte(strings.Replace(startCmd, `"EPOCHS": "3"`, `"0": 3`, 1)))
+	var ve *ValidationError
+	if !errors.As(err, &ve) || len(ve.Fields) != 1 || ve.Fields[0].Field != "payload.env.0" {
+		t.Errorf("a number in env under the name \"0\": %#v", err)
+	}
+}
+
+// A command nested deeper than MaxDepth is refused at append, so none the
+// server accepted is too deep to serve; the same bound holds for results.
+func TestNestingIsBoundedByMaxDepth(t *testing.T) {
+	nest := func(levels int) string { return strings.Repeat(`{"a":`, levels) + "1" + strings.Repeat("}", levels) }
+	unknown := `{"id":"11111111-2222-4333-8444-555555555577","operation":"frobnicate","issued_at":"2026-11-29T10:00:01.000Z","payload":`
+	if _, _, err := ParseAppend([]byte(unknown + nest(MaxDepth-1) + `}`)); err != nil {
+		t.Fatalf("a payload reaching MaxDepth: %v", err)
+	}
+	_, _, err := ParseAppend([]byte(unknown + nest(MaxDepth) + `}`))
+	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "nest deeper than 32 levels") {
+		t.Fatalf("a payload past MaxDepth: %v", err)
+	}
+	if err := CheckJSON([]byte(strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1))); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("a body past MaxDepth: %v", err)
 	}
 }

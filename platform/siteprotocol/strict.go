@@ -19,13 +19,14 @@ import (
 //   - no object names a member twice, at any depth (RFC 7493 section 2.3):
 //     decoders keep one of the two silently, so the digest and the decoded
 //     command could disagree;
-//   - exactly one JSON value.
+//   - exactly one JSON value;
+//   - objects and arrays nest at most MaxDepth levels.
 //
 // It returns the top-level member names when raw is an object (nil
 // otherwise), or an error wrapping ErrMalformed and the *ijson.Error that
 // names the rule and its location.
 func checkJSON(raw []byte) (map[string]bool, error) {
-	names, err := ijson.Check(raw, ijson.Options{})
+	names, err := ijson.Check(raw, ijson.Options{MaxDepth: MaxDepth})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
@@ -41,7 +42,8 @@ func checkJSON(raw []byte) (map[string]bool, error) {
 
 // CheckJSON applies the same strict rules to any JSON request body (valid
 // UTF-8, no escaped lone surrogate, no null, no U+0000 in any string, no
-// member name twice in one object, exactly one value), so every body of
+// member name twice in one object, exactly one value, at most MaxDepth
+// levels), so every body of
 // the protocol's routes is refused the same way as a command or a result.
 // The error wraps ErrMalformed and an *ijson.Error naming the rule broken
 // and where.

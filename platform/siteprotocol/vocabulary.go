@@ -188,6 +188,11 @@ const (
 	// MaxCommandBytes bounds a command's encoded size; a larger command is
 	// refused / payload-too-large.
 	MaxCommandBytes = 1 << 20
+	// MaxDepth bounds how deep objects and arrays nest in a command, a
+	// result or any other body of the protocol (the envelope is level 1,
+	// a payload level 2); deeper is refused as malformed, so a command
+	// the server accepted can always be served and decoded.
+	MaxDepth = 32
 	// MaxReadBytes bounds tail_bytes, max_bytes and proxied bodies.
 	MaxReadBytes = 1 << 20
 	// MaxPullLimit bounds a pull's limit.
