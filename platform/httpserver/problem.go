@@ -2,7 +2,6 @@ package httpserver
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -83,19 +82,32 @@ const maxEchoedValue = 256
 
 // boundEchoedValues drops echoed values longer than maxEchoedValue bytes
 // (as text), keeping the message and location, so a problem never carries a
-// large or sensitive request body back.
+// large or sensitive request body back. Only strings, numbers and booleans
+// are measured; an object or array is dropped without being formatted
+// (Huma echoes the whole object for each unknown member, and formatting
+// it once per error made a wide body cost quadratic time).
 func boundEchoedValues(errs []*huma.ErrorDetail) []*huma.ErrorDetail {
 	for i, e := range errs {
-		if e == nil || e.Value == nil {
+		if e == nil || e.Value == nil || echoable(e.Value) {
 			continue
 		}
-		if len(fmt.Sprint(e.Value)) > maxEchoedValue {
-			c := *e
-			c.Value = nil
-			errs[i] = &c
-		}
+		c := *e
+		c.Value = nil
+		errs[i] = &c
 	}
 	return errs
+}
+
+// echoable reports whether v may be echoed: a number, a boolean, or a
+// string of at most maxEchoedValue bytes.
+func echoable(v any) bool {
+	switch x := v.(type) {
+	case string:
+		return len(x) <= maxEchoedValue
+	case bool, float64, float32, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, json.Number:
+		return true
+	}
+	return false
 }
 
 // problemSchemas documents every problem+json response of an operation
