@@ -261,6 +261,7 @@ func Check(raw []byte, opts Options) ([]string, error) {
 		byKey    map[string]int
 		wantName bool
 		name     string
+		named    bool
 		index    int
 	}
 	var (
@@ -269,13 +270,16 @@ func Check(raw []byte, opts Options) ([]string, error) {
 		done  bool
 	)
 	path := func() Path {
-		p := make(Path, len(stack))
-		for i, f := range stack {
-			if f.object {
-				p[i] = Segment{Name: f.name}
-			} else {
-				p[i] = Segment{Index: f.index, IsIndex: true}
+		p := make(Path, 0, len(stack))
+		for _, f := range stack {
+			switch {
+			case f.object && f.named:
+				p = append(p, Segment{Name: f.name})
+			case !f.object:
+				p = append(p, Segment{Index: f.index, IsIndex: true})
 			}
+			// An object whose first member name is not read yet has no
+			// member to name: the location stops at the object.
 		}
 		return p
 	}
@@ -320,7 +324,7 @@ func Check(raw []byte, opts Options) ([]string, error) {
 				v = tok.String()
 			}
 			if isName {
-				parent.name = v
+				parent.name, parent.named = v, true
 			}
 			if escaped && loneSurrogate(text) {
 				return nil, &Error{Rule: LoneSurrogate, Path: path(), InName: isName}

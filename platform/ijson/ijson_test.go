@@ -229,3 +229,15 @@ func TestMaxDepthBoundsNesting(t *testing.T) {
 		t.Fatalf("5,000 levels without MaxDepth: %v", err)
 	}
 }
+
+// A syntax error before an object's first member name is located at the
+// object, not at an empty member name ("body." before).
+func TestASyntaxErrorBeforeTheFirstNameIsLocatedAtTheObject(t *testing.T) {
+	for raw, loc := range map[string]string{`{1:2}`: "body", `{"a":{1:2}}`: "body.a", `[{'id':1}]`: "body[0]", `{"a":1,}`: "body.a"} {
+		_, err := Check([]byte(raw), Options{})
+		var e *Error
+		if !errors.As(err, &e) || e.Rule != Syntax || e.Path.Location("body") != loc {
+			t.Errorf("Check(%s): %v at %q, want a syntax error at %q", raw, err, e.Path.Location("body"), loc)
+		}
+	}
+}
