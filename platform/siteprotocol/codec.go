@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -41,35 +40,48 @@ func Digest(b []byte) string {
 // Canonical returns the RFC 8785 (JCS) canonical form of a JSON text that
 // passed checkJSON, through jsontext's canonicalisation
 // (github.com/go-json-experiment/json, the encoding/json/v2 of Go 1.27).
-// RFC 8785 holds every number as an IEEE 754 double, so a number that
-// would change under canonicalisation is refused with a *DecodeError
-// naming its member (wrapping ErrMalformed) rather than rewritten:
+// RFC 8785 holds every number as an IEEE 754 double. Two kinds of number
+// are refused with a *DecodeError naming the member (wrapping
+// ErrMalformed), so that every canonical form the server stores and serves
+// is one the Runtime accepts in turn:
 //   - a number beyond the range of doubles (jsontext would clamp it to
 //     the largest double);
-//   - an integer written as one (no fraction, no exponent) beyond
-//     ±MaxExactInteger, the range I-JSON gives integers (RFC 7493 section
-//     2.2): 9223372036854775807 would be served as 9223372036854776000.
+//   - a number whose canonical form is a whole number written without an
+//     exponent (every whole number below 1e21) beyond ±MaxExactInteger,
+//     the integers I-JSON allows (RFC 7493 section 2.2): as written or as
+//     9007199254740992.0 or 9e20, whether or not a double rounded it
+//     (9223372036854775807 would be served as 9223372036854776000).
+//
+// Other numbers are written in their shortest double form, as RFC 8785
+// says (0.10 as 0.1, -0 as 0).
 func Canonical(raw []byte) ([]byte, error) {
 	v := jsontext.Value(bytes.Clone(raw)) // Canonicalize rewrites in place
 	if err := v.Canonicalize(); err != nil {
 		return nil, &DecodeError{Message: "is not a JSON text that can be canonicalised"}
 	}
-	// Only a text whose canonical form holds an exponent ("1e+308", the
-	// clamped ±1.7976931348623157e+308) or a run of 16 digits (every
-	// integer beyond ±MaxExactInteger below 1e21) can hold such a number;
-	// only then is every number parsed.
-	if bytes.Contains(v, []byte("e+")) || digitRun(v, 16) {
-		if err := inexactNumber(raw); err != nil {
+	// A clamped number is written ±1.7976931348623157e+308, and a whole
+	// number beyond ±MaxExactInteger below 1e21 as a run of at least 16
+	// digits: only a canonical form holding either is searched.
+	if bytes.Contains(v, []byte("e+308")) {
+		if err := outOfRange(raw); err != nil {
+			return nil, err
+		}
+	}
+	if digitRun(v, 16) {
+		if err := inexactInteger(v); err != nil {
 			return nil, err
 		}
 	}
 	return v, nil
 }
 
-// MaxExactInteger is the largest magnitude of an integer in a command or
-// result: 2⁵³−1, the range of integers I-JSON allows (RFC 7493 section
+// MaxExactInteger is the largest magnitude of a whole number in a command
+// or result: 2⁵³−1, the range of integers I-JSON allows (RFC 7493 section
 // 2.2), which a double holds exactly.
 const MaxExactInteger = 1<<53 - 1
+
+// integerRange states the range of whole numbers, for error messages.
+var integerRange = fmt.Sprintf("from %d to %d (±(2^53-1), the integers I-JSON allows, RFC 7493 section 2.2, which the protocol's RFC 8785 canonical form holds exactly)", -MaxExactInteger, MaxExactInteger)
 
 // digitRun reports whether b holds n decimal digits in a row.
 func digitRun(b []byte, n int) bool {
@@ -86,29 +98,46 @@ func digitRun(b []byte, n int) bool {
 	return false
 }
 
-// inexactNumber returns a *DecodeError for the first number of raw that
-// canonicalisation would change (see Canonical), or nil.
-func inexactNumber(raw []byte) error {
+// numbers calls f with each number of the JSON text raw and its pointer
+// until f returns an error, which it returns.
+func numbers(raw []byte, f func(num string, at jsontext.Pointer) error) error {
 	dec := jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true))
 	for {
 		tok, err := dec.ReadToken()
 		if err != nil {
 			return nil
 		}
-		if tok.Kind() != '0' {
-			continue
-		}
-		num := tok.String()
-		if f, err := strconv.ParseFloat(num, 64); errors.Is(err, strconv.ErrRange) && f != 0 {
-			return &DecodeError{Field: locate("", raw, dec.StackPointer()), Message: "holds a number outside the range of IEEE 754 double precision, which RFC 8785 canonical JSON requires"}
-		}
-		if strings.ContainsAny(num, ".eE") {
-			continue
-		}
-		if n, err := strconv.ParseInt(num, 10, 64); err != nil || n > MaxExactInteger || n < -MaxExactInteger {
-			return &DecodeError{Field: locate("", raw, dec.StackPointer()), Message: fmt.Sprintf("must be an integer from %d to %d: RFC 8785 canonical JSON holds numbers as IEEE 754 doubles, which hold no larger integer exactly (I-JSON, RFC 7493 section 2.2)", -MaxExactInteger, MaxExactInteger)}
+		if tok.Kind() == '0' {
+			if err := f(tok.String(), dec.StackPointer()); err != nil {
+				return err
+			}
 		}
 	}
+}
+
+// outOfRange returns a *DecodeError for the first number of raw beyond the
+// range of doubles, or nil.
+func outOfRange(raw []byte) error {
+	return numbers(raw, func(num string, at jsontext.Pointer) error {
+		if f, err := strconv.ParseFloat(num, 64); errors.Is(err, strconv.ErrRange) && f != 0 {
+			return &DecodeError{Field: locate("", raw, at), Message: "holds a number outside the range of IEEE 754 double precision, which RFC 8785 canonical JSON requires"}
+		}
+		return nil
+	})
+}
+
+// inexactInteger returns a *DecodeError for the first whole number of the
+// canonical text canonical beyond ±MaxExactInteger, or nil.
+func inexactInteger(canonical []byte) error {
+	return numbers(canonical, func(num string, at jsontext.Pointer) error {
+		if strings.ContainsAny(num, ".eE") {
+			return nil
+		}
+		if n, err := strconv.ParseInt(num, 10, 64); err != nil || n > MaxExactInteger || n < -MaxExactInteger {
+			return &DecodeError{Field: locate("", canonical, at), Message: "must be a whole number " + integerRange + ", or not a whole number"}
+		}
+		return nil
+	})
 }
 
 // canonicalWithout returns the JCS form of the JSON object raw without the
@@ -221,6 +250,12 @@ func ParseAppend(raw []byte) (Command, []byte, error) {
 	digest, canonical, err := commandDigest(raw)
 	if err != nil {
 		return Command{}, nil, err
+	}
+	// The canonical form, stored and served, must fit the limit too:
+	// canonicalisation can lengthen numbers (1e15 becomes
+	// 1000000000000000).
+	if len(canonical) > MaxCommandBytes {
+		return Command{}, nil, fmt.Errorf("%w: command is %d bytes in canonical form, the limit is %d", ErrTooLarge, len(canonical), MaxCommandBytes)
 	}
 	if c.Digest != "" && c.Digest != digest {
 		return Command{}, nil, fmt.Errorf("%w: digest %s given, content digests to %s", ErrDigestMismatch, c.Digest, digest)
@@ -463,7 +498,7 @@ func plainDecodeError(err error, raw []byte, prefix string) *DecodeError {
 	}
 	want := jsonKind(se.GoType)
 	if se.JSONKind == '0' && want == "an integer" {
-		return &DecodeError{Field: field, Message: fmt.Sprintf("must be an integer from %d to %d", math.MinInt64, math.MaxInt64)}
+		return &DecodeError{Field: field, Message: "must be an integer " + integerRange}
 	}
 	return &DecodeError{Field: field, Message: "must be " + want + ", not " + jsonKindName(se.JSONKind)}
 }

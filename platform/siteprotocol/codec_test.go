@@ -292,7 +292,7 @@ func TestCanonicalFollowsRFC8785(t *testing.T) {
 		t.Errorf("sorting example: got %s, %v\nwant %s", got, err, want)
 	}
 	for in, out := range map[string]string{
-		"0.0": "0", "-0.0": "0", "1e21": "1e+21", "1e20": "100000000000000000000", "9007199254740991": "9007199254740991", "9007199254740993.0": "9007199254740992",
+		"0.0": "0", "-0.0": "0", "1e21": "1e+21", "9007199254740991": "9007199254740991", "99999999999999999999999": "1e+23", "9007199254740991.0": "9007199254740991",
 		"5e-324": "5e-324", "-1.7976931348623157e+308": "-1.7976931348623157e+308", "0.000001": "0.000001", "1e-7": "1e-7",
 		"333333333.33333329": "333333333.3333333", "1E30": "1e+30", "4.50": "4.5", "2e-3": "0.002", "1e-400": "0",
 	} {
@@ -304,7 +304,9 @@ func TestCanonicalFollowsRFC8785(t *testing.T) {
 	for in, field := range map[string]string{
 		`{"account_ref":{"generation":9223372036854775807}}`: "account_ref.generation",
 		`{"payload":{"env":{"0":[1,-9007199254740992]}}}`:    "payload.env.0[1]",
-		`[99999999999999999999999]`:                          "[0]",
+		`[1e20]`:                   "[0]",
+		`{"n":9007199254740992.0}`: "n",
+		`{"p":{"n":[9e20]}}`:       "p.n[0]",
 	} {
 		_, err := Canonical([]byte(in))
 		var de *DecodeError
@@ -384,5 +386,26 @@ func TestNestingIsBoundedByMaxDepth(t *testing.T) {
 	}
 	if err := CheckJSON([]byte(strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1))); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("a body past MaxDepth: %v", err)
+	}
+}
+
+// The limit holds for the canonical form too (stored and served):
+// canonicalisation can lengthen numbers (1e15 is served as
+// 1000000000000000), so a command within MaxCommandBytes as sent can be
+// refused as too large in canonical form.
+func TestTheCommandLimitHoldsAsServed(t *testing.T) {
+	head := `{"id":"11111111-2222-4333-8444-555555555577","operation":"frobnicate","issued_at":"2026-11-29T10:00:01.000Z","payload":{"n":[`
+	n := (MaxCommandBytes - len(head) - 10) / len("1e15,")
+	raw := head + strings.TrimSuffix(strings.Repeat("1e15,", n), ",") + `]}}`
+	if len(raw) > MaxCommandBytes {
+		t.Fatalf("the test command is %d bytes", len(raw))
+	}
+	if _, _, err := ParseAppend([]byte(raw)); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "in canonical form") {
+		t.Fatalf("a command that grows past the limit when canonical: %v", err)
+	}
+	small := head + `1e15]}}`
+	_, canonical, err := ParseAppend([]byte(small))
+	if err != nil || !strings.Contains(string(canonical), `[1000000000000000]`) {
+		t.Fatalf("a small command with 1e15: %s, %v", canonical, err)
 	}
 }
