@@ -331,11 +331,13 @@ func Check(raw []byte, opts Options) ([]string, error) {
 			}
 			if isName {
 				key := foldKey(v)
-				i, seen := -1, false
+				var i int
+				var seen bool
 				if parent.byKey != nil {
 					i, seen = parent.byKey[key]
-				} else if i = slices.Index(parent.keys, key); i >= 0 {
-					seen = true
+				} else {
+					i = slices.Index(parent.keys, key)
+					seen = i >= 0
 				}
 				if seen {
 					e := &Error{Rule: DuplicateMember, Path: path(), Member: v}
