@@ -27,7 +27,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -249,16 +248,11 @@ func Check(raw []byte, opts Options) ([]string, error) {
 		return nil, &Error{Rule: InvalidUTF8}
 	}
 	// frame is one open object or array: an object's member names (fold
-	// keys, and the names as sent), whether its next string token is a
-	// name, and its current member; an array's current element index.
+	// key → the name as sent), whether its next string token is a name,
+	// and its current member; an array's current element index.
 	type frame struct {
-		object bool
-		// keys and names hold the members seen so far, scanned while
-		// there are few; byKey indexes them once there are many, so a
-		// wide object costs linear time.
-		keys     []string
-		names    []string
-		byKey    map[string]int
+		object   bool
+		names    map[string]string
 		wantName bool
 		name     string
 		named    bool
@@ -331,31 +325,14 @@ func Check(raw []byte, opts Options) ([]string, error) {
 			}
 			if isName {
 				key := foldKey(v)
-				var i int
-				var seen bool
-				if parent.byKey != nil {
-					i, seen = parent.byKey[key]
-				} else {
-					i = slices.Index(parent.keys, key)
-					seen = i >= 0
-				}
-				if seen {
+				if first, seen := parent.names[key]; seen {
 					e := &Error{Rule: DuplicateMember, Path: path(), Member: v}
-					if first := parent.names[i]; first != v {
+					if first != v {
 						e.Other = first
 					}
 					return nil, e
 				}
-				parent.keys, parent.names, parent.wantName = append(parent.keys, key), append(parent.names, v), false
-				switch n := len(parent.keys); {
-				case n == scanLimit:
-					parent.byKey = make(map[string]int, 2*n)
-					for j, k := range parent.keys {
-						parent.byKey[k] = j
-					}
-				case n > scanLimit:
-					parent.byKey[key] = n - 1
-				}
+				parent.names[key], parent.wantName = v, false
 				if len(stack) == 1 {
 					top = append(top, v)
 				}
@@ -379,7 +356,7 @@ func Check(raw []byte, opts Options) ([]string, error) {
 			if len(stack) == 0 {
 				top = []string{} // an object, even without members
 			}
-			stack = append(stack, frame{object: true, wantName: true})
+			stack = append(stack, frame{object: true, names: map[string]string{}, wantName: true})
 			continue
 		case '}', ']':
 			stack = stack[:len(stack)-1]
@@ -399,10 +376,6 @@ func Check(raw []byte, opts Options) ([]string, error) {
 		}
 	}
 }
-
-// scanLimit is the number of members of one object up to which duplicate
-// names are found by scanning, not through a map.
-const scanLimit = 16
 
 // syntaxCause is the tokenizer's own account of a syntax error, without
 // its package prefix and location (Error adds the location as a Path).
