@@ -80,8 +80,9 @@ func Canonical(raw []byte) ([]byte, error) {
 // 2.2), which a double holds exactly.
 const MaxExactInteger = 1<<53 - 1
 
-// integerRange states the range of whole numbers, for error messages.
-var integerRange = fmt.Sprintf("from %d to %d (±(2^53-1), the integers I-JSON allows, RFC 7493 section 2.2, which the protocol's RFC 8785 canonical form holds exactly)", -MaxExactInteger, MaxExactInteger)
+// integerRange states the range of whole numbers (±MaxExactInteger), for
+// error messages.
+const integerRange = "from -9007199254740991 to 9007199254740991 (±(2^53-1), the integers I-JSON allows, RFC 7493 section 2.2, which the protocol's RFC 8785 canonical form holds exactly)"
 
 // digitRun reports whether b holds n decimal digits in a row.
 func digitRun(b []byte, n int) bool {
@@ -151,20 +152,18 @@ func canonicalWithout(raw []byte, drop ...string) ([]byte, error) {
 	out := make([]byte, 0, len(raw))
 	out = append(out, '{')
 	for dec.PeekKind() != '}' {
-		name, err := dec.ReadValue()
+		name, err := dec.ReadToken()
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 		}
-		n, err := memberName(name)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
-		}
-		keep := !slices.Contains(drop, n)
+		keep := !slices.Contains(drop, name.String())
 		if keep {
 			if len(out) > 1 {
 				out = append(out, ',')
 			}
-			out = append(out, name...)
+			if out, err = jsontext.AppendQuote(out, name.String()); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+			}
 			out = append(out, ':')
 		}
 		value, err := dec.ReadValue()
@@ -177,15 +176,6 @@ func canonicalWithout(raw []byte, drop ...string) ([]byte, error) {
 	}
 	out = append(out, '}')
 	return Canonical(out)
-}
-
-// memberName is the name a raw JSON string token stands for.
-func memberName(v jsontext.Value) (string, error) {
-	if len(v) >= 2 && bytes.IndexByte(v, '\\') < 0 {
-		return string(v[1 : len(v)-1]), nil
-	}
-	b, err := jsontext.AppendUnquote(nil, v)
-	return string(b), err
 }
 
 // CommandDigest returns the digest of a command object (SHA-256 of the JCS
@@ -487,11 +477,7 @@ func plainDecodeError(err error, raw []byte, prefix string) *DecodeError {
 	}
 	field := locate(prefix, raw, se.JSONPointer)
 	if errors.Is(se.Err, jsonv2.ErrUnknownName) {
-		parent, name := se.JSONPointer, ""
-		if i := strings.LastIndexByte(string(parent), '/'); i >= 0 {
-			parent, name = parent[:i], unescapePointer(string(parent[i+1:]))
-		}
-		return &DecodeError{Field: locate(prefix, raw, parent), Message: fmt.Sprintf("unknown member %q: the protocol defines no such member", bounded(name, 64))}
+		return &DecodeError{Field: locate(prefix, raw, se.JSONPointer.Parent()), Message: fmt.Sprintf("unknown member %q: the protocol defines no such member", bounded(se.JSONPointer.LastToken(), 64))}
 	}
 	if se.GoType == nil {
 		return &DecodeError{Field: field, Message: "does not have the expected shape"}
@@ -565,10 +551,6 @@ func descend(dec *jsontext.Decoder, step string) bool {
 		}
 	}
 	return false
-}
-
-func unescapePointer(s string) string {
-	return strings.NewReplacer("~1", "/", "~0", "~").Replace(s)
 }
 
 // jsonKindName names a JSON value's kind (the value itself is not echoed).

@@ -3,6 +3,7 @@ package siteprotocol
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -407,5 +408,12 @@ func TestTheCommandLimitHoldsAsServed(t *testing.T) {
 	_, canonical, err := ParseAppend([]byte(small))
 	if err != nil || !strings.Contains(string(canonical), `[1000000000000000]`) {
 		t.Fatalf("a small command with 1e15: %s, %v", canonical, err)
+	}
+}
+
+func TestTheIntegerRangeTextStatesMaxExactInteger(t *testing.T) {
+	want := fmt.Sprintf("from %d to %d ", -MaxExactInteger, MaxExactInteger)
+	if !strings.HasPrefix(integerRange, want) {
+		t.Fatalf("integerRange %q does not start with %q", integerRange, want)
 	}
 }
