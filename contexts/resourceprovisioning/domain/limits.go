@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
-	"sort"
+	"slices"
 )
 
 // Limit keys in canonical units (design resource-provisioning.md, "Units";
@@ -61,12 +61,7 @@ func (l Limits) Validate(loc string) []Problem {
 
 // Keys returns the keys in ascending order.
 func (l Limits) Keys() []string {
-	keys := make([]string, 0, len(l))
-	for k := range l {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+	return slices.Sorted(maps.Keys(l))
 }
 
 // Clone returns a copy; nil stays nil.

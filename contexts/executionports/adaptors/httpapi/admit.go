@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"mime"
 	"net/http"
@@ -162,11 +163,7 @@ func bodyShape(known []string, integers ...string) func(huma.Context, func(huma.
 			next(ctx) // not an object: Huma's schema validation answers
 			return
 		}
-		names := make([]string, 0, len(obj))
-		for name := range obj {
-			names = append(names, name)
-		}
-		slices.Sort(names)
+		names := slices.Sorted(maps.Keys(obj))
 		var errs []*huma.ErrorDetail
 		for _, name := range names {
 			if !slices.Contains(known, name) {

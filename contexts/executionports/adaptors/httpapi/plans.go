@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 
 	"github.com/danielgtaylor/huma/v2"
 	"go.uber.org/zap"
@@ -124,11 +125,7 @@ func fillPlan(body *PlanBody, p domain.Plan) {
 // validateDemand refuses unknown resource keys and negative values (422,
 // each error naming its key).
 func validateDemand(demand map[string]int64) error {
-	keys := make([]string, 0, len(demand))
-	for k := range demand {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(demand))
 	var errs []*huma.ErrorDetail
 	for _, k := range keys {
 		v := demand[k]
