@@ -195,16 +195,25 @@ func provisioningCall(t *testing.T, method, url, key, body string) (int, string)
 	return resp.StatusCode, string(b)
 }
 
-// TestWaldurReportChecksRecordsBeforePosting: a record without its
-// identifiers or state, or an --observed-at finer than a microsecond, fails
-// the command naming the fields or the flag, and nothing reaches the API.
-func TestWaldurReportChecksRecordsBeforePosting(t *testing.T) {
+// countingAPI is a sink for waldur-report's posts that answers 200 and
+// counts them. Its tests assert that refused records never reach any API,
+// so it needs none of the provisioning API's behaviour.
+func countingAPI(t *testing.T) (*httptest.Server, *int) {
+	t.Helper()
 	posts := 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		posts++
 		w.WriteHeader(http.StatusOK)
 	}))
 	t.Cleanup(srv.Close)
+	return srv, &posts
+}
+
+// TestWaldurReportChecksRecordsBeforePosting: a record without its
+// identifiers or state, or an --observed-at finer than a microsecond, fails
+// the command naming the fields or the flag, and nothing reaches the API.
+func TestWaldurReportChecksRecordsBeforePosting(t *testing.T) {
+	srv, posts := countingAPI(t)
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "site.key")
 	if err := os.WriteFile(keyFile, []byte("mtl_k\n"), 0o600); err != nil {
@@ -230,8 +239,8 @@ func TestWaldurReportChecksRecordsBeforePosting(t *testing.T) {
 			t.Errorf("%s: exit %d, want an error containing %q: %s", c.name, code, c.want, out.String())
 		}
 	}
-	if posts != 0 {
-		t.Fatalf("%d posts reached the API", posts)
+	if *posts != 0 {
+		t.Fatalf("%d posts reached the API", *posts)
 	}
 	// A microsecond observation time is taken, and the body carries it.
 	file := filepath.Join(dir, "records.json")
@@ -252,12 +261,7 @@ func TestWaldurReportChecksRecordsBeforePosting(t *testing.T) {
 // cannot be reported are all named; a quota that does not fit is refused
 // naming the record and field. Nothing reaches the API.
 func TestWaldurReportNamesTheFlagOrEveryRecordAtFault(t *testing.T) {
-	posts := 0
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		posts++
-		w.WriteHeader(http.StatusOK)
-	}))
-	t.Cleanup(srv.Close)
+	srv, posts := countingAPI(t)
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "site.key")
 	if err := os.WriteFile(keyFile, []byte("mtl_k\n"), 0o600); err != nil {
@@ -295,8 +299,8 @@ func TestWaldurReportNamesTheFlagOrEveryRecordAtFault(t *testing.T) {
 			}
 		}
 	}
-	if posts != 0 {
-		t.Fatalf("%d posts reached the API", posts)
+	if *posts != 0 {
+		t.Fatalf("%d posts reached the API", *posts)
 	}
 }
 
