@@ -405,8 +405,7 @@ func TestAnInstallKilledAtAnyStepIsRedoneAndServeStarts(t *testing.T) {
 		t.Run(fp, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "journals")
 			record := filepath.Join(t.TempDir(), "installation.json")
-			install := []string{"runtime", "install", "--journal-dir", dir, "--environment", "alpha-k8s",
-				"--authority", "http://127.0.0.1:1", "--installation-record", "file:" + record, "--log-level", "error"}
+			install := installArgs(dir, record)
 			cmd := exec.Command(os.Args[0], append([]string{"--"}, install...)...)
 			cmd.Env = append(os.Environ(), helperEnv+"=1", "METALLO_FAILPOINTS="+fp)
 			out, err := cmd.CombinedOutput()
@@ -430,14 +429,21 @@ func TestAnInstallKilledAtAnyStepIsRedoneAndServeStarts(t *testing.T) {
 	}
 }
 
+// installArgs is the `runtime install` command line of the install tests:
+// journals in dir, the installation record in the file record, environment
+// alpha-k8s.
+func installArgs(dir, record string) []string {
+	return []string{"runtime", "install", "--journal-dir", dir, "--environment", "alpha-k8s",
+		"--authority", "http://127.0.0.1:1", "--installation-record", "file:" + record, "--log-level", "error"}
+}
+
 // An earlier version's interrupted install (jobs.sqlite and services.sqlite
 // linked, delivery.sqlite's temporary file and its rollback journal left)
 // is redone too.
 func TestAnEarlierVersionsInterruptedInstallIsRedone(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "journals")
 	record := filepath.Join(t.TempDir(), "installation.json")
-	install := []string{"runtime", "install", "--journal-dir", dir, "--environment", "alpha-k8s",
-		"--authority", "http://127.0.0.1:1", "--installation-record", "file:" + record, "--log-level", "error"}
+	install := installArgs(dir, record)
 	if code, stderr := runMain(t, nil, install...); code != 0 {
 		t.Fatal(stderr)
 	}
@@ -467,8 +473,7 @@ func TestAnEarlierVersionsInterruptedInstallIsRedone(t *testing.T) {
 func TestAPartialSetOfAnotherBindingStillRefusesTheInstall(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "journals")
 	record := filepath.Join(t.TempDir(), "installation.json")
-	install := []string{"runtime", "install", "--journal-dir", dir, "--environment", "alpha-k8s",
-		"--authority", "http://127.0.0.1:1", "--installation-record", "file:" + record, "--log-level", "error"}
+	install := installArgs(dir, record)
 	if code, stderr := runMain(t, nil, with(install, "--environment", "beta-k8s")...); code != 0 {
 		t.Fatal(stderr)
 	}
