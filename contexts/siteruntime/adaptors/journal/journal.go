@@ -3,6 +3,7 @@ package journal
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -32,14 +33,38 @@ type Journal struct {
 	lock *flock.Flock
 	cp   domain.Checkpoint
 
-	mu     sync.Mutex
-	files  map[string]*sql.DB
-	closed bool
-	// delivery and records hold statements prepared once on their file's
-	// single connection.
+	mu      sync.Mutex
+	files   map[string]*file
+	closed  bool
+	commits atomic.Int64
+}
+
+// file is one journal file: its database handle (one connection) and that
+// connection, held for the journal's lifetime with its statements prepared
+// once. mu serializes the connection's users: a transaction holds it from
+// BEGIN to COMMIT and a read for its statement, so a read never runs
+// inside another caller's open transaction.
+//
+// Transactions are BEGIN IMMEDIATE … COMMIT statements on the held
+// connection rather than database/sql transactions, and every statement
+// runs under a context without cancellation: database/sql starts a
+// goroutine for each transaction and for each query inside one, and
+// modernc's driver one for each statement whose context can be cancelled,
+// which on the delivery path cost the Runtime a fifth to a quarter of its CPU
+// per command (BENCHMARKS.md, "Runtime delivery"). A journal statement is
+// a short local write; a cancelled caller waits for it (at most SQLite's
+// busy timeout), and a transaction is never cut off between its
+// statements.
+type file struct {
+	name string
+	db   *sql.DB
+
+	mu   sync.Mutex
+	conn *sql.Conn // nil after a connection was discarded, until the next use
+	// delivery (delivery.sqlite) or records (jobs.sqlite, services.sqlite)
+	// hold the statements prepared on conn.
 	delivery *deliverydb.Queries
-	records  map[string]*recordsdb.Queries
-	commits  atomic.Int64
+	records  *recordsdb.Queries
 }
 
 // Options tune Open.
@@ -76,7 +101,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Journal, error) {
 		_ = lock.Unlock()
 		return nil, err
 	}
-	j := &Journal{dir: dir, lock: lock, cp: cp, files: map[string]*sql.DB{}, records: map[string]*recordsdb.Queries{}}
+	j := &Journal{dir: dir, lock: lock, cp: cp, files: map[string]*file{}}
 	busy := opts.BusyTimeout
 	if busy == 0 {
 		busy = 10 * time.Second
@@ -89,15 +114,15 @@ func Open(ctx context.Context, dir string, opts Options) (*Journal, error) {
 			db.SetMaxOpenConns(1)
 			db.SetConnMaxIdleTime(0)
 			db.SetConnMaxLifetime(0)
-			err = db.PingContext(ctx)
-		}
-		if err == nil {
-			j.files[f] = db
-			err = j.prepare(ctx, f, db)
+			fl := &file{name: f, db: db}
+			j.files[f] = fl
+			fl.mu.Lock()
+			err = fl.connect(ctx)
+			fl.mu.Unlock()
 		}
 		if err != nil {
-			if db != nil {
-				j.files[f] = db
+			if db != nil && j.files[f] == nil {
+				_ = db.Close()
 			}
 			_ = j.Close()
 			return nil, integrity(f, "", "cannot be opened for writing: %v", err)
@@ -118,15 +143,62 @@ func expectBinding(have, want domain.Binding) error {
 	return nil
 }
 
-func (j *Journal) prepare(ctx context.Context, file string, db *sql.DB) error {
-	if file == domain.DeliveryFile {
-		q, err := deliverydb.Prepare(ctx, db)
-		j.delivery = q
-		return err
+// connect takes the file's connection and prepares its statements on it;
+// fl.mu must be held.
+func (fl *file) connect(ctx context.Context) error {
+	if fl.conn != nil {
+		return nil
 	}
-	q, err := recordsdb.Prepare(ctx, db)
-	j.records[file] = q
-	return err
+	conn, err := fl.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	if fl.name == domain.DeliveryFile {
+		fl.delivery, err = deliverydb.Prepare(ctx, conn)
+	} else {
+		fl.records, err = recordsdb.Prepare(ctx, conn)
+	}
+	if err != nil {
+		fl.discard(conn)
+		return fmt.Errorf("prepare statements: %w", err)
+	}
+	fl.conn = conn
+	return nil
+}
+
+// discard closes the file's statements and drops conn from the pool for
+// good (database/sql closes a connection returned as driver.ErrBadConn),
+// so the next use opens a fresh one; fl.mu must be held. It is used when a
+// transaction could not be rolled back: the connection may still hold it
+// open.
+func (fl *file) discard(conn *sql.Conn) {
+	if fl.delivery != nil {
+		_ = fl.delivery.Close()
+	}
+	if fl.records != nil {
+		_ = fl.records.Close()
+	}
+	fl.delivery, fl.records, fl.conn = nil, nil, nil
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = conn.Close()
+}
+
+// close closes the statements, the connection and the database handle.
+func (fl *file) close() error {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	var errs []error
+	if fl.delivery != nil {
+		errs = append(errs, fl.delivery.Close())
+	}
+	if fl.records != nil {
+		errs = append(errs, fl.records.Close())
+	}
+	if fl.conn != nil {
+		errs = append(errs, fl.conn.Close())
+	}
+	fl.delivery, fl.records, fl.conn = nil, nil, nil
+	return errors.Join(append(errs, fl.db.Close())...)
 }
 
 // Binding returns the binding verified at Open.
@@ -150,17 +222,9 @@ func (j *Journal) CloseFiles() error {
 	}
 	j.closed = true
 	var errs []error
-	if j.delivery != nil {
-		errs = append(errs, j.delivery.Close())
-	}
-	for _, q := range j.records {
-		if q != nil {
-			errs = append(errs, q.Close())
-		}
-	}
 	for _, f := range domain.JournalFiles() {
-		if db := j.files[f]; db != nil {
-			errs = append(errs, db.Close())
+		if fl := j.files[f]; fl != nil {
+			errs = append(errs, fl.close())
 		}
 	}
 	return errors.Join(errs...)
@@ -178,61 +242,82 @@ func (j *Journal) Close() error {
 // ErrClosed is returned by every operation after CloseFiles.
 var ErrClosed = errors.New("journal closed")
 
-// tx runs f in one write transaction of file and commits it durably.
-func (j *Journal) tx(ctx context.Context, file string, f func(tx *sql.Tx) error) error {
+// use runs f with name's file under the file's lock, connected, and with
+// ctx stripped of its cancellation (see file). It fails with ErrClosed
+// after CloseFiles, and with ctx's error when ctx is done before f starts.
+func (j *Journal) use(ctx context.Context, name string, f func(ctx context.Context, fl *file) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	j.mu.Lock()
-	closed, db := j.closed, j.files[file]
+	closed, fl := j.closed, j.files[name]
 	j.mu.Unlock()
 	if closed {
 		return ErrClosed
 	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("journal %s: begin: %w", file, err)
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if fl.conn == nil {
+		j.mu.Lock()
+		closed = j.closed
+		j.mu.Unlock()
+		if closed {
+			return ErrClosed
+		}
 	}
-	defer func() { _ = tx.Rollback() }()
-	if err := f(tx); err != nil {
-		return err
+	ctx = context.WithoutCancel(ctx)
+	if err := fl.connect(ctx); err != nil {
+		return fmt.Errorf("journal %s: %w", name, err)
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("journal %s: commit: %w", file, err)
-	}
-	j.commits.Add(1)
-	return nil
+	return f(ctx, fl)
+}
+
+// tx runs f in one write transaction of name's file (BEGIN IMMEDIATE: the
+// file's write lock) and commits it durably. When f or the commit fails
+// the transaction is rolled back; when even that fails, the connection is
+// discarded so no transaction can stay open on it.
+func (j *Journal) tx(ctx context.Context, name string, f func(ctx context.Context, fl *file) error) error {
+	return j.use(ctx, name, func(ctx context.Context, fl *file) error {
+		if _, err := fl.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+			return fmt.Errorf("journal %s: begin: %w", name, err)
+		}
+		err := f(ctx, fl)
+		if err == nil {
+			if _, cerr := fl.conn.ExecContext(ctx, "COMMIT"); cerr != nil {
+				err = fmt.Errorf("journal %s: commit: %w", name, cerr)
+			}
+		}
+		if err != nil {
+			if _, rerr := fl.conn.ExecContext(ctx, "ROLLBACK"); rerr != nil {
+				fl.discard(fl.conn)
+			}
+			return err
+		}
+		j.commits.Add(1)
+		return nil
+	})
 }
 
 // txDelivery runs f in one write transaction of delivery.sqlite.
-func (j *Journal) txDelivery(ctx context.Context, f func(q *deliverydb.Queries) error) error {
-	return j.tx(ctx, domain.DeliveryFile, func(tx *sql.Tx) error { return f(j.delivery.WithTx(tx)) })
+func (j *Journal) txDelivery(ctx context.Context, f func(ctx context.Context, q *deliverydb.Queries) error) error {
+	return j.tx(ctx, domain.DeliveryFile, func(ctx context.Context, fl *file) error { return f(ctx, fl.delivery) })
 }
 
-// readDelivery returns delivery.sqlite's statements outside a transaction.
-func (j *Journal) readDelivery() (*deliverydb.Queries, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.closed {
-		return nil, ErrClosed
-	}
-	return j.delivery, nil
-}
-
-// readRecords returns file's record statements outside a transaction.
-func (j *Journal) readRecords(file string) (*recordsdb.Queries, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.closed {
-		return nil, ErrClosed
-	}
-	return j.records[file], nil
+// readDelivery runs f with delivery.sqlite's statements outside a
+// transaction.
+func (j *Journal) readDelivery(ctx context.Context, f func(ctx context.Context, q *deliverydb.Queries) error) error {
+	return j.use(ctx, domain.DeliveryFile, func(ctx context.Context, fl *file) error { return f(ctx, fl.delivery) })
 }
 
 // Restore reads delivery.sqlite again, verifying every row.
 func (j *Journal) Restore(ctx context.Context) (domain.Checkpoint, error) {
-	q, err := j.readDelivery()
-	if err != nil {
-		return domain.Checkpoint{}, err
-	}
-	return readDelivery(ctx, q)
+	var cp domain.Checkpoint
+	err := j.readDelivery(ctx, func(ctx context.Context, q *deliverydb.Queries) error {
+		var err error
+		cp, err = readDelivery(ctx, q)
+		return err
+	})
+	return cp, err
 }
 
 // pendingState is the pending row as a write transaction checks it.
@@ -283,7 +368,7 @@ func pendingRow(ctx context.Context, q *deliverydb.Queries) (*pendingState, int6
 // clearing the folded acknowledgement prior when given. Repeating a save
 // that committed succeeds.
 func (j *Journal) SavePending(ctx context.Context, p domain.Pending, prior *domain.Acknowledgement) error {
-	return j.txDelivery(ctx, func(q *deliverydb.Queries) error {
+	return j.txDelivery(ctx, func(ctx context.Context, q *deliverydb.Queries) error {
 		cur, acked, err := pendingRow(ctx, q)
 		if err != nil {
 			return err
@@ -338,7 +423,7 @@ func clearPending(ctx context.Context, q *deliverydb.Queries, cur *pendingState,
 // Saving the same bytes again succeeds; other bytes for a command whose
 // result is saved are an integrity failure.
 func (j *Journal) SaveResult(ctx context.Context, sequence int64, result []byte, resultDigest string) error {
-	return j.txDelivery(ctx, func(q *deliverydb.Queries) error {
+	return j.txDelivery(ctx, func(ctx context.Context, q *deliverydb.Queries) error {
 		cur, _, err := pendingRow(ctx, q)
 		if err != nil {
 			return err
@@ -370,7 +455,7 @@ func (j *Journal) SaveResult(ctx context.Context, sequence int64, result []byte,
 // Acknowledge clears the acknowledged pending command and advances the
 // checkpoint (commit #3). Repeating it after it committed succeeds.
 func (j *Journal) Acknowledge(ctx context.Context, ack domain.Acknowledgement) error {
-	return j.txDelivery(ctx, func(q *deliverydb.Queries) error {
+	return j.txDelivery(ctx, func(ctx context.Context, q *deliverydb.Queries) error {
 		cur, acked, err := pendingRow(ctx, q)
 		if err != nil {
 			return err
@@ -387,13 +472,16 @@ func (j *Journal) Acknowledge(ctx context.Context, ack domain.Acknowledgement) e
 
 // Resolve returns the member binding for ref.
 func (j *Journal) Resolve(ctx context.Context, ref siteprotocol.AccountRef) (domain.MemberBinding, bool, error) {
-	q, err := j.readDelivery()
+	var rows []deliverydb.MemberBinding
+	err := j.readDelivery(ctx, func(ctx context.Context, q *deliverydb.Queries) error {
+		var err error
+		if rows, err = q.GetMemberBinding(ctx, deliverydb.GetMemberBindingParams{BindingID: ref.BindingID, Generation: ref.Generation}); err != nil {
+			return fmt.Errorf("journal %s: read member binding: %w", domain.DeliveryFile, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return domain.MemberBinding{}, false, err
-	}
-	rows, err := q.GetMemberBinding(ctx, deliverydb.GetMemberBindingParams{BindingID: ref.BindingID, Generation: ref.Generation})
-	if err != nil {
-		return domain.MemberBinding{}, false, fmt.Errorf("journal %s: read member binding: %w", domain.DeliveryFile, err)
 	}
 	if len(rows) == 0 {
 		return domain.MemberBinding{}, false, nil
@@ -404,13 +492,16 @@ func (j *Journal) Resolve(ctx context.Context, ref siteprotocol.AccountRef) (dom
 
 // Generations returns every stored generation of bindingID.
 func (j *Journal) Generations(ctx context.Context, bindingID string) ([]domain.MemberBinding, error) {
-	q, err := j.readDelivery()
+	var rows []deliverydb.MemberBinding
+	err := j.readDelivery(ctx, func(ctx context.Context, q *deliverydb.Queries) error {
+		var err error
+		if rows, err = q.ListBindingGenerations(ctx, bindingID); err != nil {
+			return fmt.Errorf("journal %s: read member bindings: %w", domain.DeliveryFile, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	rows, err := q.ListBindingGenerations(ctx, bindingID)
-	if err != nil {
-		return nil, fmt.Errorf("journal %s: read member bindings: %w", domain.DeliveryFile, err)
 	}
 	out := make([]domain.MemberBinding, 0, len(rows))
 	for _, r := range rows {
@@ -425,7 +516,7 @@ func (j *Journal) Generations(ctx context.Context, bindingID string) ([]domain.M
 
 // Save writes member bindings in one durable commit.
 func (j *Journal) Save(ctx context.Context, rows []domain.MemberBinding) error {
-	return j.txDelivery(ctx, func(q *deliverydb.Queries) error {
+	return j.txDelivery(ctx, func(ctx context.Context, q *deliverydb.Queries) error {
 		for _, b := range rows {
 			r := deliverydb.MemberBinding{
 				BindingID: b.BindingID, Generation: b.Generation, Revision: b.Revision, PartyID: b.PartyID,
@@ -483,8 +574,8 @@ func (s *Records) SaveRecord(ctx context.Context, r domain.NativeRecord) error {
 		Spec: spec, SpecDigest: digest,
 	}
 	row.Digest = recordDigest(row)
-	return s.j.tx(ctx, s.file, func(tx *sql.Tx) error {
-		if err := s.j.records[s.file].WithTx(tx).UpsertNativeRecord(ctx, recordsdb.UpsertNativeRecordParams(row)); err != nil {
+	return s.j.tx(ctx, s.file, func(ctx context.Context, fl *file) error {
+		if err := fl.records.UpsertNativeRecord(ctx, recordsdb.UpsertNativeRecordParams(row)); err != nil {
 			return fmt.Errorf("journal %s: save record %s %s: %w", s.file, r.Kind, r.Name, err)
 		}
 		return nil
@@ -493,13 +584,16 @@ func (s *Records) SaveRecord(ctx context.Context, r domain.NativeRecord) error {
 
 // Records returns the Attempt's records, verifying each.
 func (s *Records) Records(ctx context.Context, attemptID string) ([]domain.NativeRecord, error) {
-	q, err := s.j.readRecords(s.file)
+	var rows []recordsdb.NativeRecord
+	err := s.j.use(ctx, s.file, func(ctx context.Context, fl *file) error {
+		var err error
+		if rows, err = fl.records.ListNativeRecords(ctx, attemptID); err != nil {
+			return fmt.Errorf("journal %s: read records: %w", s.file, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	rows, err := q.ListNativeRecords(ctx, attemptID)
-	if err != nil {
-		return nil, fmt.Errorf("journal %s: read records: %w", s.file, err)
 	}
 	out := make([]domain.NativeRecord, 0, len(rows))
 	for _, r := range rows {
