@@ -144,3 +144,66 @@ func TestAReadNeverRunsInsideAnotherCallersTransaction(t *testing.T) {
 		t.Fatal("the read did not end after the transaction did")
 	}
 }
+
+// A caller cancelled while it waits for another caller's transaction gives
+// up at once and writes nothing.
+func TestACallerCancelledWhileWaitingForItsTurnWritesNothing(t *testing.T) {
+	dir := install(t)
+	ctx := context.Background()
+	j := open(t, dir)
+	started, release, held := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		held <- journal.HoldTx(ctx, j, domain.DeliveryFile, "SELECT 1", started, release, nil)
+	}()
+	<-started
+	before := j.Commits()
+	waiting, cancel := context.WithCancel(ctx)
+	saved := make(chan error, 1)
+	b := domain.MemberBinding{BindingID: "e41f0000-0000-4000-8000-000000000001", Generation: 1, Revision: 1, PartyID: "p", ProjectID: "q", Namespace: "project-q", Account: "member-p", AppliedBy: "c"}
+	go func() { saved <- j.Save(waiting, []domain.MemberBinding{b}) }()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-saved:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled save: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a cancelled caller kept waiting for its turn")
+	}
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if rows, err := j.Generations(ctx, b.BindingID); err != nil || len(rows) != 0 || j.Commits() != before+1 {
+		t.Fatalf("after a cancelled save: %d rows, %v, %d commits", len(rows), err, j.Commits()-before)
+	}
+}
+
+// Open under a context that expires at any point either opens or fails
+// leaving the directory byte for byte as it was (no -wal or -shm left by
+// half-prepared statements).
+func TestOpenUnderAnExpiringContextLeavesTheDirectoryUnchanged(t *testing.T) {
+	dir := install(t)
+	j := open(t, dir)
+	deliver(t, j, 1)
+	_ = j.Close()
+	before := snapshot(t, dir)
+	for d := time.Duration(0); d < 60*time.Millisecond; d += 100 * time.Microsecond {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		j, err := journal.Open(ctx, dir, journal.Options{})
+		cancel()
+		if err == nil {
+			_ = j.Close()
+		}
+		after := snapshot(t, dir)
+		if len(after) != len(before) {
+			t.Fatalf("open with %v to go (%v) changed the directory: %d files, was %d", d, err, len(after), len(before))
+		}
+		for name, sum := range before {
+			if after[name] != sum {
+				t.Fatalf("open with %v to go (%v) changed %s", d, err, name)
+			}
+		}
+	}
+}

@@ -8,8 +8,8 @@ import "context"
 // next BEGIN: a transaction is still open on it).
 func DiscardConnection(ctx context.Context, j *Journal, name string) error {
 	fl := j.files[name]
-	fl.mu.Lock()
-	defer fl.mu.Unlock()
+	fl.turn <- struct{}{}
+	defer func() { <-fl.turn }()
 	if err := fl.connect(ctx); err != nil {
 		return err
 	}

@@ -41,9 +41,10 @@ type Journal struct {
 
 // file is one journal file: its database handle (one connection) and that
 // connection, held for the journal's lifetime with its statements prepared
-// once. mu serializes the connection's users: a transaction holds it from
+// once. turn serializes the connection's users: a transaction holds it from
 // BEGIN to COMMIT and a read for its statement, so a read never runs
-// inside another caller's open transaction.
+// inside another caller's open transaction; a caller waiting for its turn
+// gives up when its context is done.
 //
 // Transactions are BEGIN IMMEDIATE … COMMIT statements on the held
 // connection rather than database/sql transactions, and every statement
@@ -52,15 +53,18 @@ type Journal struct {
 // modernc's driver one for each statement whose context can be cancelled,
 // which on the delivery path cost the Runtime a fifth to a quarter of its CPU
 // per command (BENCHMARKS.md, "Runtime delivery"). A journal statement is
-// a short local write; a cancelled caller waits for it (at most SQLite's
-// busy timeout), and a transaction is never cut off between its
-// statements.
+// a short local write; a caller cancelled once its turn has come waits for
+// it (at most SQLite's busy timeout), and a transaction is never cut off
+// between its statements.
 type file struct {
 	name string
 	db   *sql.DB
 
-	mu   sync.Mutex
-	conn *sql.Conn // nil after a connection was discarded, until the next use
+	// turn holds a token while a caller uses the file; the fields below
+	// are read and written only by its holder.
+	turn   chan struct{}
+	closed bool
+	conn   *sql.Conn // nil after a connection was discarded, until the next use
 	// delivery (delivery.sqlite) or records (jobs.sqlite, services.sqlite)
 	// hold the statements prepared on conn.
 	delivery *deliverydb.Queries
@@ -108,17 +112,15 @@ func Open(ctx context.Context, dir string, opts Options) (*Journal, error) {
 	}
 	for _, f := range domain.JournalFiles() {
 		// mode=rw: never create a missing file.
-		dsn := database.SQLiteDSN(filepath.Join(dir, f), busy, "synchronous(FULL)") + "&_txlock=immediate&mode=rw"
+		dsn := database.SQLiteDSN(filepath.Join(dir, f), busy, "synchronous(FULL)") + "&mode=rw"
 		db, err := sql.Open("sqlite", dsn)
 		if err == nil {
 			db.SetMaxOpenConns(1)
 			db.SetConnMaxIdleTime(0)
 			db.SetConnMaxLifetime(0)
-			fl := &file{name: f, db: db}
+			fl := &file{name: f, db: db, turn: make(chan struct{}, 1)}
 			j.files[f] = fl
-			fl.mu.Lock()
 			err = fl.connect(ctx)
-			fl.mu.Unlock()
 		}
 		if err != nil {
 			if db != nil && j.files[f] == nil {
@@ -143,12 +145,16 @@ func expectBinding(have, want domain.Binding) error {
 	return nil
 }
 
-// connect takes the file's connection and prepares its statements on it;
-// fl.mu must be held.
+// connect takes the file's connection and prepares its statements on it,
+// without cancellation: sqlc's Prepare drops the statements it prepared
+// before a failure, and a statement never finalized keeps SQLite from
+// closing the file (and removing its -wal and -shm). The caller holds the
+// file's turn (or, in Open, is its only user).
 func (fl *file) connect(ctx context.Context) error {
 	if fl.conn != nil {
 		return nil
 	}
+	ctx = context.WithoutCancel(ctx)
 	conn, err := fl.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
@@ -168,7 +174,7 @@ func (fl *file) connect(ctx context.Context) error {
 
 // discard closes the file's statements and drops conn from the pool for
 // good (database/sql closes a connection returned as driver.ErrBadConn),
-// so the next use opens a fresh one; fl.mu must be held. It is used when a
+// so the next use opens a fresh one; the caller holds the file's turn. It is used when a
 // transaction could not be rolled back: the connection may still hold it
 // open.
 func (fl *file) discard(conn *sql.Conn) {
@@ -183,10 +189,12 @@ func (fl *file) discard(conn *sql.Conn) {
 	_ = conn.Close()
 }
 
-// close closes the statements, the connection and the database handle.
+// close waits for the file's turn (a transaction in progress ends first)
+// and closes the statements, the connection and the database handle.
 func (fl *file) close() error {
-	fl.mu.Lock()
-	defer fl.mu.Unlock()
+	fl.turn <- struct{}{}
+	defer func() { <-fl.turn }()
+	fl.closed = true
 	var errs []error
 	if fl.delivery != nil {
 		errs = append(errs, fl.delivery.Close())
@@ -255,15 +263,17 @@ func (j *Journal) use(ctx context.Context, name string, f func(ctx context.Conte
 	if closed {
 		return ErrClosed
 	}
-	fl.mu.Lock()
-	defer fl.mu.Unlock()
-	if fl.conn == nil {
-		j.mu.Lock()
-		closed = j.closed
-		j.mu.Unlock()
-		if closed {
-			return ErrClosed
-		}
+	select {
+	case fl.turn <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-fl.turn }()
+	if fl.closed {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	ctx = context.WithoutCancel(ctx)
 	if err := fl.connect(ctx); err != nil {
@@ -273,26 +283,32 @@ func (j *Journal) use(ctx context.Context, name string, f func(ctx context.Conte
 }
 
 // tx runs f in one write transaction of name's file (BEGIN IMMEDIATE: the
-// file's write lock) and commits it durably. When f or the commit fails
-// the transaction is rolled back; when even that fails, the connection is
-// discarded so no transaction can stay open on it.
+// file's write lock) and commits it durably. When f fails, panics, or the
+// commit fails, the transaction is rolled back; when even that fails, the
+// connection is discarded so no transaction can stay open on it, and the
+// error says so.
 func (j *Journal) tx(ctx context.Context, name string, f func(ctx context.Context, fl *file) error) error {
-	return j.use(ctx, name, func(ctx context.Context, fl *file) error {
+	return j.use(ctx, name, func(ctx context.Context, fl *file) (err error) {
 		if _, err := fl.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 			return fmt.Errorf("journal %s: begin: %w", name, err)
 		}
-		err := f(ctx, fl)
-		if err == nil {
-			if _, cerr := fl.conn.ExecContext(ctx, "COMMIT"); cerr != nil {
-				err = fmt.Errorf("journal %s: commit: %w", name, cerr)
+		ended := false
+		defer func() {
+			if ended {
+				return
 			}
-		}
-		if err != nil {
 			if _, rerr := fl.conn.ExecContext(ctx, "ROLLBACK"); rerr != nil {
 				fl.discard(fl.conn)
+				err = errors.Join(err, fmt.Errorf("journal %s: roll back (connection discarded): %w", name, rerr))
 			}
+		}()
+		if err := f(ctx, fl); err != nil {
 			return err
 		}
+		if _, err := fl.conn.ExecContext(ctx, "COMMIT"); err != nil {
+			return fmt.Errorf("journal %s: commit: %w", name, err)
+		}
+		ended = true
 		j.commits.Add(1)
 		return nil
 	})
