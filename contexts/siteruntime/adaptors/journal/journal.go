@@ -284,9 +284,10 @@ func (j *Journal) use(ctx context.Context, name string, f func(ctx context.Conte
 
 // tx runs f in one write transaction of name's file (BEGIN IMMEDIATE: the
 // file's write lock) and commits it durably. When f fails, panics, or the
-// commit fails, the transaction is rolled back; when even that fails, the
-// connection is discarded so no transaction can stay open on it, and the
-// error says so.
+// commit fails, the transaction is rolled back; when that ROLLBACK fails
+// (SQLite may already have rolled back, as after a full disk, or not), the
+// connection is replaced so no transaction can stay open on it, and the
+// error says so after the failure's own.
 func (j *Journal) tx(ctx context.Context, name string, f func(ctx context.Context, fl *file) error) error {
 	return j.use(ctx, name, func(ctx context.Context, fl *file) (err error) {
 		if _, err := fl.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
@@ -299,7 +300,7 @@ func (j *Journal) tx(ctx context.Context, name string, f func(ctx context.Contex
 			}
 			if _, rerr := fl.conn.ExecContext(ctx, "ROLLBACK"); rerr != nil {
 				fl.discard(fl.conn)
-				err = errors.Join(err, fmt.Errorf("journal %s: roll back (connection discarded): %w", name, rerr))
+				err = errors.Join(err, fmt.Errorf("journal %s: connection replaced, as its ROLLBACK failed: %w", name, rerr))
 			}
 		}()
 		if err := f(ctx, fl); err != nil {
