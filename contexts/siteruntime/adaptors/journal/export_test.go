@@ -23,12 +23,9 @@ func DiscardConnection(ctx context.Context, j *Journal, name string) error {
 // ExecInTx runs stmt inside a transaction of name's file and then fails
 // the transaction with fail, as a failing write does.
 func ExecInTx(ctx context.Context, j *Journal, name, stmt string, fail error) error {
-	return j.tx(ctx, name, func(ctx context.Context, fl *file) error {
-		if _, err := fl.conn.ExecContext(ctx, stmt); err != nil {
-			return err
-		}
-		return fail
-	})
+	release := make(chan struct{})
+	close(release)
+	return HoldTx(ctx, j, name, stmt, make(chan struct{}), release, fail)
 }
 
 // HoldTx runs stmt inside a transaction of name's file, closes started,

@@ -123,9 +123,6 @@ func Open(ctx context.Context, dir string, opts Options) (*Journal, error) {
 			err = fl.connect(ctx)
 		}
 		if err != nil {
-			if db != nil && j.files[f] == nil {
-				_ = db.Close()
-			}
 			_ = j.Close()
 			return nil, integrity(f, "", "cannot be opened for writing: %v", err)
 		}
@@ -178,15 +175,24 @@ func (fl *file) connect(ctx context.Context) error {
 // transaction could not be rolled back: the connection may still hold it
 // open.
 func (fl *file) discard(conn *sql.Conn) {
-	if fl.delivery != nil {
-		_ = fl.delivery.Close()
-	}
-	if fl.records != nil {
-		_ = fl.records.Close()
-	}
-	fl.delivery, fl.records, fl.conn = nil, nil, nil
+	_ = fl.closeStatements()
+	fl.conn = nil
 	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 	_ = conn.Close()
+}
+
+// closeStatements closes the statements prepared on the connection; the
+// caller holds the file's turn.
+func (fl *file) closeStatements() error {
+	var errs []error
+	if fl.delivery != nil {
+		errs = append(errs, fl.delivery.Close())
+	}
+	if fl.records != nil {
+		errs = append(errs, fl.records.Close())
+	}
+	fl.delivery, fl.records = nil, nil
+	return errors.Join(errs...)
 }
 
 // close waits for the file's turn (a transaction in progress ends first)
@@ -195,17 +201,11 @@ func (fl *file) close() error {
 	fl.turn <- struct{}{}
 	defer func() { <-fl.turn }()
 	fl.closed = true
-	var errs []error
-	if fl.delivery != nil {
-		errs = append(errs, fl.delivery.Close())
-	}
-	if fl.records != nil {
-		errs = append(errs, fl.records.Close())
-	}
+	errs := []error{fl.closeStatements()}
 	if fl.conn != nil {
 		errs = append(errs, fl.conn.Close())
+		fl.conn = nil
 	}
-	fl.delivery, fl.records, fl.conn = nil, nil, nil
 	return errors.Join(append(errs, fl.db.Close())...)
 }
 
@@ -254,9 +254,6 @@ var ErrClosed = errors.New("journal closed")
 // ctx stripped of its cancellation (see file). It fails with ErrClosed
 // after CloseFiles, and with ctx's error when ctx is done before f starts.
 func (j *Journal) use(ctx context.Context, name string, f func(ctx context.Context, fl *file) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	j.mu.Lock()
 	closed, fl := j.closed, j.files[name]
 	j.mu.Unlock()
@@ -272,7 +269,7 @@ func (j *Journal) use(ctx context.Context, name string, f func(ctx context.Conte
 	if fl.closed {
 		return ErrClosed
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil { // the select picks either when both are ready
 		return err
 	}
 	ctx = context.WithoutCancel(ctx)
