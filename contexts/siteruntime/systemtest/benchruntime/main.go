@@ -269,7 +269,11 @@ func drain(bins harness.Binaries, dir string, fold bool, total, warm int, prof p
 		return r, err
 	}
 	defer site.Close()
-	if err := appendRange(site, 1, warm); err != nil {
+	// Every command is appended before the Runtime starts: appends are
+	// server commits on the same disk and take turns with acknowledgements
+	// on the server's one SQLite connection, so appending during the timed
+	// drain would slow what is measured.
+	if err := appendRange(site, 1, total); err != nil {
 		return r, err
 	}
 	args := []string{"--fold-acknowledgement=" + strconv.FormatBool(fold), "--pull-wait", "30s", "--liveness-bound", "2m", "--backoff-max", "1s"}
@@ -289,14 +293,13 @@ func drain(bins harness.Binaries, dir string, fold bool, total, warm int, prof p
 	if err != nil {
 		return r, err
 	}
-	commits0, err := metric(addr, "metallo_runtime_journal_commits_total")
+	// The Runtime drains on past the warm-up: commits and CPU time are
+	// taken per acknowledged command between two readings, each reading
+	// the acknowledged sequence and the commit count from one scrape.
+	at0, err := progress(p, site, addr)
 	if err != nil {
 		return r, err
 	}
-	if err := appendRange(site, warm+1, total); err != nil {
-		return r, err
-	}
-	rtCPU0, srvCPU0 := cpuTime(p.Pid()), cpuTime(site.Server.Pid())
 	start := time.Now()
 	profiled := make(chan error, 1)
 	if prof.dir != "" {
@@ -316,21 +319,24 @@ func drain(bins harness.Binaries, dir string, fold bool, total, warm int, prof p
 		return r, err
 	}
 	elapsed := time.Since(start)
-	r.runtimeCPU = (cpuTime(p.Pid()) - rtCPU0) / time.Duration(r.commands)
-	r.serverCPU = (cpuTime(site.Server.Pid()) - srvCPU0) / time.Duration(r.commands)
-	commits1, err := metric(addr, "metallo_runtime_journal_commits_total")
+	at1, err := progress(p, site, addr)
 	if err != nil {
 		return r, err
 	}
+	acked := at1.acked - at0.acked
+	if acked <= 0 {
+		return r, fmt.Errorf("no command acknowledged between the readings (sequence %v, then %v)", at0.acked, at1.acked)
+	}
+	r.runtimeCPU = time.Duration(float64(at1.runtimeCPU-at0.runtimeCPU) / acked)
+	r.serverCPU = time.Duration(float64(at1.serverCPU-at0.serverCPU) / acked)
+	r.runtimeCommits = (at1.commits - at0.commits) / acked
 	// The heap around the first `warm` commands (the last samples of the
 	// warm-up) against the heap over the last `warm` commands.
 	r.heapWarm = retainedHeap(warmSamples, warm/2, warm)
 	r.heapDrain = retainedHeap(samples, total-warm, total)
 	r.rss = rssBytes(p.Pid())
-	r.runtimeCommits = (commits1 - commits0) / float64(r.commands)
-	// The clock starts when the last append returned, while the Runtime
-	// was already draining; measure from the first acknowledgement of the
-	// timed commands instead, using the server's recorded times.
+	// commands/s comes from the acknowledgement times the server records,
+	// from the first timed command's to the last's.
 	var times []time.Time
 	for n := warm + 1; n <= total; n++ {
 		rec, err := site.Command(commandID(n))
@@ -354,6 +360,27 @@ func drain(bins harness.Binaries, dir string, fold bool, total, warm int, prof p
 	}
 	r.p50, r.p99 = percentile(gaps, 50), percentile(gaps, 99)
 	return r, p.Stop(time.Minute)
+}
+
+// reading is the Runtime's progress at one moment: its acknowledged
+// sequence and journal commits (one scrape) and both processes' CPU time.
+type reading struct {
+	acked, commits        float64
+	runtimeCPU, serverCPU time.Duration
+}
+
+func progress(p *harness.Process, site *harness.Site, addr string) (reading, error) {
+	const ackedSeries, commitsSeries = "metallo_runtime_acknowledged_sequence", "metallo_runtime_journal_commits_total"
+	v, err := harness.Metrics(addr, ackedSeries, commitsSeries)
+	if err != nil {
+		return reading{}, err
+	}
+	acked, ok1 := v[ackedSeries]
+	commits, ok2 := v[commitsSeries]
+	if !ok1 || !ok2 {
+		return reading{}, fmt.Errorf("the Runtime's metrics lack %s or %s", ackedSeries, commitsSeries)
+	}
+	return reading{acked: acked, commits: commits, runtimeCPU: cpuTime(p.Pid()), serverCPU: cpuTime(site.Server.Pid())}, nil
 }
 
 // closedLoop appends one command at a time and waits until the server has

@@ -448,25 +448,43 @@ func (r *Runtime) Liveness() (string, error) {
 // written exactly as series (e.g. `metallo_runtime_stopped{reason="x"}`);
 // found is false when absent.
 func Metric(addr, series string) (value float64, found bool, err error) {
+	values, err := Metrics(addr, series)
+	if err != nil {
+		return 0, false, err
+	}
+	value, found = values[series]
+	return value, found, nil
+}
+
+// Metrics scrapes addr's /metrics once and returns the values of the
+// series written exactly as given, read from the same scrape (so they
+// describe one moment); a series that is absent has no entry.
+func Metrics(addr string, series ...string) (map[string]float64, error) {
 	// Uncompressed: a gzip writer (most of a megabyte) pooled by the
 	// metrics handler would otherwise sit in the heap being measured.
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableCompression: true}}
 	defer client.CloseIdleConnections()
 	resp, err := client.Get("http://" + addr + "/metrics")
 	if err != nil {
-		return 0, false, err
+		return nil, err
 	}
 	defer resp.Body.Close()
+	values := make(map[string]float64, len(series))
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, series+" "); ok {
-			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-			return v, true, err
+		for _, name := range series {
+			if rest, ok := strings.CutPrefix(line, name+" "); ok {
+				v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+				if err != nil {
+					return nil, fmt.Errorf("metric %s: %w", name, err)
+				}
+				values[name] = v
+			}
 		}
 	}
-	return 0, false, sc.Err()
+	return values, sc.Err()
 }
 
 // Snapshot maps every file of dir (-wal and -shm included) to the
