@@ -13,7 +13,8 @@
 //   - durable commits per command (the Runtime's counted by its
 //     metallo_runtime_journal_commits_total; the server's one transaction
 //     per acknowledgement), and the limit they imply next to raw durable
-//     SQLite commits/s measured on the same disk in the same run;
+//     SQLite commits/s on the same disk, sampled in bursts while the
+//     Runtime is paused during each drain (sampler);
 //   - the Runtime's RSS after 10,000 commands and its live Go heap after
 //     1,000 and after 10,000.
 //
@@ -22,6 +23,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"flag"
 	"fmt"
 	"io"
@@ -33,6 +35,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/systemtest/harness"
@@ -57,9 +61,11 @@ type drainResult struct {
 	warm                int
 	// runtimeCPU and serverCPU are CPU time per command.
 	runtimeCPU, serverCPU time.Duration
-	// raw is the baseline: raw durable SQLite commits/s around this drain.
-	raw   float64
-	round int
+	// raw is the baseline: raw durable SQLite commits/s of the bursts
+	// taken during this drain, pooled (all commits ÷ all their time).
+	raw    float64
+	bursts int
+	round  int
 }
 
 func run() error {
@@ -70,6 +76,8 @@ func run() error {
 	base := flag.String("dir", "", "working directory (default: a new temporary directory); the disk measured")
 	profile := flag.String("profile", "", "directory to write CPU profiles of the Runtime and the server into (runtime.pprof, server.pprof), taken during round 1's folded drain; profiling costs CPU, so that round's numbers read lower")
 	profileFor := flag.Duration("profile-for", 15*time.Second, "length of the CPU profiles (-profile)")
+	sampleEvery := flag.Duration("baseline-every", time.Second, "how often the timed drain pauses for a baseline burst")
+	burst := flag.Int("baseline-burst", 200, "raw commits per baseline burst")
 	flag.Parse()
 	dir := *base
 	if dir == "" {
@@ -86,17 +94,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	// The baseline is measured before and after each drain, on a fresh
-	// file of the same disk, and each drain is compared with the mean of
-	// the two around it: load from elsewhere on a shared machine then hits
-	// both alike.
 	var results []drainResult
-	var raws []float64
-	raw, err := rawCommits(filepath.Join(dir, "raw-0.sqlite"), 2000)
-	if err != nil {
-		return err
-	}
-	raws = append(raws, raw)
 	for round := 1; round <= *rounds; round++ {
 		for _, fold := range []bool{true, false} {
 			fmt.Fprintf(os.Stderr, "round %d: draining %d commands (fold %v)…\n", round, *total, fold)
@@ -104,16 +102,11 @@ func run() error {
 			if *profile != "" && round == 1 && fold {
 				prof = profiling{dir: *profile, seconds: int(profileFor.Seconds())}
 			}
-			r, err := drain(bins, filepath.Join(dir, fmt.Sprintf("round-%d-fold-%v", round, fold)), fold, *total, *warm, prof)
+			r, err := drain(bins, filepath.Join(dir, fmt.Sprintf("round-%d-fold-%v", round, fold)), fold, *total, *warm, prof, *sampleEvery, *burst)
 			if err != nil {
 				return err
 			}
-			after, err := rawCommits(filepath.Join(dir, fmt.Sprintf("raw-%d.sqlite", len(raws))), 2000)
-			if err != nil {
-				return err
-			}
-			r.round, r.raw = round, (raws[len(raws)-1]+after)/2
-			raws = append(raws, after)
+			r.round = round
 			results = append(results, r)
 		}
 	}
@@ -122,37 +115,150 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	report(raws, results, lp50, lp99, *inFlight, dir)
+	report(results, lp50, lp99, *inFlight, dir, *sampleEvery, *burst)
 	return nil
 }
 
-// rawCommits measures durable single-row commits/s of SQLite with the
+// rawDisk is the baseline: durable single-row commits of SQLite with the
 // journals' settings (WAL, synchronous=FULL, one connection, BEGIN
-// IMMEDIATE) on the disk under test.
-func rawCommits(path string, n int) (float64, error) {
+// IMMEDIATE) to a file on the disk under test, taken in bursts.
+type rawDisk struct {
+	db      *sql.DB
+	next    int
+	commits int
+	spent   time.Duration
+	payload []byte
+}
+
+func openRawDisk(path string) (*rawDisk, error) {
 	db, err := database.OpenSQLite(path, 10*time.Second)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	defer db.Close()
 	if _, err := db.Exec("CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB NOT NULL)"); err != nil {
-		return 0, err
+		_ = db.Close()
+		return nil, err
 	}
-	payload := make([]byte, 600)
+	return &rawDisk{db: db, payload: make([]byte, 600)}, nil
+}
+
+// burst commits n rows, one per transaction; counted says whether the
+// burst counts towards the baseline (a first burst warms the file up).
+func (d *rawDisk) burst(n int, counted bool) error {
 	start := time.Now()
-	for i := range n {
-		tx, err := db.Begin()
+	for range n {
+		tx, err := d.db.Begin()
 		if err != nil {
-			return 0, err
+			return err
 		}
-		if _, err := tx.Exec("INSERT INTO t (id, v) VALUES (?, ?)", i, payload); err != nil {
-			return 0, err
+		if _, err := tx.Exec("INSERT INTO t (id, v) VALUES (?, ?)", d.next, d.payload); err != nil {
+			_ = tx.Rollback()
+			return err
 		}
 		if err := tx.Commit(); err != nil {
-			return 0, err
+			return err
+		}
+		d.next++
+	}
+	if counted {
+		d.commits += n
+		d.spent += time.Since(start)
+	}
+	return nil
+}
+
+// rate is the pooled commits/s of the counted bursts.
+func (d *rawDisk) rate() float64 {
+	if d.spent <= 0 {
+		return 0
+	}
+	return float64(d.commits) / d.spent.Seconds()
+}
+
+func (d *rawDisk) Close() error { return d.db.Close() }
+
+// pause is a window in which the Runtime was stopped (SIGSTOP … SIGCONT)
+// for a baseline burst.
+type pause struct{ from, to time.Time }
+
+// sampler pauses the Runtime every interval while the timed commands
+// drain and takes a baseline burst of the raw disk: the disk's speed on a
+// shared machine moves by a factor of two within seconds, so a baseline
+// taken before and after a drain of half a minute says little about the
+// disk the drain saw. While the Runtime is stopped the server finishes
+// the request in flight (settle) and then idles; the burst has the disk
+// to itself.
+type sampler struct {
+	pid      int
+	disk     *rawDisk
+	interval time.Duration
+	n        int
+	pauses   []pause
+	stop     chan struct{}
+	done     chan error
+	once     sync.Once
+	err      error
+}
+
+const settle = 10 * time.Millisecond
+
+func startSampler(pid int, disk *rawDisk, interval time.Duration, n int) *sampler {
+	s := &sampler{pid: pid, disk: disk, interval: interval, n: n, stop: make(chan struct{}), done: make(chan error, 1)}
+	go func() { s.done <- s.run() }()
+	return s
+}
+
+func (s *sampler) run() error {
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return nil
+		case <-t.C:
+		}
+		from := time.Now()
+		if err := syscall.Kill(s.pid, syscall.SIGSTOP); err != nil {
+			return fmt.Errorf("stop the Runtime: %w", err)
+		}
+		time.Sleep(settle)
+		err := s.disk.burst(s.n, true)
+		if cerr := syscall.Kill(s.pid, syscall.SIGCONT); cerr != nil && err == nil {
+			err = fmt.Errorf("continue the Runtime: %w", cerr)
+		}
+		s.pauses = append(s.pauses, pause{from: from, to: time.Now()})
+		if err != nil {
+			return err
 		}
 	}
-	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+// finish ends the sampling (the Runtime runs on) and returns the pauses
+// it made; later calls return the same.
+func (s *sampler) finish() ([]pause, error) {
+	s.once.Do(func() {
+		close(s.stop)
+		s.err = <-s.done
+	})
+	return s.pauses, s.err
+}
+
+// paused is how much of [from, to] the Runtime spent stopped.
+func paused(pauses []pause, from, to time.Time) time.Duration {
+	var d time.Duration
+	for _, p := range pauses {
+		a, b := p.from, p.to
+		if a.Before(from) {
+			a = from
+		}
+		if b.After(to) {
+			b = to
+		}
+		if b.After(a) {
+			d += b.Sub(a)
+		}
+	}
+	return d
 }
 
 // profiling asks a drain for CPU profiles of both processes, taken from
@@ -262,13 +368,21 @@ func retainedHeap(samples []heapSample, from, to int) float64 {
 	return least
 }
 
-func drain(bins harness.Binaries, dir string, fold bool, total, warm int, prof profiling) (drainResult, error) {
+func drain(bins harness.Binaries, dir string, fold bool, total, warm int, prof profiling, every time.Duration, burst int) (drainResult, error) {
 	r := drainResult{fold: fold, commands: total - warm, warm: warm}
 	site, rt, err := setup(bins, dir, prof)
 	if err != nil {
 		return r, err
 	}
 	defer site.Close()
+	disk, err := openRawDisk(filepath.Join(dir, "raw.sqlite"))
+	if err != nil {
+		return r, err
+	}
+	defer disk.Close()
+	if err := disk.burst(burst, false); err != nil {
+		return r, err
+	}
 	// Every command is appended before the Runtime starts: appends are
 	// server commits on the same disk and take turns with acknowledgements
 	// on the server's one SQLite connection, so appending during the timed
@@ -301,6 +415,8 @@ func drain(bins harness.Binaries, dir string, fold bool, total, warm int, prof p
 		return r, err
 	}
 	start := time.Now()
+	smp := startSampler(p.Pid(), disk, every, burst)
+	defer func() { _, _ = smp.finish() }()
 	profiled := make(chan error, 1)
 	if prof.dir != "" {
 		serverAdmin, err := harness.AdminAddr(site.Server)
@@ -315,10 +431,18 @@ func drain(bins harness.Binaries, dir string, fold bool, total, warm int, prof p
 	if err != nil {
 		return r, err
 	}
+	pauses, err := smp.finish()
+	if err != nil {
+		return r, err
+	}
 	if err := <-profiled; err != nil {
 		return r, err
 	}
-	elapsed := time.Since(start)
+	elapsed := time.Since(start) - paused(pauses, start, time.Now())
+	r.raw, r.bursts = disk.rate(), len(pauses)
+	if r.bursts == 0 {
+		return r, fmt.Errorf("the drain ended before the first baseline burst (-baseline-every %s): drain more commands", every)
+	}
 	at1, err := progress(p, site, addr)
 	if err != nil {
 		return r, err
@@ -349,14 +473,18 @@ func drain(bins harness.Binaries, dir string, fold bool, total, warm int, prof p
 		}
 		times = append(times, at)
 	}
-	span := times[len(times)-1].Sub(times[0])
+	// The Runtime's pauses for the baseline bursts are taken out of the
+	// span, and a gap between acknowledgements that holds one is no cycle.
+	span := times[len(times)-1].Sub(times[0]) - paused(pauses, times[0], times[len(times)-1])
 	if span <= 0 {
 		span = elapsed
 	}
 	r.perSecond = float64(len(times)-1) / span.Seconds()
 	var gaps []time.Duration
 	for i := 1; i < len(times); i++ {
-		gaps = append(gaps, times[i].Sub(times[i-1]))
+		if paused(pauses, times[i-1], times[i]) == 0 {
+			gaps = append(gaps, times[i].Sub(times[i-1]))
+		}
 	}
 	r.p50, r.p99 = percentile(gaps, 50), percentile(gaps, 99)
 	return r, p.Stop(time.Minute)
@@ -514,21 +642,16 @@ func (r drainResult) mode() string {
 	return "own commit #3"
 }
 
-func report(raws []float64, results []drainResult, lp50, lp99 time.Duration, inFlight int, dir string) {
+func report(results []drainResult, lp50, lp99 time.Duration, inFlight int, dir string, every time.Duration, burst int) {
 	mib := func(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
 	fmt.Printf("Measured %s on %s (%d CPUs, %s), Go %s; disk: %s; load average at the end: %s.\n\n", time.Now().UTC().Format("2006-01-02"), cpuModel(),
 		runtime.NumCPU(), kernel(), runtime.Version(), filesystem(dir), loadAverage())
-	fmt.Print("Baseline, same disk, same run: raw durable SQLite commits/s (WAL, synchronous=FULL, one row per transaction, one connection), measured before the first drain and after each:")
-	for _, r := range raws {
-		fmt.Printf(" %.0f", r)
-	}
-	fmt.Println("; each drain is compared with the mean of the two around it.")
-	fmt.Println()
-	fmt.Println("| round | clear of an acknowledged command | commands | commands/s | cycle p50 | cycle p99 | durable commits per command (Runtime + server) | baseline commits/s | limit (commits/s ÷ commits per command) | commands/s ÷ limit | CPU per command: Runtime, server |")
+	fmt.Printf("Baseline, same disk, same run: raw durable SQLite commits/s (WAL, synchronous=FULL, one row per transaction, one connection), sampled during each timed drain: every %s the Runtime is stopped (SIGSTOP), after %s for the server to finish its request %d commits are made to a file next to the journals, and the Runtime is continued (SIGCONT); the bursts of a drain are pooled (all their commits ÷ all their time), and the pauses are taken out of the drain's time and cycles.\n\n", every, settle, burst)
+	fmt.Println("| round | clear of an acknowledged command | commands | commands/s | cycle p50 | cycle p99 | durable commits per command (Runtime + server) | baseline commits/s (bursts) | limit (commits/s ÷ commits per command) | commands/s ÷ limit | CPU per command: Runtime, server |")
 	fmt.Println("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, r := range results {
-		fmt.Printf("| %d | %s | %d | %.0f | %s | %s | %.2f + 1 = %.2f | %.0f | %.0f | %.2f | %s, %s |\n", r.round, r.mode(), r.commands, r.perSecond,
-			r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.runtimeCommits, r.runtimeCommits+1, r.raw, r.limit(),
+		fmt.Printf("| %d | %s | %d | %.0f | %s | %s | %.2f + 1 = %.2f | %.0f (%d) | %.0f | %.2f | %s, %s |\n", r.round, r.mode(), r.commands, r.perSecond,
+			r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.runtimeCommits, r.runtimeCommits+1, r.raw, r.bursts, r.limit(),
 			r.perSecond/r.limit(), r.runtimeCPU.Round(10*time.Microsecond), r.serverCPU.Round(10*time.Microsecond))
 	}
 	for _, fold := range []bool{true, false} {
