@@ -24,6 +24,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -65,7 +66,10 @@ type drainResult struct {
 	// taken during this drain, pooled (all commits ÷ all their time).
 	raw    float64
 	bursts int
-	round  int
+	// pausedShare is the share of the timed span the Runtime spent stopped
+	// for the bursts.
+	pausedShare float64
+	round       int
 }
 
 func run() error {
@@ -79,6 +83,14 @@ func run() error {
 	sampleEvery := flag.Duration("baseline-every", time.Second, "how often the timed drain pauses for a baseline burst")
 	burst := flag.Int("baseline-burst", 200, "raw commits per baseline burst")
 	flag.Parse()
+	switch {
+	case *warm < 2 || *warm >= *total:
+		return fmt.Errorf("-warm %d: want at least 2 and fewer than -commands (%d)", *warm, *total)
+	case *inFlight < 1 || *rounds < 1:
+		return fmt.Errorf("-latency-commands %d, -rounds %d: want at least 1 each", *inFlight, *rounds)
+	case *sampleEvery <= 0 || *burst < 1:
+		return fmt.Errorf("-baseline-every %s, -baseline-burst %d: want a positive interval and at least 1 commit", *sampleEvery, *burst)
+	}
 	dir := *base
 	if dir == "" {
 		d, err := os.MkdirTemp("", "metallo-bench-runtime-")
@@ -189,7 +201,7 @@ type pause struct{ from, to time.Time }
 // the request in flight (settle) and then idles; the burst has the disk
 // to itself.
 type sampler struct {
-	pid      int
+	proc     *harness.Process
 	disk     *rawDisk
 	interval time.Duration
 	n        int
@@ -200,16 +212,22 @@ type sampler struct {
 	err      error
 }
 
+// settle is how long a burst waits after stopping the Runtime: the
+// server's request in flight (an acknowledgement: one commit) ends well
+// within it (a cycle's p99 is a few milliseconds), which is assumed, not
+// checked.
 const settle = 10 * time.Millisecond
 
-func startSampler(pid int, disk *rawDisk, interval time.Duration, n int) *sampler {
-	s := &sampler{pid: pid, disk: disk, interval: interval, n: n, stop: make(chan struct{}), done: make(chan error, 1)}
+func startSampler(proc *harness.Process, disk *rawDisk, interval time.Duration, n int) *sampler {
+	s := &sampler{proc: proc, disk: disk, interval: interval, n: n, stop: make(chan struct{}), done: make(chan error, 1)}
 	go func() { s.done <- s.run() }()
 	return s
 }
 
+// run pauses the Runtime a full interval after it was last continued, so
+// however slow a burst, the Runtime runs at least interval between two.
 func (s *sampler) run() error {
-	t := time.NewTicker(s.interval)
+	t := time.NewTimer(s.interval)
 	defer t.Stop()
 	for {
 		select {
@@ -218,18 +236,19 @@ func (s *sampler) run() error {
 		case <-t.C:
 		}
 		from := time.Now()
-		if err := syscall.Kill(s.pid, syscall.SIGSTOP); err != nil {
+		if err := s.proc.Signal(syscall.SIGSTOP); err != nil {
 			return fmt.Errorf("stop the Runtime: %w", err)
 		}
 		time.Sleep(settle)
 		err := s.disk.burst(s.n, true)
-		if cerr := syscall.Kill(s.pid, syscall.SIGCONT); cerr != nil && err == nil {
+		if cerr := s.proc.Signal(syscall.SIGCONT); cerr != nil && err == nil {
 			err = fmt.Errorf("continue the Runtime: %w", cerr)
 		}
 		s.pauses = append(s.pauses, pause{from: from, to: time.Now()})
 		if err != nil {
 			return err
 		}
+		t.Reset(s.interval)
 	}
 }
 
@@ -316,14 +335,6 @@ func command(n int) []byte {
 
 func commandID(n int) string { return fmt.Sprintf("%08x-0001-4000-8000-%012x", n, n) }
 
-func metric(addr, series string) (float64, error) {
-	v, found, err := harness.Metric(addr, series)
-	if err == nil && !found {
-		err = fmt.Errorf("no metric %s", series)
-	}
-	return v, err
-}
-
 // heapSample is the Runtime's live heap (after its last GC) when it had
 // acknowledged a sequence.
 type heapSample struct {
@@ -337,9 +348,13 @@ func waitAcked(p *harness.Process, addr string, seq int, timeout time.Duration) 
 	deadline := time.Now().Add(timeout)
 	var samples []heapSample
 	for {
-		v, err := metric(addr, "metallo_runtime_acknowledged_sequence")
+		var v float64
+		m, err := harness.Metrics(addr, "metallo_runtime_acknowledged_sequence", "metallo_runtime_heap_live_bytes")
 		if err == nil {
-			if h, herr := metric(addr, "metallo_runtime_heap_live_bytes"); herr == nil {
+			var ok bool
+			if v, ok = m["metallo_runtime_acknowledged_sequence"]; !ok {
+				err = errors.New("no metric metallo_runtime_acknowledged_sequence")
+			} else if h, ok := m["metallo_runtime_heap_live_bytes"]; ok {
 				samples = append(samples, heapSample{acked: int(v), heap: h})
 			}
 		}
@@ -415,7 +430,7 @@ func drain(bins harness.Binaries, dir string, fold bool, total, warm int, prof p
 		return r, err
 	}
 	start := time.Now()
-	smp := startSampler(p.Pid(), disk, every, burst)
+	smp := startSampler(p, disk, every, burst)
 	defer func() { _, _ = smp.finish() }()
 	profiled := make(chan error, 1)
 	if prof.dir != "" {
@@ -456,8 +471,13 @@ func drain(bins harness.Binaries, dir string, fold bool, total, warm int, prof p
 	r.runtimeCommits = (at1.commits - at0.commits) / acked
 	// The heap around the first `warm` commands (the last samples of the
 	// warm-up) against the heap over the last `warm` commands.
-	r.heapWarm = retainedHeap(warmSamples, warm/2, warm)
+	// The Runtime drains on past warm; the warm-up's samples end with the
+	// first one at or past it.
+	r.heapWarm = retainedHeap(warmSamples, warm/2, warmSamples[len(warmSamples)-1].acked)
 	r.heapDrain = retainedHeap(samples, total-warm, total)
+	if r.heapWarm == 0 || r.heapDrain == 0 {
+		return r, fmt.Errorf("no live-heap sample over the second half of the warm-up or the last %d commands: drain more commands", warm)
+	}
 	r.rss = rssBytes(p.Pid())
 	// commands/s comes from the acknowledgement times the server records,
 	// from the first timed command's to the last's.
@@ -474,17 +494,18 @@ func drain(bins harness.Binaries, dir string, fold bool, total, warm int, prof p
 		times = append(times, at)
 	}
 	// The Runtime's pauses for the baseline bursts are taken out of the
-	// span, and a gap between acknowledgements that holds one is no cycle.
-	span := times[len(times)-1].Sub(times[0]) - paused(pauses, times[0], times[len(times)-1])
+	// span and out of each gap between acknowledgements they overlap.
+	whole := times[len(times)-1].Sub(times[0])
+	stopped := paused(pauses, times[0], times[len(times)-1])
+	span := whole - stopped
 	if span <= 0 {
 		span = elapsed
 	}
 	r.perSecond = float64(len(times)-1) / span.Seconds()
+	r.pausedShare = float64(stopped) / float64(whole)
 	var gaps []time.Duration
 	for i := 1; i < len(times); i++ {
-		if paused(pauses, times[i-1], times[i]) == 0 {
-			gaps = append(gaps, times[i].Sub(times[i-1]))
-		}
+		gaps = append(gaps, times[i].Sub(times[i-1])-paused(pauses, times[i-1], times[i]))
 	}
 	r.p50, r.p99 = percentile(gaps, 50), percentile(gaps, 99)
 	return r, p.Stop(time.Minute)
@@ -646,12 +667,12 @@ func report(results []drainResult, lp50, lp99 time.Duration, inFlight int, dir s
 	mib := func(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
 	fmt.Printf("Measured %s on %s (%d CPUs, %s), Go %s; disk: %s; load average at the end: %s.\n\n", time.Now().UTC().Format("2006-01-02"), cpuModel(),
 		runtime.NumCPU(), kernel(), runtime.Version(), filesystem(dir), loadAverage())
-	fmt.Printf("Baseline, same disk, same run: raw durable SQLite commits/s (WAL, synchronous=FULL, one row per transaction, one connection), sampled during each timed drain: every %s the Runtime is stopped (SIGSTOP), after %s for the server to finish its request %d commits are made to a file next to the journals, and the Runtime is continued (SIGCONT); the bursts of a drain are pooled (all their commits ÷ all their time), and the pauses are taken out of the drain's time and cycles.\n\n", every, settle, burst)
-	fmt.Println("| round | clear of an acknowledged command | commands | commands/s | cycle p50 | cycle p99 | durable commits per command (Runtime + server) | baseline commits/s (bursts) | limit (commits/s ÷ commits per command) | commands/s ÷ limit | CPU per command: Runtime, server |")
+	fmt.Printf("Baseline, same disk, same run: raw durable SQLite commits/s (WAL, synchronous=FULL, one row per transaction, one connection), sampled during each timed drain: after every %s it has run, the Runtime is stopped (SIGSTOP), after %s for the server to finish its request %d commits are made to a file next to the journals, and the Runtime is continued (SIGCONT); the bursts of a drain are pooled (all their commits ÷ all their time), and the pauses are taken out of the drain's time and of the cycles they fall in. The Runtime resumes each time with a disk that has just taken a burst; the column gives the share of the drain it was paused.\n\n", every, settle, burst)
+	fmt.Println("| round | clear of an acknowledged command | commands | commands/s | cycle p50 | cycle p99 | durable commits per command (Runtime + server) | baseline commits/s (bursts; share of the drain paused) | limit (commits/s ÷ commits per command) | commands/s ÷ limit | CPU per command: Runtime, server |")
 	fmt.Println("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, r := range results {
-		fmt.Printf("| %d | %s | %d | %.0f | %s | %s | %.2f + 1 = %.2f | %.0f (%d) | %.0f | %.2f | %s, %s |\n", r.round, r.mode(), r.commands, r.perSecond,
-			r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.runtimeCommits, r.runtimeCommits+1, r.raw, r.bursts, r.limit(),
+		fmt.Printf("| %d | %s | %d | %.0f | %s | %s | %.2f + 1 = %.2f | %.0f (%d; %.0f%%) | %.0f | %.2f | %s, %s |\n", r.round, r.mode(), r.commands, r.perSecond,
+			r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.runtimeCommits, r.runtimeCommits+1, r.raw, r.bursts, 100*r.pausedShare, r.limit(),
 			r.perSecond/r.limit(), r.runtimeCPU.Round(10*time.Microsecond), r.serverCPU.Round(10*time.Microsecond))
 	}
 	for _, fold := range []bool{true, false} {

@@ -140,6 +140,10 @@ func (p *Process) ExitErr() error { return p.err }
 // Pid returns the process ID.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
+// Signal sends sig to the process (through its handle, so never to a
+// later process that reused the pid).
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
 // Wait waits for the exit, up to timeout.
 func (p *Process) Wait(timeout time.Duration) error {
 	select {
