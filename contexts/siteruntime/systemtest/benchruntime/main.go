@@ -24,7 +24,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -349,14 +348,10 @@ func waitAcked(p *harness.Process, addr string, seq int, timeout time.Duration) 
 	var samples []heapSample
 	for {
 		var v float64
-		m, err := harness.Metrics(addr, "metallo_runtime_acknowledged_sequence", "metallo_runtime_heap_live_bytes")
+		m, err := scrape(addr, ackedSeries, heapSeries)
 		if err == nil {
-			var ok bool
-			if v, ok = m["metallo_runtime_acknowledged_sequence"]; !ok {
-				err = errors.New("no metric metallo_runtime_acknowledged_sequence")
-			} else if h, ok := m["metallo_runtime_heap_live_bytes"]; ok {
-				samples = append(samples, heapSample{acked: int(v), heap: h})
-			}
+			v = m[ackedSeries]
+			samples = append(samples, heapSample{acked: int(v), heap: m[heapSeries]})
 		}
 		if err == nil && int(v) >= seq {
 			return samples, nil
@@ -519,17 +514,33 @@ type reading struct {
 }
 
 func progress(p *harness.Process, site *harness.Site, addr string) (reading, error) {
-	const ackedSeries, commitsSeries = "metallo_runtime_acknowledged_sequence", "metallo_runtime_journal_commits_total"
-	v, err := harness.Metrics(addr, ackedSeries, commitsSeries)
+	v, err := scrape(addr, ackedSeries, commitsSeries)
 	if err != nil {
 		return reading{}, err
 	}
-	acked, ok1 := v[ackedSeries]
-	commits, ok2 := v[commitsSeries]
-	if !ok1 || !ok2 {
-		return reading{}, fmt.Errorf("the Runtime's metrics lack %s or %s", ackedSeries, commitsSeries)
+	return reading{acked: v[ackedSeries], commits: v[commitsSeries], runtimeCPU: cpuTime(p.Pid()), serverCPU: cpuTime(site.Server.Pid())}, nil
+}
+
+// The Runtime's metrics the benchmark reads.
+const (
+	ackedSeries   = "metallo_runtime_acknowledged_sequence"
+	commitsSeries = "metallo_runtime_journal_commits_total"
+	heapSeries    = "metallo_runtime_heap_live_bytes"
+)
+
+// scrape reads the named series from one scrape of the Runtime's metrics
+// at addr; a series that is missing is an error.
+func scrape(addr string, names ...string) (map[string]float64, error) {
+	v, err := harness.Metrics(addr, names...)
+	if err != nil {
+		return nil, err
 	}
-	return reading{acked: acked, commits: commits, runtimeCPU: cpuTime(p.Pid()), serverCPU: cpuTime(site.Server.Pid())}, nil
+	for _, name := range names {
+		if _, ok := v[name]; !ok {
+			return nil, fmt.Errorf("the Runtime's metrics lack %s", name)
+		}
+	}
+	return v, nil
 }
 
 // closedLoop appends one command at a time and waits until the server has
