@@ -1,6 +1,6 @@
 // Package executionports composes the execution_ports context (role
 // execution): the Site protocol's server side, the owner ports and capacity
-// planning (execution-ports.md, site-protocol.md). Module is its one Fx
+// planning (docs/execution-ports.md, docs/site-protocol.md). Module is its one Fx
 // option; the exported constructors build the same pieces without Fx.
 package executionports
 
@@ -43,7 +43,7 @@ const (
 	OwnerName = inprocessowners.OwnerName
 )
 
-// ResourceOwner selects the owner adaptor (execution-ports.md §2).
+// ResourceOwner selects the owner adaptor (docs/execution-ports.md#owner-adaptors).
 type ResourceOwner string
 
 // Owner adaptors.
@@ -250,8 +250,7 @@ func NewAuthenticator(set *environments.Set) (auth.Authenticator, error) {
 }
 
 // checkOwner refuses a configuration without a usable owner adaptor,
-// naming the missing owner (the Go equivalent of the seed's external_owners
-// refusal).
+// naming the missing owner (docs/execution-ports.md#owner-adaptors).
 func checkOwner(cfg Config) error {
 	switch cfg.ResourceOwner {
 	case OwnerInProcess, OwnerHTTP:

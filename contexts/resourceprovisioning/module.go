@@ -2,8 +2,7 @@
 // its own database (PostgreSQL, or the embedded default SQLite file), its
 // goose migrations (version table goose_resource_provisioning), the
 // application service, the HTTP routes under /resource-provisioning, a
-// readiness check and its metrics. Design:
-// ../shared/design/resource-provisioning.md.
+// readiness check and its metrics (docs/resource-provisioning.md).
 package resourceprovisioning
 
 import (

@@ -100,8 +100,8 @@ func TestRuntimeReachesOnlyWhatItNeedsInItsProjectNamespaces(t *testing.T) {
 
 // A member may only create its Attempts' Jobs, claims, credentials and helper Pods: it reads,
 // changes and deletes nothing, so a second member of the Project cannot read the first one's
-// claim, credential, Job or logs, nor exec into its Pods, nor grant itself anything (seed 000,
-// "Native qualification", batch data).
+// claim, credential, Job or logs, nor exec into its Pods, nor grant itself anything
+// (docs/site-runtime.md#admission-policies-and-rbac).
 func TestMembersOnlyCreateAndReadNothing(t *testing.T) {
 	t.Parallel()
 	s := newSite(t)

@@ -42,8 +42,8 @@ import (
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 )
 
-// Fixed conventions shared with the Runtime's Kubernetes adaptors (site-runtime.md, "Native
-// executors"; issue 6).
+// Fixed conventions shared with the Runtime's Kubernetes adaptors
+// (docs/site-runtime.md#native-naming-and-identity).
 const (
 	labelAccessPolicy = "execution.pharos.dev/access-policy"
 	accessPolicy      = "pharos-site-runtime"

@@ -1,6 +1,6 @@
 // Package tokenreview authenticates a Site Runtime's projected
 // service-account token with a Kubernetes TokenReview against its Site
-// cluster (site-protocol.md "Authentication and authorisation"): a token the
+// cluster (docs/site-protocol.md#authentication-and-authorisation): a token the
 // cluster authenticates for the configured audience as the configured
 // username (e.g. system:serviceaccount:metallo-runtime:runtime-k8s) is the
 // principal environment:<id>. It is contributed to the platform's

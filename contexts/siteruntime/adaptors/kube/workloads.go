@@ -272,7 +272,7 @@ func (w *Workloads) WaitGone(ctx context.Context, ref siteprotocol.NativeRef) (a
 	}
 }
 
-// ObserveJob reports the Job's state (site-runtime.md, "observe"):
+// ObserveJob reports the Job's state (docs/site-runtime.md#quota-means-queued):
 // succeeded or failed from its Complete or Failed condition (with the
 // condition's reason and message), running while one of its Pods runs,
 // queued otherwise — also while the namespace's quota refuses its Pod
