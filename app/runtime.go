@@ -44,7 +44,7 @@ func RuntimeRole() Role {
 	)
 	return Role{
 		Name:    "runtime",
-		Context: siteruntime.ContextName,
+		Context: siteruntime.Name,
 		Central: false,
 		Flags:   func(fs *pflag.FlagSet) { runtimeServeFlags(fs, &cfg) },
 		Preflight: func(log *zap.Logger) error {

@@ -37,8 +37,8 @@ import (
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
-// ContextName is the Fx module name, log field and metric prefix owner.
-const ContextName = "site_runtime"
+// Name is the Fx module name, log field and metric prefix owner.
+const Name = "site_runtime"
 
 // ExecutorsGroup is the Fx value group of []application.Registration that
 // the registry is built from (see AsExecutors).
@@ -392,8 +392,8 @@ type registryParams struct {
 // application.MemberBindings, application.BatchRecords and
 // application.ServiceRecords. Everything else is private.
 func Module(cfg Config, j *journal.Journal) fx.Option {
-	return fx.Module(ContextName,
-		fx.Decorate(func(log *zap.Logger) *zap.Logger { return log.With(zap.String("context", ContextName)) }),
+	return fx.Module(Name,
+		fx.Decorate(func(log *zap.Logger) *zap.Logger { return log.With(zap.String("context", Name)) }),
 		fx.Supply(cfg),
 		fx.Provide(
 			func(log *zap.Logger) (application.Failpoints, error) {

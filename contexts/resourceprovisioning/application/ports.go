@@ -132,7 +132,7 @@ type ReportTx interface {
 	// transaction. Their feed positions follow commit order: no change that
 	// commits later gets a position at or below one already readable
 	// (SQLite assigns them inside its serialised write transaction;
-	// PostgreSQL right after commit, see adaptors/postgres;
+	// PostgreSQL right after commit, see adaptors/pgstore;
 	// docs/resource-provisioning.md#the-change-feeds-ordering).
 	AppendChanges(ctx context.Context, events []domain.AllocationChanged, recordedAt time.Time) error
 }

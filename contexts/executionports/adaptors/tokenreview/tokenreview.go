@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/pharos-metallo/metallo/platform/auth"
-	"github.com/pharos-metallo/metallo/platform/kube"
+	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 )
 
 // Target is one environment authenticated by TokenReview.
@@ -74,7 +74,7 @@ func New(targets []Target) (*Authenticator, error) {
 			if t.Kubeconfig == "" {
 				return nil, fmt.Errorf("environment %s: a TokenReview needs the Site cluster's kubeconfig", t.Environment)
 			}
-			cfg, err := kube.RESTConfig(t.Kubeconfig)
+			cfg, err := kubeconfig.Load(t.Kubeconfig)
 			if err != nil {
 				return nil, fmt.Errorf("environment %s: %w", t.Environment, err)
 			}

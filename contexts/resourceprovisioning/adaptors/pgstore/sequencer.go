@@ -1,11 +1,11 @@
-package postgres
+package pgstore
 
 import (
 	"context"
 	"sync"
 	"time"
 
-	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/postgres/pgdb"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/pgstore/pgdb"
 )
 
 // The change feed's sequencer (docs/resource-provisioning.md#the-change-feeds-ordering).
