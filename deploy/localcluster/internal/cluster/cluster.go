@@ -373,30 +373,36 @@ func up(o upOptions) error {
 
 	auditLog := p("audit", "audit.log")
 	step("etcd ready on %s", etcdURL)
-	if err := start(dir, "apiserver", self, append([]string{"apiserver",
-		"--etcd-servers=" + etcdURL,
+	if err := start(dir, "apiserver", self, "apiserver",
+		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(ports[2]),
-		"--cert-dir=" + p("pki"),
-		"--tls-cert-file=" + p("pki", "apiserver.crt"),
-		"--tls-private-key-file=" + p("pki", "apiserver.key"),
-		"--client-ca-file=" + p("pki", "ca.crt"),
-		"--token-auth-file=" + p("auth", "tokens.csv"),
-		"--service-account-issuer=" + saIssuer,
-		"--service-account-key-file=" + p("pki", "sa.pub"),
-		"--service-account-signing-key-file=" + p("pki", "sa.key"),
-		"--service-cluster-ip-range=" + serviceCIDR,
+		"--secure-port="+strconv.Itoa(ports[2]),
+		"--cert-dir="+p("pki"),
+		"--tls-cert-file="+p("pki", "apiserver.crt"),
+		"--tls-private-key-file="+p("pki", "apiserver.key"),
+		"--client-ca-file="+p("pki", "ca.crt"),
+		"--token-auth-file="+p("auth", "tokens.csv"),
+		"--service-account-issuer="+saIssuer,
+		"--service-account-key-file="+p("pki", "sa.pub"),
+		"--service-account-signing-key-file="+p("pki", "sa.key"),
+		"--service-cluster-ip-range="+serviceCIDR,
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction,ResourceQuota,ValidatingAdmissionPolicy",
 		"--allow-privileged=true",
 		"--endpoint-reconciler-type=none",
-		"--audit-log-path=" + auditLog,
-		"--audit-policy-file=" + p("auth", "audit-policy.yaml"),
+		"--audit-log-path="+auditLog,
+		"--audit-policy-file="+p("auth", "audit-policy.yaml"),
 		"--audit-log-maxsize=0",
 		"--profiling=false",
+		// The real node (realnode_config.go): the API server's client certificate towards
+		// kubelets and the CA of their serving certificates.
+		"--kubelet-client-certificate="+p("pki", "apiserver-kubelet-client.crt"),
+		"--kubelet-client-key="+p("pki", "apiserver-kubelet-client.key"),
+		"--kubelet-certificate-authority="+p("pki", "ca.crt"),
+		"--kubelet-preferred-address-types=InternalIP",
 		"--v=1",
-	}, apiserverKubeletFlags(dir)...)...); err != nil {
+	); err != nil {
 		return err
 	}
 	cfg, err := adminConfig(dir)

@@ -41,18 +41,6 @@ func writeKubeletClientPKI(dir string) error {
 	})
 }
 
-// apiserverKubeletFlags are the API server's flags for reaching kubelets: its client
-// certificate, the CA that signs kubelets' serving certificates, and the Node address to dial.
-func apiserverKubeletFlags(dir string) []string {
-	pki := filepath.Join(dir, "pki")
-	return []string{
-		"--kubelet-client-certificate=" + filepath.Join(pki, "apiserver-kubelet-client.crt"),
-		"--kubelet-client-key=" + filepath.Join(pki, "apiserver-kubelet-client.key"),
-		"--kubelet-certificate-authority=" + filepath.Join(pki, "ca.crt"),
-		"--kubelet-preferred-address-types=InternalIP",
-	}
-}
-
 // signLeaf writes <name>.crt and <name>.key under pki: a new P-256 key and a certificate from
 // tmpl signed by the cluster CA in caDir (valid for ten years).
 func signLeaf(caDir, pki, name string, tmpl *x509.Certificate) error {
