@@ -111,6 +111,10 @@ func startRealNode(ctx context.Context, dir, server string, cs kubernetes.Interf
 	if _, err := os.Stat(kubelet); err != nil {
 		return nil, fmt.Errorf("kubelet binary missing in %s (build with deploy/localcluster/cluster.sh)", o.binDir)
 	}
+	// A Unix socket's path has at most 107 bytes; containerd adds ".ttrpc" to its socket's.
+	if socket := filepath.Join(realNodeDir(dir), "containerd", "containerd.sock.ttrpc"); len(socket) > 100 {
+		return nil, fmt.Errorf("the state directory %s is too long a path for containerd's socket %s (at most 100 bytes): choose a shorter METALLO_CLUSTER_DIR", dir, socket)
+	}
 	images, err := readImages(o.images)
 	if err != nil {
 		return nil, err
