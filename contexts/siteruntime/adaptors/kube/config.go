@@ -62,9 +62,9 @@ func CheckPodAnnotations(m map[string]string) error {
 	return nil
 }
 
-// Scheduling is where a Site wants every Pod the Runtime renders to run (site-runtime.md,
-// "Native executors": dedicated nodes): a node selector and tolerations, part of the rendered
-// specification (and so of its digest and of recovery's comparison).
+// Scheduling is where a Site wants every Pod the Runtime renders to run (dedicated nodes;
+// docs/site-runtime.md#scheduling-of-rendered-pods): a node selector and tolerations, part of
+// the rendered specification (and so of its digest and of recovery's comparison).
 type Scheduling struct {
 	// NodeSelector is each Pod's spec.nodeSelector (label key → value).
 	NodeSelector map[string]string
