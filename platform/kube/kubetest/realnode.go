@@ -128,7 +128,8 @@ func (e *Env) realNode(how int) *RealNode {
 // holdRealNode takes the state directory's real-node test lock (shared or exclusive) until the
 // test ends.
 func holdRealNode(tb testing.TB, dir string, how int) error {
-	f, err := os.OpenFile(filepath.Join(dir, "leases", ".realnode-tests.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	// Not under leases/: the local cluster removes what is not a test binary's lease there.
+	f, err := os.OpenFile(filepath.Join(dir, "realnode-tests.lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return err
 	}

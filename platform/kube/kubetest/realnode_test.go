@@ -189,7 +189,12 @@ func TestClusterDownLeavesTheHostAsTheRealNodeFoundIt(t *testing.T) {
 	e := kubetest.New(t)
 	e.RealNodeExclusive()
 	t.Cleanup(func() {
-		if out, err := cluster(t, e.Dir, "up"); err != nil {
+		// A cluster that kubetest started for test binaries stays one (its reaper stops it).
+		var args []string
+		if _, err := os.Stat(filepath.Join(e.Dir, "run", "stop-when-unused")); err == nil {
+			args = append(args, "--stop-when-unused")
+		}
+		if out, err := cluster(t, e.Dir, append([]string{"up"}, args...)...); err != nil {
 			t.Errorf("giving the real node back to %s: %v\n%s", e.Dir, err, out)
 		}
 	})
@@ -295,5 +300,95 @@ func TestClusterDownLeavesTheHostAsTheRealNodeFoundIt(t *testing.T) {
 	}
 	if diff := diffHost(before, snapshot(t, other)); len(diff) > 0 {
 		t.Fatalf("cluster-down left the host changed:\n%s", strings.Join(diff, "\n"))
+	}
+}
+
+// The real node runs the images built here (deploy/images), by digest: the platform image has a
+// shell, metallo, git, git-lfs and CA certificates and runs as uid 65532; the Runtime image's
+// entrypoint is metallo; the HTTP service image answers on its Pod IP from the host and through
+// the API server's service proxy (a Service, its EndpointSlice, the Pod's IP). Real: the kubelet,
+// containerd, runc, the pod network, the endpoint controllers, the proxy; KWOK is not involved.
+func TestTheRealNodeRunsTheImagesBuiltHere(t *testing.T) {
+	t.Parallel()
+	e := kubetest.New(t)
+	node := e.RealNode()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pod := func(name, image string, args ...string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
+			Spec: corev1.PodSpec{
+				NodeSelector: node.NodeSelector(), Tolerations: node.Tolerations(), RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "main", Image: image, Args: args}},
+			},
+		}
+	}
+	web := pod("web", node.Image(t, kubetest.ImageHTTPService))
+	web.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "MESSAGE", Value: "hello through the proxy"}}
+	web.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}, PeriodSeconds: 1}
+	for _, p := range []*corev1.Pod{
+		pod("platform", node.Image(t, kubetest.ImagePlatform), "sh", "-c",
+			`echo "uid $(id -u)"; metallo --help | head -3; git --version; git lfs version; test -s /etc/ssl/certs/ca-certificates.crt && echo "ca bundle present"`),
+		pod("runtime", node.Image(t, kubetest.ImageRuntime), "--help"),
+		web,
+	} {
+		if _, err := e.Client.CoreV1().Pods(e.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}
+	if _, err := e.Client.CoreV1().Services(e.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for name, wants := range map[string][]string{
+		"platform": {"uid 65532", "Usage:", "git version", "git-lfs/", "ca bundle present"},
+		"runtime":  {"Usage:", "metallo"},
+	} {
+		p := e.WaitForPod(name, 3*time.Minute, "Succeeded", func(p *corev1.Pod) bool {
+			if p.Status.Phase == corev1.PodFailed {
+				t.Fatalf("pod %s failed: %+v", name, p.Status)
+			}
+			return p.Status.Phase == corev1.PodSucceeded
+		})
+		if p.Spec.NodeName != node.Name {
+			t.Fatalf("pod %s ran on %s", name, p.Spec.NodeName)
+		}
+		log := e.PodLogs(e.Namespace, name, "main")
+		for _, w := range wants {
+			if !strings.Contains(log, w) {
+				t.Fatalf("pod %s's log lacks %q:\n%s", name, w, log)
+			}
+		}
+	}
+	ready := e.WaitForPod("web", 3*time.Minute, "Ready", func(p *corev1.Pod) bool {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	})
+	resp, err := http.Get("http://" + net.JoinHostPort(ready.Status.PodIP, "8080") + "/from-the-host")
+	if err != nil {
+		t.Fatalf("the Pod IP %s from the host: %v", ready.Status.PodIP, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"path":"/from-the-host"`) || !strings.Contains(string(body), `"host":"web"`) {
+		t.Fatalf("the Pod answered %s", body)
+	}
+	var proxied []byte
+	for {
+		proxied, err = e.Client.CoreV1().Services(e.Namespace).ProxyGet("http", "web", "80", "/through-the-proxy", nil).DoRaw(ctx)
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(500 * time.Millisecond) // until the EndpointSlice names the Pod
+	}
+	if err != nil || !strings.Contains(string(proxied), "hello through the proxy") {
+		t.Fatalf("the service proxy: %v %s", err, proxied)
 	}
 }
