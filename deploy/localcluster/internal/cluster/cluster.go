@@ -314,6 +314,12 @@ func up(o upOptions) error {
 			return err
 		}
 	}
+	if o.realNode.mode == RealNodeRequired {
+		// Say at once, before the control plane starts, that the node is another cluster's.
+		if err := realNodeFree(); err != nil {
+			return fmt.Errorf("real node: %w", err)
+		}
+	}
 	liveLeases(filepath.Join(dir, "leases"), dir) // drops the leases of test binaries that ended
 	for _, p := range []string{"etcd", "audit", "logs", "run", "volumes", "leases"} {
 		if err := os.MkdirAll(filepath.Join(dir, p), 0o755); err != nil {

@@ -99,6 +99,21 @@ func claimRealNode(dir, subnet string) (*os.File, error) {
 	return f, nil
 }
 
+// realNodeFree fails with a *heldError when another cluster's real node runs (the lock is taken
+// and released at once: claimRealNode decides).
+func realNodeFree() error {
+	f, err := os.OpenFile(machineLockPath(), os.O_RDONLY, 0)
+	if err != nil {
+		return nil // never taken on this machine
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		h, _ := readHolder()
+		return &heldError{holder: h}
+	}
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+}
+
 func readHolder() (holderRecord, error) {
 	var h holderRecord
 	b, err := os.ReadFile(machineRecordPath())
