@@ -41,7 +41,7 @@ say() { echo "localcluster: $*" >&2; }
 die() { say "$*"; exit 1; }
 
 src_hash() { # the sources of one binary, so an edit rebuilds it
-	find "$@" -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16
+	find "$@" -type f \( \( -name '*.go' ! -name '*_test.go' \) -o -name go.mod -o -name go.sum \) -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16
 }
 
 check_disk() {
