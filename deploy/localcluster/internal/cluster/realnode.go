@@ -224,23 +224,35 @@ func ensureKubeletClientRBAC(ctx context.Context, cs kubernetes.Interface) error
 	return nil
 }
 
-// readImages reads the image manifest of deploy/images (name → reference by digest).
-func readImages(path string) (map[string]string, error) {
+// imageManifest is the manifest deploy/images writes: each image's archive and reference by
+// digest.
+type imageManifest struct {
+	Images map[string]struct {
+		Ref     string `json:"ref"`
+		Archive string `json:"archive"`
+	} `json:"images"`
+}
+
+func readManifest(path string) (imageManifest, error) {
+	var m imageManifest
 	if path == "" {
-		return nil, errors.New("no image manifest (--images): the real node runs only images built locally (make image)")
+		return m, errors.New("no image manifest (--images): the real node runs only images built locally (make image)")
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("image manifest: %w (build the images with make image)", err)
-	}
-	var m struct {
-		Images map[string]struct {
-			Ref     string `json:"ref"`
-			Archive string `json:"archive"`
-		} `json:"images"`
+		return m, fmt.Errorf("image manifest: %w (build the images with make image)", err)
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("image manifest %s: %w", path, err)
+		return m, fmt.Errorf("image manifest %s: %w", path, err)
+	}
+	return m, nil
+}
+
+// readImages reads the image manifest of deploy/images (name → reference by digest).
+func readImages(path string) (map[string]string, error) {
+	m, err := readManifest(path)
+	if err != nil {
+		return nil, err
 	}
 	out := map[string]string{}
 	for n, im := range m.Images {
@@ -255,17 +267,8 @@ func readImages(path string) (map[string]string, error) {
 // plugin finds an image only by a name containerd has for it, and Pods name images by digest.
 // Importing an image that is already there changes nothing.
 func importImages(ctx context.Context, socket, manifest string) error {
-	b, err := os.ReadFile(manifest)
+	m, err := readManifest(manifest)
 	if err != nil {
-		return err
-	}
-	var m struct {
-		Images map[string]struct {
-			Ref     string `json:"ref"`
-			Archive string `json:"archive"`
-		} `json:"images"`
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
 		return err
 	}
 	began := time.Now()
