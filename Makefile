@@ -134,7 +134,7 @@ bench-native: cluster-up
 # Built once into $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/metallo/localcluster/<k8s version>-<go.sum hash>
 # (a cold build takes 15-25 minutes on 2 cores and 6 GiB of free disk); state in var/localcluster
 # (METALLO_CLUSTER_DIR). See deploy/localcluster/README.md.
-.PHONY: cluster-up cluster-down cluster-status cluster-build
+.PHONY: cluster-up cluster-down cluster-status cluster-build image
 
 ## cluster-up: start the local cluster, or reuse the healthy one already running
 cluster-up:
@@ -151,4 +151,8 @@ cluster-status:
 ## cluster-build: build the local cluster's binaries into the cache, start nothing
 cluster-build:
 	@bash deploy/localcluster/cluster.sh build
+
+## image: build the real node's images (pause, platform, Runtime, HTTP service; deploy/images) into the cache; a running cluster imports them
+image:
+	@bash deploy/localcluster/cluster.sh image
 # --- end local cluster ---

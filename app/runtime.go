@@ -102,6 +102,8 @@ func runtimeServeFlags(fs *pflag.FlagSet, cfg *siteruntime.Config) {
 	fs.StringVar(&cfg.InstallationRecord, "installation-record", "", "installation record: configmap:<namespace>/<name> or file:<path>; required")
 	fs.StringToStringVar(&cfg.GPUResources, "gpu-resources", nil, "extended resource of each gpu.<vendor> demand key, e.g. gpu.amd=amd.com/gpu (gpu.nvidia=nvidia.com/gpu is built in)")
 	fs.StringToStringVar(&cfg.BatchPodAnnotations, "batch-pod-annotations", nil, "annotations added to every batch Pod template, key=value,…")
+	fs.StringToStringVar(&cfg.PodNodeSelector, "pod-node-selector", nil, "node selector of every Pod the Runtime renders (the Site's dedicated nodes), label=value,…")
+	fs.StringSliceVar(&cfg.PodTolerations, "pod-tolerations", nil, "tolerations of every Pod the Runtime renders, key[=value][:NoSchedule|PreferNoSchedule|NoExecute],… (a key alone: any value; no effect: every effect)")
 	fs.DurationVar(&cfg.DeletionWait, "deletion-wait", 2*time.Minute, "how long cancel and cleanup wait for a deleted object to be gone before answering deletion-pending")
 	fs.DurationVar(&cfg.PermissionsBound, "permissions-bound", 2*time.Minute, "how long an unavailable http: permission provider is retried before a start is refused permission-unavailable")
 	fs.IntVar(&cfg.PullLimit, "pull-limit", 100, "most commands per pull (1..100)")

@@ -72,5 +72,8 @@ func NewBatchExecutor(c Config, bindings application.MemberBindings, records app
 	}
 	access := application.NewAccess(bindings, native, perms, clk)
 	specs := kube.NewRenderer(c.GPUResources, c.BatchPodAnnotations)
+	if specs.Scheduling, err = c.Scheduling(); err != nil {
+		return nil, err
+	}
 	return application.NewBatchExecutor(access, native, specs, images, records, fp, application.BatchConfig{DeletionWait: c.DeletionWait}), nil
 }

@@ -92,6 +92,8 @@ func TestServeConfigurationIsRefusedNamingTheFlag(t *testing.T) {
 		"liveness bound at wait+max":  {"liveness-bound", func(c *siteruntime.Config) { c.LivenessBound = time.Minute }},
 		"bad gpu mapping":             {"gpu-resources", func(c *siteruntime.Config) { c.GPUResources = map[string]string{"gpu.amd": "gpu"} }},
 		"bad annotation":              {"batch-pod-annotations", func(c *siteruntime.Config) { c.BatchPodAnnotations = map[string]string{"not a key!": "x"} }},
+		"bad node selector":           {"pod-node-selector", func(c *siteruntime.Config) { c.PodNodeSelector = map[string]string{"pool": "a b"} }},
+		"bad toleration":              {"pod-tolerations", func(c *siteruntime.Config) { c.PodTolerations = []string{"k:Sometimes"} }},
 	}
 	for name, tc := range cases {
 		c := validConfig(t)

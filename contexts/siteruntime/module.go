@@ -79,6 +79,11 @@ type Config struct {
 	GPUResources map[string]string
 	// BatchPodAnnotations are added to every batch Pod template.
 	BatchPodAnnotations map[string]string
+	// PodNodeSelector and PodTolerations place every Pod the Runtime
+	// renders (kube.Scheduling): a node selector (label key → value) and
+	// tolerations as key[=value][:effect] (kube.ParseTolerations).
+	PodNodeSelector map[string]string
+	PodTolerations  []string
 	// DeletionWait bounds how long cancel and cleanup wait for a deleted
 	// object to be gone (then failed / deletion-pending).
 	DeletionWait time.Duration
@@ -276,6 +281,12 @@ func (c Config) Validate() error {
 	if err := kube.CheckPodAnnotations(c.BatchPodAnnotations); err != nil {
 		errs.bad("batch-pod-annotations", formatMap(c.BatchPodAnnotations), err)
 	}
+	if err := kube.CheckNodeSelector(c.PodNodeSelector); err != nil {
+		errs.bad("pod-node-selector", formatMap(c.PodNodeSelector), err)
+	}
+	if _, err := kube.ParseTolerations(c.PodTolerations); err != nil {
+		errs.bad("pod-tolerations", strings.Join(c.PodTolerations, ","), err)
+	}
 	errs.positive("deletion-wait", c.DeletionWait, "how long cancel and cleanup wait for a deleted object")
 	errs.positive("permissions-bound", c.PermissionsBound, "how long an unavailable permission provider is retried")
 	if c.PullLimit < 1 || c.PullLimit > siteprotocol.MaxPullLimit {
@@ -297,6 +308,16 @@ func (c Config) Validate() error {
 		errs.bad("failpoints", c.Failpoints, err)
 	}
 	return errors.Join(errs...)
+}
+
+// Scheduling returns the configured kube.Scheduling (Validate checks it
+// first; an entry that does not parse is an error here too).
+func (c Config) Scheduling() (kube.Scheduling, error) {
+	tolerations, err := kube.ParseTolerations(c.PodTolerations)
+	if err != nil {
+		return kube.Scheduling{}, config.Invalid("pod-tolerations", strings.Join(c.PodTolerations, ","), err)
+	}
+	return kube.Scheduling{NodeSelector: maps.Clone(c.PodNodeSelector), Tolerations: tolerations}, nil
 }
 
 // formatMap renders a key=value flag value for messages, keys sorted.

@@ -8,8 +8,12 @@
 // ProjectChanged make the Project's allocation ready; a Run is planned;
 // bind-member, prepare, start and observe commands are appended and the
 // Runtime performs them: the Job is created as the member (the audit log
-// says so), scheduled onto a KWOK Node and completed. KWOK simulates the
-// Node and its kubelet: no container runs. It exits 0 only if all of that
+// says so) with the Site's scheduling flags, so its Pod lands on the local
+// cluster's real node (a kubelet with containerd and runc) and its
+// container runs for real in the platform image: it writes a file in its
+// workspace, observe reports its exit code, and the demo shows its log
+// from pods/log and the file. KWOK's fake Nodes are in the cluster too but
+// nothing of this Run lands there. It exits 0 only if all of that
 // happened, and stops every process it started.
 //
 // Usage: go run ./deploy/demo --metallo bin/metallo
@@ -54,10 +58,10 @@ const (
 	environment    = "alpha-k8s"
 	site           = "alpha"
 	waldurInstance = "https://waldur.example.org"
-	// batchImage is the platform image the Runtime is configured with,
-	// pinned by digest (KWOK never pulls it).
-	batchImage = "registry.example/metallo-batch@sha256:0deced726793b1a218c0e0be639fb4530878c26e9ee2c186e3041cc2bc3237d5"
-	demoLabel  = "metallo.dev/demo"
+	demoLabel      = "metallo.dev/demo"
+	// platformImage is the name of the platform image in the cluster's
+	// image manifest (deploy/images): the Runtime's batch image.
+	platformImage = "platform"
 )
 
 func main() {
@@ -99,8 +103,19 @@ type demo struct {
 	adminCfg   *rest.Config
 	audit      string
 	nodes      []string
+	realNode   realNode
 	procs      []*process
 	step       int
+}
+
+// realNode is cluster.json's realNode: the node where containers run.
+type realNode struct {
+	Name   string            `json:"name"`
+	Absent string            `json:"absent"`
+	Label  string            `json:"label"`
+	Taint  string            `json:"taint"`
+	Subnet string            `json:"subnet"`
+	Images map[string]string `json:"images"`
 }
 
 type process struct {
@@ -117,7 +132,7 @@ func (d *demo) section(title string) {
 }
 
 func (d *demo) run(ctx context.Context) error {
-	fmt.Fprintln(d.out, "Metallo demo: a Run's batch Job created at a Site as its member, observed to its end.")
+	fmt.Fprintln(d.out, "Metallo demo: a Run's batch Job created at a Site as its member, run on a real node, observed to its end.")
 	if err := d.prepareDir(); err != nil {
 		return err
 	}
@@ -142,7 +157,9 @@ func (d *demo) run(ctx context.Context) error {
 	if err := d.allocation(ctx, project); err != nil {
 		return err
 	}
-	demand := map[string]int64{"cpu": 2000, "memory": 4 << 30}
+	// What one Run of the demo asks: small enough for the real node (this
+	// machine's two cores) beside what else runs there.
+	demand := map[string]int64{"cpu": 500, "memory": 256 << 20}
 	if err := d.plan(ctx, project, demand); err != nil {
 		return err
 	}
@@ -183,10 +200,11 @@ func (d *demo) prepareDir() error {
 func (d *demo) path(name string) string { return filepath.Join(d.dir, name) }
 
 type clusterState struct {
-	Kubeconfig string   `json:"kubeconfig"`
-	AuditLog   string   `json:"auditLog"`
-	Nodes      []string `json:"nodes"`
-	Server     string   `json:"server"`
+	Kubeconfig string    `json:"kubeconfig"`
+	AuditLog   string    `json:"auditLog"`
+	Nodes      []string  `json:"nodes"`
+	Server     string    `json:"server"`
+	RealNode   *realNode `json:"realNode"`
 }
 
 func (d *demo) attachCluster(ctx context.Context) error {
@@ -209,9 +227,21 @@ func (d *demo) attachCluster(ctx context.Context) error {
 		return fmt.Errorf("the local cluster does not answer: %w", err)
 	}
 	d.audit, d.nodes = s.AuditLog, s.Nodes
+	switch {
+	case s.RealNode == nil:
+		return errors.New("the local cluster has no real node (it predates it): make cluster-down, then make cluster-up")
+	case s.RealNode.Name == "":
+		return fmt.Errorf("the local cluster has no real node, and the demo's Job must run for real: %s", s.RealNode.Absent)
+	case s.RealNode.Images[platformImage] == "":
+		return fmt.Errorf("the real node has no %s image (make image)", platformImage)
+	}
+	d.realNode = *s.RealNode
 	d.say("a real kube-apiserver, controller-manager, scheduler and etcd at %s", s.Server)
-	d.say("its Nodes %v are KWOK's fake Nodes: KWOK simulates the kubelet, so Pods are scheduled and", s.Nodes)
-	d.say("move through Running to Succeeded, but no container ever runs and no image is pulled")
+	d.say("the real node %s: a kubelet built from the same Kubernetes sources, Debian's containerd and runc,", d.realNode.Name)
+	d.say("images built here without a registry; tainted %s=true:NoSchedule, so only Pods that ask land there;", d.realNode.Taint)
+	d.say("its Pods on a bridge of this machine only (%s: no uplink, no masquerade)", d.realNode.Subnet)
+	d.say("beside it KWOK's fake Nodes %v, where KWOK simulates the kubelet (no container runs there);", s.Nodes)
+	d.say("nothing of this Run lands on them")
 	return ctx.Err()
 }
 
@@ -419,11 +449,13 @@ func (d *demo) startRuntime(ctx context.Context, tokenFile, kubeconfig, project,
 	if err := os.WriteFile(d.path("runtime/permissions.yaml"), grants, 0o600); err != nil {
 		return err
 	}
+	batchImage := d.realNode.Images[platformImage]
 	p, err := d.start("runtime", "serve", "--role", "runtime", "--journal-dir", journals, "--environment", environment,
 		"--authority", d.base, "--token-file", tokenFile, "--kubeconfig", kubeconfig, "--batch-image", batchImage,
 		"--permissions", "policy:"+d.path("runtime/permissions.yaml"), "--installation-record", record,
 		"--heartbeat-file", d.path("runtime/heartbeat"), "--admin-listen", "", "--pull-wait", "2s",
-		"--batch-pod-annotations", kubetest.AnnotationRunSeconds+"=5", "--log-format", "json")
+		"--pod-node-selector", d.realNode.Label+"=true", "--pod-tolerations", d.realNode.Taint+"=true:NoSchedule",
+		"--log-format", "json")
 	if err != nil {
 		return err
 	}
@@ -432,8 +464,8 @@ func (d *demo) startRuntime(ctx context.Context, tokenFile, kubeconfig, project,
 	}
 	d.say("metallo serve --role runtime (pid %d; log %s), a separate process with its own journals in %s", p.cmd.Process.Pid, rel(d.path("runtime.log")), rel(journals))
 	d.say("permissions from the policy file %s (standalone Site): the member may start, read and cancel", rel(d.path("runtime/permissions.yaml")))
-	d.say("batch image %s", batchImage)
-	d.say("every batch Pod is annotated %s=5: how long KWOK lets the simulated Pod run", kubetest.AnnotationRunSeconds)
+	d.say("batch image %s: the platform image (metallo, a shell, git, git-lfs, CA certificates), by digest", batchImage)
+	d.say("Site scheduling: every Pod it renders selects %s=true and tolerates the taint %s=true:NoSchedule", d.realNode.Label, d.realNode.Taint)
 	return nil
 }
 
@@ -613,12 +645,13 @@ func (d *demo) commands(ctx context.Context, ns, project, member, binding string
 	if r, err := do(siteprotocol.OpPrepare, map[string]any{"workspace_size_bytes": 10 << 30}); err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
 		return failed("prepare", r, err)
 	}
-	start, err := do(siteprotocol.OpStart, map[string]any{"demand": demand, "time_limit_seconds": 3600,
-		"argv": []string{"python", "train.py", "--epochs", "3"}, "env": map[string]string{"EPOCHS": "3"}})
+	start, err := do(siteprotocol.OpStart, map[string]any{"demand": demand, "time_limit_seconds": 600,
+		"argv": []string{"sh", "-c", trainScript}, "env": map[string]string{"EPOCHS": "3"}})
 	if err != nil || start.Outcome != siteprotocol.OutcomeSucceeded || len(start.NativeRefs) != 1 {
 		return failed("start", start, err)
 	}
 	job := start.NativeRefs[0]
+	var final siteprotocol.ObserveDetail
 	for i := 0; ; i++ {
 		r, err := do(siteprotocol.OpObserve, nil)
 		if err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
@@ -629,6 +662,7 @@ func (d *demo) commands(ctx context.Context, ns, project, member, binding string
 			return err
 		}
 		if st.State == siteprotocol.StateSucceeded {
+			final = st
 			break
 		}
 		if st.State == siteprotocol.StateFailed || i >= 60 {
@@ -640,7 +674,7 @@ func (d *demo) commands(ctx context.Context, ns, project, member, binding string
 		case <-time.After(2 * time.Second):
 		}
 	}
-	if err := d.showJob(ctx, job); err != nil {
+	if err := d.showJob(ctx, job, final); err != nil {
 		return err
 	}
 	d.section("Every result acknowledged by the execution role")
@@ -700,9 +734,16 @@ func (d *demo) acknowledged(ctx context.Context, id string) (siteprotocol.Result
 	}
 }
 
+// trainScript is the demo Run's program: a stand-in for training that the
+// platform image's shell runs, writing its metrics into the workspace.
+const trainScript = `echo "training for $EPOCHS epochs as uid $(id -u) in $(pwd)"
+for e in $(seq 1 "$EPOCHS"); do echo "epoch $e loss 0.$((10 - e))"; done > metrics.txt
+echo "wrote $(wc -l < metrics.txt) lines to $(pwd)/metrics.txt"`
+
 // showJob shows, from the API server itself, who created the Job, where
-// its Pod ran and how the Job ended.
-func (d *demo) showJob(ctx context.Context, ref siteprotocol.NativeRef) error {
+// its Pod ran and how the Job ended: the container's exit code (observe's
+// and the kubelet's), its log from pods/log and the file it wrote.
+func (d *demo) showJob(ctx context.Context, ref siteprotocol.NativeRef, observed siteprotocol.ObserveDetail) error {
 	d.section("The Job in the real API server")
 	j, err := d.admin.BatchV1().Jobs(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
@@ -727,22 +768,77 @@ func (d *demo) showJob(ctx context.Context, ref siteprotocol.NativeRef) error {
 	if err != nil {
 		return err
 	}
-	if len(pods.Items) != 1 || !strings.HasPrefix(pods.Items[0].Spec.NodeName, "kwok-") {
-		return fmt.Errorf("want one Pod on a KWOK Node, got %d", len(pods.Items))
+	if len(pods.Items) != 1 || pods.Items[0].Spec.NodeName != d.realNode.Name {
+		return fmt.Errorf("want one Pod on the real node %s, got %d", d.realNode.Name, len(pods.Items))
 	}
 	pod := pods.Items[0]
-	d.say("Pod %s scheduled onto %s — a KWOK Node: KWOK simulated the kubelet, no container ran", pod.Name, pod.Spec.NodeName)
+	d.say("Pod %s ran on %s, the real node: kubelet, containerd and runc ran its container (IP %s)", pod.Name, pod.Spec.NodeName, pod.Status.PodIP)
 	d.say("Pod phase %s; activeDeadlineSeconds %d on the Pod (the Run's time limit), restartPolicy %s, service account %s",
 		pod.Status.Phase, deref(pod.Spec.ActiveDeadlineSeconds), pod.Spec.RestartPolicy, pod.Spec.ServiceAccountName)
 	c := pod.Spec.Containers[0]
-	d.say("image %s, args %v, requests = limits = cpu %s memory %s", c.Image, c.Args, c.Resources.Limits.Cpu(), c.Resources.Limits.Memory())
+	d.say("image %s, args %q, requests = limits = cpu %s memory %s", c.Image, c.Args, c.Resources.Limits.Cpu(), c.Resources.Limits.Memory())
+	complete := false
 	for _, cond := range j.Status.Conditions {
 		if cond.Type == batchv1.JobComplete && cond.Status == corev1.ConditionTrue {
 			d.say("Job condition Complete (%s) at %s", cond.Reason, cond.LastTransitionTime.UTC().Format(time.RFC3339))
-			return nil
+			complete = true
 		}
 	}
-	return errors.New("the Job has no Complete condition")
+	if !complete {
+		return errors.New("the Job has no Complete condition")
+	}
+	var term *corev1.ContainerStateTerminated
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == kube.ContainerName {
+			term = cs.State.Terminated
+		}
+	}
+	if term == nil || observed.ExitCode == nil || *observed.ExitCode != term.ExitCode || term.ExitCode != 0 {
+		return fmt.Errorf("the container's termination %+v, observe's exit_code %v: want both 0", term, observed.ExitCode)
+	}
+	d.say("the container exited %d at %s (observe's exit_code %d, from the kubelet's container status)", term.ExitCode,
+		term.FinishedAt.UTC().Format(time.RFC3339), *observed.ExitCode)
+	logs, err := d.admin.CoreV1().Pods(ref.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: kube.ContainerName}).DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("pods/log: %w", err)
+	}
+	d.say("its log (pods/log through the API server, read from the kubelet):")
+	for _, line := range strings.Split(strings.TrimRight(string(logs), "\n"), "\n") {
+		d.say("  | %s", line)
+	}
+	if !strings.Contains(string(logs), "wrote 3 lines") {
+		return errors.New("the container's log does not say it wrote its metrics")
+	}
+	return d.showWorkspace(ctx, ref.Namespace, pod)
+}
+
+// showWorkspace prints the file the Job wrote in its workspace claim (a
+// hostPath volume of the local cluster, on this machine like the node).
+func (d *demo) showWorkspace(ctx context.Context, namespace string, pod corev1.Pod) error {
+	claim := ""
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			claim = v.PersistentVolumeClaim.ClaimName
+		}
+	}
+	pvc, err := d.admin.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, claim, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("workspace claim %q: %w", claim, err)
+	}
+	pv, err := d.admin.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil || pv.Spec.HostPath == nil {
+		return fmt.Errorf("the workspace's volume %s: %v", pvc.Spec.VolumeName, err)
+	}
+	file := filepath.Join(pv.Spec.HostPath.Path, "metrics.txt")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("the file the Job wrote: %w", err)
+	}
+	d.say("the file it wrote in its workspace %s (volume %s at %s):", claim, pv.Name, rel(file))
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		d.say("  | %s", line)
+	}
+	return nil
 }
 
 func deref(p *int64) int64 {

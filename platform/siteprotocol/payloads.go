@@ -101,14 +101,19 @@ type StateDetail struct {
 }
 
 // ObserveDetail answers observe: the native state, the reason from the
-// native condition (e.g. the Job's "DeadlineExceeded") and the timestamps
-// the native object reports (RFC 3339, UTC).
+// native condition (e.g. the Job's "DeadlineExceeded"), the timestamps
+// the native object reports (RFC 3339, UTC) and, for a finished batch
+// Attempt, its container's exit code
+// (docs/site-protocol.md#observe-detail-exit_code). ExitCode is absent while nothing has terminated and when
+// the container's termination is not known (its Pod is gone); 0 is a
+// reported success.
 type ObserveDetail struct {
-	State      State  `json:"state"`
-	Reason     string `json:"reason,omitempty"`
-	Message    string `json:"message,omitempty"`
-	StartedAt  string `json:"started_at,omitempty"`
-	FinishedAt string `json:"finished_at,omitempty"`
+	State      State  `json:"state" doc:"queued, running, healthy, succeeded, failed or missing."`
+	Reason     string `json:"reason,omitempty" doc:"The native condition's reason, e.g. the Job's BackoffLimitExceeded or its Pod's DeadlineExceeded."`
+	Message    string `json:"message,omitempty" doc:"The native condition's message."`
+	StartedAt  string `json:"started_at,omitempty" doc:"When the native object reports it started (RFC 3339, UTC)."`
+	FinishedAt string `json:"finished_at,omitempty" doc:"When the native object reports it finished (RFC 3339, UTC)."`
+	ExitCode   *int32 `json:"exit_code,omitempty" doc:"The exit code of a finished batch Attempt's container, from its termination (0 on success; 128+n when killed by signal n, e.g. 137 for SIGKILL); absent while nothing terminated or when the termination is not known."`
 }
 
 // CancelDetail answers cancel: objects with the Attempt's names but another

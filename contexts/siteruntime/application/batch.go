@@ -286,7 +286,7 @@ func (e *BatchExecutor) observe(ctx context.Context, cmd siteprotocol.Command) (
 		msg += " (" + obs.Reason + ")"
 	}
 	return domain.Succeeded(siteprotocol.ReasonObserved, msg, siteprotocol.ObserveDetail{
-		State: obs.State, Reason: obs.Reason, Message: obs.Message, StartedAt: obs.StartedAt, FinishedAt: obs.FinishedAt,
+		State: obs.State, Reason: obs.Reason, Message: obs.Message, StartedAt: obs.StartedAt, FinishedAt: obs.FinishedAt, ExitCode: obs.ExitCode,
 	}, ref), nil
 }
 

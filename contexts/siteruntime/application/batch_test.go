@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -453,11 +454,18 @@ func TestObserveReportsTheNativeStateAndNativeMissingOnceGone(t *testing.T) {
 	f := newBatchFixture(t, time.Second)
 	f.prepared(t)
 	start := f.run(t, f.cmd(t, siteprotocol.OpStart, startBody), false)
-	f.native.observation = application.Observation{State: siteprotocol.StateFailed, Reason: "DeadlineExceeded"}
+	code := int32(143)
+	f.native.observation = application.Observation{State: siteprotocol.StateFailed, Reason: "DeadlineExceeded", ExitCode: &code}
 	r := f.run(t, f.cmd(t, siteprotocol.OpObserve, nil), false)
 	expect(t, r, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonObserved)
-	if d, _ := siteprotocol.DecodeDetail[siteprotocol.ObserveDetail](r); d.State != siteprotocol.StateFailed || d.Reason != "DeadlineExceeded" {
+	if d, _ := siteprotocol.DecodeDetail[siteprotocol.ObserveDetail](r); d.State != siteprotocol.StateFailed || d.Reason != "DeadlineExceeded" ||
+		d.ExitCode == nil || *d.ExitCode != 143 || !strings.Contains(string(r.Detail), `"exit_code":143`) {
 		t.Fatalf("observe detail %s", r.Detail)
+	}
+	// Running: nothing terminated, no exit code in the detail.
+	f.native.observation = application.Observation{State: siteprotocol.StateRunning}
+	if running := f.run(t, f.cmd(t, siteprotocol.OpObserve, nil), false); strings.Contains(string(running.Detail), "exit_code") {
+		t.Fatalf("a running Attempt reports an exit code: %s", running.Detail)
 	}
 	job := start.NativeRefs[0]
 	delete(f.native.objects, key(job.Kind, job.Namespace, job.Name))

@@ -96,6 +96,9 @@ type Observation struct {
 	// (RFC 3339, UTC); empty when it reports none.
 	StartedAt  string
 	FinishedAt string
+	// ExitCode is a finished batch workload's container exit code, nil
+	// when none terminated or its termination is not known.
+	ExitCode *int32
 }
 
 // NativeWorkloads submits and removes an Attempt's native objects

@@ -4,8 +4,12 @@
 // is deleted. Built on sigs.k8s.io/sig-storage-lib-external-provisioner; in its own module
 // because that library needs a newer client-go than the control plane's.
 //
-// KWOK runs no containers, so nothing ever writes into these volumes; what matters is that claims
-// bind and Pods that mount them are scheduled.
+// Each volume directory is made world-writable (mode 0777, set after the umask), so that every
+// Pod's user can write it: the Runtime (uid 65532), a member's containers and workspace helper
+// (the platform image's uid 65532, or whatever user a Pod runs as). A hostPath volume gets no
+// fsGroup ownership from the kubelet, unlike a real Site's volumes, so this is the local
+// cluster's stand-in for it (README.md, "Volumes"). On KWOK's Nodes nothing writes into them;
+// on the real node containers do.
 package main
 
 import (
@@ -38,6 +42,10 @@ func (p *hostPathProvisioner) Provision(ctx context.Context, o controller.Provis
 	}
 	path := filepath.Join(p.dir, o.PVName)
 	if err := os.MkdirAll(path, 0o777); err != nil {
+		return nil, controller.ProvisioningFinished, err
+	}
+	// MkdirAll's mode is reduced by the umask: set it.
+	if err := os.Chmod(path, 0o777); err != nil {
 		return nil, controller.ProvisioningFinished, err
 	}
 	reclaim := corev1.PersistentVolumeReclaimDelete

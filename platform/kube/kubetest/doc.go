@@ -46,4 +46,12 @@
 // mounts nothing: a PersistentVolumeClaim binds to a hostPath volume under the state directory
 // and its Pod schedules, but no process ever writes to it. Services get cluster IPs but route
 // nowhere.
+//
+// What is real on the real node (docs/testing.md#the-real-node): everything. Env.RealNode returns
+// the cluster's one real node (a kubelet with containerd and runc, tainted and labelled
+// localcluster.metallo.dev/real-node=true; images built locally, by digest in RealNode.Images)
+// and logs "metallo-lane: realnode"; it FAILS the test, with the reason, when the cluster has no
+// real node (another cluster of the machine holds it, or it was started with
+// METALLO_CLUSTER_REAL_NODE=off). A test puts its Pods there with RealNode.NodeSelector and
+// RealNode.Tolerations (or the Runtime's RuntimeFlags), and reads containers' logs with PodLogs.
 package kubetest

@@ -64,7 +64,7 @@ type Cluster struct {
 	Kubeconfig string
 	// AuditLogPath is the API server's audit log (JSON lines, Metadata level).
 	AuditLogPath string
-	// Nodes are the names of the fake Nodes.
+	// Nodes are the names of the fake Nodes (KWOK's); the real node is RealNode's.
 	Nodes []string
 	// StartedHere tells whether this test binary started the cluster.
 	StartedHere bool
@@ -266,10 +266,23 @@ func StateDir() (string, error) {
 
 // state mirrors deploy/localcluster's cluster.json.
 type state struct {
-	Server     string   `json:"server"`
-	Kubeconfig string   `json:"kubeconfig"`
-	AuditLog   string   `json:"auditLog"`
-	Nodes      []string `json:"nodes"`
+	Server     string         `json:"server"`
+	Kubeconfig string         `json:"kubeconfig"`
+	AuditLog   string         `json:"auditLog"`
+	Nodes      []string       `json:"nodes"`
+	RealNode   *realNodeState `json:"realNode"`
+}
+
+func readState(dir string) (state, error) {
+	var s state
+	b, err := os.ReadFile(filepath.Join(dir, "cluster.json"))
+	if err != nil {
+		return s, fmt.Errorf("no cluster.json: %w", err)
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("cluster.json: %w", err)
+	}
+	return s, nil
 }
 
 func attachOrStart() (*Cluster, error) {
@@ -339,13 +352,9 @@ func testTimeout() time.Duration {
 }
 
 func attach(dir string) (*Cluster, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "cluster.json"))
+	s, err := readState(dir)
 	if err != nil {
-		return nil, fmt.Errorf("no cluster.json: %w", err)
-	}
-	var s state
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("cluster.json: %w", err)
+		return nil, err
 	}
 	cfg, err := kubeconfig.Load(s.Kubeconfig)
 	if err != nil {

@@ -67,6 +67,31 @@ func Register(api huma.API, h *Handlers) {
 	}
 	registerSite(api, h)
 	registerExecution(api, h)
+	documentDetails(api)
+}
+
+// documentDetails adds each operation's result detail object to the
+// document's schemas and says on the Result's detail which operation
+// answers with which (site-protocol.md, "Operations: payload and result
+// detail"): the server records a detail as the Runtime sent it.
+func documentDetails(api huma.API) {
+	reg := api.OpenAPI().Components.Schemas
+	for _, t := range []reflect.Type{
+		reflect.TypeFor[siteprotocol.BindingDetail](), reflect.TypeFor[siteprotocol.PrepareDetail](),
+		reflect.TypeFor[siteprotocol.StateDetail](), reflect.TypeFor[siteprotocol.ObserveDetail](),
+		reflect.TypeFor[siteprotocol.CancelDetail](), reflect.TypeFor[siteprotocol.CleanupDetail](),
+		reflect.TypeFor[siteprotocol.ReadLogsDetail](), reflect.TypeFor[siteprotocol.ReadFileDetail](),
+		reflect.TypeFor[siteprotocol.ProxyDetail](),
+	} {
+		reg.Schema(t, true, t.Name())
+	}
+	if result := reg.Map()["Result"]; result != nil {
+		if d := result.Properties["detail"]; d != nil {
+			d.Description = "The operation's detail object: BindingDetail (bind-member, retire-member), PrepareDetail (prepare), " +
+				"StateDetail (start), ObserveDetail (observe; exit_code for a finished batch Attempt), CancelDetail (cancel), " +
+				"CleanupDetail (cleanup), ReadLogsDetail (read-logs), ReadFileDetail (read-file), ProxyDetail (proxy)."
+		}
+	}
 }
 
 // StoredCommand is a command exactly as the server serves it (the JCS form

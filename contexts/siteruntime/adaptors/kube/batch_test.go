@@ -78,8 +78,8 @@ func TestBatchAttemptIsCreatedAsTheMemberRunsToSucceededAndCleanupRemovesItByUID
 	t.Logf("Pod %s on KWOK Node %s", ran.Name, ran.Spec.NodeName)
 	done := s.observeUntil(attempt, "succeeded", func(r siteprotocol.Result) bool { return state(t, r) == siteprotocol.StateSucceeded })
 	want(t, done, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonObserved)
-	if d := detail[siteprotocol.ObserveDetail](t, done); d.Reason == "" || d.FinishedAt == "" {
-		t.Errorf("succeeded without the Job's reason or finish time: %+v", d)
+	if d := detail[siteprotocol.ObserveDetail](t, done); d.Reason == "" || d.FinishedAt == "" || d.ExitCode == nil || *d.ExitCode != 0 {
+		t.Errorf("succeeded without the Job's reason, finish time or exit code 0: %s", done.Detail)
 	}
 
 	clean := s.simple(siteprotocol.OpCleanup, attempt)
@@ -237,8 +237,9 @@ func TestAnObjectCountQuotaRefusesTheJobCreateAsNativeRequestDeniedWithNoReferen
 }
 
 // A Job whose Pod exits non-zero is observed failed with the Job's own
-// reason (BackoffLimitExceeded: backoffLimit 0, Execution owns retries).
-// Simulated by KWOK: the Pod "fails" with exit code 1 (fail annotation).
+// reason (BackoffLimitExceeded: backoffLimit 0, Execution owns retries)
+// and the container's exit code. Simulated by KWOK: the Pod "fails" with
+// exit code 1 (fail annotation).
 func TestAFailingJobIsObservedFailedWithTheJobsReason(t *testing.T) {
 	t.Parallel()
 	s := newSite(t, siteOptions{podAnnotations: map[string]string{kubetest.AnnotationFail: "true"}})
@@ -247,7 +248,7 @@ func TestAFailingJobIsObservedFailedWithTheJobsReason(t *testing.T) {
 	want(t, s.start(attempt, 500, 60), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
 	r := s.observeUntil(attempt, "failed", func(r siteprotocol.Result) bool { return state(t, r) == siteprotocol.StateFailed })
 	want(t, r, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonObserved)
-	if d := detail[siteprotocol.ObserveDetail](t, r); d.Reason != batchv1.JobReasonBackoffLimitExceeded {
-		t.Fatalf("failed with reason %q, want %s", d.Reason, batchv1.JobReasonBackoffLimitExceeded)
+	if d := detail[siteprotocol.ObserveDetail](t, r); d.Reason != batchv1.JobReasonBackoffLimitExceeded || d.ExitCode == nil || *d.ExitCode != 1 {
+		t.Fatalf("failed: %s; want reason %s and exit code 1", r.Detail, batchv1.JobReasonBackoffLimitExceeded)
 	}
 }

@@ -60,3 +60,72 @@ func CheckPodAnnotations(m map[string]string) error {
 	}
 	return nil
 }
+
+// Scheduling is where a Site wants every Pod the Runtime renders to run (dedicated nodes;
+// docs/site-runtime.md#scheduling-of-rendered-pods): a node selector and tolerations, part of
+// the rendered specification (and so of its digest and of recovery's comparison).
+type Scheduling struct {
+	// NodeSelector is each Pod's spec.nodeSelector (label key → value).
+	NodeSelector map[string]string
+	// Tolerations are each Pod's spec.tolerations, in the configured order.
+	Tolerations []corev1.Toleration
+}
+
+// CheckNodeSelector validates the --pod-node-selector map with the API
+// server's rule for labels (qualified-name keys, label values).
+func CheckNodeSelector(m map[string]string) error {
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if problems := validation.IsQualifiedName(k); len(problems) > 0 {
+			errs = append(errs, fmt.Errorf("%s=%s: the key is not a label key: %s", k, m[k], strings.Join(problems, "; ")))
+		}
+		if problems := validation.IsValidLabelValue(m[k]); len(problems) > 0 {
+			errs = append(errs, fmt.Errorf("%s=%s: the value is not a label value: %s", k, m[k], strings.Join(problems, "; ")))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ParseTolerations reads --pod-tolerations entries, each key[=value][:effect] as kubectl
+// writes taints: key=value tolerates that taint's value (operator Equal), a key alone any
+// value (Exists); effect is NoSchedule, PreferNoSchedule or NoExecute, every effect when
+// absent. Keys are label keys, values label values; an empty key (tolerate everything) is
+// refused. Errors name the entry.
+func ParseTolerations(entries []string) ([]corev1.Toleration, error) {
+	var out []corev1.Toleration
+	var errs []error
+	for _, e := range entries {
+		rest, effect, hasEffect := strings.Cut(e, ":")
+		k, v, hasValue := strings.Cut(rest, "=")
+		t := corev1.Toleration{Key: k, Operator: corev1.TolerationOpExists}
+		if hasValue {
+			t.Operator, t.Value = corev1.TolerationOpEqual, v
+		}
+		if hasEffect {
+			t.Effect = corev1.TaintEffect(effect)
+		}
+		var problems []string
+		if k == "" {
+			problems = append(problems, "a toleration names the taint's key (an empty key would tolerate every taint)")
+		} else {
+			problems = append(problems, validation.IsQualifiedName(k)...)
+		}
+		if hasValue {
+			problems = append(problems, validation.IsValidLabelValue(v)...)
+		}
+		switch t.Effect {
+		case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+		default:
+			problems = append(problems, fmt.Sprintf("effect %q: want NoSchedule, PreferNoSchedule or NoExecute", effect))
+		}
+		if hasEffect && effect == "" {
+			problems = append(problems, "an empty effect: leave out the colon to tolerate every effect")
+		}
+		if len(problems) > 0 {
+			errs = append(errs, fmt.Errorf("%s: %s", e, strings.Join(problems, "; ")))
+			continue
+		}
+		out = append(out, t)
+	}
+	return out, errors.Join(errs...)
+}

@@ -72,6 +72,8 @@ type Renderer struct {
 	// cluster's scheduling hints (the local cluster's KWOK run time in
 	// tests and the demo).
 	PodAnnotations map[string]string
+	// Scheduling is every rendered Pod's node selector and tolerations.
+	Scheduling Scheduling
 }
 
 // NewRenderer returns a Renderer with the default extended resources
@@ -134,7 +136,8 @@ func (r *Renderer) RenderWorkspace(s application.WorkspaceSpec) (application.Nat
 // millicores, memory bytes, gpu.<vendor> as its extended resource), the
 // Run's time limit as the Pod's activeDeadlineSeconds (never the Job's, so
 // time queued under quota is not counted), the member's service account
-// without a mounted token, and the workspace claim at /workspace. It fails
+// without a mounted token, the workspace claim at /workspace, and the Site's
+// Scheduling (node selector, tolerations). It fails
 // wrapping application.ErrUnsupportedDemand for a gpu.<vendor> without a
 // configured extended resource.
 func (r *Renderer) RenderJob(s application.BatchJobSpec) (application.NativeObject, error) {
@@ -164,6 +167,8 @@ func (r *Renderer) RenderJob(s application.BatchJobSpec) (application.NativeObje
 					ActiveDeadlineSeconds:        &deadline,
 					ServiceAccountName:           s.ServiceAccount,
 					AutomountServiceAccountToken: &noToken,
+					NodeSelector:                 maps.Clone(r.Scheduling.NodeSelector),
+					Tolerations:                  slices.Clone(r.Scheduling.Tolerations),
 					Containers: []corev1.Container{{
 						Name:         ContainerName,
 						Image:        s.Image,

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
@@ -129,6 +130,90 @@ func TestMismatchIgnoresServerDefaultsAndNamesEachChangedRenderedField(t *testin
 			t.Errorf("%s changed: no mismatch (%v)", field, err)
 		} else if !strings.Contains(strings.ToLower(m), strings.ToLower(strings.Split(field, ".")[0])) {
 			t.Errorf("%s changed: mismatch %q does not name it", field, m)
+		}
+	}
+}
+
+// scheduled is a Renderer with a Site's scheduling: a dedicated node pool.
+func scheduled() *kube.Renderer {
+	r := kube.NewRenderer(nil, nil)
+	r.Scheduling = kube.Scheduling{
+		NodeSelector: map[string]string{"pool.example.org/batch": "true"},
+		Tolerations: []corev1.Toleration{
+			{Key: "pool.example.org/batch", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule},
+			{Key: "gpu.example.org/dedicated", Operator: corev1.TolerationOpExists},
+		},
+	}
+	return r
+}
+
+// The Site's node selector and tolerations are on the Job's Pod template,
+// in the configured order, and part of the specification: a Job rendered
+// without them has another digest. No cluster involved.
+func TestTheSitesSchedulingIsRenderedOnThePodAndPartOfTheSpecification(t *testing.T) {
+	obj, err := scheduled().RenderJob(jobSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job batchv1.Job
+	if err := json.Unmarshal(obj.Spec, &job); err != nil {
+		t.Fatal(err)
+	}
+	pod := job.Spec.Template.Spec
+	if pod.NodeSelector["pool.example.org/batch"] != "true" || len(pod.NodeSelector) != 1 {
+		t.Fatalf("nodeSelector %v", pod.NodeSelector)
+	}
+	if len(pod.Tolerations) != 2 || pod.Tolerations[0].Key != "pool.example.org/batch" || pod.Tolerations[0].Effect != corev1.TaintEffectNoSchedule ||
+		pod.Tolerations[1].Operator != corev1.TolerationOpExists || pod.Tolerations[1].Effect != "" {
+		t.Fatalf("tolerations %+v", pod.Tolerations)
+	}
+	plain, err := kube.NewRenderer(nil, nil).RenderJob(jobSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if siteprotocol.Digest(plain.Spec) == siteprotocol.Digest(obj.Spec) {
+		t.Fatal("scheduling does not change the specification's digest")
+	}
+	if strings.Contains(string(plain.Spec), "nodeSelector") || strings.Contains(string(plain.Spec), "tolerations") {
+		t.Fatalf("a Site without scheduling renders some: %s", plain.Spec)
+	}
+}
+
+// Recovery compares the scheduling like every rendered field: a live Job
+// whose Pod template lost the node selector, carries another value, or
+// has a toleration more or less, is a mismatch naming the field; the
+// server's own additions elsewhere are not. No cluster involved.
+func TestMismatchNamesAChangedNodeSelectorOrTolerations(t *testing.T) {
+	obj, err := scheduled().RenderJob(jobSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := kube.Mismatch(obj.Spec, live(t, obj, nil)); err != nil || m != "" {
+		t.Fatalf("the object as the server returns it: %q %v", m, err)
+	}
+	podSpec := func(m map[string]any) map[string]any {
+		return m["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	}
+	for field, edit := range map[string]func(map[string]any){
+		"nodeSelector": func(m map[string]any) { delete(podSpec(m), "nodeSelector") },
+		"nodeSelector.pool.example.org/batch": func(m map[string]any) {
+			podSpec(m)["nodeSelector"] = map[string]any{"pool.example.org/batch": "false"}
+		},
+		"tolerations": func(m map[string]any) {
+			podSpec(m)["tolerations"] = podSpec(m)["tolerations"].([]any)[:1]
+		},
+		"tolerations[0].value": func(m map[string]any) {
+			podSpec(m)["tolerations"].([]any)[0].(map[string]any)["value"] = "no"
+		},
+		"tolerations added": func(m map[string]any) {
+			podSpec(m)["tolerations"] = append(podSpec(m)["tolerations"].([]any), map[string]any{"key": "x", "operator": "Exists"})
+		},
+	} {
+		m, err := kube.Mismatch(obj.Spec, live(t, obj, edit))
+		if err != nil || m == "" {
+			t.Errorf("%s changed: no mismatch (%v)", field, err)
+		} else if name := strings.Fields(field)[0]; !strings.Contains(m, name) {
+			t.Errorf("%s changed: mismatch %q does not name %s", field, m, name)
 		}
 	}
 }

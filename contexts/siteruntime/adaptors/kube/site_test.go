@@ -44,6 +44,14 @@ type siteOptions struct {
 	// podAnnotations go on every batch Pod template (KWOK's run time).
 	podAnnotations map[string]string
 	deletionWait   time.Duration
+	// image is the batch image (testImage when empty: never pulled, KWOK
+	// runs nothing); scheduling the Site's node selector and tolerations
+	// (the real node's, for a test whose container runs).
+	image      string
+	scheduling kube.Scheduling
+	// realNode, when set, gives image and scheduling from the cluster
+	// (kubetest's RealNode).
+	realNode func(e *kubetest.Env) (string, kube.Scheduling)
 }
 
 // site is a Site project namespace set up as the Site agent would, and a
@@ -61,6 +69,7 @@ type site struct {
 	journal  *journal.Journal
 	registry *application.Registry
 	renderer *kube.Renderer
+	image    string
 	runtime  kubernetes.Interface
 	seq      int64
 }
@@ -68,6 +77,9 @@ type site struct {
 func newSite(t testing.TB, o siteOptions) *site {
 	t.Helper()
 	e := kubetest.New(t)
+	if o.realNode != nil {
+		o.image, o.scheduling = o.realNode(e)
+	}
 	s := &site{t: t, e: e, ns: e.Namespace, project: uuid.NewString(), member: uuid.NewString(), binding: uuid.NewString()}
 	ctx := testContext(t)
 	if err := siteagent.Project(ctx, e.Client, s.ns, s.project, !o.noPolicy); err != nil {
@@ -104,8 +116,13 @@ func newSite(t testing.TB, o siteOptions) *site {
 		t.Fatal(err)
 	}
 	s.renderer = kube.NewRenderer(nil, o.podAnnotations)
+	s.renderer.Scheduling = o.scheduling
+	if o.image == "" {
+		o.image = testImage
+	}
+	s.image = o.image
 	access := application.NewAccess(s.journal, workloads, perms, systemClock{})
-	batch := application.NewBatchExecutor(access, workloads, s.renderer, images{}, s.journal.Batch(), nil, application.BatchConfig{DeletionWait: o.deletionWait})
+	batch := application.NewBatchExecutor(access, workloads, s.renderer, images{ref: o.image}, s.journal.Batch(), nil, application.BatchConfig{DeletionWait: o.deletionWait})
 	if s.registry, err = application.NewRegistry(append(application.NewMemberExecutor(s.journal, nil).Registrations(), batch.Registrations()...)...); err != nil {
 		t.Fatal(err)
 	}
@@ -117,9 +134,9 @@ type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now().UTC() }
 
-type images struct{}
+type images struct{ ref string }
 
-func (images) BatchImage() string { return testImage }
+func (i images) BatchImage() string { return i.ref }
 
 func testContext(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), long)
@@ -334,7 +351,7 @@ func (s *site) renderJob(p *domain.Pending) (application.NativeObject, *batchv1.
 		s.t.Fatal(err)
 	}
 	obj, err := s.renderer.RenderJob(application.BatchJobSpec{
-		Identity: application.IdentityOf(p.Command), Namespace: s.ns, ServiceAccount: s.account(), Image: testImage,
+		Identity: application.IdentityOf(p.Command), Namespace: s.ns, ServiceAccount: s.account(), Image: s.image,
 		WorkspaceClaim: domain.AttemptObjectName(p.Command.AttemptID, domain.SuffixWorkspace),
 		Demand:         sp.Demand, TimeLimitSeconds: sp.TimeLimitSeconds, Argv: sp.Argv, Env: sp.Env,
 	})

@@ -277,7 +277,11 @@ func (w *Workloads) WaitGone(ctx context.Context, ref siteprotocol.NativeRef) (a
 // condition's reason and message), running while one of its Pods runs,
 // queued otherwise — also while the namespace's quota refuses its Pod
 // (then with the reason FailedCreate and the "exceeded quota" message of
-// the Job controller's latest event).
+// the Job controller's latest event). A finished Job reports the exit code
+// of its container ContainerName in the Pod that terminated last; a failed
+// Job whose Pod names why it failed (the kubelet's DeadlineExceeded when
+// the Pod's activeDeadlineSeconds ended it, Evicted) reports the Pod's
+// reason, the Job's own following in the message.
 // found is false when no Job with ref's name and UID exists.
 func (w *Workloads) ObserveJob(ctx context.Context, ref siteprotocol.NativeRef) (application.Observation, bool, error) {
 	job, err := w.client.BatchV1().Jobs(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
@@ -291,6 +295,10 @@ func (w *Workloads) ObserveJob(ctx context.Context, ref siteprotocol.NativeRef) 
 		return application.Observation{}, false, nil
 	}
 	started := timestamp(job.Status.StartTime)
+	pods, err := w.client.CoreV1().Pods(ref.Namespace).List(ctx, metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + ref.UID})
+	if err != nil {
+		return application.Observation{}, false, err
+	}
 	for _, c := range job.Status.Conditions {
 		if c.Status != corev1.ConditionTrue {
 			continue
@@ -301,14 +309,22 @@ func (w *Workloads) ObserveJob(ctx context.Context, ref siteprotocol.NativeRef) 
 			if finished == "" {
 				finished = timestamp(&c.LastTransitionTime)
 			}
-			return application.Observation{State: siteprotocol.StateSucceeded, Reason: c.Reason, Message: c.Message, StartedAt: started, FinishedAt: finished}, true, nil
+			obs := application.Observation{State: siteprotocol.StateSucceeded, Reason: c.Reason, Message: c.Message, StartedAt: started, FinishedAt: finished}
+			if p, code := lastTermination(pods.Items); p != nil {
+				obs.ExitCode = &code
+			}
+			return obs, true, nil
 		case batchv1.JobFailed:
-			return application.Observation{State: siteprotocol.StateFailed, Reason: c.Reason, Message: c.Message, StartedAt: started, FinishedAt: timestamp(&c.LastTransitionTime)}, true, nil
+			obs := application.Observation{State: siteprotocol.StateFailed, Reason: c.Reason, Message: c.Message, StartedAt: started, FinishedAt: timestamp(&c.LastTransitionTime)}
+			if p, code := lastTermination(pods.Items); p != nil {
+				obs.ExitCode = &code
+				if p.Status.Reason != "" {
+					obs.Reason = p.Status.Reason
+					obs.Message = fmt.Sprintf("Pod %s: %s (Job: %s: %s)", p.Name, p.Status.Message, c.Reason, c.Message)
+				}
+			}
+			return obs, true, nil
 		}
-	}
-	pods, err := w.client.CoreV1().Pods(ref.Namespace).List(ctx, metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + ref.UID})
-	if err != nil {
-		return application.Observation{}, false, err
 	}
 	for _, p := range pods.Items {
 		if p.Status.Phase == corev1.PodRunning {
@@ -335,6 +351,25 @@ func (w *Workloads) ObserveJob(ctx context.Context, ref siteprotocol.NativeRef) 
 		obs.Reason, obs.Message = latest.Reason, latest.Message
 	}
 	return obs, true, nil
+}
+
+// lastTermination returns the Pod whose container ContainerName
+// terminated last, and that termination's exit code (nil when none did).
+func lastTermination(pods []corev1.Pod) (*corev1.Pod, int32) {
+	var last *corev1.Pod
+	var at time.Time
+	var code int32
+	for i := range pods {
+		for _, s := range pods[i].Status.ContainerStatuses {
+			if s.Name != ContainerName || s.State.Terminated == nil {
+				continue
+			}
+			if t := s.State.Terminated.FinishedAt.Time; last == nil || t.After(at) {
+				last, at, code = &pods[i], t, s.State.Terminated.ExitCode
+			}
+		}
+	}
+	return last, code
 }
 
 func eventTime(e *corev1.Event) time.Time {

@@ -29,6 +29,7 @@ Cluster commands (state directory from --dir or METALLO_CLUSTER_DIR):
   down      stop every process of the local cluster
   status    print whether the local cluster is up (exit 1 when it is not)
   reap      stop the cluster once no test binary holds a lease on it (started by up)
+  node-down stop the cluster's real node only and restore the host (up adds it again)
 
 Components (run by up, one process each):
   etcd                 embedded etcd
@@ -53,7 +54,7 @@ func main() {
 		command = scheduler.NewSchedulerCommand()
 	case "etcd":
 		os.Exit(etcd.Main(args))
-	case "up", "down", "status", "reap":
+	case "up", "down", "status", "reap", "node-down":
 		os.Exit(cluster.Main(name, args))
 	case "-h", "--help", "help":
 		fmt.Print(usage)

@@ -56,6 +56,9 @@ func Main(name string, args []string) int {
 		fs.StringVar(&o.nodes.disk, "node-ephemeral-storage", envOr("METALLO_CLUSTER_NODE_EPHEMERAL_STORAGE", "1Ti"), "ephemeral-storage of each Node")
 		fs.DurationVar(&o.timeout, "timeout", 3*time.Minute, "how long to wait for the cluster to become ready")
 		fs.BoolVar(&o.stopWhenUnused, "stop-when-unused", false, "stop the cluster once no test binary holds a lease on it (used by kubetest)")
+		fs.StringVar(&o.realNode.mode, "real-node", envOr("METALLO_CLUSTER_REAL_NODE", RealNodeRequired), "the machine's real node: required, if-free or off (METALLO_CLUSTER_REAL_NODE)")
+		fs.StringVar(&o.realNode.images, "images", "", "image manifest of deploy/images, imported into the real node")
+		fs.StringVar(&o.realNode.subnet, "pod-subnet", envOr("METALLO_CLUSTER_POD_SUBNET", defaultPodSubnet), "the real node's pod network (METALLO_CLUSTER_POD_SUBNET)")
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -70,6 +73,7 @@ func Main(name string, args []string) int {
 		return 2
 	}
 	o.dir = abs
+	o.realNode.binDir = o.binDir
 	if err := os.MkdirAll(o.dir, 0o755); err != nil {
 		logf("state directory: %v", err)
 		return 1
@@ -101,13 +105,25 @@ func Main(name string, args []string) int {
 			return 1
 		}
 		return 0
+	case "node-down":
+		unlock, err := lock(o.dir)
+		if err != nil {
+			logf("%v", err)
+			return 1
+		}
+		defer unlock()
+		if err := nodeDown(o.dir); err != nil {
+			logf("%v", err)
+			return 1
+		}
+		return 0
 	case "status":
 		s, err := healthy(context.Background(), o.dir)
 		if err != nil {
 			fmt.Printf("down: %v\n", err)
 			return 1
 		}
-		fmt.Printf("up: %s, kubeconfig %s, audit log %s, nodes %s\n", s.Server, s.Kubeconfig, s.AuditLog, strings.Join(s.Nodes, " "))
+		fmt.Printf("up: %s, kubeconfig %s, audit log %s, nodes %s, %s\n", s.Server, s.Kubeconfig, s.AuditLog, strings.Join(s.Nodes, " "), s.RealNode.describe())
 		return 0
 	case "reap":
 		return reap(o.dir)
@@ -134,6 +150,7 @@ type upOptions struct {
 	nodes                                            nodeSpec
 	timeout                                          time.Duration
 	stopWhenUnused                                   bool
+	realNode                                         realNodeOptions
 }
 
 // ownerMarker exists while the cluster was started for test binaries and is to be stopped by the
@@ -175,6 +192,14 @@ func healthy(ctx context.Context, dir string) (State, error) {
 	}
 	if err := nodesReady(ctx, cs, s.Nodes); err != nil {
 		return s, err
+	}
+	if s.RealNode != nil && s.RealNode.Name != "" {
+		if err := realNodeAlive(dir); err != nil {
+			return s, err
+		}
+		if err := realNodeReady(ctx, cs); err != nil {
+			return s, err
+		}
 	}
 	return s, nil
 }
@@ -238,7 +263,11 @@ func up(o upOptions) error {
 	defer cancel()
 	dir := o.dir
 
-	if s, err := healthy(ctx, dir); err == nil {
+	s, err := healthy(ctx, dir)
+	if err == nil && s.RealNode == nil && o.realNode.mode != RealNodeOff {
+		err = errors.New("it was started by a localcluster without the real node")
+	}
+	if err == nil {
 		if !o.stopWhenUnused {
 			// Adopted by whoever asked without --stop-when-unused (make cluster-up): the
 			// reaper of a test-started cluster then leaves it running.
@@ -247,8 +276,12 @@ func up(o upOptions) error {
 		logf("already up (reused): %s, kubeconfig %s", s.Server, s.Kubeconfig)
 		// The manifests may have changed since the cluster started: apply them again
 		// (server-side apply is idempotent), so a reused cluster never runs stale policies.
-		return reapply(ctx, dir, o.manifests)
-	} else if _, statErr := os.Stat(filepath.Join(dir, "cluster.json")); statErr == nil {
+		if err := reapply(ctx, dir, o.manifests); err != nil {
+			return err
+		}
+		return reuseRealNode(ctx, dir, s, o)
+	}
+	if _, statErr := os.Stat(filepath.Join(dir, "cluster.json")); statErr == nil {
 		logf("recorded cluster is not healthy (%v): restarting it", err)
 	}
 
@@ -275,10 +308,16 @@ func up(o upOptions) error {
 	if err := stopAll(dir, logf); err != nil {
 		return err
 	}
-	for _, p := range []string{"cluster.json", "etcd", "audit", "logs", "run", "volumes", "pki", "auth",
+	for _, p := range []string{"cluster.json", "etcd", "audit", "logs", "run", "volumes", "pki", "auth", "node",
 		"kubeconfig", "kubeconfig-controller-manager", "kubeconfig-scheduler", "kubeconfig-kwok", "kubeconfig-provisioner"} {
 		if err := os.RemoveAll(filepath.Join(dir, p)); err != nil {
 			return err
+		}
+	}
+	if o.realNode.mode == RealNodeRequired {
+		// Say at once, before the control plane starts, that the node is another cluster's.
+		if err := realNodeFree(); err != nil {
+			return fmt.Errorf("real node: %w", err)
 		}
 	}
 	liveLeases(filepath.Join(dir, "leases"), dir) // drops the leases of test binaries that ended
@@ -306,6 +345,9 @@ func up(o upOptions) error {
 	kwokAddr := fmt.Sprintf("127.0.0.1:%d", ports[3])
 
 	if err := writePKI(dir); err != nil {
+		return fmt.Errorf("certificates: %w", err)
+	}
+	if err := writeKubeletClientPKI(dir); err != nil {
 		return fmt.Errorf("certificates: %w", err)
 	}
 	if err := writeAuth(dir, server); err != nil {
@@ -359,6 +401,12 @@ func up(o upOptions) error {
 		"--audit-policy-file="+p("auth", "audit-policy.yaml"),
 		"--audit-log-maxsize=0",
 		"--profiling=false",
+		// The real node (realnode_config.go): the API server's client certificate towards
+		// kubelets and the CA of their serving certificates.
+		"--kubelet-client-certificate="+p("pki", "apiserver-kubelet-client.crt"),
+		"--kubelet-client-key="+p("pki", "apiserver-kubelet-client.key"),
+		"--kubelet-certificate-authority="+p("pki", "ca.crt"),
+		"--kubelet-preferred-address-types=InternalIP",
 		"--v=1",
 	); err != nil {
 		return err
@@ -468,6 +516,18 @@ func up(o upOptions) error {
 		return err
 	}
 	step("fake Nodes Ready")
+	realNode, err := startRealNode(ctx, dir, server, cs, o.realNode)
+	if err != nil {
+		return fmt.Errorf("real node: %w", err)
+	}
+	if realNode.Name != "" {
+		if err := waitFor(ctx, "the real node Ready (kubelet)", dir, append(all, realNodeComponents...), func(ctx context.Context) error {
+			return realNodeReady(ctx, cs)
+		}); err != nil {
+			return err
+		}
+		step("real node %s Ready (kubelet and containerd; pod network %s on %s)", realNode.Name, realNode.Subnet, realNode.Bridge)
+	}
 	if err := waitFor(ctx, "the controller manager (default ServiceAccount)", dir, all, func(ctx context.Context) error {
 		_, err := cs.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
 		return err
@@ -481,7 +541,7 @@ func up(o upOptions) error {
 	}
 	if err := writeState(dir, State{
 		Version: KubernetesVersion, Server: server, Kubeconfig: p("kubeconfig"), AuditLog: auditLog,
-		Etcd: etcdURL, KWOK: "http://" + kwokAddr, Volumes: p("volumes"), Nodes: nodes, StartedBy: startedBy,
+		Etcd: etcdURL, KWOK: "http://" + kwokAddr, Volumes: p("volumes"), Nodes: nodes, StartedBy: startedBy, RealNode: realNode,
 	}); err != nil {
 		return err
 	}
@@ -494,8 +554,8 @@ func up(o upOptions) error {
 		}
 	}
 	started = true
-	logf("up in %s: %s, kubeconfig %s, audit log %s, %d fake Nodes (%s)",
-		time.Since(began).Round(100*time.Millisecond), server, p("kubeconfig"), auditLog, len(nodes), strings.Join(nodes, " "))
+	logf("up in %s: %s, kubeconfig %s, audit log %s, %d fake Nodes (%s), %s",
+		time.Since(began).Round(100*time.Millisecond), server, p("kubeconfig"), auditLog, len(nodes), strings.Join(nodes, " "), realNode.describe())
 	return nil
 }
 

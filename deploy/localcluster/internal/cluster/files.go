@@ -135,6 +135,8 @@ type State struct {
 	Volumes    string   `json:"volumes"`
 	Nodes      []string `json:"nodes"`
 	StartedBy  string   `json:"startedBy"`
+	// RealNode is the real node (realnode.go); nil in a cluster started before it existed.
+	RealNode *RealNodeState `json:"realNode,omitempty"`
 }
 
 func writeState(dir string, s State) error {

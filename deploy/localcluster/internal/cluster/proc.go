@@ -22,6 +22,11 @@ func logFile(dir, name string) string { return filepath.Join(dir, "logs", name+"
 
 // start runs a detached process (its own session, output to its log file) and records its pid.
 func start(dir, name, bin string, args ...string) error {
+	return startProcess(dir, name, nil, bin, args...)
+}
+
+// startProcess is start with extra open files passed to the process (from fd 3 on).
+func startProcess(dir, name string, extra []*os.File, bin string, args ...string) error {
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		return err
 	}
@@ -43,6 +48,7 @@ func start(dir, name, bin string, args ...string) error {
 	cmd.Stdout = out
 	cmd.Stderr = out
 	cmd.Dir = dir
+	cmd.ExtraFiles = extra
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
@@ -125,6 +131,10 @@ func stop(dir, name string, grace time.Duration) (bool, error) {
 // stopAll stops the reaper (unless it is the caller) and every component, last started first.
 func stopAll(dir string, log func(string, ...any)) error {
 	var errs []error
+	// The real node first: its teardown needs containerd, not the control plane.
+	if err := stopRealNode(dir, log); err != nil {
+		errs = append(errs, fmt.Errorf("real node: %w", err))
+	}
 	if readPid(dir, "reaper") != os.Getpid() {
 		if _, err := stop(dir, "reaper", 2*time.Second); err != nil {
 			errs = append(errs, err)

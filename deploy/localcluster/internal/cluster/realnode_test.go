@@ -1,0 +1,97 @@
+package cluster
+
+import (
+	"encoding/json"
+	"net"
+	"strings"
+	"testing"
+)
+
+// The pod subnet is refused when it overlaps an address of the machine, the cluster's Service or
+// KWOK ranges or loopback, and when it is not a usable IPv4 CIDR.
+func TestThePodSubnetIsRefusedWhenItCollides(t *testing.T) {
+	cases := map[string]string{
+		"not a CIDR":   "10.88.0.0",
+		"IPv6":         "fd00:88::/64",
+		"too small":    "10.88.0.0/30",
+		"service IPs":  "10.96.0.0/24",
+		"KWOK's Pods":  "10.244.3.0/24",
+		"loopback":     "127.1.0.0/24",
+		"wider than 8": "8.0.0.0/4",
+	}
+	ifs, _ := net.Interfaces()
+	for _, i := range ifs {
+		addrs, _ := i.Addrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+				ones, _ := n.Mask.Size()
+				if ones <= 29 {
+					cases["the address of "+i.Name] = n.String()
+				}
+			}
+		}
+	}
+	for name, subnet := range cases {
+		if err := checkSubnet(subnet); err == nil {
+			t.Errorf("%s (%s) accepted", name, subnet)
+		}
+	}
+}
+
+// The pod network attaches Pods to the bridge with no gateway, no masquerade and no routes:
+// nothing enables forwarding or reaches beyond the machine.
+func TestThePodNetworkHasNoGatewayNoMasqueradeAndNoRoutes(t *testing.T) {
+	b, err := cniConfig("/state/node", "10.88.0.0/24")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conf struct {
+		Plugins []struct {
+			Type      string `json:"type"`
+			Bridge    string `json:"bridge"`
+			IsGateway bool   `json:"isGateway"`
+			IPMasq    bool   `json:"ipMasq"`
+			IPAM      struct {
+				Type    string                `json:"type"`
+				DataDir string                `json:"dataDir"`
+				Routes  []any                 `json:"routes"`
+				Ranges  [][]map[string]string `json:"ranges"`
+			} `json:"ipam"`
+		} `json:"plugins"`
+	}
+	if err := json.Unmarshal(b, &conf); err != nil {
+		t.Fatal(err)
+	}
+	p := conf.Plugins[0]
+	if len(conf.Plugins) != 1 || p.Type != "bridge" || p.Bridge != realNodeBridge || p.IsGateway || p.IPMasq || p.IPAM.Type != "host-local" ||
+		len(p.IPAM.Routes) != 0 || !strings.HasPrefix(p.IPAM.DataDir, "/state/node/") || p.IPAM.Ranges[0][0]["gateway"] != "10.88.0.1" {
+		t.Fatalf("pod network %s", b)
+	}
+}
+
+// The host check names every kind of leftover, and nothing when the host is as found.
+func TestTheHostCheckNamesWhatTheNodeLeft(t *testing.T) {
+	was := hostState{
+		Sysctls: map[string]string{"vm/overcommit_memory": "0"}, Paths: map[string]bool{"/var/lib/kubelet": false},
+		Cgroups: map[string]bool{"/sys/fs/cgroup/memory/kubepods": false}, Netns: []string{"other"}, Links: []string{"eth0"},
+	}
+	if d := diffHost(was, was); len(d) != 0 {
+		t.Fatalf("the same host differs: %v", d)
+	}
+	now := hostState{
+		Sysctls: map[string]string{"vm/overcommit_memory": "1"}, Paths: map[string]bool{"/var/lib/kubelet": true},
+		Cgroups: map[string]bool{"/sys/fs/cgroup/memory/kubepods": true}, Netns: []string{"cni-1", "other", "tests-own"},
+		Links: []string{"eth0", "mlc0", "veth12", "testbr0"},
+	}
+	d := strings.Join(diffHost(was, now), "\n")
+	for _, want := range []string{"vm.overcommit_memory is 1, was 0", "/var/lib/kubelet exists", "cgroup /sys/fs/cgroup/memory/kubepods", "cni-1", "mlc0", "veth12"} {
+		if !strings.Contains(d, want) {
+			t.Errorf("the difference does not name %q:\n%s", want, d)
+		}
+	}
+	for _, other := range []string{"tests-own", "testbr0"} {
+		if strings.Contains(d, other) {
+			t.Errorf("another program's %s is named as the node's:\n%s", other, d)
+		}
+	}
+}
