@@ -197,7 +197,7 @@ func (b *Builder) recipe(ctx context.Context, name string) (recipe, error) {
 					return []v1.Layer{base, bin}, err
 				},
 				// No entrypoint: a batch Job's argv is the container's args, so argv[0] is the
-				// program (site-runtime.md: the platform image runs what the Run asks).
+				// program (docs/site-runtime.md#batch-on-kubernetes: the platform image runs what the Run asks).
 				config: v1.Config{
 					Cmd: []string{"metallo", "--help"}, User: fmt.Sprintf("%d:%d", userID, userID),
 					Env: []string{defaultPath, "HOME=" + userHome}, WorkingDir: "/",

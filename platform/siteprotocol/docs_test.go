@@ -95,7 +95,7 @@ var problemReasons = []string{
 //     digest and sequence of the command they answer;
 //   - an append receipt names its command's digest, an acknowledgement
 //     the digest of the result it acknowledges;
-//   - stream states, rebinds and problems decode strictly into their wire
+//   - observe details, stream states, rebinds and problems decode strictly into their wire
 //     types, a rebind names exactly one of installation_id and unbind, and
 //     a problem's reason is one of the protocol's.
 func TestTheProtocolDocumentsExamplesDecodeAndCarryTheDigestsTheCodecComputes(t *testing.T) {
@@ -243,6 +243,15 @@ func TestTheProtocolDocumentsExamplesDecodeAndCarryTheDigestsTheCodecComputes(t 
 			}
 			if (r.InstallationID == "") == !r.Unbind || r.Reason == "" {
 				t.Errorf("line %d: a rebind names exactly one of installation_id and unbind, and a reason: %s", ex.line, ex.text)
+			}
+		case "observe":
+			var d siteprotocol.ObserveDetail
+			if err := strictDecode(ex.text, &d); err != nil {
+				t.Errorf("line %d: an observe detail that does not decode: %v", ex.line, err)
+				continue
+			}
+			if d.State == "" {
+				t.Errorf("line %d: an observe detail without a state: %s", ex.line, ex.text)
 			}
 		case "problem":
 			var p struct {

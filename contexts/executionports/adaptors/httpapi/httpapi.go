@@ -72,8 +72,8 @@ func Register(api huma.API, h *Handlers) {
 
 // documentDetails adds each operation's result detail object to the
 // document's schemas and says on the Result's detail which operation
-// answers with which (site-protocol.md, "Operations: payload and result
-// detail"): the server records a detail as the Runtime sent it.
+// answers with which (docs/site-protocol.md#operations): the server records
+// a detail as the Runtime sent it.
 func documentDetails(api huma.API) {
 	reg := api.OpenAPI().Components.Schemas
 	for _, t := range []reflect.Type{
