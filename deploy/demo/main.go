@@ -419,9 +419,14 @@ func (d *demo) startRuntime(ctx context.Context, tokenFile, kubeconfig, project,
 	if err := os.WriteFile(d.path("runtime/permissions.yaml"), grants, 0o600); err != nil {
 		return err
 	}
+	// A standalone Site's repository credentials: none yet, this Run checks nothing out.
+	if err := os.WriteFile(d.path("runtime/repository-grants.yaml"), []byte("# repository credentials per Project (docs/site-runtime.md#repository-grants)\n[]\n"), 0o600); err != nil {
+		return err
+	}
 	p, err := d.start("runtime", "serve", "--role", "runtime", "--journal-dir", journals, "--environment", environment,
 		"--authority", d.base, "--token-file", tokenFile, "--kubeconfig", kubeconfig, "--batch-image", batchImage,
 		"--permissions", "policy:"+d.path("runtime/permissions.yaml"), "--installation-record", record,
+		"--repository-grants", "file:"+d.path("runtime/repository-grants.yaml"),
 		"--heartbeat-file", d.path("runtime/heartbeat"), "--admin-listen", "", "--pull-wait", "2s",
 		"--batch-pod-annotations", kubetest.AnnotationRunSeconds+"=5", "--log-format", "json")
 	if err != nil {
@@ -432,6 +437,7 @@ func (d *demo) startRuntime(ctx context.Context, tokenFile, kubeconfig, project,
 	}
 	d.say("metallo serve --role runtime (pid %d; log %s), a separate process with its own journals in %s", p.cmd.Process.Pid, rel(d.path("runtime.log")), rel(journals))
 	d.say("permissions from the policy file %s (standalone Site): the member may start, read and cancel", rel(d.path("runtime/permissions.yaml")))
+	d.say("repository grants from the file %s (standalone Site; the provider is always chosen explicitly): no credentials, this Run checks nothing out", rel(d.path("runtime/repository-grants.yaml")))
 	d.say("batch image %s", batchImage)
 	d.say("every batch Pod is annotated %s=5: how long KWOK lets the simulated Pod run", kubetest.AnnotationRunSeconds)
 	return nil
