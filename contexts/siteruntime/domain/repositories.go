@@ -1,10 +1,15 @@
 package domain
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
+
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
 // GrantRequest asks the repository grant provider for a read credential
@@ -94,3 +99,82 @@ func (g RepositoryGrant) String() string {
 
 // GoString is String: %#v must not print the token either.
 func (g RepositoryGrant) GoString() string { return g.String() }
+
+// MaxTerminationMessageBytes is the most Kubernetes keeps of a container's
+// termination message; a checkout outcome always fits in it.
+const MaxTerminationMessageBytes = 4096
+
+// CheckoutOutcome is the machine-readable outcome of `metallo
+// workspace-init`, written where the helper Pod's termination message is
+// read (docs/site-runtime.md#workspace-checkout-metallo-workspace-init).
+// A succeeded outcome carries no reason; a failed or refused one carries
+// a reason of the protocol's vocabulary whose outcome it is.
+type CheckoutOutcome struct {
+	Outcome siteprotocol.Outcome `json:"outcome"`
+	Reason  siteprotocol.Reason  `json:"reason,omitempty"`
+	Message string               `json:"message"`
+	// Commit is the checked-out commit (succeeded only).
+	Commit string `json:"commit,omitempty"`
+	// Bytes is what the checkout occupies: Git objects, LFS objects and
+	// the working tree, in bytes.
+	Bytes int64 `json:"bytes,omitempty"`
+	// LFSObjects is the number of LFS objects fetched and verified.
+	LFSObjects int `json:"lfs_objects,omitempty"`
+	// Verified is true when a complete checkout of the commit was already
+	// in place and was verified without fetching.
+	Verified bool `json:"verified,omitempty"`
+	// Fetch is "shallow" or "full" (the fallback for a host that refuses
+	// a shallow fetch of an unadvertised commit); empty when verified.
+	Fetch string `json:"fetch,omitempty"`
+}
+
+// CheckoutFailed returns the outcome of reason (its protocol outcome) with
+// the message.
+func CheckoutFailed(reason siteprotocol.Reason, format string, args ...any) CheckoutOutcome {
+	o, _ := reason.Outcome()
+	return CheckoutOutcome{Outcome: o, Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// Encode returns the outcome as one JSON line of at most
+// MaxTerminationMessageBytes, shortening the message when needed.
+func (o CheckoutOutcome) Encode() []byte {
+	for {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(o) // strings and numbers always encode; Encode ends the line
+		if buf.Len() <= MaxTerminationMessageBytes || o.Message == "" {
+			return buf.Bytes()
+		}
+		b := buf.Bytes()
+		o.Message = truncate(o.Message, len(o.Message)-(len(b)-MaxTerminationMessageBytes)-16)
+	}
+}
+
+func truncate(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// ParseCheckoutOutcome reads a termination message written by
+// workspace-init: exactly the CheckoutOutcome shape, a succeeded outcome
+// without a reason, or a reason of the vocabulary with its outcome.
+func ParseCheckoutOutcome(b []byte) (CheckoutOutcome, error) {
+	var o CheckoutOutcome
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&o); err != nil {
+		return CheckoutOutcome{}, fmt.Errorf("checkout outcome: %w", err)
+	}
+	switch want, known := o.Reason.Outcome(); {
+	case o.Outcome == siteprotocol.OutcomeSucceeded && o.Reason == "":
+	case !known || want != o.Outcome || o.Outcome == siteprotocol.OutcomeSucceeded:
+		return CheckoutOutcome{}, fmt.Errorf("checkout outcome: %s with reason %q is not an outcome of the vocabulary", o.Outcome, o.Reason)
+	}
+	return o, nil
+}
