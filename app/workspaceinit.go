@@ -109,4 +109,3 @@ func newCredentialHelperCommand(env Env) *cobra.Command {
 	cmd.Flags().StringVar(&url, "url", "", "the repository URL whose host alone is answered")
 	return cmd
 }
-

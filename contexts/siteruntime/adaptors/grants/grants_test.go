@@ -168,15 +168,25 @@ func TestHTTPDenialIsFinalAndNotRetried(t *testing.T) {
 
 func TestHTTPWithoutAUsableAnswerWithinTheBoundIsUnavailable(t *testing.T) {
 	for name, answer := range map[string]func(w http.ResponseWriter){
-		"5xx":            func(w http.ResponseWriter) { w.WriteHeader(502) },
-		"404":            func(w http.ResponseWriter) { w.WriteHeader(404) },
-		"403 no reason":  func(w http.ResponseWriter) { w.WriteHeader(403) },
-		"expired":        func(w http.ResponseWriter) { body(w, `{"grant_id":"g","username":"u","token":"t","expires_at":"2000-01-01T00:00:00Z"}`) },
-		"missing token":  func(w http.ResponseWriter) { body(w, `{"grant_id":"g","username":"u","expires_at":"2999-01-01T00:00:00Z"}`) },
-		"empty token":    func(w http.ResponseWriter) { body(w, `{"grant_id":"g","username":"u","token":"","expires_at":"2999-01-01T00:00:00Z"}`) },
-		"colon username": func(w http.ResponseWriter) { body(w, `{"grant_id":"g","username":"u:x","token":"t","expires_at":"2999-01-01T00:00:00Z"}`) },
-		"unknown field":  func(w http.ResponseWriter) { body(w, `{"grant_id":"g","username":"u","token":"t","expires_at":"2999-01-01T00:00:00Z","x":1}`) },
-		"not JSON":       func(w http.ResponseWriter) { body(w, `yes`) },
+		"5xx":           func(w http.ResponseWriter) { w.WriteHeader(502) },
+		"404":           func(w http.ResponseWriter) { w.WriteHeader(404) },
+		"403 no reason": func(w http.ResponseWriter) { w.WriteHeader(403) },
+		"expired": func(w http.ResponseWriter) {
+			body(w, `{"grant_id":"g","username":"u","token":"t","expires_at":"2000-01-01T00:00:00Z"}`)
+		},
+		"missing token": func(w http.ResponseWriter) {
+			body(w, `{"grant_id":"g","username":"u","expires_at":"2999-01-01T00:00:00Z"}`)
+		},
+		"empty token": func(w http.ResponseWriter) {
+			body(w, `{"grant_id":"g","username":"u","token":"","expires_at":"2999-01-01T00:00:00Z"}`)
+		},
+		"colon username": func(w http.ResponseWriter) {
+			body(w, `{"grant_id":"g","username":"u:x","token":"t","expires_at":"2999-01-01T00:00:00Z"}`)
+		},
+		"unknown field": func(w http.ResponseWriter) {
+			body(w, `{"grant_id":"g","username":"u","token":"t","expires_at":"2999-01-01T00:00:00Z","x":1}`)
+		},
+		"not JSON": func(w http.ResponseWriter) { body(w, `yes`) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := newProvider(t)
