@@ -543,6 +543,9 @@ func (h *Host) Tokens(ctx context.Context, user User) ([]Token, error) {
 	return out, err
 }
 
+// Client returns an HTTP client that trusts the host's CA.
+func (h *Host) Client() *http.Client { return h.client }
+
 // GitEnv is the environment for git and git-lfs run by a test against the
 // host: no system or global configuration, the host's CA, no prompts.
 func (h *Host) GitEnv() []string {

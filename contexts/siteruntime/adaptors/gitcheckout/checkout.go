@@ -254,6 +254,9 @@ func (r result) failure(o Options, full bool) *domain.CheckoutOutcome {
 	switch {
 	case r.oversize:
 		out = sizeExceeded(o, r.size)
+	case noSpaceRe.MatchString(r.stderr):
+		// The workspace volume filled up before the next measurement.
+		out = domain.CheckoutFailed(siteprotocol.ReasonSizeExceeded, "the workspace is full before the checkout of %s at %s is (limit %d bytes): %s", o.URL, o.Commit, o.SizeLimit, r.describe())
 	case r.ctxErr != nil:
 		out = domain.CheckoutFailed(siteprotocol.ReasonRepositoryUnavailable, "fetch %s did not finish within the deadline: %s", o.URL, r.describe())
 	case credentialRefused(r.stderr):
@@ -278,6 +281,7 @@ var (
 	credentialRe = regexp.MustCompile(`(?i)authentication failed|could not read (username|password)|terminal prompts disabled|returned error: 40[13]\b|\[40[13]\]|authorization error|credentials for .* not found|bad credentials`)
 	missingRe    = regexp.MustCompile(`(?i)repository .*not found|returned error: 404\b|does not appear to be a git repository|not a git repository`)
 	transportRe  = regexp.MustCompile(`(?i)could not resolve host|failed to connect|connection refused|connection reset|timed out|server certificate verification failed|ssl certificate problem|unable to access|returned error: 5\d\d\b|rpc failed|early eof|unexpected disconnect`)
+	noSpaceRe    = regexp.MustCompile(`(?i)no space left on device|disk quota exceeded`)
 	notFoundRe   = regexp.MustCompile(`(?i)not our ref|unadvertised object|couldn't find remote ref|no such remote ref|not a valid object`)
 )
 

@@ -17,15 +17,15 @@ const (
 	TokenFile    = "token"
 )
 
-// HelperCommand returns the credential helper command line Git runs
-// (credential.helper; Git appends the operation): exe with args, each
-// quoted for the shell.
+// HelperCommand returns the credential.helper value that runs exe with
+// args (each quoted for the shell; the leading '!' makes Git run it as a
+// shell command, appending the operation).
 func HelperCommand(exe string, args ...string) string {
 	q := make([]string, 0, len(args)+1)
 	for _, a := range append([]string{exe}, args...) {
 		q = append(q, "'"+strings.ReplaceAll(a, "'", `'\''`)+"'")
 	}
-	return strings.Join(q, " ")
+	return "!" + strings.Join(q, " ")
 }
 
 // AnswerCredential is the credential helper

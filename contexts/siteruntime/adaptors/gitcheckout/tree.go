@@ -93,10 +93,14 @@ func waitForHost(ctx context.Context, raw string) error {
 			_ = c.Close()
 			return nil
 		}
-		if dl, ok := ctx.Deadline(); ctx.Err() != nil || (ok && time.Until(dl) < pause) {
+		wait := pause
+		if dl, ok := ctx.Deadline(); ok {
+			wait = min(wait, time.Until(dl)-10*time.Millisecond)
+		}
+		if ctx.Err() != nil || wait <= 0 {
 			return fmt.Errorf("the repository host %s did not accept connections within the deadline: %v", addr, err)
 		}
-		t := time.NewTimer(pause)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -83,7 +83,7 @@ func TestTheCredentialHelperAnswersOnlyTheRepositoryHost(t *testing.T) {
 	if got := ask("store", "protocol=https\nhost=git.example.org:8443\nusername=u\npassword=p\n\n"); got != "" {
 		t.Errorf("store answered %q", got)
 	}
-	if HelperCommand("/usr/bin/metallo", "a b", "it's") != `'/usr/bin/metallo' 'a b' 'it'\''s'` {
+	if HelperCommand("/usr/bin/metallo", "a b", "it's") != `!'/usr/bin/metallo' 'a b' 'it'\''s'` {
 		t.Errorf("quoting: %s", HelperCommand("/usr/bin/metallo", "a b", "it's"))
 	}
 }
