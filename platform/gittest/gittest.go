@@ -186,10 +186,11 @@ func start(tb testing.TB) (*Host, error) {
 	tb.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		select {
-		case <-exited:
+		case err := <-exited:
+			_ = err // stopped by the signal
 		case <-time.After(10 * time.Second):
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
+			tb.Logf("gittest: Gitea did not stop within 10 s of SIGTERM; killed: %v", <-exited)
 		}
 		_ = stderr.Close()
 		if tb.Failed() {
@@ -355,12 +356,13 @@ func (h *Host) waitReady(exited <-chan error) error {
 // Git-Protocol header (so Git falls back to protocol v0).
 func (h *Host) startV0Proxy(certFile, keyFile string, pool *x509.CertPool) error {
 	target, _ := url.Parse(h.URL)
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
-	director := proxy.Director
-	proxy.Director = func(r *http.Request) {
-		director(r)
-		r.Header.Del("Git-Protocol")
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			r.Out.Host = r.In.Host
+			r.Out.Header.Del("Git-Protocol")
+		},
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
 	}
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {

@@ -66,7 +66,7 @@ func CheckRepositoryURL(raw string) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("repository URL: %w", err)
-	case u.Scheme != "https" && !(u.Scheme == "http" && isLoopback(u.Hostname())):
+	case u.Scheme != "https" && (u.Scheme != "http" || !isLoopback(u.Hostname())):
 		return fmt.Errorf("repository URL %q: must be https (plain http only to a loopback host)", raw)
 	case u.Host == "" || u.Path == "" || u.Path == "/":
 		return fmt.Errorf("repository URL %q: needs a host and a repository path", raw)

@@ -182,15 +182,15 @@ func (g *git) runWatched(ctx context.Context, dir string, w *watch, extraEnv []s
 			return r
 		case <-ctx.Done():
 			kill()
-			<-done
-			r.err, r.ctxErr, r.stdout, r.stderr = ctx.Err(), ctx.Err(), stdout.String(), stderr.String()
+			waited := <-done
+			r.err, r.ctxErr, r.stdout, r.stderr = fmt.Errorf("%w (git: %v)", ctx.Err(), waited), ctx.Err(), stdout.String(), stderr.String()
 			return r
 		case <-tick:
 			size, err := w.measure()
 			if err == nil && size > w.limit {
 				kill()
-				<-done
-				r.err, r.oversize, r.size, r.stdout, r.stderr = errors.New("over the size limit"), true, size, stdout.String(), stderr.String()
+				waited := <-done
+				r.err, r.oversize, r.size, r.stdout, r.stderr = fmt.Errorf("over the size limit (git: %v)", waited), true, size, stdout.String(), stderr.String()
 				return r
 			}
 		}

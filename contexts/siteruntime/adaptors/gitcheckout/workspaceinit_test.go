@@ -359,6 +359,38 @@ func TestWorkspaceInitAgainstARealGitHost(t *testing.T) {
 		}
 	})
 
+	t.Run("a checkout killed midway is never accepted", func(t *testing.T) {
+		ws := t.TempDir()
+		outcome := filepath.Join(t.TempDir(), "termination-log")
+		cmd := exec.Command(f.bin, "workspace-init", "--url", f.model.URL, "--commit", f.exact, "--lfs", "--dest", filepath.Join(ws, "repo"),
+			"--size-limit", fmt.Sprint(limit), "--credential-dir", f.credDir, "--ca-file", f.host.CAFile, "--outcome-file", outcome)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// SIGKILL once the commit is fetched and git-lfs is at work.
+		deadline := time.Now().Add(time.Minute)
+		for {
+			if _, err := os.Stat(filepath.Join(ws, ".repo.partial", ".git", "lfs")); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the fetch never started")
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if _, err := os.Lstat(filepath.Join(ws, "repo")); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("a killed checkout left its destination: %v", err)
+		}
+		r := f.run(t, run{url: f.model.URL, commit: f.exact, lfs: true, workspace: ws})
+		f.succeeded(t, r, f.exact)
+		if r.out.Verified {
+			t.Fatal("the partial checkout was accepted")
+		}
+	})
+
 	t.Run("a host refusing a shallow fetch of an unadvertised commit gets a full fetch", func(t *testing.T) {
 		r := f.run(t, run{url: f.model.V0URL, commit: f.exact, lfs: true})
 		f.succeeded(t, r, f.exact)
@@ -419,8 +451,10 @@ func TestWorkspaceInitAgainstARealGitHost(t *testing.T) {
 		}
 		r = f.run(t, run{url: f.large.URL, commit: f.largeCommit, lfs: true, sizeLimit: 2 << 20})
 		f.failed(t, r, siteprotocol.ReasonSizeExceeded)
+		t.Logf("LFS over the limit: %s", r.out.Message)
 		r = f.run(t, run{url: f.bigPack.URL, commit: f.bigPackCommit, sizeLimit: 1 << 20})
 		f.failed(t, r, siteprotocol.ReasonSizeExceeded)
+		t.Logf("a pack over the limit: %s", r.out.Message)
 		r = f.run(t, run{url: f.model.URL, commit: strings.Repeat("0123456789", 4), lfs: true})
 		f.failed(t, r, siteprotocol.ReasonCommitMissing)
 		r = f.run(t, run{url: f.noLFS.URL, commit: f.noLFSCommit, lfs: true})
