@@ -47,7 +47,7 @@ func TestACheckoutGrantIsKeyedByTheAttemptAndItsRefusalsAreNamed(t *testing.T) {
 		t.Fatalf("requests %+v", f.reqs)
 	}
 	for err, want := range map[error]siteprotocol.Reason{
-		fmt.Errorf("%w: no", application.ErrGrantDenied):          siteprotocol.ReasonPermissionDenied,
+		fmt.Errorf("%w: no", application.ErrGrantDenied):           siteprotocol.ReasonPermissionDenied,
 		fmt.Errorf("%w: timeout", application.ErrGrantUnavailable): siteprotocol.ReasonCredentialUnavailable,
 	} {
 		_, refusal, e := application.IssueCheckoutGrant(context.Background(), &fakeGrants{err: err}, cmd, url)
