@@ -9,7 +9,9 @@
 // bind-member, prepare, start and observe commands are appended and the
 // Runtime performs them: the Job is created as the member (the audit log
 // says so), scheduled onto a KWOK Node and completed. KWOK simulates the
-// Node and its kubelet: no container runs. It exits 0 only if all of that
+// Node and its kubelet: no container runs. Last, `metallo workspace-init`
+// checks a repository out at an exact commit, verifies it on a second run
+// and refuses a commit whose link leaves the tree. It exits 0 only if all of that
 // happened, and stops every process it started.
 //
 // Usage: go run ./deploy/demo --metallo bin/metallo
@@ -146,7 +148,10 @@ func (d *demo) run(ctx context.Context) error {
 	if err := d.plan(ctx, project, demand); err != nil {
 		return err
 	}
-	return d.commands(ctx, ns, project, member, binding, demand)
+	if err := d.commands(ctx, ns, project, member, binding, demand); err != nil {
+		return err
+	}
+	return d.checkout(ctx)
 }
 
 func (d *demo) prepareDir() error {
