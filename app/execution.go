@@ -27,7 +27,7 @@ func ExecutionRole() Role {
 	)
 	return Role{
 		Name:    "execution",
-		Context: executionports.ContextName,
+		Context: executionports.Name,
 		Central: true,
 		Flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&cfg.DatabaseURL, "execution-database-url", "", "execution_ports database: postgres://… or sqlite:<path> (default: the embedded SQLite file "+executionports.DefaultDatabasePath+")")

@@ -131,7 +131,7 @@ const gib = int64(1) << 30
 
 // TestPlanningOverTheWaldurCases drives the provisioning role's real API
 // (Beto ProjectChanged events, the Site agent's reports mapped from the
-// shared Waldur records) and plans through the execution role in the same
+// Waldur records in testdata) and plans through the execution role in the same
 // process, reading its owner in process, with an injected clock.
 func TestPlanningOverTheWaldurCases(t *testing.T) {
 	observed := time.Date(2026, 8, 20, 10, 30, 0, 0, time.UTC)
@@ -213,8 +213,8 @@ func TestPlanningOverTheWaldurCases(t *testing.T) {
 	}
 }
 
-// expectedPlan is the capacity rule computed directly (execution-ports.md
-// §3): CPU limit rounded down and demand rounded up to whole cores, every
+// expectedPlan is the capacity rule computed directly
+// (docs/execution-ports.md#planning-arithmetic): CPU limit rounded down and demand rounded up to whole cores, every
 // other key exact, a missing limit 0.
 func expectedPlan(limits, demand map[string]int64) (string, []excess) {
 	var out []excess

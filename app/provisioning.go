@@ -94,7 +94,7 @@ func newProvisioningCommand(env Env) *cobra.Command {
 }
 
 // newWaldurReportCommand maps Waldur resource records to a report and prints
-// or posts it (design resource-provisioning.md, "The Waldur mapping").
+// or posts it (docs/resource-provisioning.md#the-waldur-mapping).
 func newWaldurReportCommand(env Env) *cobra.Command {
 	var (
 		site, file, post, keyFile, observed, vendor string

@@ -1,7 +1,7 @@
 // Package app is the only place that picks modules: it defines the roles a
 // metallo process can take, composes the chosen contexts with the platform
-// modules under Fx, and builds the cobra command tree. Design:
-// ../shared/design/README.md ("One binary, roles per process").
+// modules under Fx, and builds the cobra command tree
+// (docs/architecture.md#how-a-process-is-composed).
 package app
 
 import (

@@ -29,7 +29,7 @@ const (
 
 // RuntimeRole is the runtime role: the site_runtime context alone in its
 // process, with its three SQLite journals and the admin listener, and no
-// public API, platform database or migrations (site-runtime.md). Preflight
+// public API, platform database or migrations (docs/site-runtime.md). Preflight
 // validates the flags, reads the installation record (refusing to start,
 // naming --installation-record, when it is missing or names another
 // environment or authority), opens the journal set — locking the
@@ -44,7 +44,7 @@ func RuntimeRole() Role {
 	)
 	return Role{
 		Name:    "runtime",
-		Context: siteruntime.ContextName,
+		Context: siteruntime.Name,
 		Central: false,
 		Flags:   func(fs *pflag.FlagSet) { runtimeServeFlags(fs, &cfg) },
 		Preflight: func(log *zap.Logger) error {

@@ -133,8 +133,9 @@ func BenchmarkStreamAppendAck(b *testing.B) {
 					return err
 				})
 			}))
-			// A stream is bound by its first pull (site-protocol.md
-			// "Installation"); a Runtime pulls before it acknowledges.
+			// A stream is bound by its first pull
+			// (docs/site-protocol.md#installation-fencing); a Runtime pulls
+			// before it acknowledges.
 			for w := range benchWorkers {
 				env := fmt.Sprintf("env-%d", w)
 				r, err := s.Try(http.MethodGet, fmt.Sprintf("/site/v1/streams/%s/commands?after=%d&limit=1&wait=0", env, base), s.files.EnvironmentKeys[env], "inst", nil)

@@ -1,6 +1,6 @@
 // Package executionports composes the execution_ports context (role
 // execution): the Site protocol's server side, the owner ports and capacity
-// planning (execution-ports.md, site-protocol.md). Module is its one Fx
+// planning (docs/execution-ports.md, docs/site-protocol.md). Module is its one Fx
 // option; the exported constructors build the same pieces without Fx.
 package executionports
 
@@ -31,8 +31,8 @@ import (
 
 // Names of the context.
 const (
-	// ContextName is the Fx module name, log field and OpenAPI tag.
-	ContextName = "execution_ports"
+	// Name is the Fx module name, log field and OpenAPI tag.
+	Name = "execution_ports"
 	// MigrationsDir is the context's directory under sql/<engine>/.
 	MigrationsDir = "executionports"
 	// DefaultDatabasePath is the embedded default SQLite database.
@@ -43,7 +43,7 @@ const (
 	OwnerName = inprocessowners.OwnerName
 )
 
-// ResourceOwner selects the owner adaptor (execution-ports.md §2).
+// ResourceOwner selects the owner adaptor (docs/execution-ports.md#owner-adaptors).
 type ResourceOwner string
 
 // Owner adaptors.
@@ -93,10 +93,10 @@ var ErrNoOwner = errors.New("no owner adaptor configured")
 // is composed in the same process.
 func Module(cfg Config) fx.Option {
 	if err := checkOwner(cfg); err != nil {
-		return fx.Module(ContextName, fx.Error(err))
+		return fx.Module(Name, fx.Error(err))
 	}
-	return fx.Module(ContextName,
-		fx.Decorate(func(log *zap.Logger) *zap.Logger { return log.With(zap.String("context", ContextName)) }),
+	return fx.Module(Name,
+		fx.Decorate(func(log *zap.Logger) *zap.Logger { return log.With(zap.String("context", Name)) }),
 		fx.Provide(
 			fx.Private,
 			func(lc fx.Lifecycle, log *zap.Logger) (*database.Handle, error) {
@@ -157,7 +157,7 @@ func OpenDatabase(ctx context.Context, rawURL string, maxConns int32, migrate bo
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if migrate {
-		applied, err := h.Migrate(ctx, migrations, ContextName)
+		applied, err := h.Migrate(ctx, migrations, Name)
 		if err != nil {
 			h.Close()
 			return nil, err
@@ -165,7 +165,7 @@ func OpenDatabase(ctx context.Context, rawURL string, maxConns int32, migrate bo
 		log.Info("database migrated", zap.Stringer("database", target), zap.Int64s("applied", applied))
 		return h, nil
 	}
-	if err := h.CheckMigrated(ctx, migrations, ContextName); err != nil {
+	if err := h.CheckMigrated(ctx, migrations, Name); err != nil {
 		h.Close()
 		return nil, err
 	}
@@ -211,7 +211,7 @@ var errNotReachable = errors.New("not reachable")
 // /readyz is unauthenticated and the driver's text can name the database's
 // host, user, database or file.
 func ReadinessCheck(h *database.Handle, log *zap.Logger) httpserver.ReadinessCheck {
-	return httpserver.ReadinessCheck{Name: ContextName + " database", Check: func(ctx context.Context) error {
+	return httpserver.ReadinessCheck{Name: Name + " database", Check: func(ctx context.Context) error {
 		if err := h.Ping(ctx); err != nil {
 			log.Warn("readiness: database ping failed", zap.Error(err))
 			return errNotReachable
@@ -250,15 +250,14 @@ func NewAuthenticator(set *environments.Set) (auth.Authenticator, error) {
 }
 
 // checkOwner refuses a configuration without a usable owner adaptor,
-// naming the missing owner (the Go equivalent of the seed's external_owners
-// refusal).
+// naming the missing owner (docs/execution-ports.md#owner-adaptors).
 func checkOwner(cfg Config) error {
 	switch cfg.ResourceOwner {
 	case OwnerInProcess, OwnerHTTP:
 		return nil
 	case OwnerRefusing:
 		return fmt.Errorf("%w: %s needs its owner %s: set --resource-owner in-process (with --role provisioning,execution) or --resource-owner http with --provisioning-url and --provisioning-key-file",
-			ErrNoOwner, ContextName, OwnerName)
+			ErrNoOwner, Name, OwnerName)
 	}
 	return fmt.Errorf("--resource-owner %q: want in-process or http", cfg.ResourceOwner)
 }

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pharos-metallo/metallo/contexts/executionports/executiontest"
-	"github.com/pharos-metallo/metallo/platform/kube"
+	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -31,7 +31,7 @@ func TestARuntimeAuthenticatedByTokenReviewUsesOnlyItsOwnStream(t *testing.T) {
 	s := startServer(t, options{environments: []executiontest.Environment{
 		{ID: "alpha-k8s", Site: "alpha", Authority: "https://metallo.example.org"},
 		{ID: "gamma-k8s", Site: "gamma", Authority: "https://metallo.example.org", TokenReview: &executiontest.TokenReview{
-			Kubeconfig: kt.Kubeconfig, Username: kube.ServiceAccountUser(kt.Namespace, "runtime-k8s"), Audience: "metallo",
+			Kubeconfig: kt.Kubeconfig, Username: kubeconfig.ServiceAccountUser(kt.Namespace, "runtime-k8s"), Audience: "metallo",
 		}},
 	}})
 	token := kt.ServiceAccountToken(kt.Namespace, "runtime-k8s", 10*time.Minute, "metallo")

@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/postgres"
-	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/postgres/pgdb"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/pgstore"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/pgstore/pgdb"
 	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/database/dbtest"
 	sqlfiles "github.com/pharos-metallo/metallo/sql"
@@ -238,7 +238,7 @@ func newDirect(b *testing.B) (func(round, a, i int) error, string) {
 	if err := h.Pool.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
 		b.Fatal(err)
 	}
-	seq := postgres.New(h.Pool)
+	seq := pgstore.New(h.Pool)
 	return func(round, a, i int) error {
 		res, kind, cpu, at := workload(round, a, i)
 		if err := directReport(ctx, h.Pool, "alpha/"+res, res, kind, cpu, at); err != nil || kind == 2 {

@@ -2,8 +2,7 @@
 // its own database (PostgreSQL, or the embedded default SQLite file), its
 // goose migrations (version table goose_resource_provisioning), the
 // application service, the HTTP routes under /resource-provisioning, a
-// readiness check and its metrics. Design:
-// ../shared/design/resource-provisioning.md.
+// readiness check and its metrics (docs/resource-provisioning.md).
 package resourceprovisioning
 
 import (
@@ -18,8 +17,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/httpapi"
-	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/postgres"
-	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/sqlite"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/pgstore"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/sqlitestore"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/telemetry"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/application"
 	"github.com/pharos-metallo/metallo/platform/clock"
@@ -135,9 +134,9 @@ type Store interface {
 func NewStore(h *database.Handle) (Store, error) {
 	switch h.Target.Engine {
 	case database.Postgres:
-		return postgres.New(h.Pool), nil
+		return pgstore.New(h.Pool), nil
 	case database.SQLite:
-		return sqlite.New(h.DB, h.Target.Path)
+		return sqlitestore.New(h.DB, h.Target.Path)
 	}
 	return nil, fmt.Errorf("no store for engine %q", h.Target.Engine)
 }
@@ -147,7 +146,7 @@ func NewStore(h *database.Handle) (Store, error) {
 const SweepInterval = 5 * time.Second
 
 // sequencer is a store whose change feed positions committed changes after
-// their transaction (postgres.Store).
+// their transaction (pgstore.Store).
 type sequencer interface {
 	PositionChanges(ctx context.Context) (int64, error)
 }

@@ -254,8 +254,8 @@ func countChanges(t *testing.T, base, key string) int {
 	return len(feed.Changes)
 }
 
-// caseRecords reads the shared Waldur cases (a copy in the waldur
-// adaptor's testdata).
+// caseRecords reads the realistic Waldur records of the waldur adaptor's
+// testdata.
 func caseRecords(t *testing.T) []map[string]any {
 	t.Helper()
 	raw, err := os.ReadFile("adaptors/waldur/testdata/waldur-resources.json")

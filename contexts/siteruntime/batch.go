@@ -8,7 +8,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/platform/config"
-	platformkube "github.com/pharos-metallo/metallo/platform/kube"
+	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
@@ -54,7 +54,7 @@ func (s StaticImages) BatchImage() string { return s.batch }
 // impersonating the member; the chosen permission provider; the pinned
 // batch image; records in jobs.sqlite.
 func NewBatchExecutor(c Config, bindings application.MemberBindings, records application.BatchRecords, fp application.Failpoints, clk application.Clock) (*application.BatchExecutor, error) {
-	rc, err := platformkube.RESTConfig(c.Kubeconfig)
+	rc, err := kubeconfig.Load(c.Kubeconfig)
 	if err != nil {
 		return nil, config.Invalid("kubeconfig", c.Kubeconfig, fmt.Errorf("%w (outside a cluster give --kubeconfig)", err))
 	}

@@ -1,7 +1,7 @@
 // Package siteruntime composes the site_runtime context (role runtime): the
 // ordered worker with its SQLite journals, the Site HTTPS client, the
 // heartbeat and the worker's metrics, plus the executors registered by
-// operation and family (site-runtime.md). Module is its one Fx option;
+// operation and family (docs/site-runtime.md). Module is its one Fx option;
 // OpenJournal, NewWorker and the adaptors' constructors build the same
 // pieces without Fx.
 package siteruntime
@@ -37,15 +37,15 @@ import (
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
-// ContextName is the Fx module name, log field and metric prefix owner.
-const ContextName = "site_runtime"
+// Name is the Fx module name, log field and metric prefix owner.
+const Name = "site_runtime"
 
 // ExecutorsGroup is the Fx value group of []application.Registration that
 // the registry is built from (see AsExecutors).
 const ExecutorsGroup = "siteruntime.executors"
 
 // Config is the runtime role's configuration (flags with METALLO_*
-// equivalents; site-runtime.md, "Configuration").
+// equivalents; docs/operations.md#runtime-flags).
 type Config struct {
 	// JournalDir holds delivery.sqlite, jobs.sqlite and services.sqlite.
 	JournalDir string
@@ -333,8 +333,8 @@ func StartHeartbeat(ctx context.Context, c Config, clk application.Clock) error 
 // read-only and refuses to start (naming the file and row) on any damage,
 // and when the journals' binding is not --environment/--authority or their
 // installation is not rec's (journal.ErrBindingMismatch) — all before
-// anything is opened for writing (site-runtime.md, "Journals": the binding
-// is checked on every start). It never creates a journal.
+// anything is opened for writing (docs/site-runtime.md#what-refuses-to-start:
+// the binding is checked on every start). It never creates a journal.
 func OpenJournal(ctx context.Context, c Config, rec domain.Installation) (*journal.Journal, error) {
 	return journal.Open(ctx, c.JournalDir, journal.Options{Expect: &domain.Binding{
 		Environment: c.Environment, Authority: c.Authority, InstallationID: rec.InstallationID}})
@@ -404,8 +404,8 @@ type registryParams struct {
 // start, so that a broken grants file refuses it). Everything else is
 // private.
 func Module(cfg Config, j *journal.Journal) fx.Option {
-	return fx.Module(ContextName,
-		fx.Decorate(func(log *zap.Logger) *zap.Logger { return log.With(zap.String("context", ContextName)) }),
+	return fx.Module(Name,
+		fx.Decorate(func(log *zap.Logger) *zap.Logger { return log.With(zap.String("context", Name)) }),
 		fx.Supply(cfg),
 		fx.Provide(
 			func(log *zap.Logger) (application.Failpoints, error) {

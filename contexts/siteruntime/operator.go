@@ -16,12 +16,14 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/clock"
+	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 )
 
 // NewInstallationRecord returns the record adaptor for the
 // --installation-record value spec: a file, or a ConfigMap read and
-// written with the client built from kubeconfig (in-cluster when empty).
-func NewInstallationRecord(spec, kubeconfig string) (application.InstallationRecord, error) {
+// written with the client built from the kubeconfig file at kubeconfigPath
+// (in-cluster when empty).
+func NewInstallationRecord(spec, kubeconfigPath string) (application.InstallationRecord, error) {
 	loc, err := installation.ParseLocation(spec)
 	if err != nil {
 		return nil, err
@@ -29,9 +31,9 @@ func NewInstallationRecord(spec, kubeconfig string) (application.InstallationRec
 	if loc.Kind == installation.KindFile {
 		return installation.NewFile(loc.Path), nil
 	}
-	rc, err := installation.RestConfig(kubeconfig)
+	rc, err := kubeconfig.Load(kubeconfigPath)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (outside a cluster give --kubeconfig)", err)
 	}
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {

@@ -47,7 +47,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
-	platformkube "github.com/pharos-metallo/metallo/platform/kube"
+	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -204,7 +204,7 @@ func (d *demo) attachCluster(ctx context.Context) error {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("cluster.json: %w", err)
 	}
-	if d.adminCfg, err = platformkube.RESTConfig(s.Kubeconfig); err != nil {
+	if d.adminCfg, err = kubeconfig.Load(s.Kubeconfig); err != nil {
 		return err
 	}
 	if d.admin, err = kubernetes.NewForConfig(d.adminCfg); err != nil {
@@ -728,7 +728,7 @@ func (d *demo) showJob(ctx context.Context, ref siteprotocol.NativeRef) error {
 	if err != nil {
 		return err
 	}
-	member := platformkube.ServiceAccountUser(ref.Namespace, j.Spec.Template.Spec.ServiceAccountName)
+	member := kubeconfig.ServiceAccountUser(ref.Namespace, j.Spec.Template.Spec.ServiceAccountName)
 	if ev.Actor() != member || ev.User.Username != siteagent.RuntimeUser() {
 		return fmt.Errorf("audit log: the Job was created by %q as %q; want %s impersonated by the Runtime", ev.User.Username, ev.Actor(), member)
 	}

@@ -163,7 +163,7 @@ func TestRuntimeExactUIDForegroundCleanupIsAccepted(t *testing.T) {
 
 // Cancellation does not depend on the member's grants: once alice's RoleBinding is removed, her
 // creates are refused (by RBAC), and the Runtime's exact-UID cleanup of her running Attempt still
-// succeeds (site-runtime.md, "Access before every native start"; seed 000, revocation).
+// succeeds (docs/site-runtime.md#access-before-every-native-start: cancellation needs no member grant).
 func TestRuntimeCleanupWorksAfterTheMembersGrantsAreRemoved(t *testing.T) {
 	t.Parallel()
 	s := newSite(t)

@@ -256,7 +256,7 @@ func TestAnotherMembersAttemptLabelDoesNotUnlockItsClaimOrCredential(t *testing.
 // would create for it: alice's own Job, workspace claim, credential and helper Pod of her own
 // Attempt, each accepted through the Runtime, are refused with her token. The token is the one
 // Kubernetes mounts into her Pods; creates with it would skip the Runtime's checks of her binding
-// and current permission (site-runtime.md, "Access before every native start").
+// and current permission (docs/site-runtime.md#access-before-every-native-start).
 func TestMembersOwnTokenCreatesNothingInASiteProjectNamespace(t *testing.T) {
 	t.Parallel()
 	s := newSite(t)

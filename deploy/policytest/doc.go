@@ -2,8 +2,8 @@
 // metallo-member and metallo-runtime, the metallo-* ValidatingAdmissionPolicies) and the Runtime's
 // kustomize base of deploy/runtime on the local cluster (platform/kube/kubetest), with the
 // Runtime's and the members' own service-account tokens, and the Runtime impersonating members as
-// it does in production (site-runtime.md, "Access before every native start"; seed 000, "Native
-// qualification"). It holds tests only.
+// it does in production (docs/site-runtime.md#access-before-every-native-start,
+// docs/site-runtime.md#admission-policies-and-rbac). It holds tests only.
 //
 // Each test sets up a Site project namespace of its own as the Site agent would: the labels
 // execution.pharos.dev/access-policy=pharos-site-runtime and project-id=<Project UUID>, the

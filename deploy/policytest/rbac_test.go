@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/pharos-metallo/metallo/platform/kube"
+	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 )
 
@@ -91,7 +91,7 @@ func TestRuntimeReachesOnlyWhatItNeedsInItsProjectNamespaces(t *testing.T) {
 	if _, err := rt.CoreV1().Secrets("kube-system").List(c, metav1.ListOptions{}); !isRBACRefusal(err) {
 		t.Errorf("the Runtime listing kube-system's Secrets: want 403, got %v", err)
 	}
-	asController := s.e.ClientFor(kube.Impersonate(s.runtimeConfig(t), kube.ServiceAccountUser("kube-system", "job-controller")))
+	asController := s.e.ClientFor(kubeconfig.Impersonate(s.runtimeConfig(t), kubeconfig.ServiceAccountUser("kube-system", "job-controller")))
 	if _, err := asController.CoreV1().Pods(ns).List(c, metav1.ListOptions{}); !isRBACRefusal(err) {
 		t.Errorf("the Runtime impersonating the Job controller: want 403, got %v", err)
 	}
@@ -100,8 +100,8 @@ func TestRuntimeReachesOnlyWhatItNeedsInItsProjectNamespaces(t *testing.T) {
 
 // A member may only create its Attempts' Jobs, claims, credentials and helper Pods: it reads,
 // changes and deletes nothing, so a second member of the Project cannot read the first one's
-// claim, credential, Job or logs, nor exec into its Pods, nor grant itself anything (seed 000,
-// "Native qualification", batch data).
+// claim, credential, Job or logs, nor exec into its Pods, nor grant itself anything
+// (docs/site-runtime.md#admission-policies-and-rbac).
 func TestMembersOnlyCreateAndReadNothing(t *testing.T) {
 	t.Parallel()
 	s := newSite(t)

@@ -38,12 +38,12 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	runtimekube "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
-	"github.com/pharos-metallo/metallo/platform/kube"
+	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 )
 
-// Fixed conventions shared with the Runtime's Kubernetes adaptors (site-runtime.md, "Native
-// executors"; issue 6).
+// Fixed conventions shared with the Runtime's Kubernetes adaptors
+// (docs/site-runtime.md#native-naming-and-identity).
 const (
 	labelAccessPolicy = "execution.pharos.dev/access-policy"
 	accessPolicy      = "pharos-site-runtime"
@@ -72,7 +72,7 @@ const (
 // long bounds every watch: generous, as the Job controller backs off for up to a minute.
 const long = 2 * time.Minute
 
-var runtimeUser = kube.ServiceAccountUser(runtimeNamespace, runtimeAccount)
+var runtimeUser = kubeconfig.ServiceAccountUser(runtimeNamespace, runtimeAccount)
 
 func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), long)
@@ -405,7 +405,7 @@ func (s *site) watch(resource, name string) cache.ListerWatcher {
 }
 
 func (s *site) memberUser(member string) string {
-	return kube.ServiceAccountUser(s.namespace, "member-"+member)
+	return kubeconfig.ServiceAccountUser(s.namespace, "member-"+member)
 }
 
 // runtimeConfig is the Runtime's own credential: a token of metallo-runtime/runtime-k8s.
@@ -433,7 +433,7 @@ func (s *site) viaRuntime(t *testing.T, member string) kubernetes.Interface {
 // asMemberWithout is a client that acts as the member through cfg's impersonation without the
 // Runtime's user extra.
 func (s *site) asMemberWithout(cfg *rest.Config, member string) kubernetes.Interface {
-	return s.e.ClientFor(kube.Impersonate(cfg, s.memberUser(member)))
+	return s.e.ClientFor(kubeconfig.Impersonate(cfg, s.memberUser(member)))
 }
 
 // asMember is a client with the member's own service-account token (a member acting directly,

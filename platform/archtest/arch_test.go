@@ -51,7 +51,7 @@ func isStd(path string) bool { return !strings.Contains(strings.SplitN(path, "/"
 
 // inProcessOwner is the one allowed crossing between contexts: an
 // in-process owner adaptor calls the owner context's application services
-// directly (execution-ports.md, "Owner ports").
+// directly (docs/execution-ports.md#owner-adaptors).
 func inProcessOwner(from, to string) bool {
 	return strings.Contains(from, "/adaptors/inprocess") && strings.HasSuffix(strings.SplitN(strings.TrimPrefix(to, module+"/contexts/"), "/", 3)[1], "application")
 }

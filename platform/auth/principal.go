@@ -5,8 +5,7 @@
 // service such as Execution or the Beto event intake). Static keys are held
 // only as SHA-256 hashes in a keys file (keys.yaml) and compared in constant
 // time; other authenticators (Kubernetes TokenReview) plug in through the
-// Authenticator interface. Design: ../shared/design/README.md
-// ("Configuration files") and resource-provisioning.md ("Keys").
+// Authenticator interface (docs/architecture.md#configuration-files).
 package auth
 
 import (

@@ -3,7 +3,7 @@
 // and runs that context's embedded goose migrations with its own version
 // table (goose_<context>). It provides no domain types: each context builds
 // its store adaptor on the Handle it gets.
-// Design: ../shared/design/README.md ("One binary, roles per process").
+// See docs/architecture.md#one-binary-roles-per-process.
 package database
 
 import (

@@ -2,7 +2,7 @@
 // library mux: the union of the operations of every context composed in the
 // process, /openapi.json, /openapi.yaml, /docs, /healthz and /readyz.
 // Errors are RFC 9457 problem details with a "reason" member (Problem).
-// Design: ../shared/design/README.md ("Dependencies, chosen once").
+// See docs/architecture.md#dependencies.
 package httpserver
 
 import (

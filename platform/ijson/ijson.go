@@ -13,7 +13,7 @@
 //     would depend on member order, which canonical re-encoding changes;
 //   - exactly one JSON value (RFC 8259 section 2), nothing after it;
 //   - no null anywhere, and no U+0000 (NUL) in any string or member name
-//     (site-protocol.md "Encoding rules": optional members are absent,
+//     (docs/site-protocol.md#canonical-encoding-and-strict-json: optional members are absent,
 //     never null; text columns of the stores cannot hold NUL). These two go
 //     beyond I-JSON; Options.RefuseControl widens the second to every
 //     control character.

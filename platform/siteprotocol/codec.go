@@ -179,8 +179,8 @@ func canonicalWithout(raw []byte, drop ...string) ([]byte, error) {
 }
 
 // CommandDigest returns the digest of a command object (SHA-256 of the JCS
-// form of every member except "sequence" and "digest") and that canonical
-// form. raw must pass the strict JSON rules (checkJSON: valid UTF-8, no
+// form of every member except "sequence" and "digest";
+// docs/site-protocol.md#the-digest-rule) and that canonical form. raw must pass the strict JSON rules (checkJSON: valid UTF-8, no
 // duplicate member name, no null); otherwise the error wraps ErrMalformed.
 func CommandDigest(raw []byte) (digest string, canonical []byte, err error) {
 	if _, err := checkJSON(raw); err != nil {
@@ -199,7 +199,7 @@ func commandDigest(raw []byte) (string, []byte, error) {
 }
 
 // ResultDigest returns the digest of a result object: SHA-256 of the JCS
-// form of every member except "digest". raw must pass the strict JSON
+// form of every member except "digest" (docs/site-protocol.md#the-digest-rule). raw must pass the strict JSON
 // rules (checkJSON); otherwise the error wraps ErrMalformed.
 func ResultDigest(raw []byte) (string, error) {
 	if _, err := checkJSON(raw); err != nil {

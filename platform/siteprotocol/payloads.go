@@ -1,7 +1,7 @@
 package siteprotocol
 
-// Payloads and result details of each operation (site-protocol.md,
-// "Operations: payload and result detail"). Demand and quantities use
+// Payloads and result details of each operation
+// (docs/site-protocol.md#operations). Demand and quantities use
 // canonical units: cpu in millicores, memory and storage in bytes,
 // gpu.<vendor> in devices.
 

@@ -7,8 +7,8 @@ import (
 )
 
 // checkJSON is the one strictness check every command, result and payload
-// passes before it is decoded, digested or stored (site-protocol.md
-// "Encoding rules"; RFC 8785 canonicalises I-JSON, RFC 7493), applied by
+// passes before it is decoded, digested or stored
+// (docs/site-protocol.md#canonical-encoding-and-strict-json; RFC 8785 canonicalises I-JSON, RFC 7493), applied by
 // ijson.Check with its default options:
 //   - the text is valid UTF-8 (RFC 8259 section 8.1) and no string escapes
 //     a lone surrogate (RFC 7493 section 2.1), so what is stored and served

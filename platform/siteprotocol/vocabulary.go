@@ -3,10 +3,10 @@
 // canonical encoding (RFC 8785 JCS) and SHA-256 digests of commands and
 // results, and their validation. Both sides use it: the execution role
 // (server) and the Site Runtime (client); neither imports the other's
-// adaptors. Normative source: ../shared/design/site-protocol.md.
+// adaptors. Normative source: docs/site-protocol.md.
 package siteprotocol
 
-// Operation is a command's operation (site-protocol.md, "Operations").
+// Operation is a command's operation (docs/site-protocol.md#operations).
 type Operation string
 
 // Operations the protocol defines.
@@ -67,7 +67,7 @@ func (f Family) Valid() bool {
 // Outcome says whether the operation did its work.
 type Outcome string
 
-// Outcomes (site-protocol.md, "Operations: payload and result detail").
+// Outcomes (docs/site-protocol.md#the-result).
 const (
 	// OutcomeSucceeded: the operation did its work.
 	OutcomeSucceeded Outcome = "succeeded"
@@ -105,8 +105,7 @@ func (s State) Valid() bool {
 }
 
 // Reason is a result's machine reason, from the closed, kebab-case
-// vocabulary below (site-protocol.md; site-runtime.md "Access before every
-// native start" and "Native executors"; seed 000).
+// vocabulary below (docs/site-protocol.md#result-reasons).
 type Reason string
 
 // Result reasons.
@@ -214,7 +213,7 @@ const (
 )
 
 // InstallationHeader carries the Runtime installation ID on every Site
-// route (site-protocol.md, "One Runtime installation per stream").
+// route (docs/site-protocol.md#installation-fencing).
 const InstallationHeader = "Metallo-Installation"
 
 // Size bounds.

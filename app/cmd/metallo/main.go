@@ -1,5 +1,5 @@
 // Command metallo is the one Metallo binary: `metallo serve --role …` and its
-// operator commands. See the README and ../shared/design/README.md.
+// operator commands. See the README and docs/architecture.md.
 package main
 
 import (

@@ -8,7 +8,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/executionports/domain"
 )
 
-// Planner answers capacity plans (execution-ports.md §3) from the owner's
+// Planner answers capacity plans (docs/execution-ports.md#capacity-planning) from the owner's
 // live allocations: the environment maps to its Site, the owner
 // (ProjectResources) answers the Project's allocations there, and
 // domain.PlanCapacity decides.

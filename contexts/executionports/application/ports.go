@@ -2,7 +2,7 @@
 // protocol's server side (Streams) and capacity planning (Planner) — and
 // the ports they use: the stream store, the configured environments and the
 // owner ports ProjectResources, MemberAccounts and MemberBindings
-// (execution-ports.md). Adaptors implement the ports; nothing here imports
+// (docs/execution-ports.md). Adaptors implement the ports; nothing here imports
 // a driver, Huma, zap or another context.
 package application
 
@@ -151,7 +151,7 @@ var ErrResourceLookupUnavailable = errors.New("resource lookup unavailable")
 var ErrNotProvidedYet = errors.New("not provided yet")
 
 // ProjectResources is the owner port for a Project's allocations
-// (execution-ports.md §2). Its owner is resource_provisioning.
+// (docs/execution-ports.md#owner-ports). Its owner is resource_provisioning.
 type ProjectResources interface {
 	// ProjectAllocations returns the allocations of projectID at site, read
 	// live (freshness judged at read time). It returns an error wrapping

@@ -15,7 +15,8 @@ import (
 // lost (or a SQLite file shared by processes) are still seen.
 const DefaultRecheck = 2 * time.Second
 
-// Streams is the Site protocol's server side (site-protocol.md): append,
+// Streams is the Site protocol's server side
+// (docs/execution-ports.md#the-site-protocols-server-side): append,
 // pull with long-poll, acknowledge, stream state, command reads and the
 // operator's rebind. Its methods return errors wrapping
 // domain.ErrUnknownEnvironment for an environment not configured, the

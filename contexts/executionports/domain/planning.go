@@ -8,7 +8,7 @@ import (
 )
 
 // Lifecycle is an allocation's lifecycle as its owner, Resource
-// Provisioning, derives it (resource-provisioning.md "Facts held").
+// Provisioning, derives it (docs/resource-provisioning.md#lifecycle-and-states).
 type Lifecycle string
 
 // Lifecycles.
@@ -23,11 +23,11 @@ const (
 // ReasonStale is the lifecycle reason planning adds to a ready or changing
 // allocation that its owner reads as not fresh (not observed within the
 // freshness bound, 15 minutes by default): stale evidence is not ready,
-// never a cached success (resource-provisioning.md "Routes", freshness).
+// never a cached success (docs/resource-provisioning.md#freshness).
 const ReasonStale = "stale"
 
 // ReasonLimitsNotApplied is the lifecycle reason for limits the Site has not
-// confirmed (resource-provisioning.md "Facts held").
+// confirmed (docs/resource-provisioning.md#lifecycle-and-states).
 const ReasonLimitsNotApplied = "limits_not_applied"
 
 // Allocation is the part of a Project's allocation at a Site that planning
@@ -54,7 +54,8 @@ type Allocation struct {
 	Fresh bool
 }
 
-// PlanAnswer is the outcome of capacity planning (execution-ports.md §3).
+// PlanAnswer is the outcome of capacity planning
+// (docs/execution-ports.md#capacity-planning).
 type PlanAnswer string
 
 // Plan answers.
@@ -68,8 +69,8 @@ const (
 	PlanUnavailable PlanAnswer = "unavailable"
 )
 
-// RefusalReason says why a plan is refused (snake_case, as the seed writes
-// them).
+// RefusalReason says why a plan is refused (snake_case, like the lifecycle
+// reasons of docs/resource-provisioning.md#lifecycle-and-states).
 type RefusalReason string
 
 // Refusal reasons.
@@ -132,7 +133,7 @@ type Plan struct {
 
 // PlanCapacity plans demand (canonical units; every value ≥ 0) against a
 // Project's allocations at one Site, read live from the owner
-// (execution-ports.md §3; seed 003 "Capacity rule"):
+// (docs/execution-ports.md#the-capacity-rule):
 //   - retired allocations are tombstones and are ignored;
 //   - a ready or changing allocation that is fresh is usable; several usable
 //     allocations are resource_ambiguous; exactly one is planned against

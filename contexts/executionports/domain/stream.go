@@ -1,7 +1,7 @@
 // Package domain holds the rules of the execution_ports context: the
 // ordering, idempotency, acknowledgement and fencing rules of a Site
-// protocol command stream (site-protocol.md) and the capacity-planning
-// arithmetic (execution-ports.md §3). It imports only the standard library
+// protocol command stream (docs/site-protocol.md) and the capacity-planning
+// arithmetic (docs/execution-ports.md#planning-arithmetic). It imports only the standard library
 // and platform/siteprotocol.
 package domain
 
@@ -38,7 +38,7 @@ var (
 )
 
 // Environment is a Site's execution environment, the owner of one command
-// stream (site-protocol.md "Streams, commands, results"): its ID (e.g.
+// stream (docs/site-protocol.md#streams-commands-and-results): its ID (e.g.
 // "alpha-k8s"), the Site it belongs to (e.g. "alpha") and the authority, the
 // URL the Runtime is told to trust.
 type Environment struct {
@@ -65,8 +65,8 @@ type StreamState struct {
 	BoundAt              time.Time
 }
 
-// CheckInstallation applies the fencing rule (site-protocol.md "One Runtime
-// installation per stream"): a stream bound to an installation serves only
+// CheckInstallation applies the fencing rule
+// (docs/site-protocol.md#installation-fencing): a stream bound to an installation serves only
 // that installation. bound is the stream's installation ("" when unbound);
 // presented is the Metallo-Installation header. It returns an error
 // wrapping ErrInstallationMismatch for any other installation.
@@ -78,7 +78,7 @@ func CheckInstallation(bound, presented string) error {
 }
 
 // CheckAcknowledger applies the fencing rule to a result
-// (site-protocol.md "One Runtime installation per stream": the first
+// (docs/site-protocol.md#installation-fencing: the first
 // installation that pulls a stream binds it): only the installation the
 // stream is bound to may acknowledge. A result for an unbound stream (never
 // pulled, or unbound by an operator) binds nothing and is refused with an
@@ -100,7 +100,8 @@ type ExistingCommand struct {
 	Digest      string
 }
 
-// DecideRetry applies append idempotency (site-protocol.md, routes table):
+// DecideRetry applies append idempotency
+// (docs/site-protocol.md#append-idempotency):
 // a command ID that already exists in the same stream with the same digest
 // is the same command and keeps its sequence; any other content, or the
 // same ID in another stream (IDs are unique across all streams), is an
@@ -145,8 +146,8 @@ const (
 	AckReplay
 )
 
-// DecideAcknowledgement applies the acknowledgement rules (site-protocol.md
-// "Acknowledgement rules") to a result for sequence, given the stream's
+// DecideAcknowledgement applies the acknowledgement rules
+// (docs/site-protocol.md#acknowledgement-and-exact-replay) to a result for sequence, given the stream's
 // acknowledged sequence and the stored command at sequence (nil when the
 // stream has no such command):
 //   - a result whose own sequence differs from sequence (the path's) is

@@ -5,8 +5,7 @@
 // declares the ports its adaptors implement: the stores, the clock and an
 // observer for refusals worth counting.
 //
-// Rule sources: seed 003_3353bb7f5c2e9b6e.txt, section "Allocations";
-// ../shared/design/resource-provisioning.md; execution-ports.md §2 and §4.
+// Rule sources: docs/resource-provisioning.md; docs/execution-ports.md#owner-ports.
 package application
 
 import (
@@ -133,7 +132,8 @@ type ReportTx interface {
 	// transaction. Their feed positions follow commit order: no change that
 	// commits later gets a position at or below one already readable
 	// (SQLite assigns them inside its serialised write transaction;
-	// PostgreSQL right after commit, see adaptors/postgres).
+	// PostgreSQL right after commit, see adaptors/pgstore;
+	// docs/resource-provisioning.md#the-change-feeds-ordering).
 	AppendChanges(ctx context.Context, events []domain.AllocationChanged, recordedAt time.Time) error
 }
 

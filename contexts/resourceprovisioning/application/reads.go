@@ -9,7 +9,7 @@ import (
 )
 
 // AllocationView is an allocation as readers see it, with freshness computed
-// at read time (execution-ports.md §2 and §4). This is the read contract of
+// at read time (docs/resource-provisioning.md#freshness). This is the read contract of
 // the owner adaptors in execution_ports (in-process and HTTP); its JSON form
 // is the body of GET /resource-provisioning/projects/{project}/allocations.
 type AllocationView struct {

@@ -12,7 +12,7 @@ import (
 )
 
 // DefaultFreshness is how long an allocation counts as observed after its
-// last accepted report (seed 003 "Freshness": fifteen minutes).
+// last accepted report (docs/resource-provisioning.md#freshness).
 const DefaultFreshness = 15 * time.Minute
 
 // DefaultClockSkew is how far a report's observed_at may lie beyond the
@@ -86,7 +86,7 @@ type ReportResult struct {
 }
 
 // SubmitReports applies a batch of 1–100 reports from site's agent in one
-// transaction, all or nothing (design "Report body"). Results are in input
+// transaction, all or nothing (docs/resource-provisioning.md#report-intake). Results are in input
 // order. Errors:
 //   - *domain.ValidationError (nothing stored) for an empty or oversized
 //     batch or any invalid report, listing every problem, including an
@@ -240,8 +240,8 @@ func (s *Service) writeExisting(ctx context.Context, tx ReportTx, d domain.Decis
 }
 
 // resolve maps a Waldur Project to the one canonical Project that claims it
-// at the configured instance; "" when none or several do (design "Project
-// view": nothing guesses).
+// at the configured instance; "" when none or several do
+// (docs/resource-provisioning.md#the-project-view: nothing guesses).
 func (s *Service) resolve(ctx context.Context, tx ReportTx, providerProjectID string) (string, error) {
 	claims, err := tx.ProviderProjectClaims(ctx, s.cfg.WaldurInstance, providerProjectID, 2)
 	if err != nil {
@@ -261,7 +261,7 @@ type EventResult struct {
 }
 
 // ReceiveBetoEvent records one Beto event and applies it to the Project or
-// Party binding view (design "Beto events"): a receipt per event_id; the
+// Party binding view (docs/resource-provisioning.md#the-project-view): a receipt per event_id; the
 // same event_id with identical content is a duplicate (no-op); an event
 // whose revision is not newer than the view's is recorded and ignored.
 // Events never rewrite allocations: a report resolves its Project when it

@@ -5,8 +5,7 @@
 // refused, and the Beto events that build the Project and Party binding
 // views. It imports only the standard library.
 //
-// Rule sources: seed 003_3353bb7f5c2e9b6e.txt, section "Allocations";
-// ../shared/design/resource-provisioning.md.
+// Rule source: docs/resource-provisioning.md.
 package domain
 
 import (
@@ -19,7 +18,7 @@ import (
 	"time"
 )
 
-// Lifecycle values of an allocation (design "Facts held").
+// Lifecycle values of an allocation (docs/resource-provisioning.md#lifecycle-and-states).
 const (
 	LifecyclePending   = "pending"
 	LifecycleReady     = "ready"
@@ -61,7 +60,7 @@ const (
 // WaldurStates lists the accepted Waldur states.
 var waldurStates = []string{WaldurCreating, WaldurOK, WaldurErred, WaldurUpdating, WaldurTerminating, WaldurTerminated}
 
-// MaxReportsPerBatch bounds one report request (design "Report body").
+// MaxReportsPerBatch bounds one report request (docs/resource-provisioning.md#report-intake).
 const MaxReportsPerBatch = 100
 
 // maxIDLength bounds opaque identifiers.
@@ -92,7 +91,7 @@ func AllocationID(site, providerResourceID string) string {
 }
 
 // Report is one resource report of a Site's agent, in the agent's Waldur
-// vocabulary (design "Report body"). Limits are in canonical units.
+// vocabulary (docs/resource-provisioning.md#report-intake). Limits are in canonical units.
 type Report struct {
 	// ProviderResourceID is the Waldur marketplace resource UUID.
 	ProviderResourceID string `json:"provider_resource_id"`
@@ -169,7 +168,7 @@ func (r Report) ContentDigest() string {
 func (r Report) Retiring() bool { return r.State == WaldurTerminated }
 
 // Facts are the derived facts of an allocation; any difference between two
-// Facts is a material change (design "Material change").
+// Facts is a material change (docs/resource-provisioning.md#revisions-and-material-change).
 type Facts struct {
 	// ProjectID is the canonical Project; empty while project_unbound.
 	ProjectID          string
@@ -206,8 +205,8 @@ func (f Facts) Equal(o Facts) bool {
 
 // Derive computes the facts of a report whose provider Project resolved to
 // projectID ("" when unbound or claimed by several Projects). Lifecycle
-// precedence: retired > suspended > pending > changing > ready (design
-// "Facts held"):
+// precedence: retired > suspended > pending > changing > ready
+// (docs/resource-provisioning.md#the-lifecycle-precedence):
 //   - retired: Waldur Terminated;
 //   - suspended: paused;
 //   - pending with reasons, in this order: provisioning (Creating),
@@ -282,7 +281,7 @@ type Allocation struct {
 	LastSeenAt time.Time
 }
 
-// Outcomes of an accepted report (design "Report body").
+// Outcomes of an accepted report (docs/resource-provisioning.md#report-intake).
 const (
 	OutcomeCreated   = "created"
 	OutcomeChanged   = "changed"
@@ -307,8 +306,8 @@ func (d Decision) Material() bool {
 
 // Decide applies a normalised, valid report r for site to the current
 // allocation (nil when none exists), with the report's provider Project
-// resolved to projectID and the server's receipt time now. Rules (design
-// "Report body", "Material change"; seed 003 "Two counters"):
+// resolved to projectID and the server's receipt time now. Rules
+// (docs/resource-provisioning.md#report-intake, #revisions-and-material-change):
 //   - no allocation: created, revision 1;
 //   - observed_at older than the saved one: refused, stale_report;
 //   - same observed_at: duplicate when the content is the same (nothing

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Beto event types this context accepts (design "Beto events"), and the
+// Beto event types this context accepts (docs/resource-provisioning.md#the-project-view), and the
 // provider name of Waldur bindings.
 const (
 	EventProjectChanged              = "project.ProjectChanged"

@@ -10,7 +10,7 @@ import (
 const AllocationChangedType = "AllocationChanged"
 
 // AllocationChanged is the outbox event written in the same transaction as
-// each material change (design "Facts held", "Outbox"): the allocation's
+// each material change (docs/resource-provisioning.md#the-change-feed): the allocation's
 // facts at Revision. Its JSON form is the stored payload.
 type AllocationChanged struct {
 	AllocationID       string    `json:"allocation_id"`

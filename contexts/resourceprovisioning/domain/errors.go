@@ -11,7 +11,7 @@ import (
 )
 
 // Reasons for refusing a report or an event. The domain reasons are
-// snake_case, as seed 003 writes them; a generic validation failure carries
+// snake_case (docs/resource-provisioning.md#lifecycle-and-states); a generic validation failure carries
 // the platform's kebab-case reason, the one Huma's own 422s carry. Clients
 // decide by reason alone.
 const (

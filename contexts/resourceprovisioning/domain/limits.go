@@ -7,9 +7,9 @@ import (
 	"slices"
 )
 
-// Limit keys in canonical units (design resource-provisioning.md, "Units";
-// seed 003, "Allocations": "CPU millicores, memory and storage bytes,
-// accelerators gpu.<vendor> in devices").
+// Limit keys in canonical units (docs/resource-provisioning.md#units-and-limit-keys:
+// CPU millicores, memory and storage bytes, accelerators gpu.<vendor> in
+// devices).
 const (
 	// LimitCPU is CPU in millicores (1 core = 1000).
 	LimitCPU = "cpu"

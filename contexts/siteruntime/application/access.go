@@ -9,8 +9,8 @@ import (
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
-// Access is the check before every native start (site-runtime.md, "Access
-// before every native start"): the binding for the command's account
+// Access is the check before every native start
+// (docs/site-runtime.md#access-before-every-native-start): the binding for the command's account
 // reference must be stored and current (same generation, not retired) for
 // the command's member and Project; the binding's namespace must carry the
 // command's Project in its project-id label; the permission provider must

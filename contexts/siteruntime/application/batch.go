@@ -12,7 +12,7 @@ import (
 
 // DefaultDeletionWait bounds how long cancel and cleanup wait for a deleted
 // object to be gone before answering failed / deletion-pending
-// (site-runtime.md, "Native executors", recovery of an uncertain cancel).
+// (docs/site-runtime.md#cancel-and-cleanup).
 const DefaultDeletionWait = 2 * time.Minute
 
 // BatchConfig configures the batch executors.
@@ -23,8 +23,8 @@ type BatchConfig struct {
 }
 
 // BatchExecutor performs the batch family's prepare, start, observe,
-// cancel and cleanup (site-runtime.md, "Access before every native start"
-// and "Native executors"; issue 6):
+// cancel and cleanup (docs/site-runtime.md#batch-on-kubernetes,
+// docs/site-runtime.md#recovery-per-operation-and-family):
 //
 //   - prepare creates the Attempt's private workspace claim as the member,
 //     after the access check; a repository checkout is refused

@@ -7,6 +7,6 @@
 // Installer and the read-only Checker behind `metallo runtime check`.
 //
 // It imports only the standard library, its own domain and
-// platform/siteprotocol. Rule sources: ../shared/design/site-runtime.md and
-// site-protocol.md; seed 000 ("Application ports and flows").
+// platform/siteprotocol. Rule sources: docs/site-runtime.md#ports and
+// docs/site-protocol.md.
 package application

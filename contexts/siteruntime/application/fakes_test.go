@@ -56,7 +56,7 @@ func observe(t *testing.T, n int) []byte {
 }
 
 // fakeSite is an in-memory model of the Site protocol's server side
-// (site-protocol.md, "Acknowledgement rules"): it stands in for the
+// (docs/site-protocol.md#acknowledgement-and-exact-replay): it stands in for the
 // execution role in unit tests.
 type fakeSite struct {
 	mu       sync.Mutex

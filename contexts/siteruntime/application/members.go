@@ -9,7 +9,7 @@ import (
 )
 
 // MemberExecutor applies bind-member and retire-member commands to the
-// journal's member bindings (site-protocol.md, "Operations": no native
+// journal's member bindings (docs/site-protocol.md#operations: no native
 // effect). Applying is idempotent, so Recover applies again: a command
 // whose change is already stored gets the same answer (rules:
 // domain.DecideBind, domain.DecideRetire).

@@ -30,7 +30,7 @@ var (
 )
 
 // RuntimePermissions answers whether a member may act now
-// (site-runtime.md, "Access before every native start"). It is a provider
+// (docs/site-runtime.md#access-before-every-native-start). It is a provider
 // outside this project: an HTTP client of the documented contract, or a
 // policy file for standalone Sites.
 type RuntimePermissions interface {
@@ -99,7 +99,7 @@ type Observation struct {
 }
 
 // NativeWorkloads submits and removes an Attempt's native objects
-// (site-runtime.md, "Native executors"). Creates act as the member's
+// (docs/site-runtime.md#batch-on-kubernetes). Creates act as the member's
 // account; reads and deletes act as the Runtime itself.
 type NativeWorkloads interface {
 	ProjectNamespaces

@@ -39,8 +39,8 @@ var (
 )
 
 // Problem is a 4xx answer of the Site API: RFC 9457 problem details with
-// the machine reason the Runtime decides by (site-protocol.md, "Encoding
-// rules").
+// the machine reason the Runtime decides by
+// (docs/site-protocol.md#problem-reasons).
 type Problem struct {
 	// Status is the HTTP status code.
 	Status int
@@ -55,7 +55,7 @@ func (p *Problem) Error() string {
 }
 
 // SiteControl is the client side of the Site protocol for one environment
-// (site-protocol.md, "Routes"). Errors are a *Problem for a 4xx answer,
+// (docs/site-protocol.md#routes). Errors are a *Problem for a 4xx answer,
 // wrap ErrTransient for a failure worth retrying, or wrap
 // ErrOversizedAnswer for an answer longer than the protocol's bound.
 type SiteControl interface {

@@ -21,8 +21,8 @@ import (
 //     into this binary) is refused unsupported-operation.
 //
 // Refusals are pure functions of the command, so Recover gives the same
-// answer as Execute. (site-protocol.md, "Operations"; site-runtime.md,
-// "Native executors".)
+// answer as Execute (docs/site-runtime.md#the-ordered-worker,
+// docs/site-runtime.md#recovery-per-operation-and-family).
 type Registry struct {
 	routes map[route]CommandExecutor
 }

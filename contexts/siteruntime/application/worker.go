@@ -31,7 +31,7 @@ type WorkerConfig struct {
 	// next command's commit #1 when that command was pulled in the same
 	// batch (2 journal commits per command instead of 3); the last command
 	// of a batch is always cleared at once, so an idle Runtime holds no
-	// pending state.
+	// pending state (docs/site-runtime.md#the-fold-of-the-clear).
 	FoldAcknowledgement bool
 }
 
@@ -51,7 +51,7 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	return c
 }
 
-// Worker is the ordered worker (site-runtime.md, "The ordered worker"): it
+// Worker is the ordered worker (docs/site-runtime.md#the-ordered-worker): it
 // restores the journal once, replays a saved result byte for byte, recovers
 // a pending command without a result, then pulls commands after the
 // checkpoint and, strictly one at a time, persists each as pending, executes

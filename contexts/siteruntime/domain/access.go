@@ -7,7 +7,7 @@ import (
 )
 
 // PermissionAction is what a member asks to do, as the permission provider
-// names it (site-runtime.md, "Access before every native start").
+// names it (docs/site-runtime.md#access-before-every-native-start).
 type PermissionAction string
 
 // Permission actions of the provider contract.
@@ -64,7 +64,7 @@ func StartIdentityOf(b MemberBinding) StartIdentity {
 //     member or Project: binding-missing;
 //   - a retired binding or another generation: binding-retired.
 //
-// Source: site-runtime.md, "Access before every native start".
+// Source: docs/site-runtime.md#access-before-every-native-start.
 func DecideBinding(cmd siteprotocol.Command, b MemberBinding, found bool) *Answer {
 	var a Answer
 	switch {

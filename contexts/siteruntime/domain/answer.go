@@ -10,7 +10,7 @@ import (
 // as the command's exact result (siteprotocol.NewResult). The same command
 // must always produce the same Answer: Execute and Recover of one command
 // agree, and an Answer carries no clock reading of the Runtime's own
-// (site-protocol.md, "Streams, commands, results").
+// (docs/site-protocol.md#the-result).
 type Answer struct {
 	Outcome siteprotocol.Outcome
 	Reason  siteprotocol.Reason

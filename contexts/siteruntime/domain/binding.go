@@ -11,8 +11,8 @@ import (
 // the Project, the namespace and account (member-<party>) it acts through.
 // (BindingID, Generation) identifies it; Revision orders changes within a
 // generation. A retired generation is never revived, and binding a newer
-// generation retires every older one (site-runtime.md, "Access before every
-// native start").
+// generation retires every older one
+// (docs/site-runtime.md#access-before-every-native-start).
 type MemberBinding struct {
 	BindingID  string
 	Generation int64

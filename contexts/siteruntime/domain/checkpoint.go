@@ -5,7 +5,7 @@ import "github.com/pharos-metallo/metallo/platform/siteprotocol"
 // Binding is what a journal set is bound to: the stream's environment, the
 // authority (the Site API URL the Runtime trusts) and the installation that
 // initialised it. It is written once by `runtime install` and checked on
-// every start (site-runtime.md, "Journals").
+// every start (docs/site-runtime.md#integrity-checks).
 type Binding struct {
 	Environment    string
 	Authority      string
@@ -56,7 +56,7 @@ func (c Checkpoint) Next() int64 {
 // Limit returns the highest sequence the server may have acknowledged
 // without contradicting the journal: the checkpoint, plus the pending
 // command (the server may have recorded its result before the
-// acknowledgement was lost) (site-runtime.md, first stop condition).
+// acknowledgement was lost) (docs/site-runtime.md#stop-conditions).
 func (c Checkpoint) Limit() int64 {
 	if c.Pending != nil {
 		return c.Pending.Sequence
@@ -72,8 +72,8 @@ type Acknowledgement struct {
 }
 
 // Exact reports whether the server's acknowledgement matches the sequence
-// and result digest that were sent (site-protocol.md: the Runtime clears its
-// pending state only when both match).
+// and result digest that were sent (the Runtime clears its pending state
+// only when both match: docs/site-protocol.md#acknowledgement-and-exact-replay).
 func (a Acknowledgement) Exact(sent Acknowledgement) bool {
 	return a.Sequence == sent.Sequence && a.ResultDigest == sent.ResultDigest
 }

@@ -4,7 +4,6 @@
 // the one-time installation decision. It imports only the standard library
 // and platform/siteprotocol (whose wire values are the domain's values).
 //
-// Rule sources: ../shared/design/site-runtime.md ("The ordered worker",
-// "Journals") and seed 000 ("Application ports and flows", "Persistence and
-// compatibility").
+// Rule sources: docs/site-runtime.md#the-ordered-worker,
+// docs/site-runtime.md#journals and docs/site-runtime.md#installation.
 package domain

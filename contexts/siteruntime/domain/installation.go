@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Journal file names, one directory (site-runtime.md, "Journals").
+// Journal file names, one directory (docs/site-runtime.md#files-and-schema).
 const (
 	DeliveryFile = "delivery.sqlite"
 	JobsFile     = "jobs.sqlite"
@@ -86,7 +86,7 @@ var (
 )
 
 // DecideInstallation is the installation hook's one-time decision
-// (site-runtime.md, "Journals"; seed 000, "Persistence and compatibility"):
+// (docs/site-runtime.md#installation):
 // it initialises only a volume with no journals and no record; complete
 // journals that predate the record are recorded as they are; once recorded,
 // missing or partial journals stop the hook until restored together.

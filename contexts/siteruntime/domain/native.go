@@ -1,6 +1,6 @@
 package domain
 
-// Deterministic native names (site-runtime.md, "Native executors"): every
+// Deterministic native names (docs/site-runtime.md#native-naming-and-identity): every
 // object of an Attempt is named from the Attempt's UUID, so recovery finds
 // it by name after a crash.
 const (

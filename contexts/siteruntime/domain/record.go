@@ -5,7 +5,7 @@ package domain
 // (application and inference services) BEFORE the delivery result that
 // reports it. Recovery of an uncertain effect reads it back. Issue 6's
 // Kubernetes executors fill it; the saved specification carries a digest
-// checked on every start (site-runtime.md, "Journals").
+// checked on every start (docs/site-runtime.md#integrity-checks).
 type NativeRecord struct {
 	// AttemptID is the Attempt the object belongs to.
 	AttemptID string

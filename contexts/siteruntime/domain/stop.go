@@ -4,7 +4,7 @@ import "fmt"
 
 // StopReason says why the ordered worker stopped. The worker stops on any
 // unexplained journal, protocol or native state and never guesses
-// (site-runtime.md, "The ordered worker"). It is the label value of the
+// (docs/site-runtime.md#stop-conditions). It is the label value of the
 // metric metallo_runtime_stopped{reason}.
 type StopReason string
 

@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/pharos-metallo/metallo/platform/kube"
+	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 )
 
@@ -101,7 +101,7 @@ func TestImpersonatedMemberWithRoleCreatesJobAndOtherAccountIsForbidden(t *testi
 	if _, err := e.Client.RbacV1().RoleBindings(e.Namespace).Create(c, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	memberX := kube.ServiceAccountUser(e.Namespace, "member-x")
+	memberX := kubeconfig.ServiceAccountUser(e.Namespace, "member-x")
 	// The RBAC authorizer sees new bindings through its informers: ask it until it agrees.
 	err := wait.PollUntilContextTimeout(c, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
@@ -276,7 +276,7 @@ func TestTokenReviewValidatesServiceAccountToken(t *testing.T) {
 		return out
 	}
 	got := review(token)
-	if !got.Status.Authenticated || got.Status.User.Username != kube.ServiceAccountUser(e.Namespace, "reviewed") {
+	if !got.Status.Authenticated || got.Status.User.Username != kubeconfig.ServiceAccountUser(e.Namespace, "reviewed") {
 		t.Fatalf("TokenReview of a fresh token: %+v", got.Status)
 	}
 	if forged := review(token[:len(token)-4] + "AAAA"); forged.Status.Authenticated {

@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/pharos-metallo/metallo/platform/kube"
+	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 )
 
 // LaneMarker is logged by every test that uses the local cluster; the CI lane check counts it.
@@ -185,13 +185,13 @@ func (e *Env) ClientFor(cfg *rest.Config) kubernetes.Interface {
 // Impersonate returns a rest.Config that acts as user (and groups) through impersonation by the
 // administrator.
 func (e *Env) Impersonate(user string, groups ...string) *rest.Config {
-	return kube.Impersonate(e.Config, user, groups...)
+	return kubeconfig.Impersonate(e.Config, user, groups...)
 }
 
 // ImpersonateServiceAccount returns a rest.Config that acts as the service account (the API
 // server adds its groups).
 func (e *Env) ImpersonateServiceAccount(namespace, name string) *rest.Config {
-	return e.Impersonate(kube.ServiceAccountUser(namespace, name))
+	return e.Impersonate(kubeconfig.ServiceAccountUser(namespace, name))
 }
 
 // ServiceAccountToken requests a token for the service account through the TokenRequest API
@@ -347,7 +347,7 @@ func attach(dir string) (*Cluster, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("cluster.json: %w", err)
 	}
-	cfg, err := kube.RESTConfig(s.Kubeconfig)
+	cfg, err := kubeconfig.Load(s.Kubeconfig)
 	if err != nil {
 		return nil, err
 	}

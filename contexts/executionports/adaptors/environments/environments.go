@@ -1,6 +1,6 @@
 // Package environments loads environments.yaml, the execution role's
-// configuration of execution environments (site-protocol.md
-// "Authentication and authorisation"):
+// configuration of execution environments
+// (docs/site-protocol.md#authentication-and-authorisation):
 //
 //	environments:
 //	  - id: alpha-k8s                      # principal environment:alpha-k8s

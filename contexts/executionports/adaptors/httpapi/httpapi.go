@@ -3,7 +3,8 @@
 // (/site/v1/…, principal environment:<id> of the path's environment, header
 // Metallo-Installation on every request) and Execution's routes
 // (/execution/v1/…, a service principal from the configured set). Route
-// table: site-protocol.md "Routes"; planning: execution-ports.md §3. Every
+// table: docs/site-protocol.md#routes; planning:
+// docs/execution-ports.md#capacity-planning. Every
 // 4xx is RFC 9457 problem details with the protocol's kebab-case reason.
 package httpapi
 

@@ -1,5 +1,5 @@
 // Package httpowners is the HTTP owner adaptor of execution_ports
-// (execution-ports.md §2): ProjectResources read from the provisioning
+// (docs/execution-ports.md#owner-adaptors): ProjectResources read from the provisioning
 // role's API, GET /resource-provisioning/projects/{project}/allocations?site=,
 // with a service key. Reads are live: the owner judges freshness when it
 // answers. Any failure to get a well-formed answer is

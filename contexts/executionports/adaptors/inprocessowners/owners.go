@@ -1,5 +1,5 @@
 // Package inprocessowners is the in-process owner adaptor of execution_ports
-// (execution-ports.md §2): when resource_provisioning is composed in the
+// (docs/execution-ports.md#owner-adaptors): when resource_provisioning is composed in the
 // same process, ProjectResources calls its application service directly —
 // no HTTP, no shared tables. This is the one import across contexts the
 // architecture test allows (adaptors/inprocess* → the owner's application).

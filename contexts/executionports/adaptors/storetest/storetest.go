@@ -1,7 +1,7 @@
 // Package storetest is the conformance suite of application.StreamStore:
 // every storage engine's adaptor (SQLite, PostgreSQL) runs Exercise, so both
-// obey the same stream rules (site-protocol.md; design README "One port,
-// two storage engines"). Binding, acknowledgement and rebind run through
+// obey the same stream rules (docs/site-protocol.md;
+// docs/architecture.md#one-port-two-engines). Binding, acknowledgement and rebind run through
 // the application's flows (BindStream, AcknowledgeResult, RebindStream) over
 // the store's Locked transactions, as the service runs them.
 package storetest
@@ -382,7 +382,7 @@ func testBinding(t *testing.T, s application.StreamStore) {
 		t.Fatalf("the fenced installation changed the stream: %+v", st)
 	}
 	// A result on a never-pulled stream binds nothing: only a pull binds
-	// (site-protocol.md "One Runtime installation per stream").
+	// (docs/site-protocol.md#installation-fencing).
 	bs := appendN(t, s, "beta-k8s", 2, 1)
 	if _, err := application.AcknowledgeResult(ctx, s, "beta-k8s", second, 1, Result(t, bs[0], 1, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
 		t.Fatalf("ack on an unbound stream: got %v, want ErrInstallationMismatch", err)

@@ -17,7 +17,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/pharos-metallo/metallo/platform/auth"
-	"github.com/pharos-metallo/metallo/platform/kube"
+	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 )
 
@@ -45,7 +45,7 @@ func reviewer(t *testing.T, e *kubetest.Env, accounts ...string) string {
 	t.Cleanup(func() {
 		_ = e.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{})
 	})
-	user := kube.ServiceAccountUser(e.Namespace, "site-api")
+	user := kubeconfig.ServiceAccountUser(e.Namespace, "site-api")
 	// The RBAC authorizer sees the new binding through its informers: ask it until it agrees.
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
@@ -75,10 +75,10 @@ func reviewer(t *testing.T, e *kubetest.Env, accounts ...string) string {
 // system:auth-delegator. Real: the API server's TokenReview and RBAC.
 func TestEachConfiguredAccountAndAudienceIsItsOwnEnvironment(t *testing.T) {
 	e := kubetest.New(t)
-	kubeconfig := reviewer(t, e, "runtime-a", "runtime-b")
+	reviewerKubeconfig := reviewer(t, e, "runtime-a", "runtime-b")
 	a, err := New([]Target{
-		{Environment: "alpha-k8s", Username: kube.ServiceAccountUser(e.Namespace, "runtime-a"), Audience: "metallo", Kubeconfig: kubeconfig},
-		{Environment: "beta-k8s", Username: kube.ServiceAccountUser(e.Namespace, "runtime-b"), Audience: "metallo-beta", Kubeconfig: kubeconfig},
+		{Environment: "alpha-k8s", Username: kubeconfig.ServiceAccountUser(e.Namespace, "runtime-a"), Audience: "metallo", Kubeconfig: reviewerKubeconfig},
+		{Environment: "beta-k8s", Username: kubeconfig.ServiceAccountUser(e.Namespace, "runtime-b"), Audience: "metallo-beta", Kubeconfig: reviewerKubeconfig},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -108,8 +108,8 @@ func TestEachConfiguredAccountAndAudienceIsItsOwnEnvironment(t *testing.T) {
 // TTL has passed on its clock, and then rejects it too.
 func TestAnAcceptedTokenIsRememberedForTheCacheTTLOnly(t *testing.T) {
 	e := kubetest.New(t)
-	kubeconfig := reviewer(t, e, "runtime-k8s")
-	a, err := New([]Target{{Environment: "alpha-k8s", Username: kube.ServiceAccountUser(e.Namespace, "runtime-k8s"), Audience: "metallo", Kubeconfig: kubeconfig}})
+	reviewerKubeconfig := reviewer(t, e, "runtime-k8s")
+	a, err := New([]Target{{Environment: "alpha-k8s", Username: kubeconfig.ServiceAccountUser(e.Namespace, "runtime-k8s"), Audience: "metallo", Kubeconfig: reviewerKubeconfig}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestAnAcceptedTokenIsRememberedForTheCacheTTLOnly(t *testing.T) {
 // environment of the reachable one is the principal, whichever comes first.
 func TestAnUnreachableClusterDoesNotHideOneThatRecognisesTheToken(t *testing.T) {
 	e := kubetest.New(t)
-	kubeconfig := reviewer(t, e, "runtime-k8s")
+	reviewerKubeconfig := reviewer(t, e, "runtime-k8s")
 	down := filepath.Join(t.TempDir(), "down")
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["down"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1", InsecureSkipTLSVerify: true}
@@ -157,7 +157,7 @@ func TestAnUnreachableClusterDoesNotHideOneThatRecognisesTheToken(t *testing.T) 
 	if err := clientcmd.WriteToFile(*cfg, down); err != nil {
 		t.Fatal(err)
 	}
-	up := Target{Environment: "alpha-k8s", Username: kube.ServiceAccountUser(e.Namespace, "runtime-k8s"), Audience: "metallo", Kubeconfig: kubeconfig}
+	up := Target{Environment: "alpha-k8s", Username: kubeconfig.ServiceAccountUser(e.Namespace, "runtime-k8s"), Audience: "metallo", Kubeconfig: reviewerKubeconfig}
 	gone := Target{Environment: "gamma-k8s", Username: "system:serviceaccount:metallo-runtime:runtime-k8s", Audience: "metallo", Kubeconfig: down}
 	token := e.ServiceAccountToken(e.Namespace, "runtime-k8s", 10*time.Minute, "metallo")
 	for _, targets := range [][]Target{{gone, up}, {up, gone}} {

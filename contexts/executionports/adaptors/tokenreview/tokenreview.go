@@ -1,6 +1,6 @@
 // Package tokenreview authenticates a Site Runtime's projected
 // service-account token with a Kubernetes TokenReview against its Site
-// cluster (site-protocol.md "Authentication and authorisation"): a token the
+// cluster (docs/site-protocol.md#authentication-and-authorisation): a token the
 // cluster authenticates for the configured audience as the configured
 // username (e.g. system:serviceaccount:metallo-runtime:runtime-k8s) is the
 // principal environment:<id>. It is contributed to the platform's
@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/pharos-metallo/metallo/platform/auth"
-	"github.com/pharos-metallo/metallo/platform/kube"
+	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 )
 
 // Target is one environment authenticated by TokenReview.
@@ -74,7 +74,7 @@ func New(targets []Target) (*Authenticator, error) {
 			if t.Kubeconfig == "" {
 				return nil, fmt.Errorf("environment %s: a TokenReview needs the Site cluster's kubeconfig", t.Environment)
 			}
-			cfg, err := kube.RESTConfig(t.Kubeconfig)
+			cfg, err := kubeconfig.Load(t.Kubeconfig)
 			if err != nil {
 				return nil, fmt.Errorf("environment %s: %w", t.Environment, err)
 			}

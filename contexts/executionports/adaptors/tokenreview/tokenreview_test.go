@@ -14,7 +14,7 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/executionports/adaptors/tokenreview"
 	"github.com/pharos-metallo/metallo/platform/auth"
-	"github.com/pharos-metallo/metallo/platform/kube"
+	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 )
 
@@ -35,7 +35,7 @@ func TestAServiceAccountTokenIsItsEnvironmentsPrincipalThroughTokenReview(t *tes
 		}
 	}
 	a, err := tokenreview.New([]tokenreview.Target{{
-		Environment: "alpha-k8s", Username: kube.ServiceAccountUser(env.Namespace, "runtime-k8s"), Audience: "metallo", Kubeconfig: env.Kubeconfig,
+		Environment: "alpha-k8s", Username: kubeconfig.ServiceAccountUser(env.Namespace, "runtime-k8s"), Audience: "metallo", Kubeconfig: env.Kubeconfig,
 	}})
 	if err != nil {
 		t.Fatal(err)

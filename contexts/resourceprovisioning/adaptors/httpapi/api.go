@@ -2,14 +2,14 @@
 // /resource-provisioning on the process's Huma API (tag
 // resource_provisioning): report and Beto event intake, and the reads
 // (snapshot, a Project's allocations, the change feed, binding conflicts).
-// Errors are RFC 9457 problem details with a reason: the seed's snake_case
+// Errors are RFC 9457 problem details with a reason: the snake_case
 // domain reasons (stale_report, allocation_retired, report_conflict,
 // event_conflict) and the platform's kebab-case generic ones
 // (validation-failed, malformed, invalid-cursor, forbidden, unavailable); bad input is
 // always a 4xx and stores nothing. Each operation declares the principals
 // it admits (httpserver.AdmitMetadata), so a wrong credential is 403 before
-// the body is read; the handlers check again. Design: ../shared/design/
-// resource-provisioning.md ("Routes", "Report body", "Beto events").
+// the body is read; the handlers check again (docs/resource-provisioning.md#routes,
+// #report-intake, #the-project-view).
 package httpapi
 
 import (

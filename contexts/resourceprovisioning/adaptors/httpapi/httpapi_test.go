@@ -17,7 +17,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/httpapi"
-	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/sqlite"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/sqlitestore"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/telemetry"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/application"
 	"github.com/pharos-metallo/metallo/platform/auth"
@@ -65,7 +65,7 @@ func newHarness(t *testing.T) *harness {
 	dbtest.Must(t, err)
 	_, err = h.Migrate(ctx, migrations, "resource_provisioning")
 	dbtest.Must(t, err)
-	store, err := sqlite.New(h.DB, target.Path)
+	store, err := sqlitestore.New(h.DB, target.Path)
 	dbtest.Must(t, err)
 	t.Cleanup(func() { _ = store.Close() })
 	log := zaptest.NewLogger(t)

@@ -6,8 +6,7 @@
 // without lost updates, a change feed that never skips a late commit, and
 // ErrUnavailable when the database is gone.
 //
-// Rule sources: seed 003_3353bb7f5c2e9b6e.txt "Allocations";
-// ../shared/design/resource-provisioning.md; execution-ports.md §4.
+// Rule source: docs/resource-provisioning.md.
 package storetest
 
 import (

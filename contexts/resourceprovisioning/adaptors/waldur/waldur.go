@@ -1,7 +1,6 @@
 // Package waldur maps Waldur marketplace resource records (a Kubernetes
 // namespace offering, as Waldur's API returns them) to Resource Provisioning
-// reports, as a Site's agent does (design resource-provisioning.md, "The
-// Waldur mapping"):
+// reports, as a Site's agent does (docs/resource-provisioning.md#the-waldur-mapping):
 //
 //   - uuid → provider_resource_id; offering_uuid, project_uuid, state and
 //     paused as they are;

@@ -18,8 +18,8 @@ const gib = int64(1) << 30
 // readAt is the observation time of the mapping tests.
 var readAt = time.Date(2026, 8, 20, 10, 20, 0, 0, time.UTC)
 
-// testdata/waldur-resources.json is a copy of the project's shared cases
-// (../shared/cases/provisioning/waldur-resources.json).
+// testdata/waldur-resources.json holds realistic Waldur resource records
+// (values invented), one per lifecycle (docs/resource-provisioning.md#the-waldur-mapping).
 func cases(t *testing.T) []waldur.Resource {
 	t.Helper()
 	raw, err := os.ReadFile("testdata/waldur-resources.json")

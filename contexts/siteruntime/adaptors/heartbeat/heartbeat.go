@@ -1,6 +1,6 @@
 // Package heartbeat is the worker's liveness signal as a file (the
 // Heartbeat port) and its reading by `metallo runtime liveness`, which
-// runs as a separate process (site-runtime.md, "Liveness and check").
+// runs as a separate process (docs/site-runtime.md#liveness-and-check).
 //
 // The file holds one JSON object: {"beat_at": RFC 3339 UTC} while the
 // worker runs, plus "stopped" (the stop reason) and "cause" once it has

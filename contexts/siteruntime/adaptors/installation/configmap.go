@@ -10,8 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
@@ -39,23 +37,6 @@ type ConfigMap struct {
 // client.
 func NewConfigMap(client kubernetes.Interface, namespace, name string) *ConfigMap {
 	return &ConfigMap{client: client, namespace: namespace, name: name}
-}
-
-// RestConfig returns the client configuration: kubeconfig when given,
-// otherwise the in-cluster configuration.
-func RestConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-		if err != nil {
-			return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
-		}
-		return cfg, nil
-	}
-	cfg, err := rest.InClusterConfig()
-	if err != nil {
-		return nil, fmt.Errorf("in-cluster Kubernetes configuration (set --kubeconfig outside a cluster): %w", err)
-	}
-	return cfg, nil
 }
 
 // Describe names the record.

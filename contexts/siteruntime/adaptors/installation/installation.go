@@ -1,6 +1,6 @@
 // Package installation holds the InstallationRecord adaptors: the record,
 // kept outside the journals' volume, that this installation initialised the
-// journal set (site-runtime.md, "Journals"). In a cluster it is a ConfigMap
+// journal set (docs/site-runtime.md#installation). In a cluster it is a ConfigMap
 // in the Runtime's namespace (ConfigMap); standalone Sites and tests use a
 // file (File). An existing record is never replaced.
 package installation

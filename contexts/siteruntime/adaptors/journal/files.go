@@ -1,7 +1,7 @@
 // Package journal is the Site Runtime's SQLite journal set: delivery.sqlite
 // (binding, checkpoint, pending command and exact result, member bindings),
 // jobs.sqlite and services.sqlite (native records) in one directory
-// (site-runtime.md, "Journals"; seed 000, "Persistence and compatibility").
+// (docs/site-runtime.md#journals).
 //
 //   - Fixed schema version 1 per file, created by `metallo runtime install`
 //     (Set.Initialise), never goose-migrated; a file of another version is

@@ -20,7 +20,8 @@ import (
 //     recorded in a valid -shm index.
 //
 // A torn, uncommitted tail without an index saying otherwise is what a
-// crash leaves; SQLite ignores it, and so does this check.
+// crash leaves; SQLite ignores it, and so does this check
+// (docs/site-runtime.md#what-a-torn-last-commit-means).
 func checkWAL(walPath, shmPath, file string) error {
 	wal, err := os.ReadFile(walPath)
 	if err != nil {

@@ -17,8 +17,8 @@ import (
 // Mismatch compares a live object (as the API server returns it, decoded
 // JSON) with the specification the Runtime rendered and saved (spec), and
 // names the first rendered field the live object lacks or holds
-// differently ("" when none). Rules (site-runtime.md, "Native executors",
-// recovery): every field the Runtime rendered must be present and equal —
+// differently ("" when none). Rules (docs/site-runtime.md#the-spec-comparison):
+// every field the Runtime rendered must be present and equal —
 // lists element by element and of the same length, so an added container,
 // env entry or volume is a mismatch; resource quantities compare by value;
 // fields the Runtime did not set (nulls and empty objects in the rendered

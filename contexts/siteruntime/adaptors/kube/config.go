@@ -16,8 +16,7 @@ import (
 )
 
 // CheckExtendedResources validates the --gpu-resources mapping: every key is
-// a demand key gpu.<vendor> (site-protocol.md, "Operations: payload and
-// result detail") and every value a Kubernetes extended resource name — a
+// a demand key gpu.<vendor> (docs/site-protocol.md#operations) and every value a Kubernetes extended resource name — a
 // domain-prefixed name (vendor.example/resource) outside the kubernetes.io
 // domain that is a qualified name also as the quota key
 // requests.<name> (the API server's rule for extended resources). Errors

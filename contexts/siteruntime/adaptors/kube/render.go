@@ -1,5 +1,6 @@
-// Package kube is the Site Runtime's Kubernetes adaptor (site-runtime.md,
-// "Access before every native start" and "Native executors"): it renders
+// Package kube is the Site Runtime's Kubernetes adaptor
+// (docs/site-runtime.md#access-before-every-native-start,
+// docs/site-runtime.md#batch-on-kubernetes): it renders
 // the batch family's objects (application.BatchSpecs), creates them with
 // client-go impersonation of the member's service account, and reads,
 // compares, observes and deletes them as the Runtime itself
@@ -55,7 +56,7 @@ const (
 )
 
 // DefaultExtendedResources maps demand keys gpu.<vendor> to extended
-// resources (site-protocol.md: default gpu.nvidia → nvidia.com/gpu).
+// resources (docs/site-protocol.md#operations: default gpu.nvidia → nvidia.com/gpu).
 func DefaultExtendedResources() map[string]string {
 	return map[string]string{"gpu.nvidia": "nvidia.com/gpu"}
 }
@@ -127,7 +128,7 @@ func (r *Renderer) RenderWorkspace(s application.WorkspaceSpec) (application.Nat
 }
 
 // RenderJob renders the Attempt's batch Job attempt-<attempt>
-// (site-runtime.md, "Native executors"): restartPolicy Never, backoffLimit
+// (docs/site-runtime.md#batch-on-kubernetes): restartPolicy Never, backoffLimit
 // 0 (Execution owns retries), the configured image, argv as the
 // container's args, env sorted by name, requests = limits = demand (cpu
 // millicores, memory bytes, gpu.<vendor> as its extended resource), the

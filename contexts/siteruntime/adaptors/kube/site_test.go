@@ -22,7 +22,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
-	platformkube "github.com/pharos-metallo/metallo/platform/kube"
+	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -129,7 +129,7 @@ func testContext(t testing.TB) context.Context {
 
 func (s *site) account() string { return siteprotocol.MemberAccount(s.member) }
 
-func (s *site) memberUser() string { return platformkube.ServiceAccountUser(s.ns, s.account()) }
+func (s *site) memberUser() string { return kubeconfig.ServiceAccountUser(s.ns, s.account()) }
 
 func (s *site) labelNamespace(labels map[string]string) {
 	s.t.Helper()

@@ -22,7 +22,7 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
-	"github.com/pharos-metallo/metallo/platform/kube"
+	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
@@ -48,7 +48,7 @@ const (
 // cfg's identity needs impersonate on the service account and on that
 // extra.
 func ImpersonateMember(cfg *rest.Config, user string) *rest.Config {
-	c := kube.Impersonate(cfg, user)
+	c := kubeconfig.Impersonate(cfg, user)
 	c.Impersonate.Extra = map[string][]string{CreatedThroughExtra: {CreatedThroughRuntime}}
 	return c
 }
@@ -113,7 +113,7 @@ func (w *Workloads) NamespaceProject(ctx context.Context, namespace string) (str
 }
 
 func (w *Workloads) member(as domain.StartIdentity) (dynamic.Interface, error) {
-	user := kube.ServiceAccountUser(as.Namespace, as.Account)
+	user := kubeconfig.ServiceAccountUser(as.Namespace, as.Account)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if c, ok := w.members[user]; ok {
@@ -272,7 +272,7 @@ func (w *Workloads) WaitGone(ctx context.Context, ref siteprotocol.NativeRef) (a
 	}
 }
 
-// ObserveJob reports the Job's state (site-runtime.md, "observe"):
+// ObserveJob reports the Job's state (docs/site-runtime.md#quota-means-queued):
 // succeeded or failed from its Complete or Failed condition (with the
 // condition's reason and message), running while one of its Pods runs,
 // queued otherwise — also while the namespace's quota refuses its Pod

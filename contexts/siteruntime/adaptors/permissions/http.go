@@ -19,7 +19,8 @@ import (
 )
 
 // DefaultBound is how long the HTTP adaptor keeps asking an unavailable
-// provider before the check is unavailable (site-runtime.md: 2 minutes).
+// provider before the check is unavailable
+// (docs/site-runtime.md#access-before-every-native-start: 2 minutes).
 const DefaultBound = 2 * time.Minute
 
 // HTTPConfig configures the HTTP adaptor.
@@ -38,8 +39,8 @@ type HTTPConfig struct {
 	Client *http.Client
 }
 
-// HTTP is the permission provider's HTTP client (site-runtime.md,
-// "Permission provider contract"): POST <base>/v1/access-checks with
+// HTTP is the permission provider's HTTP client
+// (docs/site-runtime.md#permission-providers): POST <base>/v1/access-checks with
 // {member_id, project_id, action, run_id, attempt_id} → 200 {allowed,
 // reason, evidence_id, valid_until}. Any other answer — a transport
 // error, another status, a body that is not exactly that shape, a

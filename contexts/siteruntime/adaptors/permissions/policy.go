@@ -1,5 +1,5 @@
 // Package permissions holds the Site Runtime's RuntimePermissions
-// adaptors (site-runtime.md, "Access before every native start"): an HTTP
+// adaptors (docs/site-runtime.md#permission-providers): an HTTP
 // client of the permission provider contract, and a policy file for
 // standalone Sites and the demo. Composition chooses one explicitly
 // (--permissions http:<url> or policy:<file>); there is no default.

@@ -1,7 +1,7 @@
 // Package sitehttp is the Site Runtime's SiteControl adaptor: an HTTPS
-// client of the Site protocol's routes (site-protocol.md, "Routes",
-// "Authentication and authorisation", "One Runtime installation per
-// stream").
+// client of the Site protocol's routes (docs/site-protocol.md#routes,
+// docs/site-protocol.md#authentication-and-authorisation,
+// docs/site-protocol.md#installation-fencing).
 //
 //   - The bearer token is re-read from its file for every request, so a
 //     projected service-account token rotated by the kubelet (or a rotated
@@ -118,8 +118,8 @@ func New(cfg Config) (*Client, error) {
 
 // ParseAuthority parses a Site API base URL: an absolute https URL with a
 // host and without user information, query or fragment, or plain http to
-// a loopback address (ErrPlainHTTP otherwise; site-protocol.md,
-// "Authentication and authorisation"). A trailing slash is dropped.
+// a loopback address (ErrPlainHTTP otherwise;
+// docs/site-protocol.md#authentication-and-authorisation). A trailing slash is dropped.
 func ParseAuthority(raw string) (*url.URL, error) {
 	u, err := url.Parse(strings.TrimRight(raw, "/"))
 	if err != nil || u.Hostname() == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
@@ -181,8 +181,8 @@ const maxAnswerBytes = siteprotocol.MaxCommandBytes
 
 // Pull returns the commands after sequence after (at most limit), waiting
 // up to wait (rounded down to whole seconds) when none is ready. The first
-// pull of an installation binds an unbound stream to it (site-protocol.md,
-// "One Runtime installation per stream").
+// pull of an installation binds an unbound stream to it
+// (docs/site-protocol.md#installation-fencing).
 func (c *Client) Pull(ctx context.Context, after int64, limit int, wait time.Duration) (siteprotocol.Pull, error) {
 	return c.pull(ctx, after, limit, wait, true)
 }

@@ -1,5 +1,5 @@
 // Command benchruntime is `make bench-runtime`: the Site Runtime's delivery
-// benchmark (testing.md, "Benchmarks"). On loopback it runs the execution
+// benchmark (docs/testing.md#benchmarks). On loopback it runs the execution
 // role (SQLite) and a Runtime (testbin with its stand-in executor in no-op
 // mode: every start answers at once and records nothing) as processes,
 // and measures:

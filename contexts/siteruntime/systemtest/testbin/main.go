@@ -39,7 +39,7 @@ func main() {
 	roles := func() app.RoleSet {
 		rs := app.DefaultRoles()
 		for i := range rs {
-			if rs[i].Context != siteruntime.ContextName {
+			if rs[i].Context != siteruntime.Name {
 				continue
 			}
 			module := rs[i].Module

@@ -1,4 +1,4 @@
--- Command streams of the execution_ports context (site-protocol.md).
+-- Command streams of the execution_ports context (docs/site-protocol.md).
 -- +goose Up
 CREATE TABLE streams (
     environment text PRIMARY KEY,

@@ -1,6 +1,6 @@
 -- Resource Provisioning (resource_provisioning): allocations, their receipts,
 -- the AllocationChanged outbox (the change feed), and the Beto views.
--- Design: ../shared/design/resource-provisioning.md; seed 003, "Allocations".
+-- See docs/resource-provisioning.md.
 
 -- +goose Up
 -- One row per provider resource at a Site. id = UUIDv5 of "<site>/<provider

@@ -1,4 +1,4 @@
--- Command streams of the execution_ports context (site-protocol.md).
+-- Command streams of the execution_ports context (docs/site-protocol.md).
 -- Times are RFC 3339 text in UTC.
 -- +goose Up
 CREATE TABLE streams (

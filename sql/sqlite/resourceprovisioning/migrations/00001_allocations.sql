@@ -1,6 +1,6 @@
 -- Resource Provisioning (resource_provisioning) on SQLite: the same tables as
 -- on PostgreSQL. Times are INTEGER microseconds since the Unix epoch (UTC);
--- JSON is TEXT. Design: ../shared/design/resource-provisioning.md.
+-- JSON is TEXT. See docs/resource-provisioning.md.
 
 -- +goose Up
 CREATE TABLE allocations (

@@ -33,7 +33,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
-	platformkube "github.com/pharos-metallo/metallo/platform/kube"
+	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
@@ -44,7 +44,7 @@ const (
 )
 
 // RuntimeUser is the Runtime's user name.
-func RuntimeUser() string { return platformkube.ServiceAccountUser(RuntimeNamespace, RuntimeAccount) }
+func RuntimeUser() string { return kubeconfig.ServiceAccountUser(RuntimeNamespace, RuntimeAccount) }
 
 // EnsureRuntimeIdentity creates the namespace metallo-runtime and the
 // service account runtime-k8s when they do not exist.
@@ -102,7 +102,7 @@ func Member(ctx context.Context, admin kubernetes.Interface, namespace, partyID 
 	if err := bind(ctx, admin, namespace, account, "metallo-member", rbacv1.Subject{Kind: "ServiceAccount", Name: account, Namespace: namespace}); err != nil {
 		return err
 	}
-	return WaitAllowed(ctx, admin, platformkube.ServiceAccountUser(namespace, account), namespace, "create", "batch", "jobs", true)
+	return WaitAllowed(ctx, admin, kubeconfig.ServiceAccountUser(namespace, account), namespace, "create", "batch", "jobs", true)
 }
 
 // RevokeMember removes the member's RoleBinding and waits until RBAC
@@ -112,7 +112,7 @@ func RevokeMember(ctx context.Context, admin kubernetes.Interface, namespace, pa
 	if err := admin.RbacV1().RoleBindings(namespace).Delete(ctx, account, metav1.DeleteOptions{}); err != nil {
 		return fmt.Errorf("delete role binding %s/%s: %w", namespace, account, err)
 	}
-	return WaitAllowed(ctx, admin, platformkube.ServiceAccountUser(namespace, account), namespace, "create", "batch", "jobs", false)
+	return WaitAllowed(ctx, admin, kubeconfig.ServiceAccountUser(namespace, account), namespace, "create", "batch", "jobs", false)
 }
 
 func bind(ctx context.Context, admin kubernetes.Interface, namespace, name, clusterRole string, subject rbacv1.Subject) error {

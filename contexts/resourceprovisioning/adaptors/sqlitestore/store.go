@@ -1,10 +1,10 @@
-// Package sqlite is Resource Provisioning's store on a SQLite file (modernc,
+// Package sqlitestore is Resource Provisioning's store on a SQLite file (modernc,
 // sqlc-generated queries in sqlitedb). Writes go through the handle's single
 // connection with BEGIN IMMEDIATE, so write transactions are serialised and
 // change-feed positions taken inside them follow commit order. Reads use a
 // separate read-only pool on the same WAL file, so they never wait for a
 // write transaction and see committed data only.
-package sqlite
+package sqlitestore
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/internal/rows"
-	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/sqlite/sqlitedb"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/sqlitestore/sqlitedb"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/application"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
 	"github.com/pharos-metallo/metallo/platform/database"

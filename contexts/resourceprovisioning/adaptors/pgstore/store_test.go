@@ -1,10 +1,10 @@
-package postgres_test
+package pgstore_test
 
 import (
 	"context"
 	"testing"
 
-	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/postgres"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/pgstore"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/storetest"
 	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/database/dbtest"
@@ -25,7 +25,7 @@ func TestPostgresStoreConforms(t *testing.T) {
 		dbtest.Must(t, err)
 		_, err = h.Migrate(ctx, migrations, "resource_provisioning")
 		dbtest.Must(t, err)
-		s := postgres.New(h.Pool)
+		s := pgstore.New(h.Pool)
 		return storetest.Subject{
 			Store:    s,
 			Receipts: s.CountReceipts,

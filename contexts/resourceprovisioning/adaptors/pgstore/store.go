@@ -1,4 +1,4 @@
-// Package postgres is Resource Provisioning's store on PostgreSQL (pgx/v5
+// Package pgstore is Resource Provisioning's store on PostgreSQL (pgx/v5
 // pool, sqlc-generated queries in pgdb). Transactions run at READ COMMITTED
 // with row locks: a report locks its allocation row (SELECT … FOR UPDATE, or
 // the unique index on insert). Serialization failures and deadlocks are
@@ -7,7 +7,7 @@
 // The change feed: a material change writes its AllocationChanged outbox row
 // in its own transaction, without a feed position; the sequencer gives
 // committed rows their positions afterwards (sequencer.go).
-package postgres
+package pgstore
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/internal/rows"
-	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/postgres/pgdb"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/pgstore/pgdb"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/application"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
 	"github.com/pharos-metallo/metallo/platform/database"

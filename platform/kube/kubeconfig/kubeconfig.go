@@ -1,6 +1,10 @@
-// Package kube builds Kubernetes client configuration: from a kubeconfig file, or from the
-// service account of the Pod it runs in, and copies of it that act as another user.
-package kube
+// Package kubeconfig is the one place that loads Kubernetes client
+// configuration: from a kubeconfig file, or from the service account of the
+// Pod the process runs in. It also derives copies of a configuration that
+// act as another user. The architecture test (platform/archtest) keeps
+// kubeconfig loading here: every context that talks to a cluster gets its
+// *rest.Config from Load.
+package kubeconfig
 
 import (
 	"fmt"
@@ -9,9 +13,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// RESTConfig loads the kubeconfig at path (its current context), or, when path is empty, the
-// in-cluster configuration of the Pod's service account.
-func RESTConfig(path string) (*rest.Config, error) {
+// Load loads the kubeconfig at path (its current context), or, when path is
+// empty, the in-cluster configuration of the Pod's service account. The
+// error names the file, or says the in-cluster configuration is missing
+// (outside a Pod: KUBERNETES_SERVICE_HOST unset, no service account token).
+func Load(path string) (*rest.Config, error) {
 	if path == "" {
 		cfg, err := rest.InClusterConfig()
 		if err != nil {

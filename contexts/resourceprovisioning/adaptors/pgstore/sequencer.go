@@ -1,14 +1,14 @@
-package postgres
+package pgstore
 
 import (
 	"context"
 	"sync"
 	"time"
 
-	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/postgres/pgdb"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/pgstore/pgdb"
 )
 
-// The change feed's sequencer.
+// The change feed's sequencer (docs/resource-provisioning.md#the-change-feeds-ordering).
 //
 // A material change writes its AllocationChanged outbox row in its own
 // transaction, without a feed position. After that transaction commits, a

@@ -1,10 +1,10 @@
-package sqlite_test
+package sqlitestore_test
 
 import (
 	"context"
 	"testing"
 
-	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/sqlite"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/sqlitestore"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/storetest"
 	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/database/dbtest"
@@ -25,7 +25,7 @@ func TestSQLiteStoreConforms(t *testing.T) {
 		dbtest.Must(t, err)
 		_, err = h.Migrate(ctx, migrations, "resource_provisioning")
 		dbtest.Must(t, err)
-		s, err := sqlite.New(h.DB, target.Path)
+		s, err := sqlitestore.New(h.DB, target.Path)
 		dbtest.Must(t, err)
 		t.Cleanup(func() { _ = s.Close() })
 		base := h.DB.Stats().WaitCount

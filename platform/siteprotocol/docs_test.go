@@ -1,0 +1,290 @@
+package siteprotocol_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+// protocolDoc is the normative protocol document, docs/site-protocol.md.
+const protocolDoc = "../../docs/site-protocol.md"
+
+// docExample is one JSON example of the protocol document: the kind named
+// by the marker line `<!-- example: KIND -->` right before its ```json
+// fence, its text and the line it starts on.
+type docExample struct {
+	kind string
+	text []byte
+	line int
+}
+
+var exampleMarker = regexp.MustCompile(`^<!-- example: ([a-z]+) -->$`)
+
+// docExamples returns every ```json block of the document. A block
+// without a marker right before it is an error: every JSON example of the
+// protocol must be one the test checks.
+func docExamples(t *testing.T) []docExample {
+	t.Helper()
+	raw, err := os.ReadFile(protocolDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(raw), "\n")
+	var out []docExample
+	for i := 0; i < len(lines); i++ {
+		if strings.TrimSpace(lines[i]) != "```json" {
+			continue
+		}
+		kind := ""
+		if i > 0 {
+			if m := exampleMarker.FindStringSubmatch(strings.TrimSpace(lines[i-1])); m != nil {
+				kind = m[1]
+			}
+		}
+		if kind == "" {
+			t.Errorf("%s:%d: a ```json block without an `<!-- example: KIND -->` line right before it", protocolDoc, i+1)
+		}
+		start := i + 1
+		var body []string
+		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != "```"; i++ {
+			body = append(body, lines[i])
+		}
+		if i == len(lines) {
+			t.Fatalf("%s:%d: unterminated ```json block", protocolDoc, start)
+		}
+		out = append(out, docExample{kind: kind, text: []byte(strings.Join(body, "\n")), line: start + 1})
+	}
+	return out
+}
+
+// strictDecode decodes b into v refusing unknown members, after the
+// protocol's strict JSON check.
+func strictDecode(b []byte, v any) error {
+	if err := siteprotocol.CheckJSON(b); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// problemReasons are the reasons a Site route's problem may carry
+// (siteprotocol.Problem…).
+var problemReasons = []string{
+	siteprotocol.ProblemOutOfOrder, siteprotocol.ProblemIdentityMismatch, siteprotocol.ProblemResultConflict,
+	siteprotocol.ProblemInstallationMismatch, siteprotocol.ProblemConflictingRetry, siteprotocol.ProblemUnknownEnvironment,
+	siteprotocol.ProblemUnknownCommand, siteprotocol.ProblemInvalidCommand, siteprotocol.ProblemInvalidResult,
+	siteprotocol.ProblemInstallationRequired, siteprotocol.ProblemForbidden,
+}
+
+// TestTheProtocolDocumentsExamplesDecodeAndCarryTheDigestsTheCodecComputes
+// reads every JSON example of docs/site-protocol.md and checks it with the
+// codec the server and the Runtime use:
+//   - appended commands pass ParseAppend (a digest given must be the
+//     computed one) and pulled commands ParsePulled (their digest is
+//     verified);
+//   - the canonical form shown is exactly the JCS form of its command
+//     without sequence and digest, and digests to that command's digest;
+//   - results pass ParseResult (their digest is verified), and name the
+//     digest and sequence of the command they answer;
+//   - an append receipt names its command's digest, an acknowledgement
+//     the digest of the result it acknowledges;
+//   - stream states, rebinds and problems decode strictly into their wire
+//     types, a rebind names exactly one of installation_id and unbind, and
+//     a problem's reason is one of the protocol's.
+func TestTheProtocolDocumentsExamplesDecodeAndCarryTheDigestsTheCodecComputes(t *testing.T) {
+	examples := docExamples(t)
+	type known struct {
+		digest   string
+		sequence int64 // 0 when only appended
+	}
+	commands := map[string]*known{}
+	results := map[int64]string{} // sequence → result digest
+	remember := func(ex docExample, c siteprotocol.Command) {
+		k := commands[c.ID]
+		if k == nil {
+			k = &known{digest: c.Digest}
+			commands[c.ID] = k
+		}
+		if k.digest != c.Digest {
+			t.Errorf("line %d: command %s digests to %s here and to %s in an earlier example", ex.line, c.ID, c.Digest, k.digest)
+		}
+		if c.Sequence != 0 {
+			k.sequence = c.Sequence
+		}
+	}
+	// Commands first, wherever they appear, so that every later check can
+	// refer to them.
+	for _, ex := range examples {
+		switch ex.kind {
+		case "append":
+			c, _, err := siteprotocol.ParseAppend(ex.text)
+			if err != nil {
+				t.Errorf("line %d: an appended command the codec refuses: %v", ex.line, err)
+				continue
+			}
+			remember(ex, c)
+		case "command":
+			c, err := siteprotocol.ParsePulled(ex.text)
+			if err != nil {
+				t.Errorf("line %d: a pulled command the codec refuses: %v", ex.line, err)
+				continue
+			}
+			remember(ex, c)
+		case "pull":
+			var p siteprotocol.Pull
+			if err := strictDecode(ex.text, &p); err != nil {
+				t.Errorf("line %d: a pull answer that does not decode: %v", ex.line, err)
+				continue
+			}
+			if len(p.Commands) == 0 {
+				t.Errorf("line %d: a pull example without commands", ex.line)
+			}
+			for _, raw := range p.Commands {
+				c, err := siteprotocol.ParsePulled(raw)
+				if err != nil {
+					t.Errorf("line %d: a pulled command the codec refuses: %v", ex.line, err)
+					continue
+				}
+				remember(ex, c)
+				if c.Sequence > p.HeadSequence || c.Sequence <= p.AcknowledgedSequence {
+					t.Errorf("line %d: command %d outside (acknowledged %d, head %d]", ex.line, c.Sequence, p.AcknowledgedSequence, p.HeadSequence)
+				}
+			}
+		}
+	}
+	for _, ex := range examples {
+		switch ex.kind {
+		case "append", "command", "pull":
+		case "canonical":
+			canonical, err := siteprotocol.Canonical(ex.text)
+			if err != nil || !bytes.Equal(canonical, ex.text) {
+				t.Errorf("line %d: not in canonical (RFC 8785) form: %v\n got: %s\nwant: %s", ex.line, err, ex.text, canonical)
+				continue
+			}
+			digest, _, err := siteprotocol.CommandDigest(ex.text)
+			if err != nil {
+				t.Errorf("line %d: %v", ex.line, err)
+				continue
+			}
+			var c siteprotocol.Command
+			if err := strictDecode(ex.text, &c); err != nil {
+				t.Errorf("line %d: %v", ex.line, err)
+				continue
+			}
+			if k := commands[c.ID]; k == nil || k.digest != digest {
+				t.Errorf("line %d: the canonical form of command %s digests to %s, which no command example has", ex.line, c.ID, digest)
+			}
+		case "result":
+			r, err := siteprotocol.ParseResult(ex.text)
+			if err != nil {
+				t.Errorf("line %d: a result the codec refuses: %v", ex.line, err)
+				continue
+			}
+			k := commands[r.CommandID]
+			switch {
+			case k == nil:
+				t.Errorf("line %d: the result answers command %s, which no example shows", ex.line, r.CommandID)
+			case r.CommandDigest != k.digest:
+				t.Errorf("line %d: command_digest %s; command %s digests to %s", ex.line, r.CommandDigest, r.CommandID, k.digest)
+			case k.sequence != 0 && r.Sequence != k.sequence:
+				t.Errorf("line %d: the result names sequence %d; command %s is sequence %d", ex.line, r.Sequence, r.CommandID, k.sequence)
+			}
+			results[r.Sequence] = r.Digest
+		}
+	}
+	for _, ex := range examples {
+		switch ex.kind {
+		case "append", "command", "pull", "canonical", "result":
+		case "receipt":
+			var a siteprotocol.AppendReceipt
+			if err := strictDecode(ex.text, &a); err != nil {
+				t.Errorf("line %d: an append receipt that does not decode: %v", ex.line, err)
+				continue
+			}
+			k := commands[a.ID]
+			switch {
+			case k == nil:
+				t.Errorf("line %d: a receipt for command %s, which no example shows", ex.line, a.ID)
+			case a.Digest != k.digest:
+				t.Errorf("line %d: the receipt names digest %s; command %s digests to %s", ex.line, a.Digest, a.ID, k.digest)
+			case k.sequence != 0 && a.Sequence != k.sequence:
+				t.Errorf("line %d: the receipt names sequence %d; command %s is sequence %d", ex.line, a.Sequence, a.ID, k.sequence)
+			}
+		case "acknowledgement":
+			var a siteprotocol.Acknowledgement
+			if err := strictDecode(ex.text, &a); err != nil {
+				t.Errorf("line %d: an acknowledgement that does not decode: %v", ex.line, err)
+				continue
+			}
+			if got, ok := results[a.AcknowledgedSequence]; !ok || got != a.ResultDigest {
+				t.Errorf("line %d: acknowledges sequence %d with result digest %s; the result example of that sequence digests to %q", ex.line, a.AcknowledgedSequence, a.ResultDigest, got)
+			}
+		case "state":
+			var s siteprotocol.StreamState
+			if err := strictDecode(ex.text, &s); err != nil {
+				t.Errorf("line %d: a stream state that does not decode: %v", ex.line, err)
+				continue
+			}
+			if s.AcknowledgedSequence > s.HeadSequence {
+				t.Errorf("line %d: acknowledged %d beyond head %d", ex.line, s.AcknowledgedSequence, s.HeadSequence)
+			}
+		case "rebind":
+			var r siteprotocol.Rebind
+			if err := strictDecode(ex.text, &r); err != nil {
+				t.Errorf("line %d: a rebind that does not decode: %v", ex.line, err)
+				continue
+			}
+			if (r.InstallationID == "") == !r.Unbind || r.Reason == "" {
+				t.Errorf("line %d: a rebind names exactly one of installation_id and unbind, and a reason: %s", ex.line, ex.text)
+			}
+		case "problem":
+			var p struct {
+				Type   string `json:"type"`
+				Title  string `json:"title"`
+				Status int    `json:"status"`
+				Detail string `json:"detail"`
+				Reason string `json:"reason"`
+			}
+			if err := strictDecode(ex.text, &p); err != nil {
+				t.Errorf("line %d: a problem that does not decode: %v", ex.line, err)
+				continue
+			}
+			if p.Status < 400 || p.Status > 599 || !slices.Contains(problemReasons, p.Reason) {
+				t.Errorf("line %d: status %d, reason %q: want a 4xx or 5xx and one of %v", ex.line, p.Status, p.Reason, problemReasons)
+			}
+		default:
+			t.Errorf("line %d: unknown example kind %q", ex.line, ex.kind)
+		}
+	}
+	if len(commands) == 0 || len(results) == 0 {
+		t.Fatalf("the document shows %d commands and %d results; it must show both", len(commands), len(results))
+	}
+}
+
+// TestTheExampleCheckFailsOnAWrongDigest proves the document test can
+// fail: the start command's example with one digit of its digest changed
+// is refused by the codec.
+func TestTheExampleCheckFailsOnAWrongDigest(t *testing.T) {
+	for _, ex := range docExamples(t) {
+		if ex.kind != "command" {
+			continue
+		}
+		c, err := siteprotocol.ParsePulled(ex.text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wrong := strings.Replace(string(ex.text), c.Digest, strings.Repeat("0", 64), 1)
+		if _, err := siteprotocol.ParsePulled([]byte(wrong)); err == nil {
+			t.Fatalf("a pulled command with digest 000… was accepted")
+		}
+		return
+	}
+	t.Fatal("the document has no pulled command example")
+}
