@@ -39,8 +39,8 @@ run: build
 	fi
 	$(BIN) serve --role $(SERVE_ROLES) --keys-file var/keys.yaml --migrate --log-format console $(SERVE_FLAGS)
 
-## test: every lane (unit, SQLite, PostgreSQL, Kubernetes); fails when a lane runs no test or skips one
-test: services cluster-up
+## test: every lane (unit, SQLite, PostgreSQL, Kubernetes, Git host); fails when a lane runs no test or skips one
+test: services git-tools githost-build cluster-up
 	@mkdir -p var
 	$(GO) vet ./...
 	@unformatted=$$(gofmt -l app contexts platform sql deploy/policytest 2>/dev/null); if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
@@ -57,6 +57,19 @@ services:
 	  for i in $$(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done; \
 	fi
 	@pg_isready -h 127.0.0.1 -p 5432
+
+## git-tools: git and git-lfs (metallo workspace-init and the Git host lane need both; Debian packages)
+.PHONY: git-tools githost-build
+git-tools:
+	@if ! command -v git >/dev/null || ! git lfs version >/dev/null 2>&1; then \
+	  echo "installing git and git-lfs"; sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq git git-lfs; \
+	fi
+	@git lfs version
+
+## githost-build: build the tests' Git host (Gitea, deploy/githost) into ~/.cache/metallo/githost, keyed by its go.mod and go.sum
+githost-build:
+	@bash deploy/githost/githost.sh build >/dev/null
 
 ## generate: sqlc queries and the OpenAPI documents (committed; CI fails on drift)
 generate: generate-sqlc generate-openapi

@@ -18,5 +18,6 @@ func extraCommands(env Env) []*cobra.Command {
 	return []*cobra.Command{
 		newProvisioningCommand(env),
 		newRuntimeCommand(env),
+		newWorkspaceInitCommand(env),
 	}
 }

@@ -30,7 +30,8 @@ func runtimeArgs(t *testing.T, dir string) []string {
 	tmp := t.TempDir()
 	key := filepath.Join(tmp, "key")
 	policy := filepath.Join(tmp, "policy.yaml")
-	for f, content := range map[string]string{key: "x\n", policy: "[]\n"} {
+	grantsFile := filepath.Join(tmp, "grants.yaml")
+	for f, content := range map[string]string{key: "x\n", policy: "[]\n", grantsFile: "[]\n"} {
 		if err := os.WriteFile(f, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -38,6 +39,7 @@ func runtimeArgs(t *testing.T, dir string) []string {
 	return []string{"serve", "--role", "runtime", "--admin-listen", "", "--journal-dir", dir,
 		"--environment", "alpha-k8s", "--authority", "http://127.0.0.1:1", "--key-file", key,
 		"--heartbeat-file", filepath.Join(tmp, "heartbeat"), "--permissions", "policy:" + policy,
+		"--repository-grants", "file:" + grantsFile,
 		"--batch-image", "registry.example/batch@sha256:" + strings.Repeat("a", 64),
 		"--installation-record", "file:" + filepath.Join(tmp, "installation.json")}
 }
@@ -107,6 +109,7 @@ func TestServeRefusesTheRuntimeConfigurationsItCannotRunNamingTheFlag(t *testing
 	cases := map[string][]string{
 		"--batch-image":         with(base, "--batch-image", "registry.example/batch:latest"),
 		"--permissions":         without(base, "--permissions"),
+		"--repository-grants":   without(base, "--repository-grants"),
 		"--installation-record": with(base, "--installation-record", "secret:ns/x"),
 		"--authority":           with(base, "--authority", "http://metallo.example.org"),
 		"--token-file":          without(base, "--key-file"),

@@ -20,7 +20,8 @@ func validConfig(t *testing.T) siteruntime.Config {
 	dir := t.TempDir()
 	key := filepath.Join(dir, "key")
 	policy := filepath.Join(dir, "policy.yaml")
-	for f, body := range map[string]string{key: "k\n", policy: "[]\n"} {
+	grantsFile := filepath.Join(dir, "grants.yaml")
+	for f, body := range map[string]string{key: "k\n", policy: "[]\n", grantsFile: "[]\n"} {
 		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -29,7 +30,7 @@ func validConfig(t *testing.T) siteruntime.Config {
 		JournalDir: filepath.Join(dir, "journals"), Environment: "alpha-k8s", Authority: "https://site.example",
 		KeyFile: key, HeartbeatFile: filepath.Join(dir, "heartbeat"), LivenessBound: 2 * time.Minute,
 		BatchImage:  "registry.example/batch@sha256:" + strings.Repeat("a", 64),
-		Permissions: "policy:" + policy, InstallationRecord: "file:" + filepath.Join(dir, "installation.json"),
+		Permissions: "policy:" + policy, RepositoryGrants: "file:" + grantsFile, RepositoryGrantsBound: 2 * time.Minute, InstallationRecord: "file:" + filepath.Join(dir, "installation.json"),
 		DeletionWait: 2 * time.Minute, PermissionsBound: 2 * time.Minute, PullLimit: 100, PullWait: 30 * time.Second,
 		BackoffInitial: 200 * time.Millisecond, BackoffMax: 30 * time.Second,
 	}
@@ -80,6 +81,11 @@ func TestServeConfigurationIsRefusedNamingTheFlag(t *testing.T) {
 		"no heartbeat file":           {"heartbeat-file", func(c *siteruntime.Config) { c.HeartbeatFile = "" }},
 		"permissions over plain http": {"permissions", func(c *siteruntime.Config) { c.Permissions = "http:http://perms.example" }},
 		"permissions relative URL":    {"permissions", func(c *siteruntime.Config) { c.Permissions = "http:perms.example" }},
+		"no grant provider":           {"repository-grants", func(c *siteruntime.Config) { c.RepositoryGrants = "" }},
+		"grants over plain http":      {"repository-grants", func(c *siteruntime.Config) { c.RepositoryGrants = "http:http://grants.example" }},
+		"missing grants file":         {"repository-grants", func(c *siteruntime.Config) { c.RepositoryGrants = "file:" + filepath.Join(notADir, "x") }},
+		"unknown grants kind":         {"repository-grants", func(c *siteruntime.Config) { c.RepositoryGrants = "vault:x" }},
+		"zero grants bound":           {"repository-grants-bound", func(c *siteruntime.Config) { c.RepositoryGrantsBound = 0 }},
 		"no record":                   {"installation-record", func(c *siteruntime.Config) { c.InstallationRecord = "" }},
 		"zero deletion wait":          {"deletion-wait", func(c *siteruntime.Config) { c.DeletionWait = 0 }},
 		"negative permissions bound":  {"permissions-bound", func(c *siteruntime.Config) { c.PermissionsBound = -time.Second }},

@@ -72,6 +72,12 @@ type Config struct {
 	// Permissions is the RuntimePermissions provider: http:<url> or
 	// policy:<file>.
 	Permissions string
+	// RepositoryGrants is the RepositoryGrants provider: http:<url> or
+	// file:<file> (docs/site-runtime.md#repository-grants).
+	RepositoryGrants string
+	// RepositoryGrantsBound bounds how long an unavailable HTTP grant
+	// provider is retried (then refused / credential-unavailable).
+	RepositoryGrantsBound time.Duration
 	// InstallationRecord is configmap:<namespace>/<name> or file:<path>.
 	InstallationRecord string
 	// GPUResources maps gpu.<vendor> demand keys to Kubernetes extended
@@ -275,6 +281,9 @@ func (c Config) Validate() error {
 	if _, err := ParsePermissions(c.Permissions); err != nil {
 		errs.bad("permissions", c.Permissions, err)
 	}
+	if _, err := ParseRepositoryGrants(c.RepositoryGrants); err != nil {
+		errs.bad("repository-grants", c.RepositoryGrants, err)
+	}
 	if err := kube.CheckExtendedResources(c.GPUResources); err != nil {
 		errs.bad("gpu-resources", formatMap(c.GPUResources), err)
 	}
@@ -289,6 +298,7 @@ func (c Config) Validate() error {
 	}
 	errs.positive("deletion-wait", c.DeletionWait, "how long cancel and cleanup wait for a deleted object")
 	errs.positive("permissions-bound", c.PermissionsBound, "how long an unavailable permission provider is retried")
+	errs.positive("repository-grants-bound", c.RepositoryGrantsBound, "how long an unavailable repository grant provider is retried")
 	if c.PullLimit < 1 || c.PullLimit > siteprotocol.MaxPullLimit {
 		errs.bad("pull-limit", fmt.Sprint(c.PullLimit), fmt.Errorf("must be 1..%d", siteprotocol.MaxPullLimit))
 	}
@@ -410,8 +420,10 @@ type registryParams struct {
 // Module composes site_runtime around the journal set j (from
 // OpenJournal), which it closes at stop. It provides to executors (also
 // those composed outside the module): the Config, application.Failpoints,
-// application.MemberBindings, application.BatchRecords and
-// application.ServiceRecords. Everything else is private.
+// application.MemberBindings, application.BatchRecords,
+// application.ServiceRecords and application.RepositoryGrants (built at
+// start, so that a broken grants file refuses it). Everything else is
+// private.
 func Module(cfg Config, j *journal.Journal) fx.Option {
 	return fx.Module(Name,
 		fx.Decorate(func(log *zap.Logger) *zap.Logger { return log.With(zap.String("context", Name)) }),
@@ -430,7 +442,10 @@ func Module(cfg Config, j *journal.Journal) fx.Option {
 			func() application.MemberBindings { return j },
 			func() application.BatchRecords { return j.Batch() },
 			func() application.ServiceRecords { return j.Services() },
+			func(c clock.Clock) (application.RepositoryGrants, error) { return NewRepositoryGrants(cfg, c) },
 		),
+		// The grant provider is built at start even before an executor uses it.
+		fx.Invoke(func(application.RepositoryGrants) {}),
 		fx.Provide(
 			AsExecutors(func(b application.MemberBindings, fp application.Failpoints) []application.Registration {
 				return application.NewMemberExecutor(b, fp).Registrations()

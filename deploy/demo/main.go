@@ -13,7 +13,9 @@
 // container runs for real in the platform image: it writes a file in its
 // workspace, observe reports its exit code, and the demo shows its log
 // from pods/log and the file. KWOK's fake Nodes are in the cluster too but
-// nothing of this Run lands there. It exits 0 only if all of that
+// nothing of this Run lands there. Last, `metallo workspace-init` checks a
+// repository out at an exact commit, verifies it on a second run and
+// refuses a commit whose link leaves the tree. It exits 0 only if all of that
 // happened, and stops every process it started.
 //
 // Usage: go run ./deploy/demo --metallo bin/metallo
@@ -163,7 +165,10 @@ func (d *demo) run(ctx context.Context) error {
 	if err := d.plan(ctx, project, demand); err != nil {
 		return err
 	}
-	return d.commands(ctx, ns, project, member, binding, demand)
+	if err := d.commands(ctx, ns, project, member, binding, demand); err != nil {
+		return err
+	}
+	return d.checkout(ctx)
 }
 
 func (d *demo) prepareDir() error {
@@ -450,9 +455,14 @@ func (d *demo) startRuntime(ctx context.Context, tokenFile, kubeconfig, project,
 		return err
 	}
 	batchImage := d.realNode.Images[platformImage]
+	// A standalone Site's repository credentials: none yet, this Run checks nothing out.
+	if err := os.WriteFile(d.path("runtime/repository-grants.yaml"), []byte("# repository credentials per Project (docs/site-runtime.md#repository-grants)\n[]\n"), 0o600); err != nil {
+		return err
+	}
 	p, err := d.start("runtime", "serve", "--role", "runtime", "--journal-dir", journals, "--environment", environment,
 		"--authority", d.base, "--token-file", tokenFile, "--kubeconfig", kubeconfig, "--batch-image", batchImage,
 		"--permissions", "policy:"+d.path("runtime/permissions.yaml"), "--installation-record", record,
+		"--repository-grants", "file:"+d.path("runtime/repository-grants.yaml"),
 		"--heartbeat-file", d.path("runtime/heartbeat"), "--admin-listen", "", "--pull-wait", "2s",
 		"--pod-node-selector", d.realNode.Label+"=true", "--pod-tolerations", d.realNode.Taint+"=true:NoSchedule",
 		"--log-format", "json")
@@ -466,6 +476,7 @@ func (d *demo) startRuntime(ctx context.Context, tokenFile, kubeconfig, project,
 	d.say("permissions from the policy file %s (standalone Site): the member may start, read and cancel", rel(d.path("runtime/permissions.yaml")))
 	d.say("batch image %s: the platform image (metallo, a shell, git, git-lfs, CA certificates), by digest", batchImage)
 	d.say("Site scheduling: every Pod it renders selects %s=true and tolerates the taint %s=true:NoSchedule", d.realNode.Label, d.realNode.Taint)
+	d.say("repository grants from the file %s (standalone Site; the provider is always chosen explicitly): no credentials, this Run checks nothing out", rel(d.path("runtime/repository-grants.yaml")))
 	return nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/pharos-metallo/metallo/app"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/installation"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
@@ -122,7 +123,14 @@ func TestRuntimeBaseRunsOneRecreatedReplicaWithPinnedImagesAndItsHooks(t *testin
 	}
 	env := environment(t, objs, c)
 	configures(t, "serve", command(t, "serve"), env, nil,
-		"environment", "authority", "token-file", "journal-dir", "batch-image", "permissions", "installation-record", "heartbeat-file")
+		"environment", "authority", "token-file", "journal-dir", "batch-image", "permissions", "repository-grants", "installation-record", "heartbeat-file")
+	// The providers are chosen explicitly and parse (the base names placeholders, never a default).
+	if _, err := siteruntime.ParsePermissions(env["METALLO_PERMISSIONS"]); err != nil {
+		t.Errorf("METALLO_PERMISSIONS %q: %v", env["METALLO_PERMISSIONS"], err)
+	}
+	if src, err := siteruntime.ParseRepositoryGrants(env["METALLO_REPOSITORY_GRANTS"]); err != nil || src.Kind != "http" {
+		t.Errorf("METALLO_REPOSITORY_GRANTS %q: want the http: provider (%v)", env["METALLO_REPOSITORY_GRANTS"], err)
+	}
 	if !pinned.MatchString(env["METALLO_BATCH_IMAGE"]) {
 		t.Errorf("METALLO_BATCH_IMAGE %s is not pinned by digest", env["METALLO_BATCH_IMAGE"])
 	}

@@ -387,8 +387,10 @@ func ValidateResult(r Result) error {
 	if !r.Outcome.Valid() {
 		ck.add("outcome", "must be succeeded, failed or refused")
 	}
-	if !r.Reason.Known() {
+	if want, known := r.Reason.Outcome(); !known {
 		ck.add("reason", "must be a reason of the protocol's vocabulary")
+	} else if r.Outcome.Valid() && r.Outcome != want {
+		ck.add("reason", "%s is a reason of outcome %s, not %s", r.Reason, want, r.Outcome)
 	}
 	if len(r.Detail) > 0 && (r.Detail[0] != '{') {
 		ck.add("detail", "must be a JSON object")

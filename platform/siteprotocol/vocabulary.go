@@ -134,11 +134,24 @@ const (
 	ReasonNotStarted            Reason = "not-started"      // observe/cancel of an Attempt whose workload was never created
 	ReasonAttemptConflict       Reason = "attempt-conflict" // the Attempt's object was already created by another command
 	ReasonPathRejected          Reason = "path-rejected"
+	// ReasonCredentialUnavailable: no usable repository credential — the
+	// grant provider gave no answer within its bound, or the repository host
+	// refused the credential it issued (docs/site-protocol.md#repository-checkout-reasons).
+	ReasonCredentialUnavailable Reason = "credential-unavailable"
 
 	// Failed outcomes.
 	ReasonNativeMissing   Reason = "native-missing"
 	ReasonDeletionPending Reason = "deletion-pending"
 	ReasonNativeError     Reason = "native-error"
+
+	// Failed outcomes of a repository checkout: the repository or its
+	// content made the workspace impossible
+	// (docs/site-protocol.md#repository-checkout-reasons).
+	ReasonRepositoryUnavailable Reason = "repository-unavailable" // the host did not accept connections within the deadline, or has no such repository
+	ReasonCommitMissing         Reason = "commit-missing"         // the repository has no such commit
+	ReasonSizeExceeded          Reason = "size-exceeded"          // the checkout (LFS objects included) passed the size limit
+	ReasonSymlinkEscape         Reason = "symlink-escape"         // a symlink resolves outside the checkout or into .git
+	ReasonLFSMissing            Reason = "lfs-missing"            // an LFS object could not be fetched or verified; a pointer file would remain
 )
 
 // Reasons lists the whole result vocabulary.
@@ -149,7 +162,28 @@ func Reasons() []Reason {
 		ReasonBindingRetired, ReasonBindingConflict, ReasonPermissionDenied, ReasonPermissionUnavailable,
 		ReasonNativeRequestDenied, ReasonProjectMismatch, ReasonNotPrepared, ReasonNotStarted, ReasonAttemptConflict, ReasonPathRejected,
 		ReasonNativeMissing, ReasonDeletionPending, ReasonNativeError,
+		ReasonCredentialUnavailable,
+		ReasonRepositoryUnavailable, ReasonCommitMissing, ReasonSizeExceeded, ReasonSymlinkEscape, ReasonLFSMissing,
 	}
+}
+
+// Outcome returns the one outcome a result with reason r carries, and
+// false for a reason outside the vocabulary. ValidateResult refuses a
+// result whose outcome is not its reason's.
+func (r Reason) Outcome() (Outcome, bool) {
+	switch r {
+	case ReasonApplied, ReasonPrepared, ReasonCreated, ReasonObserved, ReasonDeleted, ReasonRead, ReasonProxied:
+		return OutcomeSucceeded, true
+	case ReasonUnsupportedOperation, ReasonInvalidPayload, ReasonPayloadTooLarge, ReasonBindingMissing,
+		ReasonBindingRetired, ReasonBindingConflict, ReasonPermissionDenied, ReasonPermissionUnavailable,
+		ReasonNativeRequestDenied, ReasonProjectMismatch, ReasonNotPrepared, ReasonNotStarted, ReasonAttemptConflict,
+		ReasonPathRejected, ReasonCredentialUnavailable:
+		return OutcomeRefused, true
+	case ReasonNativeMissing, ReasonDeletionPending, ReasonNativeError,
+		ReasonRepositoryUnavailable, ReasonCommitMissing, ReasonSizeExceeded, ReasonSymlinkEscape, ReasonLFSMissing:
+		return OutcomeFailed, true
+	}
+	return "", false
 }
 
 // Known reports whether r is in the vocabulary.

@@ -3,7 +3,8 @@
 // every failed test), and fails when any test failed, any test was skipped,
 // or a required lane ran no test. A test belongs to a lane when its output
 // contains the line "metallo-lane: <lane>" (logged by the lane's test
-// helpers: dbtest for postgres, kubetest for kubernetes).
+// helpers: dbtest for postgres, kubetest for kubernetes, gittest for
+// githost).
 //
 // Usage: go test -json ./... | lanecheck -require postgres,kubernetes
 package main

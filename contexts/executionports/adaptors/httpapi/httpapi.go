@@ -254,6 +254,36 @@ func registerSite(api huma.API, h *Handlers) {
 	path := "/site/v1/streams/{environment}/commands/{sequence}/result"
 	requireHeaderInDocs(api, path, http.MethodPut)
 	documentBody(api, path, http.MethodPut, reflect.TypeFor[siteprotocol.Result](), "Result", "A result exactly as the Runtime saved it (JCS with its digest).")
+	documentResultVocabulary(api)
+}
+
+// documentResultVocabulary closes the Result schema's outcome and reason
+// over the protocol's vocabulary (platform/siteprotocol) and lists each
+// reason with the one outcome it carries (docs/site-protocol.md#repository-checkout-reasons).
+func documentResultVocabulary(api huma.API) {
+	s := api.OpenAPI().Components.Schemas.Map()["Result"]
+	if s == nil || s.Properties["reason"] == nil || s.Properties["outcome"] == nil {
+		return
+	}
+	outcomes := []siteprotocol.Outcome{siteprotocol.OutcomeSucceeded, siteprotocol.OutcomeFailed, siteprotocol.OutcomeRefused}
+	s.Properties["outcome"].Enum = nil
+	for _, o := range outcomes {
+		s.Properties["outcome"].Enum = append(s.Properties["outcome"].Enum, string(o))
+	}
+	s.Properties["outcome"].Description = "succeeded: the operation did its work; failed: it could not; refused: it was not allowed or not understood. It must be the reason's outcome."
+	byOutcome := map[siteprotocol.Outcome][]string{}
+	s.Properties["reason"].Enum = nil
+	for _, r := range siteprotocol.Reasons() {
+		s.Properties["reason"].Enum = append(s.Properties["reason"].Enum, string(r))
+		o, _ := r.Outcome()
+		byOutcome[o] = append(byOutcome[o], string(r))
+	}
+	var desc strings.Builder
+	desc.WriteString("The closed reason vocabulary; each reason carries exactly one outcome (a result with another outcome is 422 invalid-result).")
+	for _, o := range outcomes {
+		fmt.Fprintf(&desc, " %s: %s.", o, strings.Join(byOutcome[o], ", "))
+	}
+	s.Properties["reason"].Description = desc.String()
 }
 
 type appendInput struct {

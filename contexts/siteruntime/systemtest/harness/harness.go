@@ -363,13 +363,16 @@ func (s *Site) Command(id string) (siteprotocol.CommandRecord, error) {
 
 // Runtime is how a Runtime process is configured.
 type Runtime struct {
-	Bin         string
-	Site        *Site
-	JournalDir  string
-	Record      string
-	Heartbeat   string
-	Effects     string
-	Policy      string
+	Bin        string
+	Site       *Site
+	JournalDir string
+	Record     string
+	Heartbeat  string
+	Effects    string
+	Policy     string
+	// Grants is the repository grants file (no credentials: the stand-in
+	// executor checks nothing out).
+	Grants      string
 	Authority   string
 	Environment string
 	// Kubeconfig is the Site cluster's kubeconfig; NewRuntime writes one
@@ -392,12 +395,15 @@ current-context: none
 // dir/journals, which install creates).
 func NewRuntime(bin string, site *Site, dir string) (*Runtime, error) {
 	r := &Runtime{Bin: bin, Site: site, JournalDir: filepath.Join(dir, "journals"), Record: filepath.Join(dir, "installation.json"),
-		Heartbeat: filepath.Join(dir, "heartbeat"), Effects: filepath.Join(dir, "effects.jsonl"), Policy: filepath.Join(dir, "policy.yaml"),
+		Heartbeat: filepath.Join(dir, "heartbeat"), Effects: filepath.Join(dir, "effects.jsonl"), Policy: filepath.Join(dir, "policy.yaml"), Grants: filepath.Join(dir, "grants.yaml"),
 		Authority: site.Authority(), Environment: site.Environment, Kubeconfig: filepath.Join(dir, "kubeconfig")}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, err
 	}
 	if err := os.WriteFile(r.Kubeconfig, []byte(unreachableKubeconfig), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(r.Grants, []byte("# repository credentials per Project\n[]\n"), 0o600); err != nil {
 		return nil, err
 	}
 	return r, os.WriteFile(r.Policy, []byte("# members allowed per Project (issue 6)\n[]\n"), 0o600)
@@ -425,7 +431,7 @@ func (r *Runtime) Args(extra ...string) []string {
 	return append([]string{"serve", "--role", "runtime", "--journal-dir", r.JournalDir, "--environment", r.Environment,
 		"--authority", r.Authority, "--key-file", r.Site.EnvKey, "--heartbeat-file", r.Heartbeat,
 		"--batch-image", "registry.example/metallo-batch@sha256:" + strings.Repeat("0", 64),
-		"--permissions", "policy:" + r.Policy, "--installation-record", "file:" + r.Record, "--kubeconfig", r.Kubeconfig,
+		"--permissions", "policy:" + r.Policy, "--repository-grants", "file:" + r.Grants, "--installation-record", "file:" + r.Record, "--kubeconfig", r.Kubeconfig,
 		"--admin-listen", "127.0.0.1:0", "--liveness-bound", "3s", "--pull-wait", "1s",
 		"--backoff-initial", "20ms", "--backoff-max", "500ms", "--log-format", "json"}, extra...)
 }

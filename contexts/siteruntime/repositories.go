@@ -1,0 +1,67 @@
+package siteruntime
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/grants"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/sitehttp"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/platform/config"
+)
+
+// GrantsSource is a parsed --repository-grants value.
+type GrantsSource struct {
+	// Kind is "http" or "file".
+	Kind string
+	// URL is the provider's base URL (http).
+	URL string
+	// File is the grants file (file).
+	File string
+}
+
+// ParseRepositoryGrants reads http:<url> (an absolute https URL of the
+// repository grant provider; plain http only to a loopback address) or
+// file:<file> (an existing grants file). There is no default: a missing
+// provider is an error (docs/site-runtime.md#repository-grants).
+func ParseRepositoryGrants(s string) (GrantsSource, error) {
+	kind, rest, _ := strings.Cut(s, ":")
+	switch kind {
+	case "http":
+		if _, err := sitehttp.ParseAuthority(rest); err != nil {
+			return GrantsSource{}, fmt.Errorf("http:<url> needs the repository grant provider's base URL: %w", err)
+		}
+		return GrantsSource{Kind: kind, URL: rest}, nil
+	case "file":
+		if rest == "" {
+			return GrantsSource{}, errors.New("file:<file> needs a grants file")
+		}
+		if _, err := os.Stat(rest); err != nil {
+			return GrantsSource{}, fmt.Errorf("grants file: %w", err)
+		}
+		return GrantsSource{Kind: kind, File: rest}, nil
+	}
+	return GrantsSource{}, errors.New("choose the repository grant provider explicitly: http:<url> or file:<file>")
+}
+
+// NewRepositoryGrants returns the RepositoryGrants adaptor the
+// --repository-grants value chooses: the HTTP client of the grant
+// contract (retrying an unavailable provider for up to
+// --repository-grants-bound), or the grants file, loaded now so that a
+// broken file refuses start-up. Errors name the flag.
+func NewRepositoryGrants(c Config, clk application.Clock) (application.RepositoryGrants, error) {
+	src, err := ParseRepositoryGrants(c.RepositoryGrants)
+	if err != nil {
+		return nil, config.Invalid("repository-grants", c.RepositoryGrants, err)
+	}
+	if src.Kind == "http" {
+		return grants.NewHTTP(grants.HTTPConfig{BaseURL: src.URL, Bound: c.RepositoryGrantsBound}, clk), nil
+	}
+	f, err := grants.NewFile(src.File, clk)
+	if err != nil {
+		return nil, config.Invalid("repository-grants", c.RepositoryGrants, err)
+	}
+	return f, nil
+}
