@@ -69,15 +69,7 @@ func writeAuth(dir, server string) error {
 			fmt.Fprintf(&csv, ",\"%s\"", strings.Join(id.groups, ","))
 		}
 		csv.WriteString("\n")
-		cfg := clientcmdapi.NewConfig()
-		cfg.Clusters["localcluster"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
-		cfg.AuthInfos[id.user] = &clientcmdapi.AuthInfo{Token: token}
-		cfg.Contexts["localcluster"] = &clientcmdapi.Context{Cluster: "localcluster", AuthInfo: id.user}
-		cfg.CurrentContext = "localcluster"
-		if err := clientcmd.WriteToFile(*cfg, filepath.Join(dir, id.file)); err != nil {
-			return err
-		}
-		if err := os.Chmod(filepath.Join(dir, id.file), 0o600); err != nil {
+		if err := writeKubeconfig(filepath.Join(dir, id.file), server, caPEM, id.user, token); err != nil {
 			return err
 		}
 	}
@@ -85,6 +77,20 @@ func writeAuth(dir, server string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "auth", "tokens.csv"), []byte(csv.String()), 0o600)
+}
+
+// writeKubeconfig writes a kubeconfig (mode 0600) for the API server at server that trusts
+// caPEM and authenticates as user with a bearer token.
+func writeKubeconfig(path, server string, caPEM []byte, user, token string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["localcluster"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["localcluster"] = &clientcmdapi.Context{Cluster: "localcluster", AuthInfo: user}
+	cfg.CurrentContext = "localcluster"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return err
+	}
+	return os.Chmod(path, 0o600)
 }
 
 // auditPolicy records every request at Metadata level, except the control plane's own reads,
