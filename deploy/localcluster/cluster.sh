@@ -50,11 +50,13 @@ build() {
 	mkdir -p "$bin"
 	exec 9>"$cache/.build.lock"
 	flock 9
-	local want_lc want_pv
+	local want_lc want_pv want_ks
 	want_lc=$(src_hash go.mod go.sum cmd internal)
 	want_pv=$(src_hash provisioner)
+	want_ks=$(src_hash kserve)
 	if [ -x "$bin/localcluster" ] && [ "$(cat "$bin/.localcluster.src" 2>/dev/null)" = "$want_lc" ] &&
 		[ -x "$bin/provisioner" ] && [ "$(cat "$bin/.provisioner.src" 2>/dev/null)" = "$want_pv" ] &&
+		[ -x "$bin/kserve-controller" ] && [ "$(cat "$bin/.kserve-controller.src" 2>/dev/null)" = "$want_ks" ] &&
 		[ -x "$bin/kwok" ]; then
 		flock -u 9
 		return 0
@@ -79,6 +81,14 @@ build() {
 		(cd provisioner && "$GO" build -p "$p" -ldflags "-s -w" -o "$bin/provisioner.tmp" .)
 		mv "$bin/provisioner.tmp" "$bin/provisioner"
 		echo "$want_pv" >"$bin/.provisioner.src"
+	fi
+	if ! [ -x "$bin/kserve-controller" ] || [ "$(cat "$bin/.kserve-controller.src" 2>/dev/null)" != "$want_ks" ]; then
+		# Its own module (kserve/go.mod: KServe's replace lines, k8s.io/* at the control plane's
+		# version); keyed by the hash of its sources, go.mod and go.sum.
+		say "building KServe's InferenceService controller and webhooks (kserve/); the first build takes about 10 minutes on 2 cores"
+		(cd kserve && "$GO" build -p "$p" -ldflags "-s -w" -o "$bin/kserve-controller.tmp" .)
+		mv "$bin/kserve-controller.tmp" "$bin/kserve-controller"
+		echo "$want_ks" >"$bin/.kserve-controller.src"
 	fi
 	if ! [ -x "$bin/kwok" ]; then
 		say "installing KWOK $kwok_version"
@@ -127,7 +137,7 @@ cache-dir)
 	echo "$cache"
 	;;
 built) # exit 0 when the binaries for this go.sum are in the cache (an edit only relinks)
-	[ -x "$bin/localcluster" ] && [ -x "$bin/provisioner" ] && [ -x "$bin/kwok" ]
+	[ -x "$bin/localcluster" ] && [ -x "$bin/provisioner" ] && [ -x "$bin/kserve-controller" ] && [ -x "$bin/kwok" ]
 	;;
 *)
 	echo "usage: $0 up|down|status|build|built|cache-dir" >&2

@@ -93,8 +93,8 @@ func writeKubeconfig(path, server string, caPEM []byte, user, token string) erro
 	return os.Chmod(path, 0o600)
 }
 
-// auditPolicy records every request at Metadata level, except the control plane's own reads,
-// leases, events and KWOK's status writes, which would drown the rest.
+// auditPolicy records every request at Metadata level, except the control plane's and KServe's
+// controller's own reads, leases, events and KWOK's status writes, which would drown the rest.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -102,7 +102,7 @@ rules:
 - level: None
   nonResourceURLs: ["/healthz*", "/readyz*", "/livez*", "/version", "/openapi*", "/api", "/apis", "/api/*", "/apis/*"]
 - level: None
-  users: ["system:apiserver", "system:kube-controller-manager", "system:kube-scheduler", "localcluster:kwok", "localcluster:provisioner"]
+  users: ["system:apiserver", "system:kube-controller-manager", "system:kube-scheduler", "localcluster:kwok", "localcluster:provisioner", "system:serviceaccount:kserve:kserve-controller-manager"]
   verbs: ["get", "list", "watch"]
 - level: None
   userGroups: ["system:serviceaccounts:kube-system"]
@@ -141,6 +141,10 @@ type State struct {
 	Volumes    string   `json:"volumes"`
 	Nodes      []string `json:"nodes"`
 	StartedBy  string   `json:"startedBy"`
+	// KServeWebhook is where KServe's webhooks listen (https://127.0.0.1:PORT); KServeHealth is
+	// its controller's health probe (http://127.0.0.1:PORT, /readyz).
+	KServeWebhook string `json:"kserveWebhook"`
+	KServeHealth  string `json:"kserveHealth"`
 }
 
 func writeState(dir string, s State) error {
