@@ -19,9 +19,9 @@ cd "$here"
 GO=${GO:-go}
 k8s_version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit } $1 == "require" && $2 == "k8s.io/kubernetes" { print $3; exit }' go.mod)
 kwok_version=v0.7.0
-# Needed free space for a cold build: the binaries (~0.4 GiB), module downloads (~1 GiB) and
-# Go's build cache for Kubernetes (~3 GiB), with a margin.
-need_gib=6
+# Needed free space for a cold build: the binaries (~0.4 GiB), module downloads (~2 GiB) and
+# Go's build cache for Kubernetes (~3 GiB) and KServe (~1.5 GiB), with a margin.
+need_gib=8
 
 state=${METALLO_CLUSTER_DIR:-$root/var/localcluster}
 cache_root=${METALLO_CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/metallo/localcluster}
@@ -41,7 +41,7 @@ check_disk() {
 	while [ ! -d "$probe" ]; do probe=$(dirname "$probe"); done
 	avail_kb=$(df -Pk "$probe" | awk 'NR == 2 { print $4 }')
 	if [ "$avail_kb" -lt $((need_gib * 1024 * 1024)) ]; then
-		die "a cold build of the local cluster needs about ${need_gib} GiB free under $probe (the Kubernetes build cache, modules and binaries); only $((avail_kb / 1024 / 1024)) GiB are free"
+		die "a cold build of the local cluster needs about ${need_gib} GiB free under $probe (the Kubernetes and KServe build cache, modules and binaries); only $((avail_kb / 1024 / 1024)) GiB are free"
 	fi
 }
 
@@ -85,7 +85,7 @@ build() {
 	if ! [ -x "$bin/kserve-controller" ] || [ "$(cat "$bin/.kserve-controller.src" 2>/dev/null)" != "$want_ks" ]; then
 		# Its own module (kserve/go.mod: KServe's replace lines, k8s.io/* at the control plane's
 		# version); keyed by the hash of its sources, go.mod and go.sum.
-		say "building KServe's InferenceService controller and webhooks (kserve/); the first build takes about 10 minutes on 2 cores"
+		say "building KServe's InferenceService controller and webhooks (kserve/); the first build takes about 7 CPU-minutes (4-10 minutes on 2 cores)"
 		(cd kserve && "$GO" build -p "$p" -ldflags "-s -w" -o "$bin/kserve-controller.tmp" .)
 		mv "$bin/kserve-controller.tmp" "$bin/kserve-controller"
 		echo "$want_ks" >"$bin/.kserve-controller.src"

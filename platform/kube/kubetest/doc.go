@@ -7,7 +7,7 @@
 // New attaches to the cluster running in the state directory (METALLO_CLUSTER_DIR, else
 // var/localcluster at the repository root, found by walking up from the test's working
 // directory), or, when none runs, starts one for the test binary with
-// deploy/localcluster/cluster.sh up (the first build takes 25-35 minutes) and stops it once
+// deploy/localcluster/cluster.sh up (the first build takes 20-35 minutes) and stops it once
 // no test binary uses it any more; `make cluster-up` beforehand keeps it running. Each call
 // gives the test its own namespace, labelled metallo.dev/kubetest, deleted when the test ends
 // (its InferenceServices first, see below).

@@ -311,17 +311,17 @@ func attachOrStart() (*Cluster, error) {
 		built.Env = append(os.Environ(), "METALLO_CLUSTER_DIR="+dir)
 		if built.Run() != nil {
 			return nil, fmt.Errorf("no local cluster in %s (%v), and its binaries are not built: a cold build takes "+
-				"about 25 minutes, more than this test binary's -timeout %s; run `make cluster-up` first", dir, attachErr, timeout)
+				"about 35 minutes, more than this test binary's -timeout %s; run `make cluster-up` first", dir, attachErr, timeout)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), coldBuildBudget)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", script, "up", "--stop-when-unused")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "METALLO_CLUSTER_DIR="+dir)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	fmt.Fprintf(os.Stderr, "kubetest: no local cluster in %s (%v): starting one with %s up (a first build takes 15-25 minutes)\n", dir, attachErr, script)
+	fmt.Fprintf(os.Stderr, "kubetest: no local cluster in %s (%v): starting one with %s up (a first build takes 20-35 minutes)\n", dir, attachErr, script)
 	began := time.Now()
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("%s up: %v\n%s", script, err, lastLines(out.String(), 40))
@@ -336,7 +336,7 @@ func attachOrStart() (*Cluster, error) {
 }
 
 // coldBuildBudget is what a test binary's -timeout must allow for building the cluster.
-const coldBuildBudget = 40 * time.Minute
+const coldBuildBudget = 50 * time.Minute
 
 // testTimeout is the test binary's -timeout (0: none).
 func testTimeout() time.Duration {
