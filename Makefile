@@ -94,6 +94,7 @@ lint: $(GOLANGCI)
 	$(GO) vet ./...
 	$(GOLANGCI) run ./...
 	cd deploy/localcluster && $(GOLANGCI) run --config ../../.golangci.yml ./...
+	cd deploy/localcluster/kserve && $(GOLANGCI) run --config ../../../.golangci.yml ./...
 
 ## bench: benchmarks with same-run baselines; results go to BENCHMARKS.md
 bench: services build bench-execution bench-runtime
@@ -144,8 +145,9 @@ bench-native: cluster-up
 # --- local cluster (deploy/localcluster) ---
 # A real kube-apiserver, kube-controller-manager, kube-scheduler and etcd built from the
 # Kubernetes sources, with KWOK's fake Nodes and a hostPath volume provisioner, on loopback.
+# With KServe's own InferenceService controller and webhooks (deploy/localcluster/kserve).
 # Built once into $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/metallo/localcluster/<k8s version>-<go.sum hash>
-# (a cold build takes 15-25 minutes on 2 cores and 6 GiB of free disk); state in var/localcluster
+# (a cold build takes 20-35 minutes on 2 cores and 8 GiB of free disk); state in var/localcluster
 # (METALLO_CLUSTER_DIR). See deploy/localcluster/README.md.
 .PHONY: cluster-up cluster-down cluster-status cluster-build image
 

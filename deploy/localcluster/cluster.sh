@@ -24,9 +24,9 @@ cd "$here"
 GO=${GO:-go}
 k8s_version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit } $1 == "require" && $2 == "k8s.io/kubernetes" { print $3; exit }' go.mod)
 kwok_version=v0.7.0
-# Needed free space for a cold build: the binaries (~0.4 GiB), module downloads (~1 GiB) and
-# Go's build cache for Kubernetes (~3 GiB), with a margin.
-need_gib=6
+# Needed free space for a cold build: the binaries (~0.4 GiB), module downloads (~2 GiB) and
+# Go's build cache for Kubernetes (~3 GiB) and KServe (~1.5 GiB), with a margin.
+need_gib=8
 
 state=${METALLO_CLUSTER_DIR:-$root/var/localcluster}
 real_node=${METALLO_CLUSTER_REAL_NODE:-required}
@@ -49,7 +49,7 @@ check_disk() {
 	while [ ! -d "$probe" ]; do probe=$(dirname "$probe"); done
 	avail_kb=$(df -Pk "$probe" | awk 'NR == 2 { print $4 }')
 	if [ "$avail_kb" -lt $((need_gib * 1024 * 1024)) ]; then
-		die "a cold build of the local cluster needs about ${need_gib} GiB free under $probe (the Kubernetes build cache, modules and binaries); only $((avail_kb / 1024 / 1024)) GiB are free"
+		die "a cold build of the local cluster needs about ${need_gib} GiB free under $probe (the Kubernetes and KServe build cache, modules and binaries); only $((avail_kb / 1024 / 1024)) GiB are free"
 	fi
 }
 
@@ -58,12 +58,14 @@ build() {
 	mkdir -p "$bin"
 	exec 9>"$cache/.build.lock"
 	flock 9
-	local want_lc want_pv want_kl=none
+	local want_lc want_pv want_ks want_kl=none
 	want_lc=$(src_hash go.mod go.sum cmd/localcluster internal)
 	want_pv=$(src_hash provisioner)
+	want_ks=$(src_hash kserve)
 	[ "$real_node" = off ] || want_kl=$(src_hash go.mod go.sum cmd/kubelet)
 	if [ -x "$bin/localcluster" ] && [ "$(cat "$bin/.localcluster.src" 2>/dev/null)" = "$want_lc" ] &&
 		[ -x "$bin/provisioner" ] && [ "$(cat "$bin/.provisioner.src" 2>/dev/null)" = "$want_pv" ] &&
+		[ -x "$bin/kserve-controller" ] && [ "$(cat "$bin/.kserve-controller.src" 2>/dev/null)" = "$want_ks" ] &&
 		{ [ "$want_kl" = none ] || { [ -x "$bin/kubelet" ] && [ "$(cat "$bin/.kubelet.src" 2>/dev/null)" = "$want_kl" ]; }; } &&
 		[ -x "$bin/kwok" ]; then
 		flock -u 9
@@ -99,6 +101,14 @@ build() {
 		(cd provisioner && "$GO" build -p "$p" -ldflags "-s -w" -o "$bin/provisioner.tmp" .)
 		mv "$bin/provisioner.tmp" "$bin/provisioner"
 		echo "$want_pv" >"$bin/.provisioner.src"
+	fi
+	if ! [ -x "$bin/kserve-controller" ] || [ "$(cat "$bin/.kserve-controller.src" 2>/dev/null)" != "$want_ks" ]; then
+		# Its own module (kserve/go.mod: KServe's replace lines, k8s.io/* at the control plane's
+		# version); keyed by the hash of its sources, go.mod and go.sum.
+		say "building KServe's InferenceService controller and webhooks (kserve/); the first build takes about 7 CPU-minutes (4-10 minutes on 2 cores)"
+		(cd kserve && "$GO" build -p "$p" -ldflags "-s -w" -o "$bin/kserve-controller.tmp" .)
+		mv "$bin/kserve-controller.tmp" "$bin/kserve-controller"
+		echo "$want_ks" >"$bin/.kserve-controller.src"
 	fi
 	if ! [ -x "$bin/kwok" ]; then
 		say "installing KWOK $kwok_version"
@@ -197,7 +207,7 @@ cache-dir)
 	echo "$cache"
 	;;
 built) # exit 0 when the binaries for this go.sum are in the cache (an edit only relinks)
-	[ -x "$bin/localcluster" ] && [ -x "$bin/provisioner" ] && [ -x "$bin/kwok" ] && { [ "$real_node" = off ] || [ -x "$bin/kubelet" ]; }
+	[ -x "$bin/localcluster" ] && [ -x "$bin/provisioner" ] && [ -x "$bin/kserve-controller" ] && [ -x "$bin/kwok" ] && { [ "$real_node" = off ] || [ -x "$bin/kubelet" ]; }
 	;;
 *)
 	echo "usage: $0 up|down|status|build|built|image|cache-dir" >&2

@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
@@ -210,10 +209,10 @@ func TestDeleteWithWrongUIDConflictsAndForegroundDeleteRemovesPodsFirst(t *testi
 	}
 }
 
-var inferenceServices = schema.GroupVersionResource{Group: "serving.kserve.io", Version: "v1beta1", Resource: "inferenceservices"}
-
 // An InferenceService in KServe's Standard deployment mode is accepted by KServe's CRD and
-// reads back as written. Real: the CRD's schema validation. No KServe controller runs.
+// webhooks and reads back as written. A value the CRD's schema forbids is refused with 422
+// Invalid; a value of the wrong type is refused before the schema is checked, by KServe's
+// defaulter, which cannot decode it. Real: the CRD's schema validation, KServe's webhooks.
 func TestInferenceServiceInStandardModeIsCreatedAndReadBack(t *testing.T) {
 	t.Parallel()
 	e := kubetest.New(t)
@@ -234,10 +233,10 @@ func TestInferenceServiceInStandardModeIsCreatedAndReadBack(t *testing.T) {
 			},
 		},
 	}}
-	if _, err := e.Dynamic.Resource(inferenceServices).Namespace(e.Namespace).Create(c, isvc, metav1.CreateOptions{}); err != nil {
+	if _, err := e.Dynamic.Resource(kubetest.InferenceServiceResource).Namespace(e.Namespace).Create(c, isvc, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create InferenceService: %v", err)
 	}
-	got, err := e.Dynamic.Resource(inferenceServices).Namespace(e.Namespace).Get(c, "sklearn-iris", metav1.GetOptions{})
+	got, err := e.Dynamic.Resource(kubetest.InferenceServiceResource).Namespace(e.Namespace).Get(c, "sklearn-iris", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("read back: %v", err)
 	}
@@ -249,12 +248,21 @@ func TestInferenceServiceInStandardModeIsCreatedAndReadBack(t *testing.T) {
 	if format != "sklearn" || uri != "pvc://models/iris" {
 		t.Fatalf("read back spec: format %q storageUri %q", format, uri)
 	}
-	// The CRD's schema is enforced: a value of the wrong type is refused.
+	// The CRD's schema is enforced: a value outside an enum is refused.
 	bad := isvc.DeepCopy()
 	bad.SetName("bad")
+	_ = unstructured.SetNestedField(bad.Object, "Bogus", "spec", "predictor", "scaleMetricType")
+	if _, err := e.Dynamic.Resource(kubetest.InferenceServiceResource).Namespace(e.Namespace).Create(c, bad, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
+		t.Fatalf("scaleMetricType \"Bogus\": want 422 Invalid from the CRD schema, got %v", err)
+	}
+	// A value of the wrong type reaches KServe's mutating webhook first (admission runs before
+	// the schema is checked), which cannot decode it.
+	bad = isvc.DeepCopy()
+	bad.SetName("bad")
 	_ = unstructured.SetNestedField(bad.Object, "three", "spec", "predictor", "maxReplicas")
-	if _, err := e.Dynamic.Resource(inferenceServices).Namespace(e.Namespace).Create(c, bad, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
-		t.Fatalf("maxReplicas \"three\": want 422 Invalid from the CRD schema, got %v", err)
+	_, err = e.Dynamic.Resource(kubetest.InferenceServiceResource).Namespace(e.Namespace).Create(c, bad, metav1.CreateOptions{})
+	if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), `admission webhook "inferenceservice.kserve-webhook-server.defaulter" denied the request`) {
+		t.Fatalf("maxReplicas \"three\": want 400 from KServe's defaulter, got %v", err)
 	}
 }
 

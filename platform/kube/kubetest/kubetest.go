@@ -36,10 +36,16 @@ const (
 	// AnnotationRunSeconds is how long a Pod with restartPolicy Never or OnFailure runs before it
 	// finishes, in seconds ("30", "0.5"); default 1.
 	AnnotationRunSeconds = "localcluster.metallo.dev/run-seconds"
-	// AnnotationFail "true" makes such a Pod fail with exit code 1 instead of succeeding.
+	// AnnotationFail "true" makes such a Pod fail with exit code 1 instead of succeeding. A Pod
+	// with restartPolicy Always (a Deployment's, a KServe predictor's) so annotated runs, Ready,
+	// for AnnotationRunSeconds (default 1; keep it at least 1), then its containers terminate with
+	// exit code 1 and reason Error and are not restarted: the Pod stays Running, no longer Ready
+	// (a server without a readiness probe that crashes). The lost readiness changes the
+	// Deployment's status, which KServe's controller watches; it then reports the predictor
+	// FailedToLoad. An InferenceService's annotations reach its predictor's Pods.
 	AnnotationFail = "localcluster.metallo.dev/fail"
 	// AnnotationNeverReady "true" keeps a Pod Running but never Ready (a model server that never
-	// becomes ready).
+	// becomes ready; on an InferenceService it reaches the predictor's Pods).
 	AnnotationNeverReady = "localcluster.metallo.dev/never-ready"
 )
 
@@ -141,7 +147,7 @@ func (e *Env) newNamespace() string {
 	}
 	tb.Logf("kubetest: namespace %s on %s", name, e.Server)
 	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		if tb.Failed() {
 			e.logNamespace(ctx, name)
@@ -150,6 +156,8 @@ func (e *Env) newNamespace() string {
 			tb.Logf("kubetest: keeping namespace %s (METALLO_KUBETEST_KEEP)", name)
 			return
 		}
+		// KServe's finalizer would keep the namespace Terminating: its InferenceServices go first.
+		e.removeInferenceServices(ctx, name)
 		bg := metav1.DeletePropagationBackground
 		if err := e.Client.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
 			tb.Errorf("kubetest: delete namespace %s: %v", name, err)
@@ -163,6 +171,12 @@ func (e *Env) logNamespace(ctx context.Context, ns string) {
 	if pods, err := e.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
 		for _, p := range pods.Items {
 			e.T.Logf("kubetest: pod %s node=%q phase=%s annotations=%v", p.Name, p.Spec.NodeName, p.Status.Phase, p.Annotations)
+		}
+	}
+	if isvcs, err := e.Dynamic.Resource(InferenceServiceResource).Namespace(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, isvc := range isvcs.Items {
+			status, _ := json.Marshal(isvc.Object["status"])
+			e.T.Logf("kubetest: inferenceservice %s finalizers=%v annotations=%v status=%s", isvc.GetName(), isvc.GetFinalizers(), isvc.GetAnnotations(), status)
 		}
 	}
 	if evs, err := e.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{}); err == nil {
@@ -310,17 +324,17 @@ func attachOrStart() (*Cluster, error) {
 		built.Env = append(os.Environ(), "METALLO_CLUSTER_DIR="+dir)
 		if built.Run() != nil {
 			return nil, fmt.Errorf("no local cluster in %s (%v), and its binaries are not built: a cold build takes "+
-				"about 25 minutes, more than this test binary's -timeout %s; run `make cluster-up` first", dir, attachErr, timeout)
+				"about 35 minutes, more than this test binary's -timeout %s; run `make cluster-up` first", dir, attachErr, timeout)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), coldBuildBudget)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", script, "up", "--stop-when-unused")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "METALLO_CLUSTER_DIR="+dir)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	fmt.Fprintf(os.Stderr, "kubetest: no local cluster in %s (%v): starting one with %s up (a first build takes 15-25 minutes)\n", dir, attachErr, script)
+	fmt.Fprintf(os.Stderr, "kubetest: no local cluster in %s (%v): starting one with %s up (a first build takes 20-35 minutes)\n", dir, attachErr, script)
 	began := time.Now()
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("%s up: %v\n%s", script, err, lastLines(out.String(), 40))
@@ -335,7 +349,7 @@ func attachOrStart() (*Cluster, error) {
 }
 
 // coldBuildBudget is what a test binary's -timeout must allow for building the cluster.
-const coldBuildBudget = 40 * time.Minute
+const coldBuildBudget = 50 * time.Minute
 
 // testTimeout is the test binary's -timeout (0: none).
 func testTimeout() time.Duration {

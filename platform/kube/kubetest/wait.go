@@ -2,6 +2,7 @@ package kubetest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -82,6 +84,9 @@ func describe(o runtime.Object) string {
 		return fmt.Sprintf("pod %s node=%q phase=%s conditions=%v", v.Name, v.Spec.NodeName, v.Status.Phase, v.Status.Conditions)
 	case *corev1.Event:
 		return fmt.Sprintf("event %s %s: %s", v.InvolvedObject.Name, v.Reason, v.Message)
+	case *unstructured.Unstructured:
+		status, _ := json.Marshal(v.Object["status"])
+		return fmt.Sprintf("%s %s annotations=%v status=%s", v.GetKind(), v.GetName(), v.GetAnnotations(), status)
 	}
 	return fmt.Sprintf("%T", o)
 }

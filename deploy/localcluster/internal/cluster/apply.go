@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,19 +20,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
@@ -128,9 +123,10 @@ func ensureStorageClass(ctx context.Context, cs kubernetes.Interface) error {
 	return err
 }
 
-// kserveCRD finds the InferenceService CRD inside the kserve module (downloaded into the module
-// cache with go mod download; never copied into the repository).
-func kserveCRD(ctx context.Context, module string) (string, error) {
+// moduleDir returns the directory of a module (module@version) in the module cache, downloading
+// it with go mod download when needed; KServe's manifests are read from there, never copied
+// into the repository.
+func moduleDir(ctx context.Context, module string) (string, error) {
 	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", module)
 	cmd.Dir = os.TempDir()
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GO111MODULE=on")
@@ -147,7 +143,21 @@ func kserveCRD(ctx context.Context, module string) (string, error) {
 	if info.Error != "" || info.Dir == "" {
 		return "", fmt.Errorf("go mod download %s: %s", module, info.Error)
 	}
-	return filepath.Join(info.Dir, "config", "crd", "full", "serving.kserve.io_inferenceservices.yaml"), nil
+	return info.Dir, nil
+}
+
+// readYAMLFile decodes every object of a YAML file.
+func readYAMLFile(path string) ([]*unstructured.Unstructured, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	objs, err := decodeYAML(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return objs, nil
 }
 
 // decodeYAML splits a multi-document YAML stream into objects.
@@ -204,7 +214,7 @@ func (a *applier) apply(ctx context.Context, objs []*unstructured.Unstructured) 
 		}
 	}
 	for _, o := range crds {
-		if err := a.applyOne(ctx, o); err != nil {
+		if err := a.createCRD(ctx, o); err != nil {
 			return err
 		}
 	}
@@ -252,22 +262,29 @@ func (a *applier) applyOne(ctx context.Context, o *unstructured.Unstructured) er
 	return nil
 }
 
+// createCRD creates a CustomResourceDefinition, or applies it when it exists. On a fresh cluster
+// a create is several times cheaper than a server-side apply for a large CRD (KServe's
+// InferenceService CRD: 5 s against 18 s on a loaded machine): the API server does not compute
+// the managed fields of its whole schema.
+func (a *applier) createCRD(ctx context.Context, o *unstructured.Unstructured) error {
+	crds := a.dyn.Resource(apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions"))
+	_, err := crds.Create(ctx, o, metav1.CreateOptions{FieldManager: fieldManager})
+	if apierrors.IsAlreadyExists(err) {
+		return a.applyOne(ctx, o)
+	}
+	if err != nil {
+		return fmt.Errorf("create CustomResourceDefinition %s: %w", o.GetName(), err)
+	}
+	return nil
+}
+
 func (a *applier) waitEstablished(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
-			return a.ext.ApiextensionsV1().CustomResourceDefinitions().List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
-			return a.ext.ApiextensionsV1().CustomResourceDefinitions().Watch(ctx, o)
-		},
-	}
-	_, err := watchtools.UntilWithSync(ctx, lw, &apiextensionsv1.CustomResourceDefinition{}, nil, func(ev watch.Event) (bool, error) {
-		crd, ok := ev.Object.(*apiextensionsv1.CustomResourceDefinition)
-		if !ok {
+	// Polled rather than watched: a watch ended by the deadline logs an error of its own.
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		crd, err := a.ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
 			return false, nil
 		}
 		for _, c := range crd.Status.Conditions {
@@ -281,20 +298,6 @@ func (a *applier) waitEstablished(ctx context.Context, name string) error {
 		return fmt.Errorf("CustomResourceDefinition %s not established: %w", name, err)
 	}
 	return nil
-}
-
-// applyFile applies every object of a YAML file.
-func (a *applier) applyFile(ctx context.Context, path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	objs, err := decodeYAML(f)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return a.apply(ctx, objs)
 }
 
 // applyKustomization builds dir with kustomize and applies the result.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -45,7 +46,7 @@ func Main(name string, args []string) int {
 		exe, _ := os.Executable()
 		fs.StringVar(&o.binDir, "bin-dir", filepath.Dir(exe), "directory holding kwok and provisioner")
 		fs.StringVar(&o.kwokStages, "kwok-stages", "", "KWOK Stages file")
-		fs.StringVar(&o.kserveModule, "kserve-module", "github.com/kserve/kserve@v0.16.0", "module whose config/crd/full holds the InferenceService CRD")
+		fs.StringVar(&o.kserveModule, "kserve-module", "github.com/kserve/kserve@v0.16.0", "the kserve module whose CRDs, ConfigMap, RBAC, webhooks and runtime are installed")
 		fs.StringVar(&o.manifests, "manifests", "", "kustomization directory applied after start, skipped when absent (deploy/cluster)")
 		nodes, _ := strconv.Atoi(envOr("METALLO_CLUSTER_NODES", "2"))
 		fs.IntVar(&o.nodes.count, "nodes", nodes, "number of fake Nodes (METALLO_CLUSTER_NODES)")
@@ -201,6 +202,12 @@ func healthy(ctx context.Context, dir string) (State, error) {
 			return s, err
 		}
 	}
+	if s.KServeHealth == "" {
+		return s, errors.New("started without KServe's controller")
+	}
+	if err := kserveReady(ctx, s.KServeHealth); err != nil {
+		return s, fmt.Errorf("KServe's controller: %w", err)
+	}
 	return s, nil
 }
 
@@ -294,7 +301,7 @@ func up(o upOptions) error {
 	if o.nodes.count < 1 {
 		return fmt.Errorf("--nodes %d: at least one fake Node is needed", o.nodes.count)
 	}
-	for _, b := range []string{"kwok", "provisioner"} {
+	for _, b := range []string{"kwok", "provisioner", kserveComponent} {
 		if _, err := os.Stat(filepath.Join(o.binDir, b)); err != nil {
 			return fmt.Errorf("%s binary missing in %s (build with deploy/localcluster/cluster.sh)", b, o.binDir)
 		}
@@ -309,7 +316,8 @@ func up(o upOptions) error {
 		return err
 	}
 	for _, p := range []string{"cluster.json", "etcd", "audit", "logs", "run", "volumes", "pki", "auth", "node",
-		"kubeconfig", "kubeconfig-controller-manager", "kubeconfig-scheduler", "kubeconfig-kwok", "kubeconfig-provisioner"} {
+		"kubeconfig", "kubeconfig-controller-manager", "kubeconfig-scheduler", "kubeconfig-kwok", "kubeconfig-provisioner",
+		"kserve"} {
 		if err := os.RemoveAll(filepath.Join(dir, p)); err != nil {
 			return err
 		}
@@ -327,9 +335,11 @@ func up(o upOptions) error {
 		}
 	}
 	started := false
+	var background sync.WaitGroup // KServe's installation, which starts its controller
 	defer func() {
 		if !started {
-			cancel() // ends the CRD install before its API server goes away
+			cancel() // ends KServe's installation before its API server goes away
+			background.Wait()
 			_ = stopAll(dir, func(string, ...any) {})
 			_ = os.Remove(filepath.Join(dir, "cluster.json"))
 		}
@@ -428,24 +438,30 @@ func up(o upOptions) error {
 	}
 	step("API server ready on %s", server)
 
-	// KServe's CRD is a megabyte: the API server takes seconds to accept and establish it, so it
-	// is installed while the other components start.
+	// KServe's CRDs are more than a megabyte: the API server takes seconds to accept and establish
+	// them, so KServe is installed and started while the other components start.
 	ap, err := newApplier(cfg)
 	if err != nil {
 		return err
 	}
-	crdDone := make(chan error, 1)
+	type kserveResult struct {
+		st  kserveState
+		err error
+	}
+	kserveDone := make(chan kserveResult, 1)
+	background.Add(1)
 	go func() {
-		crd, err := kserveCRD(ctx, o.kserveModule)
-		if err == nil {
-			err = ap.applyFile(ctx, crd)
-		}
+		defer background.Done()
+		mod, err := downloadKServe(ctx, o.kserveModule)
 		if err != nil {
-			crdDone <- fmt.Errorf("KServe CRD: %w", err)
+			kserveDone <- kserveResult{err: fmt.Errorf("KServe: %w", err)}
 			return
 		}
-		step("installed KServe's InferenceService CRD from %s", crd)
-		crdDone <- nil
+		st, err := startKServe(ctx, kserveSetup{dir: dir, binDir: o.binDir, server: server, module: mod, ap: ap, cs: cs, step: step})
+		if err != nil {
+			err = fmt.Errorf("KServe: %w", err)
+		}
+		kserveDone <- kserveResult{st, err}
 	}()
 
 	if err := start(dir, "controller-manager", self, "controller-manager",
@@ -494,8 +510,9 @@ func up(o upOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := <-crdDone; err != nil {
-		return err
+	ks := <-kserveDone
+	if ks.err != nil {
+		return ks.err
 	}
 	if o.manifests != "" {
 		if _, err := os.Stat(o.manifests); err == nil {
@@ -509,7 +526,7 @@ func up(o upOptions) error {
 		}
 	}
 
-	all := []string{"etcd", "apiserver", "controller-manager", "scheduler", "kwok", "provisioner"}
+	all := []string{"etcd", "apiserver", "controller-manager", "scheduler", "kwok", "provisioner", kserveComponent}
 	if err := waitFor(ctx, "fake Nodes Ready (KWOK)", dir, all, func(ctx context.Context) error {
 		return nodesReady(ctx, cs, nodes)
 	}); err != nil {
@@ -542,6 +559,7 @@ func up(o upOptions) error {
 	if err := writeState(dir, State{
 		Version: KubernetesVersion, Server: server, Kubeconfig: p("kubeconfig"), AuditLog: auditLog,
 		Etcd: etcdURL, KWOK: "http://" + kwokAddr, Volumes: p("volumes"), Nodes: nodes, StartedBy: startedBy, RealNode: realNode,
+		KServeWebhook: ks.st.webhook, KServeHealth: ks.st.health,
 	}); err != nil {
 		return err
 	}

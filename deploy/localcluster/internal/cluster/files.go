@@ -69,15 +69,7 @@ func writeAuth(dir, server string) error {
 			fmt.Fprintf(&csv, ",\"%s\"", strings.Join(id.groups, ","))
 		}
 		csv.WriteString("\n")
-		cfg := clientcmdapi.NewConfig()
-		cfg.Clusters["localcluster"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
-		cfg.AuthInfos[id.user] = &clientcmdapi.AuthInfo{Token: token}
-		cfg.Contexts["localcluster"] = &clientcmdapi.Context{Cluster: "localcluster", AuthInfo: id.user}
-		cfg.CurrentContext = "localcluster"
-		if err := clientcmd.WriteToFile(*cfg, filepath.Join(dir, id.file)); err != nil {
-			return err
-		}
-		if err := os.Chmod(filepath.Join(dir, id.file), 0o600); err != nil {
+		if err := writeKubeconfig(filepath.Join(dir, id.file), server, caPEM, id.user, token); err != nil {
 			return err
 		}
 	}
@@ -87,8 +79,22 @@ func writeAuth(dir, server string) error {
 	return os.WriteFile(filepath.Join(dir, "auth", "tokens.csv"), []byte(csv.String()), 0o600)
 }
 
-// auditPolicy records every request at Metadata level, except the control plane's own reads,
-// leases, events and KWOK's status writes, which would drown the rest.
+// writeKubeconfig writes a kubeconfig (mode 0600) for the API server at server that trusts
+// caPEM and authenticates as user with a bearer token.
+func writeKubeconfig(path, server string, caPEM []byte, user, token string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["localcluster"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["localcluster"] = &clientcmdapi.Context{Cluster: "localcluster", AuthInfo: user}
+	cfg.CurrentContext = "localcluster"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return err
+	}
+	return os.Chmod(path, 0o600)
+}
+
+// auditPolicy records every request at Metadata level, except the control plane's and KServe's
+// controller's own reads, leases, events and KWOK's status writes, which would drown the rest.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -96,7 +102,7 @@ rules:
 - level: None
   nonResourceURLs: ["/healthz*", "/readyz*", "/livez*", "/version", "/openapi*", "/api", "/apis", "/api/*", "/apis/*"]
 - level: None
-  users: ["system:apiserver", "system:kube-controller-manager", "system:kube-scheduler", "localcluster:kwok", "localcluster:provisioner"]
+  users: ["system:apiserver", "system:kube-controller-manager", "system:kube-scheduler", "localcluster:kwok", "localcluster:provisioner", "system:serviceaccount:kserve:kserve-controller-manager"]
   verbs: ["get", "list", "watch"]
 - level: None
   userGroups: ["system:serviceaccounts:kube-system"]
@@ -137,6 +143,10 @@ type State struct {
 	StartedBy  string   `json:"startedBy"`
 	// RealNode is the real node (realnode.go); nil in a cluster started before it existed.
 	RealNode *RealNodeState `json:"realNode,omitempty"`
+	// KServeWebhook is where KServe's webhooks listen (https://127.0.0.1:PORT); KServeHealth is
+	// its controller's health probe (http://127.0.0.1:PORT, /readyz).
+	KServeWebhook string `json:"kserveWebhook"`
+	KServeHealth  string `json:"kserveHealth"`
 }
 
 func writeState(dir string, s State) error {

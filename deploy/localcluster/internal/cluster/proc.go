@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,7 +16,7 @@ import (
 )
 
 // components in start order; stopped in reverse order. The reaper is stopped first.
-var components = []string{"etcd", "apiserver", "controller-manager", "scheduler", "kwok", "provisioner"}
+var components = []string{"etcd", "apiserver", "controller-manager", "scheduler", "kwok", "provisioner", kserveComponent}
 
 func pidFile(dir, name string) string { return filepath.Join(dir, "run", name+".pid") }
 func logFile(dir, name string) string { return filepath.Join(dir, "logs", name+".log") }
@@ -142,8 +143,20 @@ func stopAll(dir string, log func(string, ...any)) error {
 	} else {
 		os.Remove(pidFile(dir, "reaper"))
 	}
+	names := make([]string, 0, len(components))
 	for i := len(components) - 1; i >= 0; i-- {
-		name := components[i]
+		names = append(names, components[i])
+	}
+	// Then whatever else has a pid file: a cluster started by a build with other components
+	// (the cache's binary is shared by every checkout) is stopped whole all the same.
+	recorded, _ := filepath.Glob(filepath.Join(dir, "run", "*.pid"))
+	for _, f := range recorded {
+		name := strings.TrimSuffix(filepath.Base(f), ".pid")
+		if name != "reaper" && !slices.Contains(components, name) {
+			names = append(names, name)
+		}
+	}
+	for _, name := range names {
 		stopped, err := stop(dir, name, 10*time.Second)
 		if err != nil {
 			errs = append(errs, err)
