@@ -79,9 +79,15 @@ var namespaceBytes = [16]byte{0xd5, 0xdc, 0x47, 0xa8, 0xcc, 0xc6, 0x46, 0xe7, 0x
 // AllocationNamespace, in canonical lower-case form. A Site ID cannot hold
 // "/", so the name is unambiguous.
 func AllocationID(site, providerResourceID string) string {
+	return uuidV5(namespaceBytes, site+"/"+providerResourceID)
+}
+
+// uuidV5 returns the UUIDv5 (RFC 9562 §5.5) of name under the namespace ns,
+// in canonical lower-case form.
+func uuidV5(ns [16]byte, name string) string {
 	h := sha1.New() //nolint:gosec // see import
-	h.Write(namespaceBytes[:])
-	h.Write([]byte(site + "/" + providerResourceID))
+	h.Write(ns[:])
+	h.Write([]byte(name))
 	var u [16]byte
 	copy(u[:], h.Sum(nil))
 	u[6] = (u[6] & 0x0f) | 0x50 // version 5
