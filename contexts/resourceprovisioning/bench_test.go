@@ -290,6 +290,6 @@ func directReport(ctx context.Context, pool *pgxpool.Pool, id, res string, kind 
 		if err := q.InsertReceipt(ctx, pgdb.InsertReceiptParams{AllocationID: id, Revision: rev, ObservedAt: at, ReceivedAt: now, ContentDigest: "d", Report: report}); err != nil {
 			return err
 		}
-		return q.InsertChange(ctx, pgdb.InsertChangeParams{AllocationID: id, Revision: rev, Payload: payload, RecordedAt: now})
+		return q.InsertChange(ctx, pgdb.InsertChangeParams{EventType: "AllocationChanged", SubjectID: id, Revision: rev, Payload: payload, RecordedAt: now})
 	})
 }

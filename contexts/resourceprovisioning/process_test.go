@@ -470,7 +470,7 @@ func testTwoProcesses(t *testing.T, bin string) {
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
 	var receipts, positioned, maxRev int64
-	if err := conn.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM allocation_receipts), (SELECT count(position) FROM allocation_changes), (SELECT coalesce(max(revision), 0) FROM allocation_changes)`).Scan(&receipts, &positioned, &maxRev); err != nil {
+	if err := conn.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM allocation_receipts), (SELECT count(position) FROM changes), (SELECT coalesce(max(revision), 0) FROM changes)`).Scan(&receipts, &positioned, &maxRev); err != nil {
 		t.Fatal(err)
 	}
 	if receipts != int64(material) || positioned != int64(material) || maxRev != int64(material) {
@@ -559,7 +559,7 @@ func testBadInput(t *testing.T, bin string) {
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
 	var n int64
-	if err := conn.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM allocations) + (SELECT count(*) FROM allocation_receipts) + (SELECT count(*) FROM allocation_changes) + (SELECT count(*) FROM beto_event_receipts) + (SELECT count(*) FROM projects)`).Scan(&n); err != nil {
+	if err := conn.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM allocations) + (SELECT count(*) FROM allocation_receipts) + (SELECT count(*) FROM changes) + (SELECT count(*) FROM beto_event_receipts) + (SELECT count(*) FROM projects)`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {

@@ -84,8 +84,13 @@ type Store interface {
 	// the transaction between runs. Errors wrap ErrUnavailable when the
 	// database cannot be reached.
 	InReportTx(ctx context.Context, fn func(ctx context.Context, tx ReportTx) error) error
-	// InEventTx is InReportTx for the Beto event intake.
+	// InEventTx is InReportTx for the Beto event intake. Event
+	// transactions are serialised (on PostgreSQL by a transaction advisory
+	// lock), so deriving member bindings from the views never misses a
+	// concurrent event's change.
 	InEventTx(ctx context.Context, fn func(ctx context.Context, tx EventTx) error) error
+	// InAccountTx is InReportTx for the account report intake.
+	InAccountTx(ctx context.Context, fn func(ctx context.Context, tx AccountTx) error) error
 	Reader
 	// Ping checks the database answers (readiness).
 	Ping(ctx context.Context) error
@@ -108,6 +113,7 @@ type Reader interface {
 	// BindingConflicts returns every provider Project claimed by more than
 	// one canonical Project, ordered by instance then provider Project.
 	BindingConflicts(ctx context.Context) ([]domain.BindingConflict, error)
+	MemberReader
 }
 
 // ReportTx is one report transaction. Allocation rows are locked until the
@@ -135,6 +141,10 @@ type ReportTx interface {
 	// PostgreSQL right after commit, see adaptors/pgstore;
 	// docs/resource-provisioning.md#the-change-feeds-ordering).
 	AppendChanges(ctx context.Context, events []domain.AllocationChanged, recordedAt time.Time) error
+	// AllocationAccountBindings returns the IDs of the bindings named by the
+	// allocation's accounts that are not absent, sorted.
+	AllocationAccountBindings(ctx context.Context, allocationID string) ([]string, error)
+	BindingTx
 }
 
 // EventTx is one Beto event transaction.
@@ -153,7 +163,9 @@ type EventTx interface {
 	ReplaceProjectBindings(ctx context.Context, projectID string, bindings []domain.ProviderBinding) error
 	// ProviderProjectClaims is ReportTx.ProviderProjectClaims.
 	ProviderProjectClaims(ctx context.Context, instance, providerProjectID string, limit int) ([]string, error)
-	// UpsertPartyBinding stores b when the view has no row for its ID or an
-	// older revision; true when stored.
-	UpsertPartyBinding(ctx context.Context, b domain.PartyProviderBinding, updatedAt time.Time) (bool, error)
+	// UpsertPartyBinding stores b, changed at Beto's occurredAt, when the
+	// view has no row for its ID or an older revision; true when stored.
+	UpsertPartyBinding(ctx context.Context, b domain.PartyProviderBinding, occurredAt, updatedAt time.Time) (bool, error)
+	MembershipTx
+	BindingTx
 }

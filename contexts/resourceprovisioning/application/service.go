@@ -38,6 +38,11 @@ type Config struct {
 	// refused: accepted, it would make every later report stale and lock
 	// the allocation until the agent's clock caught up.
 	ClockSkew time.Duration
+	// Environments maps each execution environment to its Site (a Party's
+	// site binding names an environment; an agent reports for a Site). Only
+	// a Site's own environments are visible to its agent's account report
+	// and lookup (docs/resource-provisioning.md#native-member-accounts).
+	Environments map[string]string
 }
 
 // Service is Resource Provisioning's application service: report and event
@@ -67,6 +72,11 @@ func NewService(store Store, clock Clock, observer Observer, cfg Config) (*Servi
 	if cfg.ClockSkew == 0 {
 		cfg.ClockSkew = DefaultClockSkew
 	}
+	envs, err := checkEnvironments(cfg.Environments)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Environments = envs
 	return &Service{store: store, clock: clock, observer: observer, cfg: cfg}, nil
 }
 
@@ -116,9 +126,12 @@ func (s *Service) SubmitReports(ctx context.Context, site string, reports []doma
 	err := s.store.InReportTx(ctx, func(ctx context.Context, tx ReportTx) error {
 		results = make([]ReportResult, len(normal))
 		refused := make([]*domain.Refusal, len(normal))
-		var events []domain.AllocationChanged
+		var (
+			events []domain.AllocationChanged
+			moved  []movedAllocation
+		)
 		for _, i := range order {
-			res, ev, refusal, err := s.applyReport(ctx, tx, site, normal[i], now)
+			res, ev, prev, refusal, err := s.applyReport(ctx, tx, site, normal[i], now)
 			if err != nil {
 				return err
 			}
@@ -130,6 +143,7 @@ func (s *Service) SubmitReports(ctx context.Context, site string, reports []doma
 			results[i] = res
 			if ev != nil {
 				events = append(events, *ev)
+				moved = append(moved, movedAllocation{prev: prev, next: ev})
 			}
 		}
 		var refusals []domain.Refusal
@@ -143,6 +157,9 @@ func (s *Service) SubmitReports(ctx context.Context, site string, reports []doma
 		}
 		if len(events) == 0 {
 			return nil
+		}
+		if err := s.rederiveAccountBindings(ctx, tx, moved, now); err != nil {
+			return err
 		}
 		return tx.AppendChanges(ctx, events, now)
 	})
@@ -175,57 +192,62 @@ func (s *Service) validateBatch(reports []domain.Report, now time.Time) error {
 }
 
 // applyReport decides one report inside the transaction and writes its
-// effect; it returns the event of a material change.
-func (s *Service) applyReport(ctx context.Context, tx ReportTx, site string, r domain.Report, now time.Time) (ReportResult, *domain.AllocationChanged, *domain.Refusal, error) {
+// effect; it returns the event of a material change and the allocation's
+// facts before it (nil when it was created).
+func (s *Service) applyReport(ctx context.Context, tx ReportTx, site string, r domain.Report, now time.Time) (ReportResult, *domain.AllocationChanged, *domain.Facts, *domain.Refusal, error) {
 	id := domain.AllocationID(site, r.ProviderResourceID)
 	projectID, err := s.resolve(ctx, tx, r.ProviderProjectID)
 	if err != nil {
-		return ReportResult{}, nil, nil, err
+		return ReportResult{}, nil, nil, nil, err
 	}
 	cur, err := tx.LockAllocation(ctx, id)
 	if err != nil {
-		return ReportResult{}, nil, nil, err
+		return ReportResult{}, nil, nil, nil, err
 	}
 	d, refusal := domain.Decide(cur, site, r, projectID, now)
 	if refusal != nil {
-		return ReportResult{}, nil, refusal, nil
+		return ReportResult{}, nil, nil, refusal, nil
 	}
 	switch d.Outcome {
 	case domain.OutcomeCreated:
 		inserted, err := tx.InsertAllocation(ctx, d.Next)
 		if err != nil {
-			return ReportResult{}, nil, nil, err
+			return ReportResult{}, nil, nil, nil, err
 		}
 		if !inserted {
 			// A concurrent transaction created it and has committed:
 			// decide again against its row, now locked.
 			if cur, err = tx.LockAllocation(ctx, id); err != nil {
-				return ReportResult{}, nil, nil, err
+				return ReportResult{}, nil, nil, nil, err
 			}
 			if cur == nil {
-				return ReportResult{}, nil, nil, fmt.Errorf("allocation %s neither inserted nor found", id)
+				return ReportResult{}, nil, nil, nil, fmt.Errorf("allocation %s neither inserted nor found", id)
 			}
 			if d, refusal = domain.Decide(cur, site, r, projectID, now); refusal != nil {
-				return ReportResult{}, nil, refusal, nil
+				return ReportResult{}, nil, nil, refusal, nil
 			}
 			if err := s.writeExisting(ctx, tx, d); err != nil {
-				return ReportResult{}, nil, nil, err
+				return ReportResult{}, nil, nil, nil, err
 			}
 		}
 	default:
 		if err := s.writeExisting(ctx, tx, d); err != nil {
-			return ReportResult{}, nil, nil, err
+			return ReportResult{}, nil, nil, nil, err
 		}
 	}
 	res := ReportResult{ProviderResourceID: r.ProviderResourceID, AllocationID: id, Outcome: d.Outcome, Revision: d.Next.Revision, Lifecycle: d.Next.Lifecycle}
 	if !d.Material() {
-		return res, nil, nil, nil
+		return res, nil, nil, nil, nil
 	}
 	if err := tx.InsertReceipt(ctx, domain.NewReceipt(d.Next, r)); err != nil {
-		return ReportResult{}, nil, nil, err
+		return ReportResult{}, nil, nil, nil, err
 	}
 	ev := domain.NewAllocationChanged(d.Next)
-	return res, &ev, nil, nil
+	var prev *domain.Facts
+	if cur != nil {
+		prev = &cur.Facts
+	}
+	return res, &ev, prev, nil, nil
 }
 
 // writeExisting stores the decision about an existing, locked allocation.
@@ -333,15 +355,30 @@ func (s *Service) ReceiveBetoEvent(ctx context.Context, ev domain.BetoEvent) (Ev
 	return result, nil
 }
 
+// applyEvent applies an event to its view and derives the member bindings
+// it may move (docs/resource-provisioning.md#runtime-member-bindings).
 func (s *Service) applyEvent(ctx context.Context, tx EventTx, ev domain.BetoEvent, now time.Time) (bool, error) {
+	var keys []domain.BindingKey
 	if p := ev.Project; p != nil {
 		applied, err := tx.UpsertProject(ctx, domain.ProjectView{ProjectID: p.ID, Revision: p.Revision, State: p.State, UpdatedAt: now})
 		if err != nil || !applied {
 			return false, err
 		}
-		return true, tx.ReplaceProjectBindings(ctx, p.ID, p.WaldurBindings())
+		if err := tx.ReplaceProjectBindings(ctx, p.ID, p.WaldurBindings()); err != nil {
+			return false, err
+		}
+		if keys, err = s.applyMemberships(ctx, tx, p); err != nil {
+			return false, err
+		}
+	} else {
+		applied, k, err := s.applyPartyBinding(ctx, tx, *ev.Binding, ev.OccurredAt, now)
+		if err != nil || !applied {
+			return false, err
+		}
+		keys = k
 	}
-	return tx.UpsertPartyBinding(ctx, *ev.Binding, now)
+	_, err := s.deriveBindings(ctx, tx, keys, nil, now)
+	return true, err
 }
 
 // conflictsOf returns the provider Projects of p now claimed by several

@@ -62,10 +62,18 @@ func ParseAllocationChanged(b []byte) (AllocationChanged, error) {
 	return e, nil
 }
 
-// Change is an AllocationChanged at its position in the change feed.
+// Change is one entry of the change feed at its position: an
+// AllocationChanged (Type AllocationChangedType, in Event) or a
+// MemberBindingChanged (Type MemberBindingChangedType, in Binding).
 // Positions start at 1 and follow commit order: a change that commits later
 // never gets a smaller position than one already readable.
 type Change struct {
 	Position int64
-	Event    AllocationChanged
+	Type     string
+	// Event is the AllocationChanged of an allocation change (zero
+	// otherwise).
+	Event AllocationChanged
+	// Binding is the MemberBindingChanged of a binding change (nil
+	// otherwise).
+	Binding *MemberBindingChanged
 }

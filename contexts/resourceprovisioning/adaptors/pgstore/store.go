@@ -52,8 +52,38 @@ var _ application.Store = (*Store)(nil)
 // failure (the change is stored and the next sequencer run positions it),
 // so it is not returned.
 func (s *Store) InReportTx(ctx context.Context, fn func(context.Context, application.ReportTx) error) error {
+	return s.inWriteTx(ctx, false, func(ctx context.Context, t *reportTx) error { return fn(ctx, t) })
+}
+
+// InEventTx implements application.Store. Event transactions take the
+// transaction advisory lock EventLockKey first, so they run one at a time:
+// a binding derived from the Project and Party binding views then always
+// sees the changes of the events before it.
+func (s *Store) InEventTx(ctx context.Context, fn func(context.Context, application.EventTx) error) error {
+	return s.inWriteTx(ctx, true, func(ctx context.Context, t *reportTx) error { return fn(ctx, eventTx{t}) })
+}
+
+// InAccountTx implements application.Store.
+func (s *Store) InAccountTx(ctx context.Context, fn func(context.Context, application.AccountTx) error) error {
+	return s.inWriteTx(ctx, false, func(ctx context.Context, t *reportTx) error { return fn(ctx, accountTx{t}) })
+}
+
+// EventLockKey is the transaction advisory lock of event transactions.
+const EventLockKey int64 = 764_002
+
+// inWriteTx runs fn in one transaction (after the event lock when
+// lockEvents) and, when it wrote changes and committed, waits until they
+// have feed positions (see sequencer.go) before it returns; a failure there
+// is not the transaction's failure (the change is stored and the next
+// sequencer run positions it), so it is not returned.
+func (s *Store) inWriteTx(ctx context.Context, lockEvents bool, fn func(context.Context, *reportTx) error) error {
 	var appended bool
 	err := s.inTx(ctx, func(ctx context.Context, q *pgdb.Queries) error {
+		if lockEvents {
+			if err := q.LockSequencer(ctx, EventLockKey); err != nil {
+				return dbErr("lock events", err)
+			}
+		}
 		t := &reportTx{q: q}
 		if err := fn(ctx, t); err != nil {
 			return err
@@ -65,11 +95,6 @@ func (s *Store) InReportTx(ctx context.Context, fn func(context.Context, applica
 		_, _ = s.seq.await(func() (int64, error) { return s.positionChanges(ctx) })
 	}
 	return err
-}
-
-// InEventTx implements application.Store.
-func (s *Store) InEventTx(ctx context.Context, fn func(context.Context, application.EventTx) error) error {
-	return s.inTx(ctx, func(ctx context.Context, q *pgdb.Queries) error { return fn(ctx, eventTx{&reportTx{q: q}}) })
 }
 
 func (s *Store) inTx(ctx context.Context, fn func(context.Context, *pgdb.Queries) error) error {
@@ -157,7 +182,7 @@ func (s *Store) ChangesAfter(ctx context.Context, after int64, limit int) ([]dom
 	if err != nil {
 		return nil, dbErr("changes", err)
 	}
-	return rows.Changes(rs, func(r pgdb.ChangesAfterRow) (int64, []byte) { return r.Position, r.Payload })
+	return rows.Changes(rs, func(r pgdb.ChangesAfterRow) (int64, string, []byte) { return r.Position, r.EventType, r.Payload })
 }
 
 // BindingConflicts implements application.Reader.
@@ -251,7 +276,7 @@ func (t *reportTx) InsertReceipt(ctx context.Context, r domain.Receipt) error {
 func (t *reportTx) AppendChanges(ctx context.Context, events []domain.AllocationChanged, recordedAt time.Time) error {
 	for _, ev := range events {
 		if err := t.q.InsertChange(ctx, pgdb.InsertChangeParams{
-			AllocationID: ev.AllocationID, Revision: ev.Revision, Payload: ev.Payload(), RecordedAt: recordedAt.UTC(),
+			EventType: domain.AllocationChangedType, SubjectID: ev.AllocationID, Revision: ev.Revision, Payload: ev.Payload(), RecordedAt: recordedAt.UTC(),
 		}); err != nil {
 			return dbErr("insert change", err)
 		}
@@ -299,10 +324,10 @@ func (t eventTx) ReplaceProjectBindings(ctx context.Context, projectID string, b
 	return nil
 }
 
-func (t eventTx) UpsertPartyBinding(ctx context.Context, b domain.PartyProviderBinding, updatedAt time.Time) (bool, error) {
+func (t eventTx) UpsertPartyBinding(ctx context.Context, b domain.PartyProviderBinding, occurredAt, updatedAt time.Time) (bool, error) {
 	n, err := t.q.UpsertPartyBinding(ctx, pgdb.UpsertPartyBindingParams{
 		BindingID: b.ID, PartyID: b.PartyID, Revision: b.Revision, Provider: b.Provider, Instance: b.Instance,
-		ExternalID: b.ExternalID, State: b.State, Generation: b.Generation, UpdatedAt: updatedAt.UTC(),
+		ExternalID: b.ExternalID, State: b.State, Generation: b.Generation, UpdatedAt: updatedAt.UTC(), OccurredAt: occurredAt.UTC(),
 	})
 	return n == 1, dbErr("upsert party binding", err)
 }

@@ -52,9 +52,15 @@ func (s *Store) InReportTx(ctx context.Context, fn func(context.Context, applica
 	return s.inTx(ctx, func(ctx context.Context, q *sqlitedb.Queries) error { return fn(ctx, reportTx{q}) })
 }
 
-// InEventTx implements application.Store.
+// InEventTx implements application.Store (write transactions are
+// serialised anyway).
 func (s *Store) InEventTx(ctx context.Context, fn func(context.Context, application.EventTx) error) error {
 	return s.inTx(ctx, func(ctx context.Context, q *sqlitedb.Queries) error { return fn(ctx, eventTx{reportTx{q}}) })
+}
+
+// InAccountTx implements application.Store.
+func (s *Store) InAccountTx(ctx context.Context, fn func(context.Context, application.AccountTx) error) error {
+	return s.inTx(ctx, func(ctx context.Context, q *sqlitedb.Queries) error { return fn(ctx, accountTx{reportTx{q}}) })
 }
 
 func (s *Store) inTx(ctx context.Context, fn func(context.Context, *sqlitedb.Queries) error) error {
@@ -123,7 +129,9 @@ func (s *Store) ChangesAfter(ctx context.Context, after int64, limit int) ([]dom
 	if err != nil {
 		return nil, dbErr("changes", err)
 	}
-	return rows.Changes(rs, func(r sqlitedb.ChangesAfterRow) (int64, []byte) { return r.Position, []byte(r.Payload) })
+	return rows.Changes(rs, func(r sqlitedb.ChangesAfterRow) (int64, string, []byte) {
+		return r.Position, r.EventType, []byte(r.Payload)
+	})
 }
 
 // BindingConflicts implements application.Reader.
@@ -221,15 +229,35 @@ func (t reportTx) InsertReceipt(ctx context.Context, r domain.Receipt) error {
 }
 
 func (t reportTx) AppendChanges(ctx context.Context, events []domain.AllocationChanged, recordedAt time.Time) error {
-	last, err := t.q.AdvanceChangesHead(ctx, int64(len(events)))
+	out := make([]outgoing, 0, len(events))
+	for _, ev := range events {
+		out = append(out, outgoing{domain.AllocationChangedType, ev.AllocationID, ev.Revision, ev.Payload()})
+	}
+	return t.appendOutbox(ctx, out, recordedAt)
+}
+
+// outgoing is one outbox row to write.
+type outgoing struct {
+	eventType, subjectID string
+	revision             int64
+	payload              []byte
+}
+
+// appendOutbox writes outbox rows at the next feed positions (taken inside
+// the serialised write transaction, so they follow commit order).
+func (t reportTx) appendOutbox(ctx context.Context, out []outgoing, recordedAt time.Time) error {
+	if len(out) == 0 {
+		return nil
+	}
+	last, err := t.q.AdvanceChangesHead(ctx, int64(len(out)))
 	if err != nil {
 		return dbErr("advance changes head", err)
 	}
-	first := last - int64(len(events)) + 1
-	for i, ev := range events {
+	first := last - int64(len(out)) + 1
+	for i, o := range out {
 		if err := t.q.InsertChange(ctx, sqlitedb.InsertChangeParams{
-			Position: first + int64(i), AllocationID: ev.AllocationID, Revision: ev.Revision,
-			Payload: string(ev.Payload()), RecordedAt: rows.Micros(recordedAt),
+			Position: first + int64(i), EventType: o.eventType, SubjectID: o.subjectID, Revision: o.revision,
+			Payload: string(o.payload), RecordedAt: rows.Micros(recordedAt),
 		}); err != nil {
 			return dbErr("insert change", err)
 		}
@@ -276,10 +304,11 @@ func (t eventTx) ReplaceProjectBindings(ctx context.Context, projectID string, b
 	return nil
 }
 
-func (t eventTx) UpsertPartyBinding(ctx context.Context, b domain.PartyProviderBinding, updatedAt time.Time) (bool, error) {
+func (t eventTx) UpsertPartyBinding(ctx context.Context, b domain.PartyProviderBinding, occurredAt, updatedAt time.Time) (bool, error) {
 	n, err := t.q.UpsertPartyBinding(ctx, sqlitedb.UpsertPartyBindingParams{
 		BindingID: b.ID, PartyID: b.PartyID, Revision: b.Revision, Provider: b.Provider, Instance: b.Instance,
 		ExternalID: b.ExternalID, State: b.State, Generation: b.Generation, UpdatedAt: rows.Micros(updatedAt),
+		OccurredAt: rows.Micros(occurredAt),
 	})
 	return n == 1, dbErr("upsert party binding", err)
 }

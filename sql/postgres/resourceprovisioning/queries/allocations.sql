@@ -33,11 +33,11 @@ VALUES (sqlc.arg(allocation_id), sqlc.arg(revision), sqlc.arg(observed_at), sqlc
         sqlc.arg(content_digest), sqlc.arg(report));
 
 -- name: InsertChange :exec
-INSERT INTO allocation_changes (allocation_id, revision, payload, recorded_at)
-VALUES (sqlc.arg(allocation_id), sqlc.arg(revision), sqlc.arg(payload), sqlc.arg(recorded_at));
+INSERT INTO changes (event_type, subject_id, revision, payload, recorded_at)
+VALUES (sqlc.arg(event_type), sqlc.arg(subject_id), sqlc.arg(revision), sqlc.arg(payload), sqlc.arg(recorded_at));
 
 -- name: HasUnpositionedChanges :one
-SELECT EXISTS (SELECT 1 FROM allocation_changes WHERE position IS NULL);
+SELECT EXISTS (SELECT 1 FROM changes WHERE position IS NULL);
 
 -- name: LockSequencer :exec
 SELECT pg_advisory_xact_lock(sqlc.arg(lock_key)::bigint);
@@ -47,24 +47,24 @@ SELECT pg_advisory_xact_lock(sqlc.arg(lock_key)::bigint);
 -- every committed unpositioned change the next positions in seq order and
 -- moves the head.
 WITH head AS (
-    SELECT position FROM allocation_changes_head WHERE id = 1
+    SELECT position FROM changes_head WHERE id = 1
 ), pending AS (
     SELECT c.seq, head.position + row_number() OVER (ORDER BY c.seq) AS pos
-    FROM allocation_changes c CROSS JOIN head
+    FROM changes c CROSS JOIN head
     WHERE c.position IS NULL
 ), positioned AS (
-    UPDATE allocation_changes c SET position = pending.pos
+    UPDATE changes c SET position = pending.pos
     FROM pending WHERE c.seq = pending.seq
     RETURNING c.position
 )
-UPDATE allocation_changes_head SET position = (SELECT max(position) FROM positioned)
+UPDATE changes_head SET position = (SELECT max(position) FROM positioned)
 WHERE id = 1 AND EXISTS (SELECT 1 FROM positioned);
 
 -- name: ChangesHead :one
-SELECT position FROM allocation_changes_head WHERE id = 1;
+SELECT position FROM changes_head WHERE id = 1;
 
 -- name: ChangesAfter :many
-SELECT coalesce(position, 0)::bigint AS position, payload FROM allocation_changes
+SELECT coalesce(position, 0)::bigint AS position, event_type, payload FROM changes
 WHERE position > sqlc.arg(after)::bigint ORDER BY position LIMIT sqlc.arg(max_rows);
 
 -- name: AllocationsAfter :many

@@ -38,13 +38,13 @@ WHERE EXISTS (
 ORDER BY b.instance, b.external_id, b.project_id;
 
 -- name: UpsertPartyBinding :execrows
-INSERT INTO party_bindings (binding_id, party_id, revision, provider, instance, external_id, state, generation, updated_at)
+INSERT INTO party_bindings (binding_id, party_id, revision, provider, instance, external_id, state, generation, updated_at, occurred_at)
 VALUES (sqlc.arg(binding_id), sqlc.arg(party_id), sqlc.arg(revision), sqlc.arg(provider), sqlc.arg(instance),
-        sqlc.arg(external_id), sqlc.arg(state), sqlc.arg(generation), sqlc.arg(updated_at))
+        sqlc.arg(external_id), sqlc.arg(state), sqlc.arg(generation), sqlc.arg(updated_at), sqlc.arg(occurred_at))
 ON CONFLICT (binding_id) DO UPDATE
 SET party_id = excluded.party_id, revision = excluded.revision, provider = excluded.provider,
     instance = excluded.instance, external_id = excluded.external_id, state = excluded.state,
-    generation = excluded.generation, updated_at = excluded.updated_at
+    generation = excluded.generation, updated_at = excluded.updated_at, occurred_at = excluded.occurred_at
 WHERE party_bindings.revision < excluded.revision;
 
 -- name: PartyBinding :one

@@ -35,18 +35,18 @@ VALUES (sqlc.arg(allocation_id), sqlc.arg(revision), sqlc.arg(observed_at), sqlc
         sqlc.arg(content_digest), sqlc.arg(report));
 
 -- name: AdvanceChangesHead :one
-UPDATE allocation_changes_head SET position = position + sqlc.arg(count) WHERE id = 1
+UPDATE changes_head SET position = position + sqlc.arg(count) WHERE id = 1
 RETURNING position;
 
 -- name: InsertChange :exec
-INSERT INTO allocation_changes (position, allocation_id, revision, payload, recorded_at)
-VALUES (sqlc.arg(position), sqlc.arg(allocation_id), sqlc.arg(revision), sqlc.arg(payload), sqlc.arg(recorded_at));
+INSERT INTO changes (position, event_type, subject_id, revision, payload, recorded_at)
+VALUES (sqlc.arg(position), sqlc.arg(event_type), sqlc.arg(subject_id), sqlc.arg(revision), sqlc.arg(payload), sqlc.arg(recorded_at));
 
 -- name: ChangesHead :one
-SELECT position FROM allocation_changes_head WHERE id = 1;
+SELECT position FROM changes_head WHERE id = 1;
 
 -- name: ChangesAfter :many
-SELECT position, payload FROM allocation_changes
+SELECT position, event_type, payload FROM changes
 WHERE position > sqlc.arg(after) ORDER BY position LIMIT sqlc.arg(max_rows);
 
 -- name: AllocationsAfter :many

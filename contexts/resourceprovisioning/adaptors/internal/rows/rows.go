@@ -84,17 +84,17 @@ func ToDomainAll[T any](in []T, conv func(T) Allocation) ([]domain.Allocation, e
 	return out, nil
 }
 
-// Changes decodes stored AllocationChanged rows; get returns a row's
-// position and payload.
-func Changes[T any](in []T, get func(T) (int64, []byte)) ([]domain.Change, error) {
+// Changes decodes stored outbox rows; get returns a row's position, event
+// type and payload.
+func Changes[T any](in []T, get func(T) (int64, string, []byte)) ([]domain.Change, error) {
 	out := make([]domain.Change, 0, len(in))
 	for _, r := range in {
-		position, payload := get(r)
-		ev, err := domain.ParseAllocationChanged(payload)
+		position, eventType, payload := get(r)
+		c, err := domain.ParseChange(position, eventType, payload)
 		if err != nil {
 			return nil, fmt.Errorf("change %d: %w", position, err)
 		}
-		out = append(out, domain.Change{Position: position, Event: ev})
+		out = append(out, c)
 	}
 	return out, nil
 }
@@ -112,6 +112,47 @@ func GroupConflicts(n int, row func(i int) (instance, external, project string))
 		out = append(out, domain.BindingConflict{Instance: inst, ProviderProjectID: ext, ProjectIDs: []string{proj}})
 	}
 	return out
+}
+
+// Binding is a member_bindings row with engine-neutral column types.
+type Binding struct {
+	ID, PartyID, ProjectID, Environment string
+	Generation                          int64
+	State                               string
+	Reasons                             []byte
+	SiteBindingID, SiteUsername         string
+	SiteBindingGeneration               int64
+	AccountUID, AllocationID, Namespace string
+	Revision                            int64
+	ChangedAt                           time.Time
+}
+
+// BindingFromDomain encodes b for storage.
+func BindingFromDomain(b domain.MemberBinding) Binding {
+	return Binding{
+		ID: b.ID, PartyID: b.PartyID, ProjectID: b.ProjectID, Environment: b.Environment, Generation: b.Generation,
+		State: b.State, Reasons: mustJSON(nonNil(b.Reasons)), SiteBindingID: b.Site.ID, SiteUsername: b.Site.Username,
+		SiteBindingGeneration: b.Site.Generation, AccountUID: b.Account.UID, AllocationID: b.Account.AllocationID,
+		Namespace: b.Account.Namespace, Revision: b.Revision, ChangedAt: b.ChangedAt.UTC(),
+	}
+}
+
+// ToDomain decodes a stored binding row.
+func (r Binding) ToDomain() (domain.MemberBinding, error) {
+	b := domain.MemberBinding{
+		ID: r.ID, BindingKey: domain.BindingKey{PartyID: r.PartyID, ProjectID: r.ProjectID, Environment: r.Environment},
+		Generation: r.Generation, State: r.State,
+		Site:     domain.SiteBindingRef{ID: r.SiteBindingID, Username: r.SiteUsername, Generation: r.SiteBindingGeneration},
+		Account:  domain.ReadyAccount{UID: r.AccountUID, AllocationID: r.AllocationID, Namespace: r.Namespace},
+		Revision: r.Revision, ChangedAt: r.ChangedAt.UTC(),
+	}
+	if err := json.Unmarshal(r.Reasons, &b.Reasons); err != nil {
+		return domain.MemberBinding{}, fmt.Errorf("decode reasons of member binding %s: %w", r.ID, err)
+	}
+	if b.Reasons == nil {
+		b.Reasons = []string{}
+	}
+	return b, nil
 }
 
 // Micros returns t as microseconds since the Unix epoch (SQLite columns).

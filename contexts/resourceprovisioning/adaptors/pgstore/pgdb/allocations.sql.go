@@ -58,7 +58,7 @@ func (q *Queries) AllocationsAfter(ctx context.Context, arg AllocationsAfterPara
 }
 
 const changesAfter = `-- name: ChangesAfter :many
-SELECT coalesce(position, 0)::bigint AS position, payload FROM allocation_changes
+SELECT coalesce(position, 0)::bigint AS position, event_type, payload FROM changes
 WHERE position > $1::bigint ORDER BY position LIMIT $2
 `
 
@@ -68,8 +68,9 @@ type ChangesAfterParams struct {
 }
 
 type ChangesAfterRow struct {
-	Position int64
-	Payload  []byte
+	Position  int64
+	EventType string
+	Payload   []byte
 }
 
 func (q *Queries) ChangesAfter(ctx context.Context, arg ChangesAfterParams) ([]ChangesAfterRow, error) {
@@ -81,7 +82,7 @@ func (q *Queries) ChangesAfter(ctx context.Context, arg ChangesAfterParams) ([]C
 	var items []ChangesAfterRow
 	for rows.Next() {
 		var i ChangesAfterRow
-		if err := rows.Scan(&i.Position, &i.Payload); err != nil {
+		if err := rows.Scan(&i.Position, &i.EventType, &i.Payload); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -93,7 +94,7 @@ func (q *Queries) ChangesAfter(ctx context.Context, arg ChangesAfterParams) ([]C
 }
 
 const changesHead = `-- name: ChangesHead :one
-SELECT position FROM allocation_changes_head WHERE id = 1
+SELECT position FROM changes_head WHERE id = 1
 `
 
 func (q *Queries) ChangesHead(ctx context.Context) (int64, error) {
@@ -115,7 +116,7 @@ func (q *Queries) CountReceipts(ctx context.Context, allocationID string) (int64
 }
 
 const hasUnpositionedChanges = `-- name: HasUnpositionedChanges :one
-SELECT EXISTS (SELECT 1 FROM allocation_changes WHERE position IS NULL)
+SELECT EXISTS (SELECT 1 FROM changes WHERE position IS NULL)
 `
 
 func (q *Queries) HasUnpositionedChanges(ctx context.Context) (bool, error) {
@@ -185,20 +186,22 @@ func (q *Queries) InsertAllocation(ctx context.Context, arg InsertAllocationPara
 }
 
 const insertChange = `-- name: InsertChange :exec
-INSERT INTO allocation_changes (allocation_id, revision, payload, recorded_at)
-VALUES ($1, $2, $3, $4)
+INSERT INTO changes (event_type, subject_id, revision, payload, recorded_at)
+VALUES ($1, $2, $3, $4, $5)
 `
 
 type InsertChangeParams struct {
-	AllocationID string
-	Revision     int64
-	Payload      []byte
-	RecordedAt   time.Time
+	EventType  string
+	SubjectID  string
+	Revision   int64
+	Payload    []byte
+	RecordedAt time.Time
 }
 
 func (q *Queries) InsertChange(ctx context.Context, arg InsertChangeParams) error {
 	_, err := q.db.Exec(ctx, insertChange,
-		arg.AllocationID,
+		arg.EventType,
+		arg.SubjectID,
 		arg.Revision,
 		arg.Payload,
 		arg.RecordedAt,
@@ -273,17 +276,17 @@ func (q *Queries) LockSequencer(ctx context.Context, lockKey int64) error {
 
 const positionChanges = `-- name: PositionChanges :execrows
 WITH head AS (
-    SELECT position FROM allocation_changes_head WHERE id = 1
+    SELECT position FROM changes_head WHERE id = 1
 ), pending AS (
     SELECT c.seq, head.position + row_number() OVER (ORDER BY c.seq) AS pos
-    FROM allocation_changes c CROSS JOIN head
+    FROM changes c CROSS JOIN head
     WHERE c.position IS NULL
 ), positioned AS (
-    UPDATE allocation_changes c SET position = pending.pos
+    UPDATE changes c SET position = pending.pos
     FROM pending WHERE c.seq = pending.seq
     RETURNING c.position
 )
-UPDATE allocation_changes_head SET position = (SELECT max(position) FROM positioned)
+UPDATE changes_head SET position = (SELECT max(position) FROM positioned)
 WHERE id = 1 AND EXISTS (SELECT 1 FROM positioned)
 `
 

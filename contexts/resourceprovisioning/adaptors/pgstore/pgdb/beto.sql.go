@@ -120,7 +120,7 @@ func (q *Queries) InsertProjectBinding(ctx context.Context, arg InsertProjectBin
 }
 
 const partyBinding = `-- name: PartyBinding :one
-SELECT binding_id, party_id, revision, provider, instance, external_id, state, generation, updated_at FROM party_bindings WHERE binding_id = $1
+SELECT binding_id, party_id, revision, provider, instance, external_id, state, generation, updated_at, occurred_at FROM party_bindings WHERE binding_id = $1
 `
 
 func (q *Queries) PartyBinding(ctx context.Context, bindingID string) (PartyBinding, error) {
@@ -136,6 +136,7 @@ func (q *Queries) PartyBinding(ctx context.Context, bindingID string) (PartyBind
 		&i.State,
 		&i.Generation,
 		&i.UpdatedAt,
+		&i.OccurredAt,
 	)
 	return i, err
 }
@@ -187,13 +188,13 @@ func (q *Queries) SetEventOutcome(ctx context.Context, arg SetEventOutcomeParams
 }
 
 const upsertPartyBinding = `-- name: UpsertPartyBinding :execrows
-INSERT INTO party_bindings (binding_id, party_id, revision, provider, instance, external_id, state, generation, updated_at)
+INSERT INTO party_bindings (binding_id, party_id, revision, provider, instance, external_id, state, generation, updated_at, occurred_at)
 VALUES ($1, $2, $3, $4, $5,
-        $6, $7, $8, $9)
+        $6, $7, $8, $9, $10)
 ON CONFLICT (binding_id) DO UPDATE
 SET party_id = excluded.party_id, revision = excluded.revision, provider = excluded.provider,
     instance = excluded.instance, external_id = excluded.external_id, state = excluded.state,
-    generation = excluded.generation, updated_at = excluded.updated_at
+    generation = excluded.generation, updated_at = excluded.updated_at, occurred_at = excluded.occurred_at
 WHERE party_bindings.revision < excluded.revision
 `
 
@@ -207,6 +208,7 @@ type UpsertPartyBindingParams struct {
 	State      string
 	Generation int64
 	UpdatedAt  time.Time
+	OccurredAt time.Time
 }
 
 func (q *Queries) UpsertPartyBinding(ctx context.Context, arg UpsertPartyBindingParams) (int64, error) {
@@ -220,6 +222,7 @@ func (q *Queries) UpsertPartyBinding(ctx context.Context, arg UpsertPartyBinding
 		arg.State,
 		arg.Generation,
 		arg.UpdatedAt,
+		arg.OccurredAt,
 	)
 	if err != nil {
 		return 0, err

@@ -10,6 +10,14 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type AccountSet struct {
+	AllocationID  string
+	Revision      int64
+	ContentDigest string
+	ObservedAt    time.Time
+	LastSeenAt    time.Time
+}
+
 type Allocation struct {
 	ID                 string
 	Site               string
@@ -30,21 +38,6 @@ type Allocation struct {
 	LastSeenAt         time.Time
 }
 
-type AllocationChange struct {
-	Seq          int64
-	Position     pgtype.Int8
-	AllocationID string
-	Revision     int64
-	Payload      []byte
-	RecordedAt   time.Time
-	PublishedAt  pgtype.Timestamptz
-}
-
-type AllocationChangesHead struct {
-	ID       int32
-	Position int64
-}
-
 type AllocationReceipt struct {
 	AllocationID  string
 	Revision      int64
@@ -63,6 +56,52 @@ type BetoEventReceipt struct {
 	ReceivedAt    time.Time
 }
 
+type Change struct {
+	Seq         int64
+	Position    pgtype.Int8
+	SubjectID   string
+	Revision    int64
+	Payload     []byte
+	RecordedAt  time.Time
+	PublishedAt pgtype.Timestamptz
+	EventType   string
+}
+
+type ChangesHead struct {
+	ID       int32
+	Position int64
+}
+
+type MemberBinding struct {
+	BindingID             string
+	PartyID               string
+	ProjectID             string
+	Environment           string
+	Generation            int64
+	State                 string
+	Reasons               []byte
+	SiteBindingID         string
+	SiteUsername          string
+	SiteBindingGeneration int64
+	AccountUid            string
+	AllocationID          string
+	Namespace             string
+	Revision              int64
+	ChangedAt             time.Time
+}
+
+type NativeAccount struct {
+	AllocationID string
+	PartyID      string
+	Uid          string
+	BindingID    string
+	Generation   int64
+	AccountName  string
+	State        string
+	Since        time.Time
+	ChangedAt    time.Time
+}
+
 type PartyBinding struct {
 	BindingID  string
 	PartyID    string
@@ -73,6 +112,7 @@ type PartyBinding struct {
 	State      string
 	Generation int64
 	UpdatedAt  time.Time
+	OccurredAt time.Time
 }
 
 type Project struct {
@@ -80,6 +120,12 @@ type Project struct {
 	Revision  int64
 	State     string
 	UpdatedAt time.Time
+}
+
+type ProjectMembership struct {
+	ProjectID string
+	PartyID   string
+	Role      string
 }
 
 type ProjectProviderBinding struct {

@@ -11,7 +11,7 @@ import (
 )
 
 const advanceChangesHead = `-- name: AdvanceChangesHead :one
-UPDATE allocation_changes_head SET position = position + ?1 WHERE id = 1
+UPDATE changes_head SET position = position + ?1 WHERE id = 1
 RETURNING position
 `
 
@@ -73,7 +73,7 @@ func (q *Queries) AllocationsAfter(ctx context.Context, arg AllocationsAfterPara
 }
 
 const changesAfter = `-- name: ChangesAfter :many
-SELECT position, payload FROM allocation_changes
+SELECT position, event_type, payload FROM changes
 WHERE position > ?1 ORDER BY position LIMIT ?2
 `
 
@@ -83,8 +83,9 @@ type ChangesAfterParams struct {
 }
 
 type ChangesAfterRow struct {
-	Position int64
-	Payload  string
+	Position  int64
+	EventType string
+	Payload   string
 }
 
 func (q *Queries) ChangesAfter(ctx context.Context, arg ChangesAfterParams) ([]ChangesAfterRow, error) {
@@ -96,7 +97,7 @@ func (q *Queries) ChangesAfter(ctx context.Context, arg ChangesAfterParams) ([]C
 	var items []ChangesAfterRow
 	for rows.Next() {
 		var i ChangesAfterRow
-		if err := rows.Scan(&i.Position, &i.Payload); err != nil {
+		if err := rows.Scan(&i.Position, &i.EventType, &i.Payload); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -111,7 +112,7 @@ func (q *Queries) ChangesAfter(ctx context.Context, arg ChangesAfterParams) ([]C
 }
 
 const changesHead = `-- name: ChangesHead :one
-SELECT position FROM allocation_changes_head WHERE id = 1
+SELECT position FROM changes_head WHERE id = 1
 `
 
 func (q *Queries) ChangesHead(ctx context.Context) (int64, error) {
@@ -192,22 +193,24 @@ func (q *Queries) InsertAllocation(ctx context.Context, arg InsertAllocationPara
 }
 
 const insertChange = `-- name: InsertChange :exec
-INSERT INTO allocation_changes (position, allocation_id, revision, payload, recorded_at)
-VALUES (?1, ?2, ?3, ?4, ?5)
+INSERT INTO changes (position, event_type, subject_id, revision, payload, recorded_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6)
 `
 
 type InsertChangeParams struct {
-	Position     int64
-	AllocationID string
-	Revision     int64
-	Payload      string
-	RecordedAt   int64
+	Position   int64
+	EventType  string
+	SubjectID  string
+	Revision   int64
+	Payload    string
+	RecordedAt int64
 }
 
 func (q *Queries) InsertChange(ctx context.Context, arg InsertChangeParams) error {
 	_, err := q.db.ExecContext(ctx, insertChange,
 		arg.Position,
-		arg.AllocationID,
+		arg.EventType,
+		arg.SubjectID,
 		arg.Revision,
 		arg.Payload,
 		arg.RecordedAt,

@@ -122,7 +122,7 @@ func (q *Queries) InsertProjectBinding(ctx context.Context, arg InsertProjectBin
 }
 
 const partyBinding = `-- name: PartyBinding :one
-SELECT binding_id, party_id, revision, provider, instance, external_id, state, generation, updated_at FROM party_bindings WHERE binding_id = ?1
+SELECT binding_id, party_id, revision, provider, instance, external_id, state, generation, updated_at, occurred_at FROM party_bindings WHERE binding_id = ?1
 `
 
 func (q *Queries) PartyBinding(ctx context.Context, bindingID string) (PartyBinding, error) {
@@ -138,6 +138,7 @@ func (q *Queries) PartyBinding(ctx context.Context, bindingID string) (PartyBind
 		&i.State,
 		&i.Generation,
 		&i.UpdatedAt,
+		&i.OccurredAt,
 	)
 	return i, err
 }
@@ -192,13 +193,13 @@ func (q *Queries) SetEventOutcome(ctx context.Context, arg SetEventOutcomeParams
 }
 
 const upsertPartyBinding = `-- name: UpsertPartyBinding :execrows
-INSERT INTO party_bindings (binding_id, party_id, revision, provider, instance, external_id, state, generation, updated_at)
+INSERT INTO party_bindings (binding_id, party_id, revision, provider, instance, external_id, state, generation, updated_at, occurred_at)
 VALUES (?1, ?2, ?3, ?4, ?5,
-        ?6, ?7, ?8, ?9)
+        ?6, ?7, ?8, ?9, ?10)
 ON CONFLICT (binding_id) DO UPDATE
 SET party_id = excluded.party_id, revision = excluded.revision, provider = excluded.provider,
     instance = excluded.instance, external_id = excluded.external_id, state = excluded.state,
-    generation = excluded.generation, updated_at = excluded.updated_at
+    generation = excluded.generation, updated_at = excluded.updated_at, occurred_at = excluded.occurred_at
 WHERE party_bindings.revision < excluded.revision
 `
 
@@ -212,6 +213,7 @@ type UpsertPartyBindingParams struct {
 	State      string
 	Generation int64
 	UpdatedAt  int64
+	OccurredAt int64
 }
 
 func (q *Queries) UpsertPartyBinding(ctx context.Context, arg UpsertPartyBindingParams) (int64, error) {
@@ -225,6 +227,7 @@ func (q *Queries) UpsertPartyBinding(ctx context.Context, arg UpsertPartyBinding
 		arg.State,
 		arg.Generation,
 		arg.UpdatedAt,
+		arg.OccurredAt,
 	)
 	if err != nil {
 		return 0, err

@@ -8,6 +8,14 @@ import (
 	"database/sql"
 )
 
+type AccountSet struct {
+	AllocationID  string
+	Revision      int64
+	ContentDigest string
+	ObservedAt    int64
+	LastSeenAt    int64
+}
+
 type Allocation struct {
 	ID                 string
 	Site               string
@@ -28,20 +36,6 @@ type Allocation struct {
 	LastSeenAt         int64
 }
 
-type AllocationChange struct {
-	Position     int64
-	AllocationID string
-	Revision     int64
-	Payload      string
-	RecordedAt   int64
-	PublishedAt  sql.NullInt64
-}
-
-type AllocationChangesHead struct {
-	ID       int64
-	Position int64
-}
-
 type AllocationReceipt struct {
 	AllocationID  string
 	Revision      int64
@@ -60,6 +54,51 @@ type BetoEventReceipt struct {
 	ReceivedAt    int64
 }
 
+type Change struct {
+	Position    int64
+	EventType   string
+	SubjectID   string
+	Revision    int64
+	Payload     string
+	RecordedAt  int64
+	PublishedAt sql.NullInt64
+}
+
+type ChangesHead struct {
+	ID       int64
+	Position int64
+}
+
+type MemberBinding struct {
+	BindingID             string
+	PartyID               string
+	ProjectID             string
+	Environment           string
+	Generation            int64
+	State                 string
+	Reasons               string
+	SiteBindingID         string
+	SiteUsername          string
+	SiteBindingGeneration int64
+	AccountUid            string
+	AllocationID          string
+	Namespace             string
+	Revision              int64
+	ChangedAt             int64
+}
+
+type NativeAccount struct {
+	AllocationID string
+	PartyID      string
+	Uid          string
+	BindingID    string
+	Generation   int64
+	AccountName  string
+	State        string
+	Since        int64
+	ChangedAt    int64
+}
+
 type PartyBinding struct {
 	BindingID  string
 	PartyID    string
@@ -70,6 +109,7 @@ type PartyBinding struct {
 	State      string
 	Generation int64
 	UpdatedAt  int64
+	OccurredAt int64
 }
 
 type Project struct {
@@ -77,6 +117,12 @@ type Project struct {
 	Revision  int64
 	State     string
 	UpdatedAt int64
+}
+
+type ProjectMembership struct {
+	ProjectID string
+	PartyID   string
+	Role      string
 }
 
 type ProjectProviderBinding struct {

@@ -1,0 +1,289 @@
+package application
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
+)
+
+// Runtime member bindings are derived here from the Project view's
+// memberships, the Party binding view's site bindings and the agents'
+// account reports, inside the transaction that changed one of them
+// (docs/resource-provisioning.md#runtime-member-bindings).
+
+// idPattern is the form of a Site or environment ID (as in the routes'
+// path parameters and environments.yaml).
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// ValidID reports whether v can name a Site or an environment: 1–128
+// letters, digits, '.', '_' or '-', starting with a letter or digit.
+func ValidID(v string) bool { return idPattern.MatchString(v) }
+
+// checkEnvironments returns a copy of envs (environment → Site), refusing
+// IDs that cannot name an environment or a Site.
+func checkEnvironments(envs map[string]string) (map[string]string, error) {
+	out := make(map[string]string, len(envs))
+	for _, env := range slices.Sorted(maps.Keys(envs)) {
+		site := envs[env]
+		if !ValidID(env) {
+			return nil, fmt.Errorf("environment %q: not an environment ID (1–128 letters, digits, '.', '_' or '-')", env)
+		}
+		if !ValidID(site) {
+			return nil, fmt.Errorf("environment %s: Site %q is not a Site ID (1–128 letters, digits, '.', '_' or '-')", env, site)
+		}
+		out[env] = site
+	}
+	return out, nil
+}
+
+// environmentsOf returns the configured environments of site, sorted.
+func (s *Service) environmentsOf(site string) []string {
+	var out []string
+	for env, sv := range s.cfg.Environments {
+		if sv == site {
+			out = append(out, env)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// siteOf returns the Site of a configured environment.
+func (s *Service) siteOf(environment string) (string, bool) {
+	site, ok := s.cfg.Environments[environment]
+	return site, ok
+}
+
+// deriveBindings derives, in binding-ID order, the bindings of keys and of
+// the stored bindings ids, writes each material change with its
+// MemberBindingChanged, and returns every binding that exists afterwards by
+// ID. Locking in ID order keeps concurrent transactions from deadlocking.
+func (s *Service) deriveBindings(ctx context.Context, tx BindingTx, keys []domain.BindingKey, ids []string, now time.Time) (map[string]domain.MemberBinding, error) {
+	known := make(map[string]*domain.BindingKey, len(keys)+len(ids))
+	for _, id := range ids {
+		known[id] = nil
+	}
+	for _, k := range keys {
+		known[k.ID()] = &k
+	}
+	out := make(map[string]domain.MemberBinding, len(known))
+	var events []domain.MemberBindingChanged
+	for _, id := range slices.Sorted(maps.Keys(known)) {
+		next, exists, material, err := s.deriveBinding(ctx, tx, id, known[id], now)
+		if err != nil {
+			return nil, err
+		}
+		if exists {
+			out[id] = next
+		}
+		if material {
+			events = append(events, domain.NewMemberBindingChanged(next))
+		}
+	}
+	if len(events) == 0 {
+		return out, nil
+	}
+	return out, tx.AppendBindingChanges(ctx, events, now)
+}
+
+// deriveBinding derives and stores one binding (its key nil: only a stored
+// binding is derived again).
+func (s *Service) deriveBinding(ctx context.Context, tx BindingTx, id string, key *domain.BindingKey, now time.Time) (next domain.MemberBinding, exists, material bool, err error) {
+	for attempt := 0; attempt < 2; attempt++ {
+		cur, err := tx.LockBinding(ctx, id)
+		if err != nil {
+			return domain.MemberBinding{}, false, false, err
+		}
+		k := key
+		if cur != nil {
+			k = &cur.BindingKey
+		}
+		if k == nil {
+			return domain.MemberBinding{}, false, false, nil
+		}
+		in, err := s.bindingInputs(ctx, tx, id, *k, cur)
+		if err != nil {
+			return domain.MemberBinding{}, false, false, err
+		}
+		next, material := domain.DeriveBinding(cur, *k, in, now)
+		switch {
+		case !material:
+			return next, cur != nil, false, nil
+		case cur != nil:
+			return next, true, true, tx.UpdateBinding(ctx, next)
+		}
+		inserted, err := tx.InsertBinding(ctx, next)
+		if err != nil || inserted {
+			return next, err == nil, err == nil, err
+		}
+		// Another transaction created it and committed: derive again
+		// against its row, now locked.
+	}
+	return domain.MemberBinding{}, false, false, fmt.Errorf("member binding %s neither inserted nor found", id)
+}
+
+// bindingInputs reads what binding id of key is derived from; the accounts
+// only when it is live.
+func (s *Service) bindingInputs(ctx context.Context, tx BindingTx, id string, key domain.BindingKey, cur *domain.MemberBinding) (domain.BindingInputs, error) {
+	var in domain.BindingInputs
+	var err error
+	if in.Member, err = tx.IsProjectMember(ctx, key.ProjectID, key.PartyID); err != nil {
+		return in, err
+	}
+	if !in.Member && cur == nil {
+		return in, nil
+	}
+	if in.SiteBinding, err = tx.CurrentSiteBinding(ctx, key.PartyID, key.Environment); err != nil || !in.Live() {
+		return in, err
+	}
+	in.Accounts, err = tx.BindingAccounts(ctx, id)
+	return in, err
+}
+
+// applyMemberships replaces the Project view's memberships with p's and
+// returns the keys of the bindings the change may move: those of every
+// Party that joined or left, at each environment of its site bindings or
+// of its bindings in the Project.
+func (s *Service) applyMemberships(ctx context.Context, tx EventTx, p *domain.ProjectChanged) ([]domain.BindingKey, error) {
+	old, err := tx.ProjectMembers(ctx, p.ID)
+	if err != nil {
+		return nil, err
+	}
+	before := make(map[string]string, len(old))
+	for _, m := range old {
+		before[m.PartyID] = m.Role
+	}
+	after := make(map[string]string, len(p.Memberships))
+	for _, m := range p.Memberships {
+		if _, ok := after[m.PartyID]; !ok {
+			after[m.PartyID] = m.Role
+		}
+	}
+	var moved []string
+	for _, party := range slices.Sorted(maps.Keys(before)) {
+		if _, ok := after[party]; !ok {
+			if err := tx.DeleteMembership(ctx, p.ID, party); err != nil {
+				return nil, err
+			}
+			moved = append(moved, party)
+		}
+	}
+	for _, party := range slices.Sorted(maps.Keys(after)) {
+		role, ok := before[party]
+		if ok && role == after[party] {
+			continue
+		}
+		if err := tx.UpsertMembership(ctx, p.ID, Membership{PartyID: party, Role: after[party]}); err != nil {
+			return nil, err
+		}
+		if !ok {
+			moved = append(moved, party)
+		}
+	}
+	var keys []domain.BindingKey
+	for _, party := range moved {
+		envs, err := tx.PartySiteEnvironments(ctx, party)
+		if err != nil {
+			return nil, err
+		}
+		existing, err := tx.PartyBindingKeys(ctx, party)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range existing {
+			if k.ProjectID == p.ID {
+				envs = append(envs, k.Environment)
+			}
+		}
+		slices.Sort(envs)
+		for _, env := range slices.Compact(envs) {
+			keys = append(keys, domain.BindingKey{PartyID: party, ProjectID: p.ID, Environment: env})
+		}
+	}
+	return keys, nil
+}
+
+// applyPartyBinding stores a Party binding event in the view and returns
+// whether it applied and, for a site binding, the keys of the bindings it
+// may move: the Party's (before and after the event) in each of its
+// Projects and bindings, at the environments the binding names before and
+// after.
+func (s *Service) applyPartyBinding(ctx context.Context, tx EventTx, b domain.PartyProviderBinding, occurredAt, now time.Time) (bool, []domain.BindingKey, error) {
+	old, err := tx.PartyBinding(ctx, b.ID)
+	if err != nil {
+		return false, nil, err
+	}
+	applied, err := tx.UpsertPartyBinding(ctx, b, occurredAt, now)
+	if err != nil || !applied {
+		return false, nil, err
+	}
+	type pe struct{ party, env string }
+	var touched []pe
+	if b.Provider == domain.ProviderSite {
+		touched = append(touched, pe{b.PartyID, b.Instance})
+	}
+	if old != nil && old.Provider == domain.ProviderSite {
+		touched = append(touched, pe{old.PartyID, old.Instance})
+	}
+	var keys []domain.BindingKey
+	for _, t := range touched {
+		projects, err := tx.PartyProjects(ctx, t.party)
+		if err != nil {
+			return false, nil, err
+		}
+		existing, err := tx.PartyBindingKeys(ctx, t.party)
+		if err != nil {
+			return false, nil, err
+		}
+		for _, k := range existing {
+			if k.Environment == t.env {
+				projects = append(projects, k.ProjectID)
+			}
+		}
+		slices.Sort(projects)
+		for _, project := range slices.Compact(projects) {
+			keys = append(keys, domain.BindingKey{PartyID: t.party, ProjectID: project, Environment: t.env})
+		}
+	}
+	return true, keys, nil
+}
+
+// movedAllocation is a material change of an allocation in a report
+// transaction: its facts before (nil when the report created it) and its
+// event.
+type movedAllocation struct {
+	prev *domain.Facts
+	next *domain.AllocationChanged
+}
+
+// rederiveAccountBindings derives again the bindings named by the accounts
+// of allocations whose Project, native scope or retirement a report
+// changed: a binding's ready account is reported in a non-retired
+// allocation of its Project, and its namespace is that allocation's.
+func (s *Service) rederiveAccountBindings(ctx context.Context, tx ReportTx, moved []movedAllocation, now time.Time) error {
+	var ids []string
+	for _, m := range moved {
+		if m.prev == nil {
+			continue // created: no account can name it yet
+		}
+		retired := func(l string) bool { return l == domain.LifecycleRetired }
+		if m.prev.ProjectID == m.next.ProjectID && m.prev.NativeScope == m.next.NativeScope && retired(m.prev.Lifecycle) == retired(m.next.Lifecycle) {
+			continue
+		}
+		bs, err := tx.AllocationAccountBindings(ctx, m.next.AllocationID)
+		if err != nil {
+			return err
+		}
+		ids = append(ids, bs...)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := s.deriveBindings(ctx, tx, nil, ids, now)
+	return err
+}
