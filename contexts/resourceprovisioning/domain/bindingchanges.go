@@ -75,7 +75,7 @@ func ParseChange(position int64, eventType string, payload []byte) (Change, erro
 		if err := json.Unmarshal(payload, &ev); err != nil {
 			return Change{}, fmt.Errorf("decode MemberBindingChanged payload: %w", err)
 		}
-		c.Binding = &ev
+		c.Binding = ev
 	default:
 		return Change{}, fmt.Errorf("unknown change type %q", eventType)
 	}

@@ -73,7 +73,7 @@ type Change struct {
 	// Event is the AllocationChanged of an allocation change (zero
 	// otherwise).
 	Event AllocationChanged
-	// Binding is the MemberBindingChanged of a binding change (nil
+	// Binding is the MemberBindingChanged of a binding change (zero
 	// otherwise).
-	Binding *MemberBindingChanged
+	Binding MemberBindingChanged
 }

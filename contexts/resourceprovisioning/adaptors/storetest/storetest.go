@@ -87,6 +87,7 @@ func Exercise(t *testing.T, newSubject func(t *testing.T) Subject) {
 		{"ObservedAtBeyondTheClockSkewIsRefusedAndLocksNothing", testClockSkew},
 		{"UnreachableDatabaseIsUnavailable", testUnavailable},
 	}
+	tests = append(tests, memberTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, newEnv(t, newSubject(t)))
