@@ -52,6 +52,10 @@ type Config struct {
 	// ReportClockSkew is --report-clock-skew (default 5 minutes): how far a
 	// report's observed_at may lie beyond the server clock.
 	ReportClockSkew time.Duration
+	// Environments is --environment-site: each execution environment's
+	// Site (environment → Site), for native member accounts
+	// (docs/resource-provisioning.md#native-member-accounts).
+	Environments map[string]string
 	// Migrate applies pending migrations at start; otherwise start fails
 	// while migrations are pending.
 	Migrate bool
@@ -80,7 +84,7 @@ func (c Config) Validate() error {
 	if c.ReportClockSkew <= 0 {
 		return config.Invalid("report-clock-skew", c.ReportClockSkew.String(), errors.New("must be positive"))
 	}
-	return nil
+	return c.validateEnvironments()
 }
 
 // Migrate applies the context's pending migrations to the configured
@@ -192,7 +196,7 @@ func NewService(store application.Store, clk application.Clock, log *zap.Logger,
 	if err != nil {
 		return nil, err
 	}
-	return application.NewService(store, clk, tel, application.Config{WaldurInstance: cfg.WaldurInstance, Freshness: cfg.Freshness, ClockSkew: cfg.ReportClockSkew})
+	return application.NewService(store, clk, tel, application.Config{WaldurInstance: cfg.WaldurInstance, Freshness: cfg.Freshness, ClockSkew: cfg.ReportClockSkew, Environments: cfg.Environments})
 }
 
 // Module composes the context for cfg. It provides *application.Service

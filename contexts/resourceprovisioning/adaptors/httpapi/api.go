@@ -153,8 +153,10 @@ func (a *API) Register(api huma.API) {
 		OperationID: "allocation-changes",
 		Method:      http.MethodGet,
 		Path:        "/resource-provisioning/changes",
-		Summary:     "AllocationChanged events in commit order after a cursor",
-		Description: "The change feed: one AllocationChanged per material change, in commit order. A change " +
+		Summary:     "AllocationChanged and MemberBindingChanged events in commit order after a cursor",
+		Description: "The change feed: one AllocationChanged per material change of an allocation (in `allocation`) " +
+			"and one MemberBindingChanged per material change of a Runtime member binding (in `binding`), in " +
+			"commit order; `type` says which. A change " +
 			"that commits late is never skipped: positions are taken under one lock held until commit. Pass " +
 			"`next_cursor` as `after` to continue. A cursor this API did not issue (malformed, or a position beyond " +
 			"the feed head) is 400 `invalid-cursor`. For `service:*` principals.",
@@ -175,6 +177,7 @@ func (a *API) Register(api huma.API) {
 		Metadata: admitReader,
 		Errors:   errs,
 	}, a.bindingConflicts)
+	a.registerMembers(api, errs)
 }
 
 // problem maps an application error to a problem; unexpected errors are
@@ -197,6 +200,8 @@ func (a *API) problem(op string, err error) error {
 			details = append(details, &huma.ErrorDetail{Location: r.Location, Message: r.Reason + ": " + r.Detail})
 		}
 		return httpserver.NewProblem(http.StatusConflict, ce.Reason(), "refused; nothing was stored: "+ce.Refusals[0].Detail, details...)
+	case errors.Is(err, application.ErrUnknownEnvironment):
+		return httpserver.NewProblem(http.StatusNotFound, ReasonUnknownEnvironment, err.Error())
 	case errors.Is(err, application.ErrUnknownCursor):
 		return httpserver.NewProblem(http.StatusBadRequest, ReasonInvalidCursor, "the cursor was not issued by this API: "+err.Error())
 	case errors.Is(err, application.ErrUnavailable):

@@ -168,15 +168,17 @@ type changesInput struct {
 	Limit int    `query:"limit" minimum:"1" maximum:"1000" default:"100" doc:"Most changes to return."`
 }
 
-// ChangeBody is one AllocationChanged at its feed position.
+// ChangeBody is one change at its feed position: an AllocationChanged or a
+// MemberBindingChanged.
 type ChangeBody struct {
-	Cursor string `json:"cursor" doc:"This change's position as an opaque cursor."`
-	AllocationChangedBody
+	Cursor     string                 `json:"cursor" doc:"This change's position as an opaque cursor."`
+	Type       string                 `json:"type" enum:"AllocationChanged,MemberBindingChanged" example:"AllocationChanged"`
+	Allocation *AllocationChangedBody `json:"allocation,omitempty" doc:"Set for AllocationChanged: the allocation at its new revision."`
+	Binding    *MemberBindingBody     `json:"binding,omitempty" doc:"Set for MemberBindingChanged: the member binding at its new revision."`
 }
 
 // AllocationChangedBody is the AllocationChanged event.
 type AllocationChangedBody struct {
-	Type               string            `json:"type" enum:"AllocationChanged" example:"AllocationChanged"`
 	AllocationID       string            `json:"allocation_id" example:"6c3d1f0e-8f7b-5a55-9d43-0c2f3e1b9a77"`
 	Site               string            `json:"site" example:"alpha"`
 	Revision           int64             `json:"revision" example:"2"`
@@ -221,7 +223,16 @@ func (a *API) changes(ctx context.Context, in *changesInput) (*changesOutput, er
 	out := &changesOutput{}
 	out.Body.Changes = make([]ChangeBody, 0, len(page.Changes))
 	for _, c := range page.Changes {
-		out.Body.Changes = append(out.Body.Changes, ChangeBody{Cursor: FeedCursor(c.Position), AllocationChangedBody: changedBody(c.Event)})
+		cb := ChangeBody{Cursor: FeedCursor(c.Position), Type: c.Type}
+		switch c.Type {
+		case domain.MemberBindingChangedType:
+			b := memberBindingBody(c.Binding)
+			cb.Binding = &b
+		default:
+			ab := changedBody(c.Event)
+			cb.Allocation = &ab
+		}
+		out.Body.Changes = append(out.Body.Changes, cb)
 	}
 	out.Body.NextCursor = FeedCursor(page.Next)
 	return out, nil
@@ -229,7 +240,7 @@ func (a *API) changes(ctx context.Context, in *changesInput) (*changesOutput, er
 
 func changedBody(e domain.AllocationChanged) AllocationChangedBody {
 	b := AllocationChangedBody{
-		Type: domain.AllocationChangedType, AllocationID: e.AllocationID, Site: e.Site, Revision: e.Revision,
+		AllocationID: e.AllocationID, Site: e.Site, Revision: e.Revision,
 		ProjectID: e.ProjectID, ProviderResourceID: e.ProviderResourceID, OfferingID: e.OfferingID,
 		ProviderProjectID: e.ProviderProjectID, NativeScope: e.NativeScope, Lifecycle: e.Lifecycle,
 		Reasons: e.Reasons, ConfiguredLimits: e.ConfiguredLimits, WaldurState: e.WaldurState, Paused: e.Paused,
