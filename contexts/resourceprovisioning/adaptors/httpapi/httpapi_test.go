@@ -71,7 +71,7 @@ func newHarness(t *testing.T) *harness {
 	log := zaptest.NewLogger(t)
 	tel, err := telemetry.New(log, prometheus.NewRegistry())
 	dbtest.Must(t, err)
-	svc, err := application.NewService(store, clock.NewManual(t0), tel, application.Config{WaldurInstance: "https://waldur.example.org"})
+	svc, err := application.NewService(store, clock.NewManual(t0), tel, application.Config{WaldurInstance: "https://waldur.example.org", Environments: map[string]string{"alpha-k8s": "alpha", "beta-k8s": "beta"}})
 	dbtest.Must(t, err)
 	mux := http.NewServeMux()
 	api := httpserver.NewAPI(mux, "test")
@@ -443,6 +443,11 @@ func TestAClosedDatabaseIs503OnEveryRouteWithoutDriverText(t *testing.T) {
 		{"/changes", "exec", ""},
 		{"/project-binding-conflicts", "exec", ""},
 		{"/projects/" + project + "/allocations", "exec", ""},
+		{"/alpha/accounts", "alpha", `{"provider_resource_id":"r1","observed_at":"2026-08-20T10:00:00Z","accounts":[]}`},
+		{"/alpha/account-lookup?environment=alpha-k8s&username=alice&provider_project=pp", "alpha", ""},
+		{"/environments/alpha-k8s/bindings", "exec", ""},
+		{"/projects/" + project + "/accounts", "exec", ""},
+		{"/allocations/6c3d1f0e-8f7b-5a55-9d43-0c2f3e1b9a77/accounts", "exec", ""},
 	} {
 		method := http.MethodPost
 		if c.body == "" {
