@@ -114,9 +114,7 @@ func Module(cfg Config) fx.Option {
 			func(store application.StreamStore, envs application.Environments, c clock.Clock, w *application.Wakeups) *application.Streams {
 				return application.NewStreams(store, envs, c, w, cfg.PullRecheck)
 			},
-			ownerAdaptor(cfg),
-			func() application.MemberAccounts { return application.UnbuiltMemberPorts{Owner: OwnerName} },
-			func() application.MemberBindings { return application.UnbuiltMemberPorts{Owner: OwnerName} },
+			ownerAdaptors(cfg),
 			application.NewPlanner,
 		),
 		fx.Provide(
@@ -127,7 +125,7 @@ func Module(cfg Config) fx.Option {
 			auth.AsAuthenticator(NewAuthenticator),
 			httpserver.AsReadinessCheck(ReadinessCheck),
 		),
-		fx.Invoke(func(application.ProjectResources) {}),
+		fx.Invoke(func(application.ProjectResources, application.MemberAccounts, application.MemberBindings) {}),
 		fx.Invoke(listenForAppends),
 		fx.Invoke(stopWaitingPulls),
 	)
@@ -260,19 +258,6 @@ func checkOwner(cfg Config) error {
 			ErrNoOwner, Name, OwnerName)
 	}
 	return fmt.Errorf("--resource-owner %q: want in-process or http", cfg.ResourceOwner)
-}
-
-// ownerAdaptor returns the constructor of the ProjectResources adaptor cfg
-// chooses (checkOwner has accepted cfg).
-func ownerAdaptor(cfg Config) any {
-	if cfg.ResourceOwner == OwnerInProcess {
-		return func(p inprocessowners.Params) (application.ProjectResources, error) {
-			return inprocessowners.FromFx(p)
-		}
-	}
-	return func() (application.ProjectResources, error) {
-		return NewHTTPOwner(cfg.ProvisioningURL, cfg.ProvisioningKeyFile)
-	}
 }
 
 // NewHTTPOwner returns the HTTP owner adaptor for the provisioning role at

@@ -9,7 +9,6 @@ package application
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/executionports/domain"
@@ -145,11 +144,6 @@ const ResourcesOwner = "resource_provisioning"
 // answers "unavailable", never a guess.
 var ErrResourceLookupUnavailable = errors.New("resource lookup unavailable")
 
-// ErrNotProvidedYet is returned by the MemberAccounts and MemberBindings
-// adaptors until native member accounts are built (a later issue): an
-// explicit refusal, never an empty success.
-var ErrNotProvidedYet = errors.New("not provided yet")
-
 // ProjectResources is the owner port for a Project's allocations
 // (docs/execution-ports.md#owner-ports). Its owner is resource_provisioning.
 type ProjectResources interface {
@@ -159,61 +153,5 @@ type ProjectResources interface {
 	ProjectAllocations(ctx context.Context, projectID, site string) ([]domain.Allocation, error)
 }
 
-// MemberAccount is a member's ready native account for a Project at a Site.
-type MemberAccount struct {
-	PartyID    string
-	ProjectID  string
-	Site       string
-	Account    string
-	UID        string
-	BindingID  string
-	Generation int64
-}
-
-// MemberAccounts is the owner port for native member accounts.
-type MemberAccounts interface {
-	// ReadyAccount returns the ready native account of memberID for
-	// projectID at site (ErrNotProvidedYet until a later issue).
-	ReadyAccount(ctx context.Context, memberID, projectID, site string) (MemberAccount, error)
-}
-
-// MemberBinding is a desired Runtime member binding, delivered through the
-// Site protocol as bind-member / retire-member.
-type MemberBinding struct {
-	PartyID    string
-	ProjectID  string
-	Namespace  string
-	Account    string
-	BindingID  string
-	Revision   int64
-	Generation int64
-	Retired    bool
-}
-
-// MemberBindings is the owner port for desired Runtime member bindings.
-type MemberBindings interface {
-	// DesiredBindings returns the bindings to deliver to environment's
-	// Runtime (ErrNotProvidedYet until a later issue).
-	DesiredBindings(ctx context.Context, environment string) ([]MemberBinding, error)
-}
-
-// UnbuiltMemberPorts answers MemberAccounts and MemberBindings with an error
-// wrapping ErrNotProvidedYet: native member accounts and desired bindings
-// are built by a later issue, and until then the owner adaptors refuse
-// explicitly rather than answer an empty success. Owner names the owner
-// context the adaptor reads (in its error).
-type UnbuiltMemberPorts struct {
-	Owner string
-}
-
-// ReadyAccount implements MemberAccounts; it always fails with
-// ErrNotProvidedYet.
-func (u UnbuiltMemberPorts) ReadyAccount(_ context.Context, memberID, projectID, site string) (MemberAccount, error) {
-	return MemberAccount{}, fmt.Errorf("%w: native member accounts are not read from %s yet (member %s, project %s, site %s)", ErrNotProvidedYet, u.Owner, memberID, projectID, site)
-}
-
-// DesiredBindings implements MemberBindings; it always fails with
-// ErrNotProvidedYet.
-func (u UnbuiltMemberPorts) DesiredBindings(_ context.Context, environment string) ([]MemberBinding, error) {
-	return nil, fmt.Errorf("%w: desired member bindings are not read from %s yet (environment %s)", ErrNotProvidedYet, u.Owner, environment)
-}
+// The member ports (MemberAccounts, MemberBindings and their answers) are
+// declared in members.go.

@@ -1,6 +1,8 @@
 // Package httpowners is the HTTP owner adaptor of execution_ports
 // (docs/execution-ports.md#owner-adaptors): ProjectResources read from the provisioning
-// role's API, GET /resource-provisioning/projects/{project}/allocations?site=,
+// role's API, GET /resource-provisioning/projects/{project}/allocations?site=;
+// MemberAccounts from GET /resource-provisioning/projects/{project}/accounts
+// and MemberBindings from GET /resource-provisioning/environments/{environment}/bindings,
 // with a service key. Reads are live: the owner judges freshness when it
 // answers. Any failure to get a well-formed answer is
 // application.ErrResourceLookupUnavailable, never a guess.
@@ -34,7 +36,11 @@ type Resources struct {
 	client *http.Client
 }
 
-var _ application.ProjectResources = (*Resources)(nil)
+var (
+	_ application.ProjectResources = (*Resources)(nil)
+	_ application.MemberAccounts   = (*Resources)(nil)
+	_ application.MemberBindings   = (*Resources)(nil)
+)
 
 // New returns the adaptor for the provisioning role at baseURL (scheme and
 // host, optionally a path prefix) authenticating with key. client nil means
@@ -96,27 +102,9 @@ type answer struct {
 func (r *Resources) ProjectAllocations(ctx context.Context, projectID, site string) ([]domain.Allocation, error) {
 	u := r.base.JoinPath("resource-provisioning", "projects", projectID, "allocations")
 	u.RawQuery = url.Values{"site": {site}}.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", application.ErrResourceLookupUnavailable, err)
-	}
-	req.Header.Set("Authorization", "Bearer "+r.key)
-	req.Header.Set("Accept", "application/json")
-	resp, err := r.client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%w: GET %s: %w", application.ErrResourceLookupUnavailable, u.Redacted(), err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
-	if err != nil {
-		return nil, fmt.Errorf("%w: read answer of GET %s: %w", application.ErrResourceLookupUnavailable, u.Redacted(), err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%w: GET %s answered %s: %s", application.ErrResourceLookupUnavailable, u.Redacted(), resp.Status, truncate(body, 512))
-	}
 	var a answer
-	if err := json.Unmarshal(body, &a); err != nil {
-		return nil, fmt.Errorf("%w: decode answer of GET %s: %w", application.ErrResourceLookupUnavailable, u.Redacted(), err)
+	if err := r.get(ctx, u, &a); err != nil {
+		return nil, err
 	}
 	if a.Allocations == nil {
 		return nil, fmt.Errorf("%w: answer of GET %s has no allocations member", application.ErrResourceLookupUnavailable, u.Redacted())
@@ -134,6 +122,33 @@ func (r *Resources) ProjectAllocations(ctx context.Context, projectID, site stri
 		})
 	}
 	return out, nil
+}
+
+// get reads u with the service key and decodes a 200 answer into out; any
+// other outcome is an error wrapping application.ErrResourceLookupUnavailable.
+func (r *Resources) get(ctx context.Context, u *url.URL, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return fmt.Errorf("%w: %w", application.ErrResourceLookupUnavailable, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+r.key)
+	req.Header.Set("Accept", "application/json")
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: GET %s: %w", application.ErrResourceLookupUnavailable, u.Redacted(), err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	if err != nil {
+		return fmt.Errorf("%w: read answer of GET %s: %w", application.ErrResourceLookupUnavailable, u.Redacted(), err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%w: GET %s answered %s: %s", application.ErrResourceLookupUnavailable, u.Redacted(), resp.Status, truncate(body, 512))
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("%w: decode answer of GET %s: %w", application.ErrResourceLookupUnavailable, u.Redacted(), err)
+	}
+	return nil
 }
 
 func truncate(b []byte, n int) string {

@@ -1,7 +1,7 @@
 // Package inprocessowners is the in-process owner adaptor of execution_ports
 // (docs/execution-ports.md#owner-adaptors): when resource_provisioning is composed in the
-// same process, ProjectResources calls its application service directly —
-// no HTTP, no shared tables. This is the one import across contexts the
+// same process, ProjectResources, MemberAccounts and MemberBindings call its
+// application service directly — no HTTP, no shared tables. This is the one import across contexts the
 // architecture test allows (adaptors/inprocess* → the owner's application).
 package inprocessowners
 
@@ -23,14 +23,21 @@ const OwnerName = "resource_provisioning"
 // service (*rpapp.Service satisfies it).
 type Provisioning interface {
 	ProjectAllocations(ctx context.Context, projectID, site string) ([]rpapp.AllocationView, error)
+	ProjectAccounts(ctx context.Context, projectID, site, partyID string) ([]rpapp.AccountView, error)
+	DesiredBindings(ctx context.Context, environment, after string, limit int) (rpapp.BindingPage, error)
 }
 
-// Resources implements application.ProjectResources in process.
+// Resources implements application.ProjectResources, MemberAccounts and
+// MemberBindings in process.
 type Resources struct {
 	owner Provisioning
 }
 
-var _ application.ProjectResources = (*Resources)(nil)
+var (
+	_ application.ProjectResources = (*Resources)(nil)
+	_ application.MemberAccounts   = (*Resources)(nil)
+	_ application.MemberBindings   = (*Resources)(nil)
+)
 
 // New returns the adaptor calling owner.
 func New(owner Provisioning) *Resources { return &Resources{owner: owner} }

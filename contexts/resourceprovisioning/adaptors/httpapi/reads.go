@@ -64,7 +64,7 @@ func allocationBodies(vs []application.AllocationView) []AllocationBody {
 // Cursor prefixes inside the opaque base64url tokens.
 const (
 	snapshotCursorPrefix = "a1:"
-	feedCursorPrefix     = "c1:"
+	feedCursorPrefix     = application.FeedCursorPrefix
 )
 
 func encodeCursor(prefix, v string) string {
@@ -100,8 +100,9 @@ func isPosition(v string) bool {
 	return err == nil && p >= 0 && strconv.FormatInt(p, 10) == v
 }
 
-// FeedCursor returns the opaque cursor of change feed position p.
-func FeedCursor(p int64) string { return encodeCursor(feedCursorPrefix, strconv.FormatInt(p, 10)) }
+// FeedCursor returns the opaque cursor of change feed position p
+// (application.FeedCursor).
+func FeedCursor(p int64) string { return application.FeedCursor(p) }
 
 type listAllocationsInput struct {
 	Cursor string `query:"cursor" maxLength:"512" doc:"Opaque cursor from next_cursor; empty for the first page."`
