@@ -13,7 +13,7 @@ BIN := bin/metallo
 # ROLES: roles with an OpenAPI document; SERVE_ROLES: what `make run` serves in one process.
 ROLES := provisioning execution
 SERVE_ROLES := provisioning,execution
-SERVE_FLAGS := --waldur-instance https://waldur.example.org --resource-owner in-process --environments-file var/environments.yaml
+SERVE_FLAGS := --waldur-instance https://waldur.example.org --environment-site alpha-k8s=alpha --resource-owner in-process --environments-file var/environments.yaml
 DEV_PRINCIPALS := site:alpha service:beto service:execution
 REQUIRED_LANES := $(shell paste -sd, .ci/lanes)
 
