@@ -79,7 +79,9 @@ func TestProvisioningOpenAPIDocumentIsCommitted(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatal("openapi/provisioning.yaml differs from `metallo openapi --role provisioning`; run `make generate-openapi` and commit it")
 	}
-	for _, op := range []string{"/resource-provisioning/{site}/reports", "/resource-provisioning/events/beto", "/resource-provisioning/allocations", "/resource-provisioning/projects/{project}/allocations", "/resource-provisioning/changes"} {
+	for _, op := range []string{"/resource-provisioning/{site}/reports", "/resource-provisioning/events/beto", "/resource-provisioning/allocations", "/resource-provisioning/projects/{project}/allocations", "/resource-provisioning/changes",
+		"/resource-provisioning/{site}/accounts", "/resource-provisioning/{site}/account-lookup", "/resource-provisioning/environments/{environment}/bindings",
+		"/resource-provisioning/projects/{project}/accounts", "/resource-provisioning/allocations/{allocation}/accounts"} {
 		if !strings.Contains(string(want), op+":") {
 			t.Errorf("the document lacks %s", op)
 		}
