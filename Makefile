@@ -124,6 +124,21 @@ bench-provisioning: services
 	@touch BENCHMARKS.md
 	@awk -v f=var/bench-provisioning.md 'BEGIN { while ((getline l < f) > 0) s = s l "\n" } /^## Report intake$$/ { printf "%s", s; skip = 1; done = 1; next } /^## / { if (skip) print ""; skip = 0 } !skip { print } END { if (!done) printf "%s%s", (NR ? "\n" : ""), s }' BENCHMARKS.md > var/BENCHMARKS.md.tmp && mv var/BENCHMARKS.md.tmp BENCHMARKS.md
 	@echo "wrote the Report intake section of BENCHMARKS.md"
+
+## bench-provisioning-accounts: agents' account reports/s into provisioning over HTTP on PostgreSQL (32 agents, 4 member accounts each) next to the same transactions issued with pgx; writes the "Account reports" section of BENCHMARKS.md (also kept in var/bench-provisioning-accounts.md)
+.PHONY: bench-provisioning-accounts
+bench: bench-provisioning-accounts
+bench-provisioning-accounts: services
+	@mkdir -p var
+	METALLO_BENCH_REPORT=$(CURDIR)/var/bench-provisioning-accounts.md $(GO) test -run '^$$' -bench '^BenchmarkAccountReports$$' -benchtime=1x -count=1 -timeout 30m ./contexts/resourceprovisioning/
+	$(call bench_section,var/bench-provisioning-accounts.md,Account reports)
+
+# bench_section replaces (or appends) the section "## $(2)" of BENCHMARKS.md with the file $(1).
+define bench_section
+@touch BENCHMARKS.md
+@awk -v f=$(1) 'BEGIN { while ((getline l < f) > 0) s = s l "\n" } /^## $(2)$$/ { printf "%s", s; skip = 1; done = 1; next } /^## / { if (skip) print ""; skip = 0 } !skip { print } END { if (!done) printf "%s%s", (NR ? "\n" : ""), s }' BENCHMARKS.md > var/BENCHMARKS.md.tmp && mv var/BENCHMARKS.md.tmp BENCHMARKS.md
+@echo "wrote the $(2) section of BENCHMARKS.md"
+endef
 # --- end resource_provisioning benchmark ---
 
 # --- batch on Kubernetes: the demo and the native start benchmark (issue 6) ---

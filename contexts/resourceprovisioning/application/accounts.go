@@ -3,6 +3,7 @@ package application
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -160,9 +161,17 @@ func (s *Service) applyAccounts(ctx context.Context, tx AccountTx, site, allocat
 		if err := tx.UpsertAccounts(ctx, rows); err != nil {
 			return AccountsResult{}, err
 		}
-		if bindings, err = s.deriveBindings(ctx, tx, nil, sortedUnique(ids), now); err != nil {
+		// Only the bindings whose accounts changed have new inputs here (an
+		// event that moves another input derives its bindings itself).
+		var moved []string
+		for _, a := range rows {
+			moved = append(moved, a.BindingID)
+		}
+		derived, err := s.deriveBindings(ctx, tx, nil, sortedUnique(moved), now)
+		if err != nil {
 			return AccountsResult{}, err
 		}
+		maps.Copy(bindings, derived)
 	}
 	res.Accounts = accountOutcomes(allocationID, r, bindings)
 	return res, nil
