@@ -116,16 +116,26 @@ load on the machine hits both alike.
 
 Target: HTTP at least 0.5 of the direct rate: %s.
 
-- Machine: %s, %d CPUs (%s, %s/%s), PostgreSQL %s on 127.0.0.1, shared with other work.
+- Machine: %s, %d CPUs (%s, %s/%s), PostgreSQL %s on 127.0.0.1, shared with other work (load average %s at the end).
 - Date: %s.
-- Command: `+"`make bench-provisioning`"+` (go test -run '^$' -bench '^BenchmarkAccountReports$' -benchtime 1x ./contexts/resourceprovisioning/).
+- Command: `+"`make bench-provisioning-accounts`"+` (go test -run '^$' -bench '^BenchmarkAccountReports$' -benchtime 1x ./contexts/resourceprovisioning/).
 
 The HTTP path is the real binary (`+"`metallo serve --role provisioning`"+`, --provisioning-database-max-conns
 %d) with the load generator on the same two cores, so it pays for JSON, authentication and the client
 too. Binding rows are locked in ID order; account reports of different allocations commit in
 parallel and their feed positions come from the sequencer, as for resource reports.
 `, agents, membersPerAgent, n, agents, rounds, rows.String(), md, mh, mh/md, verdict, host, runtime.NumCPU(), cpuModel(), runtime.GOOS, runtime.GOARCH, server,
-		time.Now().UTC().Format("2006-01-02"), agents)
+		loadAverage(), time.Now().UTC().Format("2006-01-02"), agents)
+}
+
+// loadAverage returns the 1, 5 and 15 minute load averages of
+// /proc/loadavg, or "unknown".
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(raw)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
 }
 
 // benchAgent is agent a's Project, Parties and bindings.
