@@ -5,7 +5,10 @@
 // cluster-up): the Runtime authenticates to the Site API with a
 // service-account token of the local cluster, checked by TokenReview; the
 // Site agent's report of the alpha record of waldur-resources.json and a
-// ProjectChanged make the Project's allocation ready; a Run is planned;
+// ProjectChanged make the Project's allocation ready; Beto's site binding of
+// the member, the agent's account lookup and its report of the member's
+// real ServiceAccount (its UID) make the member's account ready and give
+// the binding the commands name; a Run is planned;
 // bind-member, prepare, start and observe commands are appended and the
 // Runtime performs them: the Job is created as the member (the audit log
 // says so) with the Site's scheduling flags, so its Pod lands on the local
@@ -141,7 +144,7 @@ func (d *demo) run(ctx context.Context) error {
 	if err := d.attachCluster(ctx); err != nil {
 		return err
 	}
-	project, member, binding := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	project, member := uuid.NewString(), uuid.NewString()
 	ns, err := d.siteProject(ctx, project, member)
 	if err != nil {
 		return err
@@ -156,7 +159,11 @@ func (d *demo) run(ctx context.Context) error {
 	if err := d.startRuntime(ctx, tokenFile, kubeconfig, project, member); err != nil {
 		return err
 	}
-	if err := d.allocation(ctx, project); err != nil {
+	if err := d.allocation(ctx, ns, project, member); err != nil {
+		return err
+	}
+	binding, err := d.memberAccount(ctx, ns, project, member)
+	if err != nil {
 		return err
 	}
 	// What one Run of the demo asks: small enough for the real node (this
@@ -384,7 +391,7 @@ func (d *demo) startCentral(ctx context.Context) error {
 	p, err := d.start("central", "serve", "--role", "provisioning,execution", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		"--admin-listen", "", "--keys-file", d.path("keys.yaml"), "--environments-file", d.path("environments.yaml"),
 		"--provisioning-database-url", "sqlite:"+d.path("provisioning.sqlite"), "--execution-database-url", "sqlite:"+d.path("execution.sqlite"),
-		"--migrate", "--waldur-instance", waldurInstance, "--resource-owner", "in-process", "--log-format", "json")
+		"--migrate", "--waldur-instance", waldurInstance, "--environment-site", environment+"="+site, "--resource-owner", "in-process", "--log-format", "json")
 	if err != nil {
 		return err
 	}
@@ -534,7 +541,7 @@ func (d *demo) call(ctx context.Context, method, path, key string, body, out any
 	return resp.StatusCode, raw, nil
 }
 
-func (d *demo) allocation(ctx context.Context, project string) error {
+func (d *demo) allocation(ctx context.Context, ns, project, member string) error {
 	d.section("The Project's allocation at Site alpha: a ProjectChanged, then the Site agent's report")
 	b, err := os.ReadFile(d.cases)
 	if err != nil {
@@ -556,12 +563,17 @@ func (d *demo) allocation(ctx context.Context, project string) error {
 	ev := map[string]any{
 		"event_id": "demo-" + project, "type": "project.ProjectChanged", "occurred_at": time.Now().UTC().Format(time.RFC3339),
 		"project": map[string]any{"id": project, "revision": 1, "state": "active",
-			"provider_bindings": []map[string]any{{"provider": "waldur", "instance": waldurInstance, "external_id": alpha["project_uuid"]}}},
+			"provider_bindings": []map[string]any{{"provider": "waldur", "instance": waldurInstance, "external_id": alpha["project_uuid"]}},
+			"memberships":       []map[string]any{{"party_id": member, "role": "member"}}},
 	}
 	if _, raw, err := d.call(ctx, http.MethodPost, "/resource-provisioning/events/beto", d.keys["service:beto"], ev, nil); err != nil {
 		return err
 	} else {
-		d.say("ProjectChanged: canonical Project %s is Waldur Project %s (%s)", project, alpha["project_uuid"], strings.TrimSpace(string(raw)))
+		d.say("ProjectChanged: canonical Project %s is Waldur Project %s, member %s (%s)", project, alpha["project_uuid"], member, strings.TrimSpace(string(raw)))
+	}
+	// The record's namespace is the demo's (the agent created it above).
+	if md, ok := alpha["backend_metadata"].(map[string]any); ok {
+		md["name"] = ns
 	}
 	one, _ := json.Marshal(alpha)
 	if err := os.WriteFile(d.path("alpha-resource.json"), one, 0o600); err != nil {
@@ -587,6 +599,75 @@ func (d *demo) allocation(ctx context.Context, project string) error {
 	}
 	d.say("allocation ready, applied limits %v (cpu millicores, memory bytes, gpu devices)", mine.Allocations[0].AppliedLimits)
 	return nil
+}
+
+// memberAccount is the member's native account: Beto's site binding of
+// the member, the Site agent's lookup of its username (the binding's ID and
+// generation), its account report naming the real ServiceAccount's UID, and
+// Execution's read of the ready account. It returns the binding ID the
+// commands' account_ref names.
+func (d *demo) memberAccount(ctx context.Context, ns, project, member string) (string, error) {
+	d.section("The member's native account: Beto's site binding, the agent's lookup and account report, the ready account")
+	username := "demo-" + member[:8]
+	ev := map[string]any{
+		"event_id": "demo-site-" + member, "type": "party.PartyProviderBindingChanged", "occurred_at": time.Now().UTC().Format(time.RFC3339),
+		"binding": map[string]any{"id": uuid.NewString(), "party_id": member, "revision": 1, "provider": "site", "instance": environment,
+			"external_id": username, "state": "verified", "generation": 1},
+	}
+	if _, _, err := d.call(ctx, http.MethodPost, "/resource-provisioning/events/beto", d.keys["service:beto"], ev, nil); err != nil {
+		return "", err
+	}
+	d.say("PartyProviderBindingChanged: member %s is Site user %s at environment %s (verified)", member, username, environment)
+	b, err := os.ReadFile(d.path("alpha-resource.json"))
+	if err != nil {
+		return "", err
+	}
+	var resource struct {
+		UUID        string `json:"uuid"`
+		ProjectUUID string `json:"project_uuid"`
+	}
+	if err := json.Unmarshal(b, &resource); err != nil {
+		return "", err
+	}
+	var lookup struct {
+		State      string `json:"state"`
+		BindingID  string `json:"binding_id"`
+		Generation int64  `json:"generation"`
+		Revision   int64  `json:"revision"`
+	}
+	if _, _, err := d.call(ctx, http.MethodGet, "/resource-provisioning/"+site+"/account-lookup?username="+username+"&provider_project="+resource.ProjectUUID, d.keys["site:alpha"], nil, &lookup); err != nil {
+		return "", err
+	}
+	if lookup.State != "bound" {
+		return "", fmt.Errorf("the agent's lookup of %s: %+v", username, lookup)
+	}
+	d.say("the agent's lookup of %s in Waldur Project %s: %s, binding %s generation %d revision %d", username, resource.ProjectUUID, lookup.State, lookup.BindingID, lookup.Generation, lookup.Revision)
+	sa, err := d.admin.CoreV1().ServiceAccounts(ns).Get(ctx, siteprotocol.MemberAccount(member), metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	report := map[string]any{"provider_resource_id": resource.UUID, "observed_at": time.Now().UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano),
+		"accounts": []map[string]any{{"party_id": member, "account": sa.Name, "uid": string(sa.UID), "binding_id": lookup.BindingID, "generation": lookup.Generation, "state": "ready"}}}
+	if _, raw, err := d.call(ctx, http.MethodPost, "/resource-provisioning/"+site+"/accounts", d.keys["site:alpha"], report, nil); err != nil {
+		return "", err
+	} else {
+		d.say("the agent's account report of namespace %s (ServiceAccount %s, UID %s): %s", ns, sa.Name, sa.UID, oneLine(raw))
+	}
+	var accounts struct {
+		Accounts []struct {
+			State     string `json:"state"`
+			UID       string `json:"uid"`
+			Namespace string `json:"namespace"`
+		} `json:"accounts"`
+	}
+	if _, _, err := d.call(ctx, http.MethodGet, "/resource-provisioning/projects/"+project+"/accounts?site="+site+"&party="+member, d.keys["service:execution"], nil, &accounts); err != nil {
+		return "", err
+	}
+	if len(accounts.Accounts) != 1 || accounts.Accounts[0].State != "ready" || accounts.Accounts[0].UID != string(sa.UID) {
+		return "", fmt.Errorf("the member's account is not ready with the ServiceAccount's UID: %+v", accounts.Accounts)
+	}
+	d.say("Execution reads the ready account: %s in %s, UID %s", sa.Name, accounts.Accounts[0].Namespace, accounts.Accounts[0].UID)
+	return lookup.BindingID, nil
 }
 
 func oneLine(b []byte) string {
