@@ -1,7 +1,10 @@
 // Package application holds Resource Provisioning's services: report intake
 // (one transaction per batch), the Beto event intake that builds the Project
-// and Party binding views, and the reads other contexts use (a Project's
-// allocations with freshness, the paginated snapshot, the change feed). It
+// and Party binding views, native member accounts (the agent's account
+// report and lookup, and the Runtime member bindings derived from the views
+// and the reports), and the reads other contexts use (a Project's
+// allocations with freshness, the paginated snapshot, the change feed, the
+// ready accounts, an environment's desired bindings). It
 // declares the ports its adaptors implement: the stores, the clock and an
 // observer for refusals worth counting.
 //

@@ -2,8 +2,10 @@
 // reported by a Site's agent, their lifecycle derived from the Waldur state,
 // the paused flag, the applied limits and the Project view, the rules that
 // decide whether a report is a material change, a renewal, a duplicate or is
-// refused, and the Beto events that build the Project and Party binding
-// views. It imports only the standard library.
+// refused, the Beto events that build the Project and Party binding views,
+// and native member accounts: the agents' account reports and the Runtime
+// member bindings with their generations (members.go, accounts.go). It
+// imports only the standard library and the Site protocol's ID checks.
 //
 // Rule source: docs/resource-provisioning.md.
 package domain

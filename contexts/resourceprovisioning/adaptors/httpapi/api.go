@@ -1,11 +1,14 @@
 // Package httpapi serves Resource Provisioning's routes under
 // /resource-provisioning on the process's Huma API (tag
-// resource_provisioning): report and Beto event intake, and the reads
-// (snapshot, a Project's allocations, the change feed, binding conflicts).
+// resource_provisioning): report, account report and Beto event intake, the
+// agent's account lookup, and the reads (snapshot, a Project's allocations
+// and accounts, the change feed, binding conflicts, an environment's desired
+// bindings, an allocation's accounts; members.go).
 // Errors are RFC 9457 problem details with a reason: the snake_case
 // domain reasons (stale_report, allocation_retired, report_conflict,
-// event_conflict) and the platform's kebab-case generic ones
-// (validation-failed, malformed, invalid-cursor, forbidden, unavailable); bad input is
+// event_conflict, allocation_unknown, binding_mismatch) and the platform's
+// kebab-case generic ones (validation-failed, malformed, invalid-cursor,
+// unknown-environment, forbidden, unavailable); bad input is
 // always a 4xx and stores nothing. Each operation declares the principals
 // it admits (httpserver.AdmitMetadata), so a wrong credential is 403 before
 // the body is read; the handlers check again (docs/resource-provisioning.md#routes,
