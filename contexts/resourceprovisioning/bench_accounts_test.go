@@ -99,8 +99,8 @@ func accountsSection(n int, d, h []float64, server string) string {
 
 Agents' account reports/s into the provisioning role on PostgreSQL: %d concurrent agents, one
 allocation's complete set of %d member accounts per request, %d reports per path and round. Each
-agent reports its own allocation (a Project of its own, each member with a verified site binding and
-a binding at the environment) and cycles: all accounts made again (four new rows, four made absent,
+agent reports its own allocation (a Project of its own, new in each round, each member with a verified
+site binding and a binding at the environment) and cycles: all accounts made again (four new rows, four made absent,
 four bindings changed with a MemberBindingChanged each) → one account made again (one of each) →
 unchanged (a renewal: the account set's times only).
 
@@ -138,39 +138,42 @@ func loadAverage() string {
 	return "unknown"
 }
 
-// benchAgent is agent a's Project, Parties and bindings.
+// benchAgent is agent a's Project, Parties and bindings in round r: each
+// round's are new, so every round starts from the same state (a binding
+// with ready accounts in two rounds' allocations would be ambiguous, and
+// stop changing).
 type benchAgent struct {
 	project  string
 	parties  []string
 	bindings []string
 }
 
-func agentOf(a int) benchAgent {
-	ag := benchAgent{project: fmt.Sprintf("7a1e4c2b-0000-4000-8000-%012x", a+1)}
+func agentOf(r, a int) benchAgent {
+	ag := benchAgent{project: fmt.Sprintf("7a1e4c2b-%04x-4000-8000-%012x", r+1, a+1)}
 	for k := range membersPerAgent {
-		p := fmt.Sprintf("9c2e5d1a-%04x-4000-8000-%012x", k+1, a+1)
+		p := fmt.Sprintf("9c2e5d1a-%04x-4%03x-8000-%012x", k+1, r+1, a+1)
 		ag.parties = append(ag.parties, p)
 		ag.bindings = append(ag.bindings, domain.BindingKey{PartyID: p, ProjectID: ag.project, Environment: benchEnvironment}.ID())
 	}
 	return ag
 }
 
-// benchEvents are the Beto events of every agent: its members' site
-// bindings and its Project.
-func benchEvents() []domain.BetoEvent {
+// benchEvents are the Beto events of every agent in round r: its members'
+// site bindings and its Project.
+func benchEvents(r int) []domain.BetoEvent {
 	t := time.Date(2026, 8, 20, 9, 0, 0, 0, time.UTC)
 	var out []domain.BetoEvent
 	for a := range agents {
-		ag := agentOf(a)
+		ag := agentOf(r, a)
 		p := &domain.ProjectChanged{ID: ag.project, Revision: 1, State: "active",
-			ProviderBindings: []domain.ProviderBinding{{Provider: domain.ProviderWaldur, Instance: "https://waldur.example.org", ExternalID: fmt.Sprintf("pp-%d", a)}}}
+			ProviderBindings: []domain.ProviderBinding{{Provider: domain.ProviderWaldur, Instance: "https://waldur.example.org", ExternalID: fmt.Sprintf("pp-%d-%d", r, a)}}}
 		for k, party := range ag.parties {
-			out = append(out, domain.BetoEvent{EventID: fmt.Sprintf("b-%d-%d", a, k), Type: domain.EventPartyProviderBindingChanged, OccurredAt: t,
-				Binding: &domain.PartyProviderBinding{ID: fmt.Sprintf("e41f0a2b-%04x-4000-8000-%012x", k+1, a+1), PartyID: party, Revision: 1, Provider: domain.ProviderSite,
-					Instance: benchEnvironment, ExternalID: fmt.Sprintf("user-%d-%d", a, k), State: domain.SiteBindingVerified, Generation: 1}})
+			out = append(out, domain.BetoEvent{EventID: fmt.Sprintf("b-%d-%d-%d", r, a, k), Type: domain.EventPartyProviderBindingChanged, OccurredAt: t,
+				Binding: &domain.PartyProviderBinding{ID: fmt.Sprintf("e41f0a2b-%04x-4%03x-8000-%012x", k+1, r+1, a+1), PartyID: party, Revision: 1, Provider: domain.ProviderSite,
+					Instance: benchEnvironment, ExternalID: fmt.Sprintf("user-%d-%d-%d", r, a, k), State: domain.SiteBindingVerified, Generation: 1}})
 			p.Memberships = append(p.Memberships, domain.Membership{PartyID: party, Role: "member"})
 		}
-		out = append(out, domain.BetoEvent{EventID: fmt.Sprintf("p-%d", a), Type: domain.EventProjectChanged, OccurredAt: t, Project: p})
+		out = append(out, domain.BetoEvent{EventID: fmt.Sprintf("p-%d-%d", r, a), Type: domain.EventProjectChanged, OccurredAt: t, Project: p})
 	}
 	return out
 }
@@ -178,14 +181,14 @@ func benchEvents() []domain.BetoEvent {
 // benchResource is agent a's allocation in round r, observed at the start.
 func benchResource(r, a int) domain.Report {
 	l := domain.Limits{"cpu": 2000}
-	return domain.Report{ProviderResourceID: fmt.Sprintf("acc-r%d-agent%02d", r, a), OfferingID: "offering", ProviderProjectID: fmt.Sprintf("pp-%d", a),
+	return domain.Report{ProviderResourceID: fmt.Sprintf("acc-r%d-agent%02d", r, a), OfferingID: "offering", ProviderProjectID: fmt.Sprintf("pp-%d-%d", r, a),
 		State: domain.WaldurOK, Limits: l, AppliedLimits: l.Clone(), NativeScope: fmt.Sprintf("ns-%d-%d", r, a), ObservedAt: time.Date(2026, 8, 20, 10, 0, 0, 0, time.UTC)}
 }
 
 // accountWorkload returns agent a's i-th account report in round r and
 // its kind: 0 every account made again, 1 one made again, 2 unchanged.
 func accountWorkload(r, a, i int) (domain.AccountReport, int) {
-	ag := agentOf(a)
+	ag := agentOf(r, a)
 	kind := i % 3
 	cycle := i / 3
 	rep := domain.AccountReport{ProviderResourceID: benchResource(r, a).ProviderResourceID, ObservedAt: observedAt(i)}
@@ -215,7 +218,7 @@ func newAccountsHTTP(b *testing.B) (func(round, a, i int) error, func(round int)
 	srv := startServer(b, bin, dir, "--migrate", "--provisioning-database-url", dbtest.NewPostgres(b), "--provisioning-database-max-conns", fmt.Sprint(agents),
 		"--environment-site", benchEnvironment+"=alpha")
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: agents, MaxConnsPerHost: agents}}
-	post := func(path, key string, body any) error {
+	post := func(path, key string, body, answer any) error {
 		raw, err := json.Marshal(body)
 		if err != nil {
 			return err
@@ -231,30 +234,46 @@ func newAccountsHTTP(b *testing.B) (func(round, a, i int) error, func(round int)
 			return err
 		}
 		defer func() { _ = resp.Body.Close() }()
-		var out struct{ Outcome string }
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+		if answer == nil {
+			answer = &struct{}{}
+		}
+		if err := json.NewDecoder(resp.Body).Decode(answer); err != nil || resp.StatusCode != http.StatusOK {
 			return fmt.Errorf("POST %s: HTTP %d %v", path, resp.StatusCode, err)
 		}
 		return nil
 	}
 	setUp := func(round int) {
-		if round == 0 {
-			for _, ev := range benchEvents() {
-				if err := post("/events/beto", keys["service:beto"], betoBody(ev)); err != nil {
-					b.Fatal(err)
-				}
+		for _, ev := range benchEvents(round) {
+			if err := post("/events/beto", keys["service:beto"], betoBody(ev), nil); err != nil {
+				b.Fatal(err)
 			}
 		}
 		for a := range agents {
-			if err := post("/alpha/reports", keys["site:alpha"], reportBody(benchResource(round, a))); err != nil {
+			if err := post("/alpha/reports", keys["site:alpha"], reportBody(benchResource(round, a)), nil); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
 	return func(round, a, i int) error {
-		rep, _ := accountWorkload(round, a, i)
+		rep, kind := accountWorkload(round, a, i)
 		body := map[string]any{"provider_resource_id": rep.ProviderResourceID, "observed_at": rep.ObservedAt, "accounts": rep.Accounts}
-		return post("/alpha/accounts", keys["site:alpha"], body)
+		var answer struct {
+			Outcome  string
+			Accounts []struct{ Current bool }
+		}
+		if err := post("/alpha/accounts", keys["site:alpha"], body, &answer); err != nil {
+			return err
+		}
+		// The HTTP path does the work the baseline does: every listed
+		// account is its binding's ready account afterwards.
+		want := []string{domain.OutcomeChanged, domain.OutcomeChanged, domain.OutcomeRenewed}[kind]
+		if i == 0 {
+			want = domain.OutcomeCreated
+		}
+		if answer.Outcome != want || len(answer.Accounts) != membersPerAgent || slices.ContainsFunc(answer.Accounts, func(a struct{ Current bool }) bool { return !a.Current }) {
+			return fmt.Errorf("agent %d report %d: %+v, want %s with every account current", a, i, answer, want)
+		}
+		return nil
 	}, setUp
 }
 
@@ -310,11 +329,9 @@ func newAccountsDirect(b *testing.B) (func(round, a, i int) error, func(round in
 		b.Fatal(err)
 	}
 	setUp := func(round int) {
-		if round == 0 {
-			for _, ev := range benchEvents() {
-				if _, err := svc.ReceiveBetoEvent(ctx, ev); err != nil {
-					b.Fatal(err)
-				}
+		for _, ev := range benchEvents(round) {
+			if _, err := svc.ReceiveBetoEvent(ctx, ev); err != nil {
+				b.Fatal(err)
 			}
 		}
 		for a := range agents {
@@ -325,7 +342,7 @@ func newAccountsDirect(b *testing.B) (func(round, a, i int) error, func(round in
 	}
 	return func(round, a, i int) error {
 		rep, kind := accountWorkload(round, a, i)
-		changed, err := directAccounts(ctx, h.Pool, domain.AllocationID("alpha", rep.ProviderResourceID), agentOf(a), rep, kind, i == 0)
+		changed, err := directAccounts(ctx, h.Pool, domain.AllocationID("alpha", rep.ProviderResourceID), agentOf(round, a), rep, kind, i == 0)
 		if err != nil || !changed {
 			return err
 		}
