@@ -46,6 +46,7 @@ test: services git-tools githost-build cluster-up
 	@unformatted=$$(gofmt -l app contexts platform sql deploy/policytest 2>/dev/null); if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
 	$(GO) build -o var/lanecheck ./app/cmd/lanecheck
 	status=0; $(GO) test -json $(GOFLAGS_TEST) ./... > var/test-report.json || status=$$?; \
+	(cd deploy/localcluster && $(GO) test -json ./internal/...) >> var/test-report.json || status=$$?; \
 	var/lanecheck -quiet -require $(REQUIRED_LANES) -file var/test-report.json && exit $$status
 
 ## services: make sure the local PostgreSQL server answers (machines of this kind have it installed)
