@@ -250,7 +250,14 @@ func waitFor(ctx context.Context, what string, dir string, watch []string, check
 		}
 		for _, c := range watch {
 			if !componentAlive(dir, c) {
-				return fmt.Errorf("%s exited while waiting for %s; last lines of its log:\n%s", c, what, tail(dir, c, 30))
+				how := "exited"
+				for i := 0; i < 10 && exitStatus(dir, c) == ""; i++ {
+					time.Sleep(100 * time.Millisecond) // its reaper records how it ended
+				}
+				if st := exitStatus(dir, c); st != "" {
+					how = "ended (" + st + ")"
+				}
+				return fmt.Errorf("%s %s while waiting for %s; last lines of its log (%s):\n%s", c, how, what, logFile(dir, c), tail(dir, c, 30))
 			}
 		}
 		select {

@@ -21,6 +21,19 @@ var components = []string{"etcd", "apiserver", "controller-manager", "scheduler"
 func pidFile(dir, name string) string { return filepath.Join(dir, "run", name+".pid") }
 func logFile(dir, name string) string { return filepath.Join(dir, "logs", name+".log") }
 
+// exitFile records how a component started by this process ended (written by its reaper, so
+// only while the starting process still runs): "signal: killed", "exit status 1".
+func exitFile(dir, name string) string { return filepath.Join(dir, "run", name+".exit") }
+
+// exitStatus says how a component ended, when this process saw it end, or "".
+func exitStatus(dir, name string) string {
+	b, err := os.ReadFile(exitFile(dir, name))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
 // start runs a detached process (its own session, output to its log file) and records its pid.
 func start(dir, name, bin string, args ...string) error {
 	return startProcess(dir, name, nil, bin, args...)
@@ -59,9 +72,13 @@ func startProcess(dir, name string, extra []*os.File, bin string, args ...string
 		_ = cmd.Process.Kill()
 		return err
 	}
+	_ = os.Remove(exitFile(dir, name))
 	// Reap the child if it dies while this process still runs, so it is not left a zombie that
-	// looks alive; once this process exits, init adopts it.
-	go func() { _ = cmd.Wait() }()
+	// looks alive, and record how it ended; once this process exits, init adopts it.
+	go func() {
+		_ = cmd.Wait()
+		_ = os.WriteFile(exitFile(dir, name), []byte(cmd.ProcessState.String()+"\n"), 0o644)
+	}()
 	return nil
 }
 
