@@ -48,6 +48,8 @@ func DefaultReason(status int) string {
 		return "not-found"
 	case http.StatusMethodNotAllowed:
 		return "method-not-allowed"
+	case http.StatusRequestTimeout:
+		return ReasonRequestTimeout
 	case http.StatusConflict:
 		return "conflict"
 	case http.StatusRequestEntityTooLarge:

@@ -80,7 +80,8 @@ func jsonBody(strict bool, limit int64, required ...string) func(huma.Context, f
 		r, _ := humago.Unwrap(ctx)
 		body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 		if err != nil {
-			httpserver.WriteProblem(ctx, httpserver.NewProblem(http.StatusBadRequest, httpserver.DefaultReason(http.StatusBadRequest), "the request body could not be read"))
+			// 408 request-timeout past the server's body read deadline.
+			httpserver.WriteProblem(ctx, httpserver.BodyReadProblem(err))
 			return
 		}
 		if int64(len(body)) > limit {
@@ -154,7 +155,7 @@ func bodyShape(known []string, integers ...string) func(huma.Context, func(huma.
 		r, _ := humago.Unwrap(ctx)
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
-			httpserver.WriteProblem(ctx, httpserver.NewProblem(http.StatusBadRequest, httpserver.DefaultReason(http.StatusBadRequest), "the request body could not be read"))
+			httpserver.WriteProblem(ctx, httpserver.BodyReadProblem(err))
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
