@@ -83,7 +83,9 @@ func Bearer() []map[string][]string { return []map[string][]string{{BearerScheme
 // scheme, problem details with "reason", and no "$schema" link injection
 // (bodies are exactly what the operation returns). Huma's own
 // per-operation body read deadline is disabled (ownDeadline): the server's
-// one deadline (Config.BodyReadTimeout) is the only one.
+// one deadline (Config.BodyReadTimeout) is the only one. Every declared
+// path and query parameter is checked to be text before anything else runs
+// (checkParams).
 func NewAPI(mux *http.ServeMux, title string) huma.API {
 	cfg := huma.DefaultConfig(title, "1.0.0")
 	cfg.CreateHooks = nil
@@ -93,7 +95,7 @@ func NewAPI(mux *http.ServeMux, title string) huma.API {
 		BearerScheme: {Type: "http", Scheme: "bearer", Description: "A key from keys.yaml, or a Kubernetes service-account token for a Site Runtime."},
 	}
 	api := humago.New(mux, cfg)
-	api.UseMiddleware(useOwnDeadline)
+	api.UseMiddleware(useOwnDeadline, checkParams)
 	return api
 }
 
