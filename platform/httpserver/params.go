@@ -84,6 +84,13 @@ func Printable(s string) string {
 	if IsText(s) && len(s) <= maxEchoedValue {
 		return s
 	}
+	return Quoted(s)
+}
+
+// Quoted returns s quoted as a Go string (control characters and invalid
+// bytes escaped), cut to its first maxEchoedValue bytes and marked "…"
+// when longer: how a problem's detail names a value the caller sent.
+func Quoted(s string) string {
 	if len(s) > maxEchoedValue {
 		return strconv.Quote(s[:maxEchoedValue]) + "…"
 	}

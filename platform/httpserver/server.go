@@ -180,7 +180,7 @@ func AdmitPathPrincipal(kind, param string) Admit {
 		if want := value(param); p.Is(kind, want) {
 			return nil
 		}
-		return NewProblem(http.StatusForbidden, "forbidden", fmt.Sprintf("%s may not call this operation for %s %q", p, param, value(param)))
+		return NewProblem(http.StatusForbidden, "forbidden", fmt.Sprintf("%s may not call this operation for %s %s", p, param, Quoted(value(param))))
 	}
 }
 
