@@ -23,9 +23,9 @@ const UUIDPattern = `^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 // paramRule is the rule checkParams enforces, as its errors state it.
 const paramRule = "must be valid UTF-8 text without control characters"
 
-// checkParams is the API's middleware that refuses, before anything else
-// runs (authentication, admission, a handler, a store), a request whose
-// declared path or query parameters are not text: invalid UTF-8 or a
+// checkParams is the middleware UseAuthentication adds first: it refuses,
+// before anything else runs (authentication, admission, a handler, a
+// store), a request whose declared path or query parameters are not text: invalid UTF-8 or a
 // control character (unicode.IsControl: NUL and the other C0 characters,
 // DEL, C1), which PostgreSQL cannot store (NUL, invalid UTF-8) and a log
 // line or a problem must not carry raw. The answer is 422

@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/danielgtaylor/huma/v2"
+	"go.uber.org/zap"
+
+	"github.com/pharos-metallo/metallo/platform/auth"
 )
 
 type paramsIn struct {
@@ -25,6 +28,7 @@ type paramsIn struct {
 func TestParametersThatAreNotTextAre422BeforeTheHandlerAndNeverEchoed(t *testing.T) {
 	mux := http.NewServeMux()
 	api := NewAPI(mux, "test")
+	UseAuthentication(api, auth.Chain{}, zap.NewNop())
 	reached := 0
 	huma.Register(api, huma.Operation{OperationID: "get", Method: http.MethodGet, Path: "/things/{id}"},
 		func(_ context.Context, in *paramsIn) (*struct{}, error) {

@@ -83,9 +83,7 @@ func Bearer() []map[string][]string { return []map[string][]string{{BearerScheme
 // scheme, problem details with "reason", and no "$schema" link injection
 // (bodies are exactly what the operation returns). Huma's own
 // per-operation body read deadline is disabled (ownDeadline): the server's
-// one deadline (Config.BodyReadTimeout) is the only one. Every declared
-// path and query parameter is checked to be text before anything else runs
-// (checkParams).
+// one deadline (Config.BodyReadTimeout) is the only one.
 func NewAPI(mux *http.ServeMux, title string) huma.API {
 	cfg := huma.DefaultConfig(title, "1.0.0")
 	cfg.CreateHooks = nil
@@ -95,15 +93,19 @@ func NewAPI(mux *http.ServeMux, title string) huma.API {
 		BearerScheme: {Type: "http", Scheme: "bearer", Description: "A key from keys.yaml, or a Kubernetes service-account token for a Site Runtime."},
 	}
 	api := humago.New(mux, cfg)
-	api.UseMiddleware(useOwnDeadline, checkParams)
+	api.UseMiddleware(useOwnDeadline)
 	return api
 }
 
 // UseAuthentication makes every operation that lists the bearer scheme
 // require a credential that authn recognises: 401 without one or with an
 // unknown one, 503 when the check itself fails. The principal is put into
-// the request context (auth.FromContext).
+// the request context (auth.FromContext). Before the credential is looked
+// at, every declared path and query parameter must be text (checkParams:
+// 422 otherwise), so nothing the authenticator, the admit hook or a
+// handler sees, logs or stores carries a NUL or an invalid byte.
 func UseAuthentication(api huma.API, authn auth.Authenticator, log *zap.Logger) {
+	api.UseMiddleware(checkParams)
 	api.UseMiddleware(func(ctx huma.Context, next func(huma.Context)) {
 		if !requiresBearer(ctx.Operation()) {
 			next(ctx)
