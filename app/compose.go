@@ -27,6 +27,9 @@ type Common struct {
 	KeysFile string
 	// Migrate applies pending migrations at start.
 	Migrate bool
+	// BodyReadTimeout is the read deadline of every request body on the
+	// public API (0: httpserver.DefaultBodyReadTimeout).
+	BodyReadTimeout time.Duration
 	// StartTimeout and StopTimeout bound Fx's start and stop.
 	StartTimeout, StopTimeout time.Duration
 }
@@ -44,7 +47,7 @@ func Compose(roles []Role, c Common, log *zap.Logger) fx.Option {
 	if len(roles) > 0 && roles[0].Central {
 		opts = append(opts,
 			auth.Module(c.KeysFile),
-			httpserver.Module(httpserver.Config{Listen: c.Listen, Title: Title(roles)}),
+			httpserver.Module(httpserver.Config{Listen: c.Listen, Title: Title(roles), BodyReadTimeout: c.BodyReadTimeout}),
 		)
 	}
 	for _, r := range roles {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/database"
+	"github.com/pharos-metallo/metallo/platform/httpserver"
 )
 
 func newServeCommand(env Env) *cobra.Command {
@@ -39,6 +40,9 @@ The runtime role runs alone. Every flag has a METALLO_* environment equivalent
 			}
 			if err := refuseForeignFlags(cmd, roles, selected); err != nil {
 				return err
+			}
+			if common.BodyReadTimeout <= 0 {
+				return config.Invalid("body-read-timeout", common.BodyReadTimeout.String(), errors.New("must be a positive duration, e.g. 10s"))
 			}
 			if common.AdminProfiling && common.AdminListen == "" {
 				return errors.New("--admin-profiling needs an admin listener; --admin-listen is empty")
@@ -75,6 +79,7 @@ The runtime role runs alone. Every flag has a METALLO_* environment equivalent
 	fs.BoolVar(&common.AdminProfiling, "admin-profiling", false, "also serve Go's runtime profiles (net/http/pprof) at /debug/pprof/ on the admin listener")
 	fs.StringVar(&common.KeysFile, "keys-file", "keys.yaml", "keys file: principals and the SHA-256 of their bearer keys (central roles)")
 	fs.BoolVar(&common.Migrate, "migrate", false, "apply pending database migrations at start")
+	fs.DurationVar(&common.BodyReadTimeout, "body-read-timeout", httpserver.DefaultBodyReadTimeout, "how long a request body may take to arrive after its headers, on every route of the public API (central roles); later is 408")
 	fs.DurationVar(&common.StartTimeout, "start-timeout", 60*time.Second, "bound on start-up")
 	fs.DurationVar(&common.StopTimeout, "stop-timeout", 30*time.Second, "bound on graceful shutdown")
 	logs.register(fs)

@@ -48,6 +48,8 @@ func DefaultReason(status int) string {
 		return "not-found"
 	case http.StatusMethodNotAllowed:
 		return "method-not-allowed"
+	case http.StatusRequestTimeout:
+		return ReasonRequestTimeout
 	case http.StatusConflict:
 		return "conflict"
 	case http.StatusRequestEntityTooLarge:
@@ -66,12 +68,17 @@ func DefaultReason(status int) string {
 }
 
 // problemTransformer turns every *huma.ErrorModel that Huma writes into a
-// *Problem carrying a default reason, so every 4xx/5xx body has "reason".
+// *Problem carrying a default reason, so every 4xx/5xx body has "reason",
+// and bounds the values every problem echoes (boundEchoedValues), a
+// handler's *Problem too.
 func problemTransformer(_ huma.Context, _ string, v any) (any, error) {
-	if em, ok := v.(*huma.ErrorModel); ok {
-		p := &Problem{ErrorModel: *em, Reason: DefaultReason(em.Status)}
+	switch x := v.(type) {
+	case *huma.ErrorModel:
+		p := &Problem{ErrorModel: *x, Reason: DefaultReason(x.Status)}
 		p.Errors = boundEchoedValues(p.Errors)
 		return p, nil
+	case *Problem:
+		x.Errors = boundEchoedValues(x.Errors)
 	}
 	return v, nil
 }
@@ -99,11 +106,13 @@ func boundEchoedValues(errs []*huma.ErrorDetail) []*huma.ErrorDetail {
 }
 
 // echoable reports whether v may be echoed: a number, a boolean, or a
-// string of at most maxEchoedValue bytes.
+// string of at most maxEchoedValue bytes of text (IsText: valid UTF-8
+// without control characters, so no NUL or invalid byte a caller sent
+// comes back).
 func echoable(v any) bool {
 	switch x := v.(type) {
 	case string:
-		return len(x) <= maxEchoedValue
+		return len(x) <= maxEchoedValue && IsText(x)
 	case bool, float64, float32, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, json.Number:
 		return true
 	}
@@ -144,9 +153,9 @@ func (f *fallbackWriter) WriteHeader(code int) {
 	h := f.Header()
 	if (code == http.StatusNotFound || code == http.StatusMethodNotAllowed) && strings.HasPrefix(h.Get("Content-Type"), "text/plain") {
 		f.replaced = true
-		detail := "no route " + f.path
+		detail := "no route " + Printable(f.path)
 		if code == http.StatusMethodNotAllowed {
-			detail = "route " + f.path + " does not take this method; allowed: " + h.Get("Allow")
+			detail = "route " + Printable(f.path) + " does not take this method; allowed: " + h.Get("Allow")
 		}
 		body, _ := json.Marshal(NewProblem(code, DefaultReason(code), detail))
 		h.Set("Content-Type", "application/problem+json")

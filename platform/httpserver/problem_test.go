@@ -23,16 +23,18 @@ func TestBoundEchoedValuesKeepsOnlyShortScalars(t *testing.T) {
 		{Location: "body.e", Message: "m", Value: json.Number("7")},
 		{Location: "body.f", Message: "m", Value: wide},
 		{Location: "body.g", Message: "m", Value: []any{1}},
+		{Location: "body.h", Message: "m", Value: "a\x00b"},
+		{Location: "body.i", Message: "m", Value: "\xff"},
 		nil,
 	}
 	got := boundEchoedValues(errs)
-	want := []bool{true, false, true, true, true, false, false}
+	want := []bool{true, false, true, true, true, false, false, false, false}
 	for i, keep := range want {
 		if (got[i].Value != nil) != keep || got[i].Message != "m" || got[i].Location == "" {
 			t.Errorf("error %d (%s): value kept %v, want %v", i, got[i].Location, got[i].Value != nil, keep)
 		}
 	}
-	if got[7] != nil {
-		t.Errorf("a nil error became %v", got[7])
+	if got[9] != nil {
+		t.Errorf("a nil error became %v", got[9])
 	}
 }

@@ -33,6 +33,11 @@ type Config struct {
 	Title string
 	// ShutdownTimeout bounds graceful shutdown.
 	ShutdownTimeout time.Duration
+	// BodyReadTimeout is the one read deadline of every request body on
+	// every route: the body must arrive within it of the request's headers,
+	// else a read fails and the answer is 408 request-timeout
+	// (docs/operations.md#request-bodies). Default DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
 }
 
 // Registrar adds a context's operations to the API. Contexts provide theirs
@@ -76,7 +81,9 @@ func Bearer() []map[string][]string { return []map[string][]string{{BearerScheme
 // NewAPI builds a Huma API on mux with the platform's conventions: OpenAPI
 // 3.1 at /openapi.json and /openapi.yaml, docs at /docs, the bearer security
 // scheme, problem details with "reason", and no "$schema" link injection
-// (bodies are exactly what the operation returns).
+// (bodies are exactly what the operation returns). Huma's own
+// per-operation body read deadline is disabled (ownDeadline): the server's
+// one deadline (Config.BodyReadTimeout) is the only one.
 func NewAPI(mux *http.ServeMux, title string) huma.API {
 	cfg := huma.DefaultConfig(title, "1.0.0")
 	cfg.CreateHooks = nil
@@ -85,14 +92,20 @@ func NewAPI(mux *http.ServeMux, title string) huma.API {
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		BearerScheme: {Type: "http", Scheme: "bearer", Description: "A key from keys.yaml, or a Kubernetes service-account token for a Site Runtime."},
 	}
-	return humago.New(mux, cfg)
+	api := humago.New(mux, cfg)
+	api.UseMiddleware(useOwnDeadline)
+	return api
 }
 
 // UseAuthentication makes every operation that lists the bearer scheme
 // require a credential that authn recognises: 401 without one or with an
 // unknown one, 503 when the check itself fails. The principal is put into
-// the request context (auth.FromContext).
+// the request context (auth.FromContext). Before the credential is looked
+// at, every declared path and query parameter must be text (checkParams:
+// 422 otherwise), so nothing the authenticator, the admit hook or a
+// handler sees, logs or stores carries a NUL or an invalid byte.
 func UseAuthentication(api huma.API, authn auth.Authenticator, log *zap.Logger) {
+	api.UseMiddleware(checkParams)
 	api.UseMiddleware(func(ctx huma.Context, next func(huma.Context)) {
 		if !requiresBearer(ctx.Operation()) {
 			next(ctx)
@@ -169,7 +182,7 @@ func AdmitPathPrincipal(kind, param string) Admit {
 		if want := value(param); p.Is(kind, want) {
 			return nil
 		}
-		return NewProblem(http.StatusForbidden, "forbidden", fmt.Sprintf("%s may not call this operation for %s %q", p, param, value(param)))
+		return NewProblem(http.StatusForbidden, "forbidden", fmt.Sprintf("%s may not call this operation for %s %s", p, param, Quoted(value(param))))
 	}
 }
 
@@ -246,6 +259,9 @@ func newServer(cfg Config, p serverParams) (*Server, error) {
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 10 * time.Second
 	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
+	}
 	mux := http.NewServeMux()
 	api := NewAPI(mux, cfg.Title)
 	if p.Metrics != nil {
@@ -263,7 +279,7 @@ func newServer(cfg Config, p serverParams) (*Server, error) {
 	registerHealth(mux, p.Checks, log)
 	s := &Server{API: api, Mux: mux, config: cfg}
 	s.srv = &http.Server{
-		Handler:           problemFallback(mux),
+		Handler:           problemFallback(bodyDeadline(cfg.BodyReadTimeout, mux)),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          zap.NewStdLog(log),

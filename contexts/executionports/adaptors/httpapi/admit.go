@@ -10,6 +10,7 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,9 +44,11 @@ func (h *Handlers) serviceAdmit() map[string]any {
 }
 
 // knownEnvironment answers 404 unknown-environment for a stream route whose
-// environment is not configured, before the body is read or validated.
+// environment is not configured, before the body is read or validated. An
+// environment that is not an ID at all (httpserver.IDPattern) is passed on:
+// Huma's parameter validation answers it 422 naming path.environment.
 func (h *Handlers) knownEnvironment(ctx huma.Context, next func(huma.Context)) {
-	if h.Streams != nil {
+	if h.Streams != nil && environmentID.MatchString(ctx.Param("environment")) {
 		if _, err := h.Streams.Environment(ctx.Param("environment")); err != nil {
 			httpserver.WriteProblem(ctx, httpserver.NewProblem(http.StatusNotFound, siteprotocol.ProblemUnknownEnvironment, err.Error()))
 			return
@@ -53,6 +56,9 @@ func (h *Handlers) knownEnvironment(ctx huma.Context, next func(huma.Context)) {
 	}
 	next(ctx)
 }
+
+// environmentID is the shape of an environment path parameter.
+var environmentID = regexp.MustCompile(httpserver.IDPattern)
 
 // jsonBody requires a request body declared as application/json (415
 // unsupported-media-type otherwise, also when the Content-Type is missing:
@@ -80,7 +86,8 @@ func jsonBody(strict bool, limit int64, required ...string) func(huma.Context, f
 		r, _ := humago.Unwrap(ctx)
 		body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 		if err != nil {
-			httpserver.WriteProblem(ctx, httpserver.NewProblem(http.StatusBadRequest, httpserver.DefaultReason(http.StatusBadRequest), "the request body could not be read"))
+			// 408 request-timeout past the server's body read deadline.
+			httpserver.WriteProblem(ctx, httpserver.BodyReadProblem(err))
 			return
 		}
 		if int64(len(body)) > limit {
@@ -154,7 +161,7 @@ func bodyShape(known []string, integers ...string) func(huma.Context, func(huma.
 		r, _ := humago.Unwrap(ctx)
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
-			httpserver.WriteProblem(ctx, httpserver.NewProblem(http.StatusBadRequest, httpserver.DefaultReason(http.StatusBadRequest), "the request body could not be read"))
+			httpserver.WriteProblem(ctx, httpserver.BodyReadProblem(err))
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))

@@ -123,14 +123,14 @@ func (RecordedResult) Schema(r huma.Registry) *huma.Schema {
 // routes (exported: Huma reads parameters only of exported embedded
 // structs).
 type EnvironmentPath struct {
-	Environment string `path:"environment" maxLength:"128" doc:"Execution environment ID, e.g. alpha-k8s."`
+	Environment string `path:"environment" pattern:"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$" doc:"Execution environment ID, e.g. alpha-k8s (1-128 letters, digits, '.', '_' or '-')."`
 }
 
 // SiteRequest holds what every Site route's input carries: the environment
 // and the installation header (exported: Huma reads parameters only of
 // exported embedded structs).
 type SiteRequest struct {
-	Environment  string `path:"environment" maxLength:"128" doc:"Execution environment ID, e.g. alpha-k8s."`
+	Environment  string `path:"environment" pattern:"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$" doc:"Execution environment ID, e.g. alpha-k8s (1-128 letters, digits, '.', '_' or '-')."`
 	Installation string `header:"Metallo-Installation" doc:"The Runtime installation ID (required on every Site route). The first installation that pulls an unbound stream binds it; any other is refused with 409 installation-mismatch until an operator rebinds the stream."`
 }
 
@@ -185,7 +185,7 @@ func registerSite(api huma.API, h *Handlers) {
 		Security:    httpserver.Bearer(),
 		Metadata:    siteAdmit(),
 		Middlewares: huma.Middlewares{h.knownEnvironment},
-		Errors:      []int{400, 401, 403, 404, 409, 503},
+		Errors:      []int{400, 401, 403, 404, 409, 422, 503},
 	}, func(ctx context.Context, in *SiteRequest) (*stateOutput, error) {
 		if err := h.siteAccess(ctx, in); err != nil {
 			return nil, err
@@ -298,7 +298,7 @@ type appendOutput struct {
 
 type commandInput struct {
 	EnvironmentPath
-	ID string `path:"id" maxLength:"64" doc:"The command ID (UUID)."`
+	ID string `path:"id" pattern:"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$" doc:"The command ID (a lower-case UUID, as appended)."`
 }
 
 // CommandRecordBody is Execution's read of one command (the shape of
@@ -385,7 +385,7 @@ func registerExecution(api huma.API, h *Handlers) {
 		Security:    httpserver.Bearer(),
 		Metadata:    h.serviceAdmit(),
 		Middlewares: huma.Middlewares{h.knownEnvironment},
-		Errors:      []int{401, 403, 404, 503},
+		Errors:      []int{401, 403, 404, 422, 503},
 	}, func(ctx context.Context, in *commandInput) (*commandOutput, error) {
 		if err := h.serviceAccess(ctx); err != nil {
 			return nil, err

@@ -193,9 +193,9 @@ func (a *API) submitAccounts(ctx context.Context, in *submitAccountsInput) (*sub
 
 type accountLookupInput struct {
 	Site            string `path:"site" pattern:"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$" doc:"The Site; must match the caller's site:<id> key." example:"alpha"`
-	Username        string `query:"username" doc:"The Waldur offering username of the resource user (the Site username; required)." example:"alice"`
-	ProviderProject string `query:"provider_project" doc:"The Waldur Project UUID of the resource (required)." example:"0a1b2c3d4e5f40718293a4b5c6d7e8f9"`
-	Environment     string `query:"environment" doc:"The Site's environment; required when the Site has several." example:"alpha-k8s"`
+	Username        string `query:"username" maxLength:"256" doc:"The Waldur offering username of the resource user (the Site username; required; at most 256 bytes of text)." example:"alice"`
+	ProviderProject string `query:"provider_project" maxLength:"256" doc:"The Waldur Project UUID of the resource (required; at most 256 bytes of text)." example:"0a1b2c3d4e5f40718293a4b5c6d7e8f9"`
+	Environment     string `query:"environment" pattern:"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$" doc:"The Site's environment; required when the Site has several." example:"alpha-k8s"`
 }
 
 type accountLookupOutput struct {
@@ -330,7 +330,7 @@ func (a *API) desiredBindings(ctx context.Context, in *desiredBindingsInput) (*d
 type projectAccountsInput struct {
 	Project string `path:"project" pattern:"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$" doc:"Canonical Project ID: a lower-case UUID." example:"7a1e4c2b-1d3f-4a5b-9c8d-0e1f2a3b4c5d"`
 	Site    string `query:"site" pattern:"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$" doc:"Only this Site's environments; every environment when absent." example:"alpha"`
-	Party   string `query:"party" doc:"Only this Party (a lower-case UUID)." example:"9c2e5d1a-0b7f-4e3c-8a6d-2f1e0c9b8a7d"`
+	Party   string `query:"party" pattern:"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$" doc:"Only this Party (a lower-case UUID)." example:"9c2e5d1a-0b7f-4e3c-8a6d-2f1e0c9b8a7d"`
 }
 
 // AccountViewBody is a member's binding at an environment with its ready

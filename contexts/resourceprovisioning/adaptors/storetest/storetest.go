@@ -82,6 +82,7 @@ func Exercise(t *testing.T, newSubject func(t *testing.T) Subject) {
 		{"SnapshotPagesAreStableCompleteAndStartAtAChangesCursor", testSnapshot},
 		{"ChangeFeedNeverSkipsAChangeThatCommitsLate", testFeedLateCommit},
 		{"ConcurrentReportsForOneAllocationLoseNoUpdate", testConcurrentReports},
+		{"ConcurrentFirstReportsOfOneResourceCreateOneAllocation", testConcurrentFirstReports},
 		{"FreshnessIsComputedAtReadTime", testFreshness},
 		{"ObservedAtIsStoredAndComparedToTheMicrosecond", testMicroseconds},
 		{"ObservedAtBeyondTheClockSkewIsRefusedAndLocksNothing", testClockSkew},
@@ -714,6 +715,80 @@ func testConcurrentReports(t *testing.T, e *env) {
 	if int64(len(revs)) != material {
 		t.Fatalf("feed has %d changes, want %d", len(revs), material)
 	}
+}
+
+// FirstReportPairs is how many pairs of concurrent first reports
+// testConcurrentFirstReports races.
+const FirstReportPairs = 200
+
+// testConcurrentFirstReports races pairs of first reports of one new
+// resource (two agents reporting it at the same moment): the same report,
+// the same observed_at with other content, or a later one. Neither may
+// fail: one creates the allocation, the other is decided against it by
+// the usual rules (duplicate, report_conflict, changed or stale_report),
+// and each resource has exactly one allocation with one receipt per
+// material change (docs/resource-provisioning.md#report-intake).
+func testConcurrentFirstReports(t *testing.T, e *env) {
+	var (
+		mu       sync.Mutex
+		outcomes = map[string]int{}
+		failures []string
+	)
+	for i := range FirstReportPairs {
+		resource := fmt.Sprintf("race-%d", i)
+		pair := [2]domain.Report{Report(resource, "pp1", 0), Report(resource, "pp1", 0)}
+		switch i % 3 {
+		case 1:
+			pair[1].AppliedLimits["cpu"] = 1000
+		case 2:
+			pair[1] = Report(resource, "pp1", time.Second)
+			pair[1].AppliedLimits["cpu"] = 1000
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for a := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				res, err := e.svc.SubmitReports(e.ctx, Site, []domain.Report{pair[a]})
+				var ce *domain.ConflictError
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					outcomes[res[0].Outcome]++
+				case errors.As(err, &ce):
+					outcomes[ce.Reason()]++
+				default:
+					failures = append(failures, fmt.Sprintf("pair %d agent %d: %v", i, a, err))
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+	}
+	if len(failures) > 0 {
+		t.Fatalf("%d of %d concurrent first reports failed (each must get an outcome or a refusal): %s", len(failures), 2*FirstReportPairs, strings.Join(failures, "; "))
+	}
+	if outcomes[domain.OutcomeCreated] != FirstReportPairs {
+		t.Fatalf("outcomes %v: want exactly one created per resource (%d)", outcomes, FirstReportPairs)
+	}
+	all := e.all(t)
+	if len(all) != FirstReportPairs {
+		t.Fatalf("%d allocations, want %d", len(all), FirstReportPairs)
+	}
+	material := int64(0)
+	for _, v := range all {
+		material += v.Revision
+		if n := e.receipts(t, v.ID); n != v.Revision {
+			t.Fatalf("allocation %s at revision %d has %d receipts", v.ProviderResourceID, v.Revision, n)
+		}
+	}
+	if got := int64(len(e.changes(t))); got != material {
+		t.Fatalf("feed has %d changes, want %d (one per revision)", got, material)
+	}
+	t.Logf("%d pairs of concurrent first reports: %v", FirstReportPairs, outcomes)
 }
 
 func testFreshness(t *testing.T, e *env) {

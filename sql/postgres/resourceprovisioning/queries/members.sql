@@ -50,6 +50,9 @@ SELECT * FROM member_bindings
 WHERE party_id = sqlc.arg(party_id) AND project_id = sqlc.arg(project_id) AND environment = sqlc.arg(environment);
 
 -- name: InsertMemberBinding :execrows
+-- No conflict target: binding_id is the UUIDv5 of (party, project,
+-- environment), so a conflict on either unique key is the same binding
+-- inserted concurrently (see InsertAllocation).
 INSERT INTO member_bindings (
     binding_id, party_id, project_id, environment, generation, state, reasons, site_binding_id, site_username,
     site_binding_generation, account_uid, allocation_id, namespace, revision, changed_at
@@ -58,7 +61,7 @@ INSERT INTO member_bindings (
     sqlc.arg(state), sqlc.arg(reasons), sqlc.arg(site_binding_id), sqlc.arg(site_username),
     sqlc.arg(site_binding_generation), sqlc.arg(account_uid), sqlc.arg(allocation_id), sqlc.arg(namespace),
     sqlc.arg(revision), sqlc.arg(changed_at)
-) ON CONFLICT (binding_id) DO NOTHING;
+) ON CONFLICT DO NOTHING;
 
 -- name: UpdateMemberBinding :exec
 UPDATE member_bindings SET

@@ -4,6 +4,11 @@
 SELECT * FROM allocations WHERE id = sqlc.arg(id);
 
 -- name: InsertAllocation :execrows
+-- No conflict target: a concurrent first report of the same resource may
+-- meet the other's row on the primary key or on (site,
+-- provider_resource_id); both are the same allocation (id is the UUIDv5 of
+-- "<site>/<provider resource ID>" and a Site ID holds no '/'), and a
+-- target naming only one would raise a unique violation on the other.
 INSERT INTO allocations (
     id, site, provider_resource_id, project_id, offering_id, provider_project_id, native_scope,
     lifecycle, reasons, configured_limits, applied_limits, waldur_state, paused, revision,
@@ -13,7 +18,7 @@ INSERT INTO allocations (
     sqlc.arg(provider_project_id), sqlc.arg(native_scope), sqlc.arg(lifecycle), sqlc.arg(reasons),
     sqlc.arg(configured_limits), sqlc.narg(applied_limits), sqlc.arg(waldur_state), sqlc.arg(paused),
     sqlc.arg(revision), sqlc.arg(content_digest), sqlc.arg(observed_at), sqlc.arg(last_seen_at)
-) ON CONFLICT (id) DO NOTHING;
+) ON CONFLICT DO NOTHING;
 
 -- name: UpdateAllocation :exec
 UPDATE allocations SET

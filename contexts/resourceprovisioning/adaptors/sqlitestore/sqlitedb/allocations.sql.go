@@ -143,7 +143,7 @@ INSERT INTO allocations (
     ?6, ?7, ?8, ?9,
     ?10, ?11, ?12, ?13,
     ?14, ?15, ?16, ?17
-) ON CONFLICT (id) DO NOTHING
+) ON CONFLICT DO NOTHING
 `
 
 type InsertAllocationParams struct {
@@ -166,6 +166,11 @@ type InsertAllocationParams struct {
 	LastSeenAt         int64
 }
 
+// No conflict target: a concurrent first report of the same resource may
+// meet the other's row on the primary key or on (site,
+// provider_resource_id); both are the same allocation (id is the UUIDv5 of
+// "<site>/<provider resource ID>" and a Site ID holds no '/'), and a
+// target naming only one would raise a unique violation on the other.
 func (q *Queries) InsertAllocation(ctx context.Context, arg InsertAllocationParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, insertAllocation,
 		arg.ID,

@@ -344,7 +344,7 @@ INSERT INTO member_bindings (
     ?6, ?7, ?8, ?9,
     ?10, ?11, ?12, ?13,
     ?14, ?15
-) ON CONFLICT (binding_id) DO NOTHING
+) ON CONFLICT DO NOTHING
 `
 
 type InsertMemberBindingParams struct {
@@ -365,6 +365,9 @@ type InsertMemberBindingParams struct {
 	ChangedAt             int64
 }
 
+// No conflict target: binding_id is the UUIDv5 of (party, project,
+// environment), so a conflict on either unique key is the same binding
+// inserted concurrently (see InsertAllocation).
 func (q *Queries) InsertMemberBinding(ctx context.Context, arg InsertMemberBindingParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, insertMemberBinding,
 		arg.BindingID,
