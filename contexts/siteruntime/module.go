@@ -399,9 +399,11 @@ func NewSiteClient(c Config, installationID string) (*sitehttp.Client, error) {
 
 // WorkerConfig returns the worker's settings.
 func (c Config) WorkerConfig() application.WorkerConfig {
+	path, flag := c.Credential()
 	return application.WorkerConfig{
 		Environment: c.Environment, Authority: c.Authority, PullLimit: c.PullLimit, PullWait: c.PullWait,
 		BackoffInitial: c.BackoffInitial, BackoffMax: c.BackoffMax, FoldAcknowledgement: c.FoldAcknowledgement,
+		Credential: "--" + flag + " " + path,
 	}
 }
 
@@ -463,8 +465,8 @@ func Module(cfg Config, j *journal.Journal) fx.Option {
 			func(p registryParams) (*application.Registry, error) {
 				return application.NewRegistry(p.Registrations...)
 			},
-			func(log *zap.Logger, reg prometheus.Registerer) (*observe.Events, error) {
-				return observe.New(log, reg, j.Commits)
+			func(log *zap.Logger, reg prometheus.Registerer, c clock.Clock) (*observe.Events, error) {
+				return observe.New(log, reg, c, j.Commits)
 			},
 			func(c clock.Clock) *heartbeat.File { return heartbeat.NewFile(cfg.HeartbeatFile, c, time.Second) },
 			func() (*sitehttp.Client, error) { return NewSiteClient(cfg, j.Binding().InstallationID) },

@@ -265,6 +265,13 @@ func (c *Client) do(ctx context.Context, method, target string, body []byte, tim
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		// One shape per failure: "<method> <path>: <cause>", without the
+		// *url.Error's repetition of the method and the whole URL (whose
+		// query changes with every pull).
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return fmt.Errorf("%w: %s %s: %v", application.ErrTransient, method, req.URL.Path, err)
 	}
 	defer resp.Body.Close()
