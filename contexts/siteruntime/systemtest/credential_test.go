@@ -148,12 +148,17 @@ func TestARefusedCredentialFailsLivenessNamingItAndAValidOneRecoversWithoutARest
 // lasts — here until the heartbeat shows the Runtime waited more than
 // twice the liveness bound — liveness passes: the Runtime is never
 // restarted because the Site API is down. When the server is back, the
-// end of the outage is logged with its duration and delivery goes on.
+// end of the outage is logged with its duration and delivery goes on. The
+// gauges an operator alerts on follow (docs/operations.md#metrics).
 func TestAnUnavailableSiteAPIKeepsLivenessHealthy(t *testing.T) {
 	e := newEnv(t)
 	e.append(t, startCmd(1, nil))
 	p := e.start(t, "")
 	e.waitAcknowledged(t, p, id(1, 1))
+	waitMetric(t, p, "metallo_runtime_acknowledged_sequence", 1)
+	waitMetric(t, p, "metallo_runtime_stream_head_sequence", 1)
+	waitMetric(t, p, "metallo_runtime_pending_sequence", 0)
+	waitMetric(t, p, `metallo_runtime_retries_total{step="record acknowledgement"}`, 0)
 	if err := e.site.Server.Stop(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -182,11 +187,32 @@ func TestAnUnavailableSiteAPIKeepsLivenessHealthy(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	addr, err := harness.AdminAddr(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const accepted = "metallo_runtime_last_accepted_request_timestamp_seconds"
+	before, err := harness.Metrics(addr, accepted, `metallo_runtime_retries_total{step="pull"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before[accepted] > float64(down.UnixNano())/1e9 || before[`metallo_runtime_retries_total{step="pull"}`] < 1 {
+		t.Fatalf("during the outage: %v; want the last accepted request before it began (%d) and pull retries counted", before, down.Unix())
+	}
 	if err := e.site.StartServer("execution.sqlite", ""); err != nil {
 		t.Fatal(err)
 	}
 	e.append(t, startCmd(2, nil))
 	e.waitAcknowledged(t, p, id(1, 2))
+	waitMetric(t, p, "metallo_runtime_stream_head_sequence", 2)
+	waitMetric(t, p, "metallo_runtime_acknowledged_sequence", 2)
+	after, err := harness.Metrics(addr, accepted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after[accepted] <= float64(down.UnixNano())/1e9 {
+		t.Fatalf("last accepted request %v after the outage, want after %d", after[accepted], down.Unix())
+	}
 	line, err := p.WaitForLog(regexp.MustCompile(`"msg":"transient failure ended; the step succeeded".*`), time.Minute)
 	if err != nil {
 		t.Fatal(err)
