@@ -89,11 +89,10 @@ func NewWorker(cfg WorkerConfig, site SiteControl, journal RuntimeJournal, exec 
 
 // Run delivers commands until ctx is done (it then reports ShutDown and
 // returns nil, leaving any pending state for the next start) or the worker
-// stops: it then seals
-// the journal (nothing more is written), records the stop in the heartbeat
-// (liveness fails), reports it to Events (log and metric) — in that order,
-// so whoever sees the stop reported sees a sealed journal — and returns the
-// *StopError.
+// stops: it then seals the journal (nothing more is written), records the
+// stop in the heartbeat (liveness fails), reports it to Events (log and
+// metric) — in that order, so whoever sees the stop reported sees a sealed
+// journal — and returns the *StopError.
 func (w *Worker) Run(ctx context.Context) error {
 	err := w.run(ctx)
 	var stop *domain.StopError
