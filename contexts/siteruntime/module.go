@@ -483,13 +483,17 @@ func Module(cfg Config, j *journal.Journal) fx.Option {
 
 // runner runs the worker for the process lifetime. A stopped worker seals
 // the journal (the directory stays locked) and the process stays up,
-// serving its metrics.
+// serving its metrics. At shutdown a running worker logs where the next
+// start resumes; a worker that had stopped is named once more, so every
+// shutdown has its line (docs/operations.md#logs).
 type runner struct {
 	worker  *application.Worker
 	journal *journal.Journal
 	log     *zap.Logger
 	cancel  context.CancelFunc
 	done    chan struct{}
+	// stopped is the worker's stop, once it has stopped (read after done).
+	stopped *domain.StopError
 }
 
 func (r *runner) start(context.Context) error {
@@ -498,7 +502,11 @@ func (r *runner) start(context.Context) error {
 	go func() {
 		defer close(r.done)
 		// A stopped worker has sealed the journal and reported the stop.
-		if err := r.worker.Run(ctx); err != nil && !errors.As(err, new(*domain.StopError)) {
+		err := r.worker.Run(ctx)
+		if errors.As(err, &r.stopped) {
+			return
+		}
+		if err != nil {
 			r.log.Error("runtime worker ended", zap.Error(err))
 		}
 	}()
@@ -511,6 +519,9 @@ func (r *runner) stop(ctx context.Context) error {
 	case <-r.done:
 	case <-ctx.Done():
 		return fmt.Errorf("stop the runtime worker: %w", ctx.Err())
+	}
+	if r.stopped != nil {
+		r.log.Info("runtime shut down; its worker had stopped", zap.String("reason", string(r.stopped.Reason)))
 	}
 	return r.journal.Close()
 }
