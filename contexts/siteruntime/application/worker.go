@@ -322,6 +322,8 @@ func (w *Worker) deliver(ctx context.Context, raw []byte, more bool) error {
 		if a, err = w.recover(ctx, p); err != nil {
 			return err
 		}
+		// Recover answered the uncertain Execute: that run of failures ended.
+		w.events.RetryEnded(StepExecute, 1)
 		path = PathRecovered
 	}
 	if err := w.saveResult(ctx, p, a); err != nil {

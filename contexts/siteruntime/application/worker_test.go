@@ -168,6 +168,13 @@ func TestUncertainExecuteIsRecoveredNeverExecutedAgain(t *testing.T) {
 			t.Fatalf("command %s has %d effects", id, n)
 		}
 	}
+	h.events.mu.Lock()
+	defer h.events.mu.Unlock()
+	if !slices.Equal(h.events.retries, []string{application.StepExecute}) || !slices.Equal(h.events.ended, []string{application.StepExecute}) ||
+		!slices.Equal(h.events.recovered, []int64{1}) {
+		t.Fatalf("retries %v, ends %v, recovered %v; want the execute step's failure, its end, and command 1 recovered",
+			h.events.retries, h.events.ended, h.events.recovered)
+	}
 }
 
 func TestTransientFailuresAreRetriedWithoutAdvancingOrClearing(t *testing.T) {
