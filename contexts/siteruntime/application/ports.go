@@ -48,9 +48,15 @@ type Problem struct {
 	Reason string
 	// Detail is the human explanation.
 	Detail string
+	// Request names the request answered, "<method> <path>" (empty when
+	// unknown), so a problem reads like every other Site API failure.
+	Request string
 }
 
 func (p *Problem) Error() string {
+	if p.Request != "" {
+		return fmt.Sprintf("%s: site api answered %d %s: %s", p.Request, p.Status, p.Reason, p.Detail)
+	}
 	return fmt.Sprintf("site api answered %d %s: %s", p.Status, p.Reason, p.Detail)
 }
 
