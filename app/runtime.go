@@ -241,7 +241,7 @@ func newRuntimeLivenessCommand(env Env) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "liveness",
-		Short: "Exit non-zero when the worker's heartbeat is missing, garbled, stale, dated in the future, or records a stop",
+		Short: "Exit non-zero when the worker's heartbeat is missing, garbled, stale, dated in the future, records a stop, or records credential refusals longer than the bound",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd, env); err != nil {
@@ -259,6 +259,10 @@ func newRuntimeLivenessCommand(env Env) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "alive: last beat %s ago\n", max(now.Sub(r.BeatAt), 0).Round(time.Millisecond))
+			if since := r.CredentialRefusedSince; since != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "warning: every Site API request for %s was refused (liveness fails past %s): %s\n",
+					max(now.Sub(*since), 0).Round(time.Second), bound, r.CredentialRefusal)
+			}
 			return nil
 		},
 	}

@@ -326,6 +326,9 @@ func TestLivenessNamesWhatIsWrongWithTheHeartbeat(t *testing.T) {
 		{write("future", `{"beat_at":"`+now.Add(time.Hour).Format(time.RFC3339Nano)+`"}`), "2m", "dated in the future"},
 		{write("stale", `{"beat_at":"`+now.Add(-time.Hour).Format(time.RFC3339Nano)+`"}`), "2m", "older than the liveness bound"},
 		{write("stopped", `{"beat_at":"`+now.Format(time.RFC3339Nano)+`","stopped":"result-conflict","cause":"x"}`), "2m", "result-conflict"},
+		{write("refused", `{"beat_at":"`+now.Format(time.RFC3339Nano)+`","credential_refused_since":"`+now.Add(-3*time.Minute).Format(time.RFC3339Nano)+
+			`","credential_refusal":"the Site API refuses the credential --token-file /t: site api answered 401 unauthenticated: no valid bearer token"}`),
+			"2m", "refuses the Runtime's credential: every request since"},
 		{write("fresh", `{"beat_at":"`+now.Format(time.RFC3339Nano)+`"}`), "0s", "--liveness-bound"},
 		{"", "2m", "--heartbeat-file"},
 	}
@@ -337,6 +340,15 @@ func TestLivenessNamesWhatIsWrongWithTheHeartbeat(t *testing.T) {
 	}
 	if code, stderr := runMain(t, nil, "runtime", "liveness", "--heartbeat-file", filepath.Join(dir, "fresh")); code != 0 {
 		t.Fatalf("a fresh beat: %s", stderr)
+	}
+	// Refused for less than the bound: alive, with a warning naming it.
+	recent := write("refused-recently", `{"beat_at":"`+now.Format(time.RFC3339Nano)+`","credential_refused_since":"`+now.Add(-30*time.Second).Format(time.RFC3339Nano)+
+		`","credential_refusal":"the Site API refuses the credential --token-file /t: site api answered 401 unauthenticated: no valid bearer token"}`)
+	var stdout bytes.Buffer
+	if code := Main(t.Context(), []string{"runtime", "liveness", "--heartbeat-file", recent}, Env{Stdout: &stdout, Stderr: &bytes.Buffer{},
+		LookupEnv: func(string) (string, bool) { return "", false }}); code != 0 || !strings.Contains(stdout.String(), "was refused (liveness fails past 2m0s)") ||
+		!strings.Contains(stdout.String(), "--token-file /t") {
+		t.Fatalf("refused for 30s with a bound of 2m: exit %d, %s", code, stdout.String())
 	}
 }
 

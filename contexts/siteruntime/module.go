@@ -399,9 +399,11 @@ func NewSiteClient(c Config, installationID string) (*sitehttp.Client, error) {
 
 // WorkerConfig returns the worker's settings.
 func (c Config) WorkerConfig() application.WorkerConfig {
+	path, flag := c.Credential()
 	return application.WorkerConfig{
 		Environment: c.Environment, Authority: c.Authority, PullLimit: c.PullLimit, PullWait: c.PullWait,
 		BackoffInitial: c.BackoffInitial, BackoffMax: c.BackoffMax, FoldAcknowledgement: c.FoldAcknowledgement,
+		Credential: "--" + flag + " " + path,
 	}
 }
 
@@ -463,8 +465,8 @@ func Module(cfg Config, j *journal.Journal) fx.Option {
 			func(p registryParams) (*application.Registry, error) {
 				return application.NewRegistry(p.Registrations...)
 			},
-			func(log *zap.Logger, reg prometheus.Registerer) (*observe.Events, error) {
-				return observe.New(log, reg, j.Commits)
+			func(log *zap.Logger, reg prometheus.Registerer, c clock.Clock) (*observe.Events, error) {
+				return observe.New(log, reg, c, j.Commits)
 			},
 			func(c clock.Clock) *heartbeat.File { return heartbeat.NewFile(cfg.HeartbeatFile, c, time.Second) },
 			func() (*sitehttp.Client, error) { return NewSiteClient(cfg, j.Binding().InstallationID) },
@@ -481,13 +483,17 @@ func Module(cfg Config, j *journal.Journal) fx.Option {
 
 // runner runs the worker for the process lifetime. A stopped worker seals
 // the journal (the directory stays locked) and the process stays up,
-// serving its metrics.
+// serving its metrics. At shutdown a running worker logs where the next
+// start resumes; a worker that had stopped is named once more, so every
+// shutdown has its line (docs/operations.md#logs).
 type runner struct {
 	worker  *application.Worker
 	journal *journal.Journal
 	log     *zap.Logger
 	cancel  context.CancelFunc
 	done    chan struct{}
+	// stopped is the worker's stop, once it has stopped (read after done).
+	stopped *domain.StopError
 }
 
 func (r *runner) start(context.Context) error {
@@ -496,7 +502,11 @@ func (r *runner) start(context.Context) error {
 	go func() {
 		defer close(r.done)
 		// A stopped worker has sealed the journal and reported the stop.
-		if err := r.worker.Run(ctx); err != nil && !errors.As(err, new(*domain.StopError)) {
+		err := r.worker.Run(ctx)
+		if errors.As(err, &r.stopped) {
+			return
+		}
+		if err != nil {
 			r.log.Error("runtime worker ended", zap.Error(err))
 		}
 	}()
@@ -509,6 +519,9 @@ func (r *runner) stop(ctx context.Context) error {
 	case <-r.done:
 	case <-ctx.Done():
 		return fmt.Errorf("stop the runtime worker: %w", ctx.Err())
+	}
+	if r.stopped != nil {
+		r.log.Info("runtime shut down; its worker had stopped", zap.String("reason", string(r.stopped.Reason)))
 	}
 	return r.journal.Close()
 }

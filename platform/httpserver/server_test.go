@@ -305,16 +305,68 @@ func TestRequestMetricsCountAnswersByOperationAndCode(t *testing.T) {
 	post(t, srv.URL+"/echo", "", `{"n":1}`)
 	post(t, srv.URL+"/nowhere", key, `{}`) // the mux's own 404: not an operation
 	want := `
-# HELP metallo_http_requests_total Requests answered by the public API, by operation ID and HTTP status code.
+# HELP metallo_http_requests_total Requests answered by the public API, by operation ID, HTTP status code and execution environment (empty where a route has none).
 # TYPE metallo_http_requests_total counter
-metallo_http_requests_total{code="200",operation="echo"} 2
-metallo_http_requests_total{code="401",operation="echo"} 1
-metallo_http_requests_total{code="409",operation="echo"} 1
+metallo_http_requests_total{code="200",environment="",operation="echo"} 2
+metallo_http_requests_total{code="401",environment="",operation="echo"} 1
+metallo_http_requests_total{code="409",environment="",operation="echo"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "metallo_http_requests_total"); err != nil {
 		t.Fatal(err)
 	}
 	if n := testutil.CollectAndCount(reg, "metallo_http_request_duration_seconds"); n != 1 {
 		t.Fatalf("%d duration series; want 1 (operation echo)", n)
+	}
+}
+
+type streamIn struct {
+	Environment string `path:"environment"`
+}
+
+// A route that declares its environment path parameter is labelled with it
+// when it names a known environment, whatever the answer (a 401 included);
+// an unknown value is labelled empty, so callers cannot create series.
+func TestRequestMetricsLabelAKnownEnvironmentOnly(t *testing.T) {
+	key, entry, _ := auth.NewKey(auth.Principal{Kind: auth.KindSite, ID: "alpha"})
+	ks, _ := auth.NewKeyStore(auth.KeysFile{Keys: []auth.KeyEntry{entry}})
+	mux := http.NewServeMux()
+	api := NewAPI(mux, "test")
+	reg := prometheus.NewRegistry()
+	m, err := newHTTPMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.UseMiddleware(m.middleware)
+	UseAuthentication(api, ks, zap.NewNop())
+	huma.Register(api, huma.Operation{OperationID: "stream", Method: http.MethodGet, Path: "/streams/{environment}", Security: Bearer(),
+		Metadata: MetricsEnvironment("environment", func(id string) bool { return id == "alpha-k8s" })},
+		func(context.Context, *streamIn) (*struct{}, error) { return nil, nil })
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	get := func(path, token string) {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	get("/streams/alpha-k8s", key)
+	get("/streams/alpha-k8s", "")
+	get("/streams/made-up-1", key)
+	get("/streams/made-up-2", "")
+	want := `
+# HELP metallo_http_requests_total Requests answered by the public API, by operation ID, HTTP status code and execution environment (empty where a route has none).
+# TYPE metallo_http_requests_total counter
+metallo_http_requests_total{code="204",environment="alpha-k8s",operation="stream"} 1
+metallo_http_requests_total{code="204",environment="",operation="stream"} 1
+metallo_http_requests_total{code="401",environment="alpha-k8s",operation="stream"} 1
+metallo_http_requests_total{code="401",environment="",operation="stream"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "metallo_http_requests_total"); err != nil {
+		t.Fatal(err)
 	}
 }

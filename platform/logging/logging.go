@@ -40,6 +40,9 @@ func New(cfg Config) (*zap.Logger, error) {
 	zc.DisableStacktrace = level > zapcore.DebugLevel
 	zc.EncoderConfig.TimeKey = "time"
 	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	// Durations carry their unit ("1.5s", "200ms"), in every format
+	// (docs/operations.md#logs).
+	zc.EncoderConfig.EncodeDuration = zapcore.StringDurationEncoder
 	logger, err := zc.Build()
 	if err != nil {
 		return nil, fmt.Errorf("build logger: %w", err)

@@ -80,7 +80,7 @@ var problemReasons = []string{
 	siteprotocol.ProblemOutOfOrder, siteprotocol.ProblemIdentityMismatch, siteprotocol.ProblemResultConflict,
 	siteprotocol.ProblemInstallationMismatch, siteprotocol.ProblemConflictingRetry, siteprotocol.ProblemUnknownEnvironment,
 	siteprotocol.ProblemUnknownCommand, siteprotocol.ProblemInvalidCommand, siteprotocol.ProblemInvalidResult,
-	siteprotocol.ProblemInstallationRequired, siteprotocol.ProblemForbidden,
+	siteprotocol.ProblemInstallationRequired, siteprotocol.ProblemForbidden, siteprotocol.ProblemUnauthenticated,
 }
 
 // TestTheProtocolDocumentsExamplesDecodeAndCarryTheDigestsTheCodecComputes

@@ -210,6 +210,7 @@ const (
 	ProblemInvalidResult        = "invalid-result"
 	ProblemInstallationRequired = "installation-required"
 	ProblemForbidden            = "forbidden"
+	ProblemUnauthenticated      = "unauthenticated"
 )
 
 // InstallationHeader carries the Runtime installation ID on every Site

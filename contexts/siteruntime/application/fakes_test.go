@@ -358,12 +358,36 @@ func (e *effectExecutor) counts() (executes, recovers int, effects map[string]in
 	return e.executes, e.recovers, m
 }
 
-// fakeHeart records beats and the stop.
+// fakeHeart records beats, the stop and the credential refusals.
 type fakeHeart struct {
 	mu      sync.Mutex
 	beats   int
 	stopped domain.StopReason
 	fail    error // returned by every Beat when set (an unwritable file)
+	// refusal is the cause of the last Refused call; runs counts the
+	// runs of refusals begun.
+	refusal   string
+	runs      int
+	lastCause string
+}
+
+func (h *fakeHeart) Refused(_ context.Context, cause string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if cause != "" && h.refusal == "" {
+		h.runs++
+	}
+	if cause != "" {
+		h.lastCause = cause
+	}
+	h.refusal = cause
+	return nil
+}
+
+func (h *fakeHeart) refused() (cause string, runs int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.refusal, h.runs
 }
 
 func (h *fakeHeart) Beat(context.Context) error {
@@ -393,13 +417,49 @@ func (h *fakeHeart) get() (int, domain.StopReason) {
 
 // fakeEvents records delivered sequences and retries.
 type fakeEvents struct {
-	mu        sync.Mutex
-	delivered []int64
-	replayed  []int64
-	recovered []int64
-	retries   []string
-	stop      *domain.StopError
-	beatFails int
+	mu         sync.Mutex
+	delivered  []int64
+	deliveries []application.Delivery
+	replayed   []int64
+	recovered  []int64
+	retries    []string
+	ended      []string
+	outcomes   []application.SiteOutcome
+	head       int64
+	pending    int64
+	shutdown   *domain.Checkpoint
+	stop       *domain.StopError
+	beatFails  int
+}
+
+func (e *fakeEvents) ShutDown(cp domain.Checkpoint) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.shutdown = &cp
+}
+
+func (e *fakeEvents) RetryEnded(step string, _ int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ended = append(e.ended, step)
+}
+
+func (e *fakeEvents) SiteAnswered(o application.SiteOutcome) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.outcomes = append(e.outcomes, o)
+}
+
+func (e *fakeEvents) StreamHead(seq int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.head = seq
+}
+
+func (e *fakeEvents) Pending(seq int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.pending = seq
 }
 
 func (e *fakeEvents) HeartbeatFailed(error) {
@@ -420,20 +480,22 @@ func (e *fakeEvents) Stopped(s *domain.StopError) {
 	defer e.mu.Unlock()
 	e.stop = s
 }
-func (e *fakeEvents) Retrying(step string, _ error, _ time.Duration) {
+func (e *fakeEvents) Retrying(step string, _ int, _ error, _ time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.retries = append(e.retries, step)
 }
-func (e *fakeEvents) Delivered(seq int64, _ siteprotocol.Outcome, replayed, recovered bool) {
+func (e *fakeEvents) Delivered(d application.Delivery) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.delivered = append(e.delivered, seq)
-	if replayed {
-		e.replayed = append(e.replayed, seq)
-	}
-	if recovered {
-		e.recovered = append(e.recovered, seq)
+	e.delivered = append(e.delivered, d.Sequence)
+	e.deliveries = append(e.deliveries, d)
+	e.pending = 0
+	switch d.Path {
+	case application.PathReplayed:
+		e.replayed = append(e.replayed, d.Sequence)
+	case application.PathRecovered:
+		e.recovered = append(e.recovered, d.Sequence)
 	}
 }
 

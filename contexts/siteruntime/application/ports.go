@@ -48,9 +48,15 @@ type Problem struct {
 	Reason string
 	// Detail is the human explanation.
 	Detail string
+	// Request names the request answered, "<method> <path>" (empty when
+	// unknown), so a problem reads like every other Site API failure.
+	Request string
 }
 
 func (p *Problem) Error() string {
+	if p.Request != "" {
+		return fmt.Sprintf("%s: site api answered %d %s: %s", p.Request, p.Status, p.Reason, p.Detail)
+	}
 	return fmt.Sprintf("site api answered %d %s: %s", p.Status, p.Reason, p.Detail)
 }
 
@@ -220,6 +226,13 @@ type Heartbeat interface {
 	// Stopped records that the worker stopped for reason; liveness fails
 	// from then on.
 	Stopped(ctx context.Context, reason domain.StopReason, cause string) error
+	// Refused records how the last Site API request ended for the
+	// credential: cause is the refusal (unauthenticated 401 or forbidden
+	// 403, naming the credential) or empty when the request was not
+	// refused (accepted, unanswered, or answered otherwise). The first
+	// refusal of an unbroken run dates it; liveness fails once the run
+	// outlasts the liveness bound (docs/site-runtime.md#a-refused-credential).
+	Refused(ctx context.Context, cause string) error
 }
 
 // Failpoints are crash points for tests: Hit(name) kills the process when a
@@ -277,19 +290,93 @@ type NoFailpoints struct{}
 // Hit does nothing.
 func (NoFailpoints) Hit(string) {}
 
-// Events receives what the worker does, for logs and metrics.
+// Events receives what the worker does, for logs and metrics
+// (docs/operations.md#metrics, docs/operations.md#logs).
 type Events interface {
 	// Started reports the restored checkpoint.
 	Started(cp domain.Checkpoint)
 	// Stopped reports that the worker stopped; the process stays up.
 	Stopped(err *domain.StopError)
-	// Retrying reports a transient failure of step, retried after wait.
-	Retrying(step string, err error, wait time.Duration)
-	// Delivered reports an exactly acknowledged result; replayed is true
-	// when it was a saved result sent again, recovered when it came from
-	// Recover.
-	Delivered(sequence int64, outcome siteprotocol.Outcome, replayed, recovered bool)
+	// ShutDown reports that the worker ended because the process is
+	// shutting down, with the checkpoint (and pending command) it leaves
+	// for the next start.
+	ShutDown(cp domain.Checkpoint)
+	// Retrying reports the attempt-th consecutive failure (1-based) of
+	// step (one of RetrySteps), retried after wait.
+	Retrying(step string, attempt int, err error, wait time.Duration)
+	// RetryEnded reports that step succeeded after failures consecutive
+	// failures (at least one): the outage it was waiting out has ended.
+	RetryEnded(step string, failures int)
+	// SiteAnswered reports how one Site API request ended.
+	SiteAnswered(outcome SiteOutcome)
+	// StreamHead reports the stream's head sequence as the server last
+	// answered it.
+	StreamHead(sequence int64)
+	// Pending reports the command saved as pending (commit #1), not yet
+	// acknowledged.
+	Pending(sequence int64)
+	// Delivered reports an exactly acknowledged result; the command is no
+	// longer pending.
+	Delivered(d Delivery)
 	// HeartbeatFailed reports a heartbeat that could not be recorded; the
 	// worker goes on (liveness will fail when no beat lands in time).
 	HeartbeatFailed(err error)
+}
+
+// SiteOutcome is how one Site API request ended, for Events.
+type SiteOutcome string
+
+// Site API outcomes.
+const (
+	// SiteAccepted: the server accepted the request (answered 200).
+	SiteAccepted SiteOutcome = "accepted"
+	// SiteRefused: the server refused the credential (401 unauthenticated
+	// or 403 forbidden).
+	SiteRefused SiteOutcome = "refused"
+	// SiteFailed: anything else — no answer, a 5xx, 408 or 429, another
+	// problem, an answer the Runtime cannot use.
+	SiteFailed SiteOutcome = "failed"
+)
+
+// DeliveryPath is how a delivered result came about.
+type DeliveryPath string
+
+// Delivery paths (the path label of metallo_runtime_results_total).
+const (
+	// PathExecuted: Execute answered a command pulled for the first time.
+	PathExecuted DeliveryPath = "executed"
+	// PathRecovered: Recover answered a command whose effect was uncertain.
+	PathRecovered DeliveryPath = "recovered"
+	// PathReplayed: a saved result was sent again byte for byte.
+	PathReplayed DeliveryPath = "replayed"
+)
+
+// Delivery describes an exactly acknowledged result.
+type Delivery struct {
+	Sequence  int64
+	CommandID string
+	Operation siteprotocol.Operation
+	Outcome   siteprotocol.Outcome
+	Reason    siteprotocol.Reason
+	Path      DeliveryPath
+}
+
+// Steps of the worker that retry transient failures (the step label of
+// metallo_runtime_retries_total).
+const (
+	StepStreamState    = "stream state"
+	StepVerifyPending  = "verify pending command"
+	StepPull           = "pull"
+	StepPersistPending = "persist pending command"
+	StepExecute        = "execute"
+	StepRecover        = "recover"
+	StepPersistResult  = "persist result"
+	StepSendResult     = "send result"
+	StepAcknowledge    = "record acknowledgement"
+)
+
+// RetrySteps lists every step that retries, in the order of delivery.
+func RetrySteps() []string {
+	return []string{StepStreamState, StepVerifyPending, StepPull, StepPersistPending, StepExecute, StepRecover,
+		StepPersistResult, StepSendResult, StepAcknowledge}
 }

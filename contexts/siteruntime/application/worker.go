@@ -33,6 +33,10 @@ type WorkerConfig struct {
 	// of a batch is always cleared at once, so an idle Runtime holds no
 	// pending state (docs/site-runtime.md#the-fold-of-the-clear).
 	FoldAcknowledgement bool
+	// Credential names the bearer credential in messages, e.g.
+	// "--token-file /var/run/secrets/metallo/token": a refusal recorded in
+	// the heartbeat names it (docs/site-runtime.md#a-refused-credential).
+	Credential string
 }
 
 func (c WorkerConfig) withDefaults() WorkerConfig {
@@ -47,6 +51,9 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	}
 	if c.BackoffMax < c.BackoffInitial {
 		c.BackoffMax = max(c.BackoffInitial, 30*time.Second)
+	}
+	if c.Credential == "" {
+		c.Credential = "the configured credential"
 	}
 	return c
 }
@@ -80,12 +87,12 @@ func NewWorker(cfg WorkerConfig, site SiteControl, journal RuntimeJournal, exec 
 	return &Worker{cfg: cfg.withDefaults(), site: site, journal: journal, exec: exec, heart: heart, fp: fp, events: events}
 }
 
-// Run delivers commands until ctx is done (it then returns nil, leaving
-// any pending state for the next start) or the worker stops: it then seals
-// the journal (nothing more is written), records the stop in the heartbeat
-// (liveness fails), reports it to Events (log and metric) — in that order,
-// so whoever sees the stop reported sees a sealed journal — and returns the
-// *StopError.
+// Run delivers commands until ctx is done (it then reports ShutDown and
+// returns nil, leaving any pending state for the next start) or the worker
+// stops: it then seals the journal (nothing more is written), records the
+// stop in the heartbeat (liveness fails), reports it to Events (log and
+// metric) — in that order, so whoever sees the stop reported sees a sealed
+// journal — and returns the *StopError.
 func (w *Worker) Run(ctx context.Context) error {
 	err := w.run(ctx)
 	var stop *domain.StopError
@@ -100,6 +107,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return stop
 	}
 	if ctx.Err() != nil {
+		w.events.ShutDown(w.cp)
 		return nil
 	}
 	return err
@@ -119,6 +127,9 @@ func (w *Worker) run(ctx context.Context) error {
 			b.Environment, b.Authority, w.cfg.Environment, w.cfg.Authority)
 	}
 	w.events.Started(cp)
+	if cp.Pending != nil {
+		w.events.Pending(cp.Pending.Sequence)
+	}
 	if err := w.verifyStream(ctx); err != nil {
 		return err
 	}
@@ -152,23 +163,66 @@ func (w *Worker) run(ctx context.Context) error {
 // command, which always fits. Only a single command's answer that is still
 // oversized stops the worker (classify).
 func (w *Worker) pull(ctx context.Context) (siteprotocol.Pull, error) {
-	return retry(ctx, w, "pull", func() (siteprotocol.Pull, error) {
-		p, err := w.site.Pull(ctx, w.cp.Acknowledged, w.cfg.PullLimit, w.cfg.PullWait)
+	p, err := retry(ctx, w, StepPull, func() (siteprotocol.Pull, error) {
+		p, err := site(ctx, w, func() (siteprotocol.Pull, error) {
+			return w.site.Pull(ctx, w.cp.Acknowledged, w.cfg.PullLimit, w.cfg.PullWait)
+		})
 		if errors.Is(err, ErrOversizedAnswer) && w.cfg.PullLimit > 1 {
-			w.events.Retrying("pull", err, 0)
-			return w.site.Pull(ctx, w.cp.Acknowledged, 1, w.cfg.PullWait)
+			w.events.Retrying(StepPull, 1, err, 0)
+			return site(ctx, w, func() (siteprotocol.Pull, error) {
+				return w.site.Pull(ctx, w.cp.Acknowledged, 1, w.cfg.PullWait)
+			})
 		}
 		return p, err
 	})
+	if err == nil {
+		w.events.StreamHead(p.HeadSequence)
+	}
+	return p, err
+}
+
+// site runs one Site API request and reports how it ended: to Events, and
+// to the heartbeat, which records an unbroken run of credential refusals
+// (docs/site-runtime.md#a-refused-credential). A request ended by ctx (the
+// process shutting down) reports nothing.
+func site[T any](ctx context.Context, w *Worker, f func() (T, error)) (T, error) {
+	v, err := f()
+	if err != nil && ctx.Err() != nil {
+		return v, err
+	}
+	outcome, cause := SiteAccepted, ""
+	switch {
+	case err == nil:
+	case refusedCredential(err):
+		outcome, cause = SiteRefused, fmt.Sprintf("the Site API refuses the credential %s: %v", w.cfg.Credential, err)
+	default:
+		outcome = SiteFailed
+	}
+	w.events.SiteAnswered(outcome)
+	if herr := w.heart.Refused(ctx, cause); herr != nil {
+		w.events.HeartbeatFailed(herr)
+	}
+	return v, err
+}
+
+// refusedCredential reports whether err is the Site API's refusal of the
+// credential: a problem with reason unauthenticated (401) or forbidden
+// (403) (docs/site-protocol.md#problem-reasons).
+func refusedCredential(err error) bool {
+	var p *Problem
+	return errors.As(err, &p) && (p.Reason == siteprotocol.ProblemUnauthenticated || p.Reason == siteprotocol.ProblemForbidden)
 }
 
 // verifyStream compares the server's stream with the journal's binding
 // and checkpoint before anything is sent.
 func (w *Worker) verifyStream(ctx context.Context) error {
-	st, err := retry(ctx, w, "stream state", func() (siteprotocol.StreamState, error) { return w.site.StreamState(ctx) })
+	st, err := retry(ctx, w, StepStreamState, func() (siteprotocol.StreamState, error) {
+		return site(ctx, w, func() (siteprotocol.StreamState, error) { return w.site.StreamState(ctx) })
+	})
 	if err != nil {
 		return err
 	}
+	w.events.StreamHead(st.HeadSequence)
 	b := w.cp.Binding
 	if st.Environment != b.Environment || !sameAuthority(st.Authority, b.Authority) {
 		return domain.Stop(domain.StopBindingMismatch, "the server's stream is environment %q at %s; the journal is bound to environment %q at %s",
@@ -199,12 +253,13 @@ func (w *Worker) checkServerAcknowledged(acked int64) error {
 // answers it.
 func (w *Worker) resume(ctx context.Context) error {
 	p := w.cp.Pending
-	pull, err := retry(ctx, w, "verify pending command", func() (siteprotocol.Pull, error) {
-		return w.site.Pull(ctx, p.Sequence-1, 1, 0)
+	pull, err := retry(ctx, w, StepVerifyPending, func() (siteprotocol.Pull, error) {
+		return site(ctx, w, func() (siteprotocol.Pull, error) { return w.site.Pull(ctx, p.Sequence-1, 1, 0) })
 	})
 	if err != nil {
 		return err
 	}
+	w.events.StreamHead(pull.HeadSequence)
 	if len(pull.Commands) == 0 {
 		return domain.Stop(domain.StopCommandMismatch, "the server has no command %d; the journal holds command %s (digest %s) as pending",
 			p.Sequence, p.Command.ID, p.Command.Digest)
@@ -217,30 +272,22 @@ func (w *Worker) resume(ctx context.Context) error {
 		return domain.Stop(domain.StopCommandMismatch, "the server's command %d is %s (digest %s); the journal holds %s (digest %s) as pending",
 			cmd.Sequence, cmd.ID, cmd.Digest, p.Command.ID, p.Command.Digest)
 	}
-	replayed := p.HasResult()
-	var outcome siteprotocol.Outcome
-	if replayed {
+	if p.HasResult() {
+		d := Delivery{Path: PathReplayed}
 		if r, err := siteprotocol.ParseResult(p.Result); err == nil {
-			outcome = r.Outcome
+			d.Outcome, d.Reason = r.Outcome, r.Reason
 		}
-	} else {
-		a, err := w.recover(ctx, p)
-		if err != nil {
-			return err
-		}
-		w.fp.Hit(FailAfterRecover)
-		if err := w.saveResult(ctx, p, a); err != nil {
-			return err
-		}
-		outcome = a.Outcome
+		return w.send(ctx, p, false, d)
 	}
-	return w.send(ctx, p, false, delivery{outcome: outcome, replayed: replayed, recovered: !replayed})
-}
-
-// delivery describes how a result came about, for Events.
-type delivery struct {
-	outcome             siteprotocol.Outcome
-	replayed, recovered bool
+	a, err := w.recover(ctx, p)
+	if err != nil {
+		return err
+	}
+	w.fp.Hit(FailAfterRecover)
+	if err := w.saveResult(ctx, p, a); err != nil {
+		return err
+	}
+	return w.send(ctx, p, false, Delivery{Outcome: a.Outcome, Reason: a.Reason, Path: PathRecovered})
 }
 
 // deliver takes the next pulled command through commit #1, Execute,
@@ -256,30 +303,33 @@ func (w *Worker) deliver(ctx context.Context, raw []byte, more bool) error {
 	}
 	p := &domain.Pending{Sequence: cmd.Sequence, Raw: raw, Command: cmd}
 	prior := w.folded
-	if _, err := retry(ctx, w, "persist pending command", func() (struct{}, error) {
+	if _, err := retry(ctx, w, StepPersistPending, func() (struct{}, error) {
 		return struct{}{}, w.journal.SavePending(ctx, *p, prior)
 	}); err != nil {
 		return err
 	}
 	w.folded = nil
 	w.cp.Pending = p
+	w.events.Pending(p.Sequence)
 	w.fp.Hit(FailAfterPersistPending)
 
 	a, err := w.exec.Execute(ctx, p)
-	recovered := false
+	path := PathExecuted
 	if err != nil {
-		if stop := w.uncertain(ctx, "execute", err, 0); stop != nil {
+		if stop := w.uncertain(ctx, StepExecute, err, 0); stop != nil {
 			return stop
 		}
 		if a, err = w.recover(ctx, p); err != nil {
 			return err
 		}
-		recovered = true
+		// Recover answered the uncertain Execute: that run of failures ended.
+		w.events.RetryEnded(StepExecute, 1)
+		path = PathRecovered
 	}
 	if err := w.saveResult(ctx, p, a); err != nil {
 		return err
 	}
-	return w.send(ctx, p, more, delivery{outcome: a.Outcome, recovered: recovered})
+	return w.send(ctx, p, more, Delivery{Outcome: a.Outcome, Reason: a.Reason, Path: path})
 }
 
 // recover calls Recover until it answers.
@@ -287,9 +337,12 @@ func (w *Worker) recover(ctx context.Context, p *domain.Pending) (domain.Answer,
 	for attempt := 0; ; attempt++ {
 		a, err := w.exec.Recover(ctx, p)
 		if err == nil {
+			if attempt > 0 {
+				w.events.RetryEnded(StepRecover, attempt)
+			}
 			return a, nil
 		}
-		if stop := w.uncertain(ctx, "recover", err, attempt); stop != nil {
+		if stop := w.uncertain(ctx, StepRecover, err, attempt); stop != nil {
 			return domain.Answer{}, stop
 		}
 	}
@@ -312,7 +365,7 @@ func (w *Worker) saveResult(ctx context.Context, p *domain.Pending, a domain.Ans
 	if err != nil {
 		return domain.Stop(domain.StopProtocolViolation, "the executor's answer to command %d cannot be encoded as a result: %v", p.Sequence, err)
 	}
-	if _, err := retry(ctx, w, "persist result", func() (struct{}, error) {
+	if _, err := retry(ctx, w, StepPersistResult, func() (struct{}, error) {
 		return struct{}{}, w.journal.SaveResult(ctx, p.Sequence, b, r.Digest)
 	}); err != nil {
 		return err
@@ -324,9 +377,9 @@ func (w *Worker) saveResult(ctx context.Context, p *domain.Pending, a domain.Ans
 
 // send sends the saved exact result until the server acknowledges it, and
 // clears the pending command on an exact acknowledgement.
-func (w *Worker) send(ctx context.Context, p *domain.Pending, mayFold bool, d delivery) error {
-	ack, err := retry(ctx, w, "send result", func() (siteprotocol.Acknowledgement, error) {
-		return w.site.SendResult(ctx, p.Sequence, p.Result)
+func (w *Worker) send(ctx context.Context, p *domain.Pending, mayFold bool, d Delivery) error {
+	ack, err := retry(ctx, w, StepSendResult, func() (siteprotocol.Acknowledgement, error) {
+		return site(ctx, w, func() (siteprotocol.Acknowledgement, error) { return w.site.SendResult(ctx, p.Sequence, p.Result) })
 	})
 	if err != nil {
 		return err
@@ -341,7 +394,7 @@ func (w *Worker) send(ctx context.Context, p *domain.Pending, mayFold bool, d de
 	if w.cfg.FoldAcknowledgement && mayFold {
 		w.folded = &sent
 	} else {
-		if _, err := retry(ctx, w, "record acknowledgement", func() (struct{}, error) {
+		if _, err := retry(ctx, w, StepAcknowledge, func() (struct{}, error) {
 			return struct{}{}, w.journal.Acknowledge(ctx, sent)
 		}); err != nil {
 			return err
@@ -349,7 +402,8 @@ func (w *Worker) send(ctx context.Context, p *domain.Pending, mayFold bool, d de
 		w.fp.Hit(FailAfterAcknowledge)
 	}
 	w.cp.Acknowledged, w.cp.Pending = p.Sequence, nil
-	w.events.Delivered(p.Sequence, d.outcome, d.replayed, d.recovered)
+	d.Sequence, d.CommandID, d.Operation = p.Sequence, p.Command.ID, p.Command.Operation
+	w.events.Delivered(d)
 	return nil
 }
 
@@ -364,11 +418,15 @@ func (w *Worker) beat(ctx context.Context) {
 // retry runs f until it succeeds, the failure stops the worker, or ctx is
 // done. Transient failures and journal errors other than integrity wait
 // out a capped, jittered exponential backoff (beating the heartbeat: the
-// worker is alive and waiting).
+// worker is alive and waiting); a success after failures reports
+// RetryEnded.
 func retry[T any](ctx context.Context, w *Worker, step string, f func() (T, error)) (T, error) {
 	for attempt := 0; ; attempt++ {
 		v, err := f()
 		if err == nil {
+			if attempt > 0 {
+				w.events.RetryEnded(step, attempt)
+			}
 			return v, nil
 		}
 		var zero T
@@ -386,7 +444,7 @@ func retry[T any](ctx context.Context, w *Worker, step string, f func() (T, erro
 
 func (w *Worker) wait(ctx context.Context, step string, err error, attempt int) error {
 	d := backoff(w.cfg.BackoffInitial, w.cfg.BackoffMax, attempt)
-	w.events.Retrying(step, err, d)
+	w.events.Retrying(step, attempt+1, err, d)
 	w.beat(ctx)
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -428,7 +486,7 @@ func classify(step string, err error) *domain.StopError {
 	}
 	var reason domain.StopReason
 	switch p.Reason {
-	case "unauthenticated", "forbidden", siteprotocol.ProblemUnknownEnvironment:
+	case siteprotocol.ProblemUnauthenticated, siteprotocol.ProblemForbidden, siteprotocol.ProblemUnknownEnvironment:
 		return nil
 	case siteprotocol.ProblemResultConflict:
 		reason = domain.StopResultConflict

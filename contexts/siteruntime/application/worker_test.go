@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,6 +167,13 @@ func TestUncertainExecuteIsRecoveredNeverExecutedAgain(t *testing.T) {
 		if n != 1 {
 			t.Fatalf("command %s has %d effects", id, n)
 		}
+	}
+	h.events.mu.Lock()
+	defer h.events.mu.Unlock()
+	if !slices.Equal(h.events.retries, []string{application.StepExecute}) || !slices.Equal(h.events.ended, []string{application.StepExecute}) ||
+		!slices.Equal(h.events.recovered, []int64{1}) {
+		t.Fatalf("retries %v, ends %v, recovered %v; want the execute step's failure, its end, and command 1 recovered",
+			h.events.retries, h.events.ended, h.events.recovered)
 	}
 }
 
@@ -366,5 +374,109 @@ func TestHeartbeatFailuresAreReportedAndDeliveryGoesOn(t *testing.T) {
 	}
 	if n := h.events.heartbeatFailures(); n == 0 {
 		t.Fatal("no heartbeat failure reported")
+	}
+}
+
+// A run of credential refusals (401 unauthenticated, 403 forbidden) is
+// recorded in the heartbeat naming the credential, retried, and ended by
+// the first request that is not refused; unavailability (a connection
+// failure, a 5xx) is never a refusal and ends a run
+// (docs/site-runtime.md#a-refused-credential).
+func TestCredentialRefusalsAreRecordedInTheHeartbeatAndEndedByAnyOtherAnswer(t *testing.T) {
+	h := newHarness()
+	h.cfg.PullLimit = 1
+	h.cfg.Credential = "--token-file /var/run/secrets/metallo/token"
+	unauthenticated := &application.Problem{Status: 401, Reason: siteprotocol.ProblemUnauthenticated, Detail: "no valid bearer token"}
+	forbidden := &application.Problem{Status: 403, Reason: siteprotocol.ProblemForbidden, Detail: "environment:other may not use this route"}
+	transient := fmt.Errorf("%w: GET /site/v1/streams/alpha-k8s answered 503", application.ErrTransient)
+	// stream state: refused twice, then a 503 ends the run, then refused
+	// again (a second run), then accepted; the first pull is refused too.
+	h.site.failNext = []error{unauthenticated, forbidden, transient, unauthenticated, nil, forbidden}
+	appendObserves(t, h, 1, 2)
+	stop := h.start(t)
+	waitAcked(t, h, 2)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	cause, runs := h.heart.refused()
+	if cause != "" || runs != 3 {
+		t.Fatalf("heartbeat refusal %q after %d runs; want none left after 3 runs", cause, runs)
+	}
+	h.events.mu.Lock()
+	outcomes := slices.Clone(h.events.outcomes)
+	h.events.mu.Unlock()
+	want := []application.SiteOutcome{application.SiteRefused, application.SiteRefused, application.SiteFailed, application.SiteRefused,
+		application.SiteAccepted, application.SiteRefused, application.SiteAccepted}
+	if len(outcomes) < len(want) || !slices.Equal(outcomes[:len(want)], want) {
+		t.Fatalf("site outcomes %v, want them to start %v", outcomes, want)
+	}
+	if executes, _, _ := h.exec.counts(); executes != 2 {
+		t.Fatalf("executes = %d, want 2", executes)
+	}
+}
+
+// The heartbeat's refusal names the credential and the refusal; a problem
+// that is no refusal (unknown-environment) records none.
+func TestARefusalNamesTheCredential(t *testing.T) {
+	h := newHarness()
+	h.cfg.Credential = "--key-file /etc/metallo/key"
+	h.site.failNext = []error{
+		&application.Problem{Status: 404, Reason: siteprotocol.ProblemUnknownEnvironment, Detail: "no such environment"},
+		&application.Problem{Status: 401, Reason: siteprotocol.ProblemUnauthenticated, Detail: "no valid bearer token"},
+	}
+	stop := h.start(t)
+	waitFor(t, "the refusal's end", func() bool {
+		cause, runs := h.heart.refused()
+		return runs == 1 && cause == ""
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	h.heart.mu.Lock()
+	cause := h.heart.lastCause
+	h.heart.mu.Unlock()
+	for _, want := range []string{"--key-file /etc/metallo/key", "401", "unauthenticated", "no valid bearer token"} {
+		if !strings.Contains(cause, want) {
+			t.Fatalf("refusal %q does not name %q", cause, want)
+		}
+	}
+	if _, runs := h.heart.refused(); runs != 1 {
+		t.Fatalf("%d runs of refusals, want 1 (unknown-environment is no refusal)", runs)
+	}
+}
+
+// The worker reports the stream's head, the pending command, each retried
+// step's end and, at shutdown, the checkpoint it leaves.
+func TestWorkerReportsHeadPendingRetryEndsAndShutdown(t *testing.T) {
+	h := newHarness()
+	h.cfg.PullLimit = 1
+	h.site.failNext = []error{nil, fmt.Errorf("%w: connection refused", application.ErrTransient)}
+	h.journal.fail = []error{fmt.Errorf("disk I/O error")}
+	appendObserves(t, h, 1, 3)
+	stop := h.start(t)
+	waitAcked(t, h, 3)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	h.events.mu.Lock()
+	defer h.events.mu.Unlock()
+	if h.events.head != 3 || h.events.pending != 0 {
+		t.Fatalf("head %d pending %d, want 3 and 0", h.events.head, h.events.pending)
+	}
+	if !slices.Contains(h.events.ended, application.StepPull) || !slices.Contains(h.events.ended, application.StepPersistPending) {
+		t.Fatalf("retry ends %v, want pull and persist pending command", h.events.ended)
+	}
+	if h.events.shutdown == nil || h.events.shutdown.Acknowledged != 3 {
+		t.Fatalf("shutdown reported %+v, want checkpoint 3", h.events.shutdown)
+	}
+	for _, d := range h.events.deliveries {
+		if d.CommandID == "" || d.Operation != siteprotocol.OpObserve || d.Path != application.PathExecuted || d.Reason != siteprotocol.ReasonObserved {
+			t.Fatalf("delivery %+v", d)
+		}
+	}
+	for _, step := range append(slices.Clone(h.events.retries), h.events.ended...) {
+		if !slices.Contains(application.RetrySteps(), step) {
+			t.Fatalf("step %q is not one of RetrySteps", step)
+		}
 	}
 }

@@ -38,6 +38,9 @@ func awaitStop(t *testing.T, e *env, p *harness.Process, reason domain.StopReaso
 	if err := p.Stop(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := p.WaitForLog(regexp.MustCompile(`"msg":"runtime shut down; its worker had stopped".*"reason":"`+string(reason)+`"`), time.Second); err != nil {
+		t.Fatal(err)
+	}
 	after := snapshot(t, e.rt.JournalDir)
 	if d := harness.SnapshotDiff(during, after); d != "" {
 		t.Fatalf("the journal changed after the stop: %s", d)

@@ -26,20 +26,40 @@ import (
 )
 
 // siteAdmit is the admission of the Site routes: exactly the principal
-// environment:<path environment>, checked before the body is read.
-func siteAdmit() map[string]any {
-	return httpserver.AdmitMetadata(httpserver.AdmitPathPrincipal(auth.KindEnvironment, "environment"))
+// environment:<path environment>, checked before the body is read. The
+// routes' request metrics are labelled with a configured environment.
+func (h *Handlers) siteAdmit() map[string]any {
+	m := httpserver.AdmitMetadata(httpserver.AdmitPathPrincipal(auth.KindEnvironment, "environment"))
+	maps.Copy(m, h.environmentLabel())
+	return m
 }
 
 // serviceAdmit is the admission of Execution's routes: one of the
-// configured service principals, checked before the body is read.
+// configured service principals, checked before the body is read. A
+// stream route's request metrics are labelled with a configured
+// environment.
 func (h *Handlers) serviceAdmit() map[string]any {
-	return httpserver.AdmitMetadata(func(p auth.Principal, _ func(string) string) error {
+	m := httpserver.AdmitMetadata(func(p auth.Principal, _ func(string) string) error {
 		if p.Kind == auth.KindService && slices.Contains(h.Services, p.ID) {
 			return nil
 		}
 		return httpserver.NewProblem(http.StatusForbidden, siteprotocol.ProblemForbidden,
 			fmt.Sprintf("%s may not use Execution's routes; they need one of the service keys %s", p, strings.Join(prefixed(h.Services), ", ")))
+	})
+	maps.Copy(m, h.environmentLabel())
+	return m
+}
+
+// environmentLabel labels a route's request metrics with its environment
+// path parameter when it names a configured environment
+// (docs/operations.md#metrics); a route without one is labelled empty.
+func (h *Handlers) environmentLabel() map[string]any {
+	return httpserver.MetricsEnvironment("environment", func(id string) bool {
+		if h.Streams == nil {
+			return false
+		}
+		_, err := h.Streams.Environment(id)
+		return err == nil
 	})
 }
 

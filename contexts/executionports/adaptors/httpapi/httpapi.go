@@ -183,7 +183,7 @@ func registerSite(api huma.API, h *Handlers) {
 		Description: "The environment, its Site and authority, the acknowledged and head sequences and the bound installation. `metallo runtime check` reads it; it never binds the stream.",
 		Tags:        []string{Tag},
 		Security:    httpserver.Bearer(),
-		Metadata:    siteAdmit(),
+		Metadata:    h.siteAdmit(),
 		Middlewares: huma.Middlewares{h.knownEnvironment},
 		Errors:      []int{400, 401, 403, 404, 409, 422, 503},
 	}, func(ctx context.Context, in *SiteRequest) (*stateOutput, error) {
@@ -206,7 +206,7 @@ func registerSite(api huma.API, h *Handlers) {
 		Description: "Commands with sequence > after, oldest first, at most limit, whose encoded sizes add up to at most 8 MiB (MaxPullBytes) — except that the next command is always answered, so a large command never stalls the stream; waits up to wait seconds when none is ready. The first installation that pulls an unbound stream binds it (bind=true, the default). bind=false is a read-only pull (`metallo runtime check`): it never binds an unbound stream, and a stream bound to another installation is still 409 installation-mismatch.",
 		Tags:        []string{Tag},
 		Security:    httpserver.Bearer(),
-		Metadata:    siteAdmit(),
+		Metadata:    h.siteAdmit(),
 		Middlewares: huma.Middlewares{h.knownEnvironment},
 		Errors:      []int{400, 401, 403, 404, 409, 422, 503},
 	}, func(ctx context.Context, in *pullInput) (*pullOutput, error) {
@@ -238,7 +238,7 @@ func registerSite(api huma.API, h *Handlers) {
 		Security:         httpserver.Bearer(),
 		MaxBodyBytes:     MaxResultBytes + 1, // jsonBody enforces MaxResultBytes itself
 		SkipValidateBody: true,
-		Metadata:         siteAdmit(),
+		Metadata:         h.siteAdmit(),
 		Middlewares:      huma.Middlewares{h.knownEnvironment, jsonBody(false, MaxResultBytes)},
 		Errors:           []int{400, 401, 403, 404, 409, 413, 415, 422, 503},
 	}, func(ctx context.Context, in *resultInput) (*ackOutput, error) {

@@ -4,8 +4,10 @@
 //
 // The file holds one JSON object: {"beat_at": RFC 3339 UTC} while the
 // worker runs, plus "stopped" (the stop reason) and "cause" once it has
-// stopped. It is replaced atomically (write, then rename), so a reader
-// never sees a partial file.
+// stopped, and "credential_refused_since" with "credential_refusal" while
+// every Site API request since that time has been refused for its
+// credential (docs/site-runtime.md#a-refused-credential). It is replaced
+// atomically (write, then rename), so a reader never sees a partial file.
 package heartbeat
 
 import (
@@ -29,6 +31,12 @@ type Record struct {
 	BeatAt  time.Time         `json:"beat_at"`
 	Stopped domain.StopReason `json:"stopped,omitempty"`
 	Cause   string            `json:"cause,omitempty"`
+	// CredentialRefusedSince is when the Site API began refusing the
+	// credential: the first refusal of an unbroken run, every request
+	// since refused (absent when the last request was not refused).
+	CredentialRefusedSince *time.Time `json:"credential_refused_since,omitempty"`
+	// CredentialRefusal is the latest refusal, naming the credential.
+	CredentialRefusal string `json:"credential_refusal,omitempty"`
 }
 
 // File writes the heartbeat file.
@@ -40,6 +48,10 @@ type File struct {
 	mu      sync.Mutex
 	last    time.Time
 	stopped bool
+	// refusedSince and refusal are the current run of credential
+	// refusals (zero: none).
+	refusedSince time.Time
+	refusal      string
 }
 
 // NewFile returns the heartbeat at path. Beats closer together than
@@ -64,7 +76,44 @@ func (f *File) Beat(context.Context) error {
 		return nil
 	}
 	f.last = now
-	return write(f.path, Record{BeatAt: now.UTC()})
+	return write(f.path, f.record(now))
+}
+
+// record is the running worker's record at now; f.mu is held.
+func (f *File) record(now time.Time) Record {
+	r := Record{BeatAt: now.UTC()}
+	if !f.refusedSince.IsZero() {
+		since := f.refusedSince.UTC()
+		r.CredentialRefusedSince, r.CredentialRefusal = &since, f.refusal
+	}
+	return r
+}
+
+// Refused records how the last Site API request ended for the credential
+// (application.Heartbeat): a non-empty cause starts a run of refusals
+// dated now, or updates the latest refusal of the current run; an empty
+// cause ends the run. A run's start and end are written at once; an
+// update waits for the next beat. After Stopped it records nothing.
+func (f *File) Refused(_ context.Context, cause string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return nil
+	}
+	now := f.clock.Now()
+	switch {
+	case cause == "" && f.refusedSince.IsZero():
+		return nil
+	case cause == "":
+		f.refusedSince, f.refusal = time.Time{}, ""
+	case !f.refusedSince.IsZero():
+		f.refusal = cause
+		return nil
+	default:
+		f.refusedSince, f.refusal = now, cause
+	}
+	f.last = now
+	return write(f.path, f.record(now))
 }
 
 // Stopped records the stop; Beat writes nothing afterwards.
@@ -104,6 +153,9 @@ var (
 	ErrStale   = errors.New("heartbeat older than the liveness bound")
 	ErrStopped = errors.New("runtime worker stopped")
 	ErrFuture  = errors.New("heartbeat dated in the future")
+	// ErrCredentialRefused: every Site API request for longer than the
+	// liveness bound was refused for its credential.
+	ErrCredentialRefused = errors.New("the Site API refuses the Runtime's credential")
 )
 
 // MaxSkew is how far in the future a beat may be dated and still count:
@@ -114,9 +166,12 @@ const MaxSkew = 5 * time.Second
 
 // Check reads the heartbeat at path and fails when it is missing
 // (ErrMissing), unreadable or not a heartbeat record (ErrGarbled), records
-// a stopped worker (ErrStopped, with the reason), is older than bound at now (ErrStale), or is dated more than
+// a stopped worker (ErrStopped, with the reason), is dated more than
 // MaxSkew after now (ErrFuture: such a beat proves nothing about the
-// worker). bound must be positive.
+// worker), records a run of credential refusals that began more than bound
+// before now (ErrCredentialRefused, naming the credential and the refusal;
+// docs/site-runtime.md#a-refused-credential), or is older than bound at now
+// (ErrStale). bound must be positive.
 func Check(path string, bound time.Duration, now time.Time) (Record, error) {
 	if bound <= 0 {
 		return Record{}, fmt.Errorf("liveness bound %s: must be positive", bound)
@@ -141,6 +196,15 @@ func Check(path string, bound time.Duration, now time.Time) (Record, error) {
 	if ahead := r.BeatAt.Sub(now); ahead > MaxSkew {
 		return r, fmt.Errorf("%w: beat at %s is %s ahead of this clock (%s; tolerance %s): the clock that wrote it or the file is wrong",
 			ErrFuture, r.BeatAt.Format(time.RFC3339Nano), ahead.Round(time.Millisecond), now.UTC().Format(time.RFC3339Nano), MaxSkew)
+	}
+	if since := r.CredentialRefusedSince; since != nil {
+		if r.CredentialRefusal == "" || since.After(r.BeatAt) {
+			return Record{}, fmt.Errorf("%w: %s records a credential refusal without its cause, or dated after its beat: is --heartbeat-file the worker's?", ErrGarbled, path)
+		}
+		if refused := now.Sub(*since); refused > bound {
+			return r, fmt.Errorf("%w: every request since %s (%s, bound %s) was refused: %s; a restart re-mounts a projected token",
+				ErrCredentialRefused, since.Format(time.RFC3339), refused.Round(time.Second), bound, r.CredentialRefusal)
+		}
 	}
 	if age := now.Sub(r.BeatAt); age > bound {
 		return r, fmt.Errorf("%w: last beat %s ago (bound %s)", ErrStale, age.Round(time.Millisecond), bound)

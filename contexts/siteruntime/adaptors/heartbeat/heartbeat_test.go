@@ -169,3 +169,88 @@ func TestLivenessRefusesDuplicateAndUnknownMembers(t *testing.T) {
 		t.Fatalf("a strict beat: %v", err)
 	}
 }
+
+// A run of credential refusals fails liveness once it outlasts the bound,
+// naming the credential, while beats keep landing; a request that is not
+// refused ends the run, and liveness passes again
+// (docs/site-runtime.md#a-refused-credential).
+func TestLivenessFailsOnceCredentialRefusalsOutlastTheBoundNamingTheCredential(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "heartbeat")
+	clk := clock.NewManual(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
+	bound := time.Minute
+	ctx := context.Background()
+	f := heartbeat.NewFile(path, clk, time.Second)
+	if err := f.Beat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := "the Site API refuses the credential --token-file /var/run/secrets/metallo/token: site api answered 401 unauthenticated: no valid bearer token"
+	if err := f.Refused(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	started := clk.Now()
+	r, err := heartbeat.Check(path, bound, clk.Now())
+	if err != nil || r.CredentialRefusedSince == nil || !r.CredentialRefusedSince.Equal(started) {
+		t.Fatalf("a fresh refusal: %+v, %v; want it recorded and liveness passing", r, err)
+	}
+	// The run goes on: later refusals keep its start, beats keep landing.
+	latest := strings.Replace(first, "401 unauthenticated: no valid bearer token", "403 forbidden: environment:other may not use this route", 1)
+	for range 70 {
+		clk.Advance(time.Second)
+		if err := f.Refused(ctx, latest); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Beat(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = heartbeat.Check(path, bound, clk.Now())
+	if !errors.Is(err, heartbeat.ErrCredentialRefused) {
+		t.Fatalf("refused for 70s with a bound of 1m: %v", err)
+	}
+	for _, want := range []string{"--token-file /var/run/secrets/metallo/token", "403 forbidden", started.Format(time.RFC3339), "1m10s"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("%q does not name %q", err, want)
+		}
+	}
+	// Any request that is not refused ends the run at once.
+	if err := f.Refused(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := heartbeat.Check(path, bound, clk.Now()); err != nil || r.CredentialRefusedSince != nil || r.CredentialRefusal != "" {
+		t.Fatalf("after the run ended: %+v, %v", r, err)
+	}
+	// A new run starts afresh.
+	clk.Advance(time.Second)
+	if err := f.Refused(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := heartbeat.Check(path, bound, clk.Now().Add(30*time.Second)); err != nil {
+		t.Fatalf("a new run, 30s old: %v", err)
+	}
+	// A stop wins over a refusal.
+	if err := f.Stopped(ctx, domain.StopInstallationMismatch, "another installation"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := heartbeat.Check(path, bound, clk.Now().Add(2*time.Minute)); !errors.Is(err, heartbeat.ErrStopped) {
+		t.Fatalf("stopped while refused: %v", err)
+	}
+}
+
+// A refusal without its cause, or dated after its beat, is no heartbeat
+// the worker writes.
+func TestLivenessRefusesAGarbledCredentialRefusal(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	for name, body := range map[string]string{
+		"no cause": `{"beat_at":"2026-11-29T10:00:00Z","credential_refused_since":"2026-11-29T09:00:00Z"}`,
+		"future":   `{"beat_at":"2026-11-29T10:00:00Z","credential_refused_since":"2026-11-29T10:00:01Z","credential_refusal":"x"}`,
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := heartbeat.Check(path, time.Minute, now); !errors.Is(err, heartbeat.ErrGarbled) {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+}

@@ -1,10 +1,15 @@
 // Package observe reports what the ordered worker does (the Events port)
-// as zap log lines and Prometheus metrics on the admin listener:
+// as zap log lines and Prometheus metrics on the admin listener
+// (docs/operations.md#metrics, docs/operations.md#logs):
 //
 //	metallo_runtime_stopped{reason}            1 once the worker stopped for reason, else 0
 //	metallo_runtime_acknowledged_sequence      the local checkpoint
+//	metallo_runtime_pending_sequence           the pending command's sequence, 0 when none
+//	metallo_runtime_stream_head_sequence       the stream's head as the server last answered it
+//	metallo_runtime_last_accepted_request_timestamp_seconds  Unix time of the last Site API request answered 200 (the start until one is)
+//	metallo_runtime_credential_refused         1 while every Site API request is refused for its credential (401/403)
 //	metallo_runtime_results_total{outcome,path} exactly acknowledged results (path: executed, recovered, replayed)
-//	metallo_runtime_retries_total{step}        transient failures retried, by step
+//	metallo_runtime_retries_total{step}        transient failures retried, by step (every step present from the start)
 //	metallo_runtime_heartbeat_failures_total   heartbeats that could not be recorded
 //	metallo_runtime_journal_commits_total      durable journal commits (all three files)
 //	metallo_runtime_heap_live_bytes            Go heap marked live by the last GC
@@ -12,6 +17,7 @@ package observe
 
 import (
 	"runtime/metrics"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,7 +26,6 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
-	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
 // HeartbeatLogInterval is the rate limit of the heartbeat failure log: the
@@ -29,20 +34,34 @@ const HeartbeatLogInterval = time.Minute
 
 // Events implements application.Events.
 type Events struct {
-	log     *zap.Logger
-	beatLog *zap.Logger
-	stopped *prometheus.GaugeVec
-	acked   prometheus.Gauge
-	results *prometheus.CounterVec
-	retries *prometheus.CounterVec
-	beats   prometheus.Counter
+	log      *zap.Logger
+	beatLog  *zap.Logger
+	clock    application.Clock
+	stopped  *prometheus.GaugeVec
+	acked    prometheus.Gauge
+	pending  prometheus.Gauge
+	head     prometheus.Gauge
+	accepted prometheus.Gauge
+	refused  prometheus.Gauge
+	results  *prometheus.CounterVec
+	retries  *prometheus.CounterVec
+	beats    prometheus.Counter
+
+	mu sync.Mutex
+	// failingSince is when each step's current run of failures began.
+	failingSince map[string]time.Time
+	// refusedSince is when the current run of credential refusals began
+	// (zero: none).
+	refusedSince time.Time
 }
 
-// New registers the worker's metrics on reg. commits reads the journal's
-// durable commit count (nil leaves the series out).
-func New(log *zap.Logger, reg prometheus.Registerer, commits func() int64) (*Events, error) {
+// New registers the worker's metrics on reg; clock dates the accepted
+// requests and the outages. commits reads the journal's durable commit
+// count (nil leaves the series out).
+func New(log *zap.Logger, reg prometheus.Registerer, clock application.Clock, commits func() int64) (*Events, error) {
 	e := &Events{
-		log: log,
+		log:   log,
+		clock: clock,
 		// zap's sampler keeps the first heartbeat failure of each interval
 		// and drops the rest (the counter has them all).
 		beatLog: log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
@@ -52,14 +71,23 @@ func New(log *zap.Logger, reg prometheus.Registerer, commits func() int64) (*Eve
 			Help: "1 when the Runtime's ordered worker has stopped for this reason (the process stays up; liveness fails)."}, []string{"reason"}),
 		acked: prometheus.NewGauge(prometheus.GaugeOpts{Name: "metallo_runtime_acknowledged_sequence",
 			Help: "The local checkpoint: the last sequence whose exact result the server acknowledged."}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "metallo_runtime_pending_sequence",
+			Help: "The sequence of the command saved as pending and not yet acknowledged; 0 when none."}),
+		head: prometheus.NewGauge(prometheus.GaugeOpts{Name: "metallo_runtime_stream_head_sequence",
+			Help: "The stream's head sequence (its last assigned command) as the Site API last answered it; 0 until it has."}),
+		accepted: prometheus.NewGauge(prometheus.GaugeOpts{Name: "metallo_runtime_last_accepted_request_timestamp_seconds",
+			Help: "Unix time, in seconds, of the last Site API request the server accepted (answered 200); the Runtime's start until one is."}),
+		refused: prometheus.NewGauge(prometheus.GaugeOpts{Name: "metallo_runtime_credential_refused",
+			Help: "1 while every Site API request is refused for its credential (401 unauthenticated, 403 forbidden); liveness fails once that outlasts its bound."}),
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "metallo_runtime_results_total",
 			Help: "Exactly acknowledged results, by outcome and path (executed, recovered, replayed)."}, []string{"outcome", "path"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "metallo_runtime_retries_total",
 			Help: "Transient failures retried with backoff, by step."}, []string{"step"}),
 		beats: prometheus.NewCounter(prometheus.CounterOpts{Name: "metallo_runtime_heartbeat_failures_total",
 			Help: "Heartbeats the worker could not record (the heartbeat file is not writable); liveness fails once none lands within its bound."}),
+		failingSince: map[string]time.Time{},
 	}
-	cs := []prometheus.Collector{e.stopped, e.acked, e.results, e.retries, e.beats,
+	cs := []prometheus.Collector{e.stopped, e.acked, e.pending, e.head, e.accepted, e.refused, e.results, e.retries, e.beats,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "metallo_runtime_heap_live_bytes",
 			Help: "Go heap bytes marked live by the last garbage collection (runtime/metrics /gc/heap/live:bytes)."}, heapLive),
 	}
@@ -75,8 +103,16 @@ func New(log *zap.Logger, reg prometheus.Registerer, commits func() int64) (*Eve
 	for _, r := range domain.StopReasons() {
 		e.stopped.WithLabelValues(string(r)).Set(0)
 	}
+	// Every step's series exists from the start, so rate() and increase()
+	// see the first retry.
+	for _, step := range application.RetrySteps() {
+		e.retries.WithLabelValues(step)
+	}
+	e.accepted.Set(unixSeconds(clock.Now()))
 	return e, nil
 }
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 func heapLive() float64 {
 	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
@@ -90,12 +126,30 @@ func heapLive() float64 {
 // Started logs the restored checkpoint.
 func (e *Events) Started(cp domain.Checkpoint) {
 	e.acked.Set(float64(cp.Acknowledged))
+	e.pending.Set(float64(pendingSequence(cp)))
+	e.log.Info("runtime worker started", checkpointFields(cp)...)
+}
+
+// ShutDown logs the checkpoint and pending command left for the next
+// start.
+func (e *Events) ShutDown(cp domain.Checkpoint) {
+	e.log.Info("runtime worker shut down; the next start resumes here", checkpointFields(cp)...)
+}
+
+func checkpointFields(cp domain.Checkpoint) []zap.Field {
 	fields := []zap.Field{zap.String("environment", cp.Binding.Environment), zap.String("authority", cp.Binding.Authority),
 		zap.String("installation", cp.Binding.InstallationID), zap.Int64("checkpoint", cp.Acknowledged)}
 	if cp.Pending != nil {
 		fields = append(fields, zap.Int64("pending", cp.Pending.Sequence), zap.Bool("pending_result_saved", cp.Pending.HasResult()))
 	}
-	e.log.Info("runtime worker started", fields...)
+	return fields
+}
+
+func pendingSequence(cp domain.Checkpoint) int64 {
+	if cp.Pending == nil {
+		return 0
+	}
+	return cp.Pending.Sequence
 }
 
 // Stopped logs the stop reason and sets metallo_runtime_stopped{reason}.
@@ -104,25 +158,78 @@ func (e *Events) Stopped(s *domain.StopError) {
 	e.stopped.WithLabelValues(string(s.Reason)).Set(1)
 }
 
-// Retrying logs a transient failure and counts it.
-func (e *Events) Retrying(step string, err error, wait time.Duration) {
+// Retrying logs a transient failure and counts it: one line of one shape
+// per failure (step, attempt, wait, error).
+func (e *Events) Retrying(step string, attempt int, err error, wait time.Duration) {
 	e.retries.WithLabelValues(step).Inc()
-	e.log.Warn("transient failure; retrying", zap.String("step", step), zap.Duration("wait", wait), zap.Error(err))
+	e.mu.Lock()
+	if _, ok := e.failingSince[step]; !ok || attempt <= 1 {
+		e.failingSince[step] = e.clock.Now()
+	}
+	e.mu.Unlock()
+	e.log.Warn("transient failure; retrying", zap.String("step", step), zap.Int("attempt", attempt), zap.Duration("wait", wait), zap.Error(err))
 }
 
-// Delivered counts an acknowledged result.
-func (e *Events) Delivered(seq int64, outcome siteprotocol.Outcome, replayed, recovered bool) {
-	path := "executed"
-	switch {
-	case replayed:
-		path = "replayed"
-	case recovered:
-		path = "recovered"
+// RetryEnded logs the end of a step's run of failures, with how long it
+// lasted.
+func (e *Events) RetryEnded(step string, failures int) {
+	e.mu.Lock()
+	since, ok := e.failingSince[step]
+	delete(e.failingSince, step)
+	e.mu.Unlock()
+	fields := []zap.Field{zap.String("step", step), zap.Int("failures", failures)}
+	if ok {
+		fields = append(fields, zap.Duration("outage", e.clock.Now().Sub(since)))
 	}
-	e.acked.Set(float64(seq))
-	e.results.WithLabelValues(string(outcome), path).Inc()
-	if path != "executed" {
-		e.log.Info("result delivered", zap.Int64("sequence", seq), zap.String("outcome", string(outcome)), zap.String("path", path))
+	e.log.Info("transient failure ended; the step succeeded", fields...)
+}
+
+// SiteAnswered dates an accepted request and follows runs of credential
+// refusals: the first refusal of a run and its end are logged once each.
+func (e *Events) SiteAnswered(outcome application.SiteOutcome) {
+	now := e.clock.Now()
+	if outcome == application.SiteAccepted {
+		e.accepted.Set(unixSeconds(now))
+	}
+	e.mu.Lock()
+	since := e.refusedSince
+	switch {
+	case outcome == application.SiteRefused && since.IsZero():
+		e.refusedSince = now
+	case outcome != application.SiteRefused:
+		e.refusedSince = time.Time{}
+	}
+	e.mu.Unlock()
+	switch {
+	case outcome == application.SiteRefused && since.IsZero():
+		e.refused.Set(1)
+		e.log.Warn("the Site API refuses the credential; retrying, and liveness fails once every request for the liveness bound is refused")
+	case outcome != application.SiteRefused && !since.IsZero():
+		e.refused.Set(0)
+		e.log.Info("the Site API no longer refuses the credential", zap.String("outcome", string(outcome)), zap.Duration("refused_for", now.Sub(since)))
+	}
+}
+
+// StreamHead sets metallo_runtime_stream_head_sequence.
+func (e *Events) StreamHead(sequence int64) { e.head.Set(float64(sequence)) }
+
+// Pending sets metallo_runtime_pending_sequence.
+func (e *Events) Pending(sequence int64) { e.pending.Set(float64(sequence)) }
+
+// Delivered counts an acknowledged result and logs it: one line per
+// result, at debug for an executed one (a busy stream delivers hundreds a
+// second), at info for a recovered or replayed one.
+func (e *Events) Delivered(d application.Delivery) {
+	e.acked.Set(float64(d.Sequence))
+	e.pending.Set(0)
+	e.results.WithLabelValues(string(d.Outcome), string(d.Path)).Inc()
+	level := zapcore.InfoLevel
+	if d.Path == application.PathExecuted {
+		level = zapcore.DebugLevel
+	}
+	if ce := e.log.Check(level, "result delivered"); ce != nil {
+		ce.Write(zap.Int64("sequence", d.Sequence), zap.String("command", d.CommandID), zap.String("operation", string(d.Operation)),
+			zap.String("outcome", string(d.Outcome)), zap.String("reason", string(d.Reason)), zap.String("path", string(d.Path)))
 	}
 }
 

@@ -265,6 +265,13 @@ func (c *Client) do(ctx context.Context, method, target string, body []byte, tim
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		// One shape per failure: "<method> <path>: <cause>", without the
+		// *url.Error's repetition of the method and the whole URL (whose
+		// query changes with every pull).
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return fmt.Errorf("%w: %s %s: %v", application.ErrTransient, method, req.URL.Path, err)
 	}
 	defer resp.Body.Close()
@@ -275,11 +282,11 @@ func (c *Client) do(ctx context.Context, method, target string, body []byte, tim
 	switch {
 	case resp.StatusCode == http.StatusOK:
 		if err := json.Unmarshal(raw, out); err != nil {
-			return &application.Problem{Status: resp.StatusCode, Reason: "malformed-answer", Detail: fmt.Sprintf("%s %s: %v", method, req.URL.Path, err)}
+			return &application.Problem{Status: resp.StatusCode, Reason: "malformed-answer", Detail: err.Error(), Request: method + " " + req.URL.Path}
 		}
 		return nil
 	case resp.StatusCode >= 500, resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests:
-		return fmt.Errorf("%w: %s %s answered %d: %s", application.ErrTransient, method, req.URL.Path, resp.StatusCode, snippet(raw))
+		return fmt.Errorf("%w: %s %s: site api answered %d: %s", application.ErrTransient, method, req.URL.Path, resp.StatusCode, snippet(raw))
 	}
 	var prob struct {
 		Reason string `json:"reason"`
@@ -287,12 +294,12 @@ func (c *Client) do(ctx context.Context, method, target string, body []byte, tim
 		Title  string `json:"title"`
 	}
 	if err := json.Unmarshal(raw, &prob); err != nil || prob.Reason == "" {
-		return &application.Problem{Status: resp.StatusCode, Reason: "malformed-answer", Detail: fmt.Sprintf("%s %s answered %d without a problem reason: %s", method, req.URL.Path, resp.StatusCode, snippet(raw))}
+		return &application.Problem{Status: resp.StatusCode, Reason: "malformed-answer", Detail: "an answer without a problem reason: " + snippet(raw), Request: method + " " + req.URL.Path}
 	}
 	if prob.Detail == "" {
 		prob.Detail = prob.Title
 	}
-	return &application.Problem{Status: resp.StatusCode, Reason: prob.Reason, Detail: prob.Detail}
+	return &application.Problem{Status: resp.StatusCode, Reason: prob.Reason, Detail: prob.Detail, Request: method + " " + req.URL.Path}
 }
 
 func snippet(b []byte) string {

@@ -375,6 +375,9 @@ type Runtime struct {
 	Grants      string
 	Authority   string
 	Environment string
+	// KeyFile is the Runtime's --key-file (the Site's environment key
+	// unless a test points it elsewhere, e.g. at a rotated credential).
+	KeyFile string
 	// Kubeconfig is the Site cluster's kubeconfig; NewRuntime writes one
 	// naming an unreachable loopback API server (the stand-in executor
 	// never calls it).
@@ -396,7 +399,7 @@ current-context: none
 func NewRuntime(bin string, site *Site, dir string) (*Runtime, error) {
 	r := &Runtime{Bin: bin, Site: site, JournalDir: filepath.Join(dir, "journals"), Record: filepath.Join(dir, "installation.json"),
 		Heartbeat: filepath.Join(dir, "heartbeat"), Effects: filepath.Join(dir, "effects.jsonl"), Policy: filepath.Join(dir, "policy.yaml"), Grants: filepath.Join(dir, "grants.yaml"),
-		Authority: site.Authority(), Environment: site.Environment, Kubeconfig: filepath.Join(dir, "kubeconfig")}
+		Authority: site.Authority(), Environment: site.Environment, KeyFile: site.EnvKey, Kubeconfig: filepath.Join(dir, "kubeconfig")}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, err
 	}
@@ -422,17 +425,17 @@ func (r *Runtime) Install() (string, error) {
 // Check runs `runtime check` (one read-only pull) and returns its output.
 func (r *Runtime) Check() (string, error) {
 	out, err := exec.Command(r.Bin, "runtime", "check", "--environment", r.Environment, "--authority", r.Authority,
-		"--key-file", r.Site.EnvKey, "--installation-record", "file:"+r.Record, "--retry-for", "10s").CombinedOutput()
+		"--key-file", r.KeyFile, "--installation-record", "file:"+r.Record, "--retry-for", "10s").CombinedOutput()
 	return string(out), err
 }
 
 // Args returns the serve command line; extra flags are appended.
 func (r *Runtime) Args(extra ...string) []string {
 	return append([]string{"serve", "--role", "runtime", "--journal-dir", r.JournalDir, "--environment", r.Environment,
-		"--authority", r.Authority, "--key-file", r.Site.EnvKey, "--heartbeat-file", r.Heartbeat,
+		"--authority", r.Authority, "--key-file", r.KeyFile, "--heartbeat-file", r.Heartbeat,
 		"--batch-image", "registry.example/metallo-batch@sha256:" + strings.Repeat("0", 64),
 		"--permissions", "policy:" + r.Policy, "--repository-grants", "file:" + r.Grants, "--installation-record", "file:" + r.Record, "--kubeconfig", r.Kubeconfig,
-		"--admin-listen", "127.0.0.1:0", "--liveness-bound", "3s", "--pull-wait", "1s",
+		"--admin-listen", "127.0.0.1:0", "--liveness-bound", LivenessBound.String(), "--pull-wait", "1s",
 		"--backoff-initial", "20ms", "--backoff-max", "500ms", "--log-format", "json"}, extra...)
 }
 
@@ -448,9 +451,13 @@ func (r *Runtime) Start(failpoints string, extra ...string) (*Process, error) {
 // AdminAddr waits for the Runtime's metrics listener address.
 func AdminAddr(p *Process) (string, error) { return p.WaitForLog(adminAddr, time.Minute) }
 
+// LivenessBound is the --liveness-bound of every Runtime the harness
+// starts and of its liveness probe.
+const LivenessBound = 3 * time.Second
+
 // Liveness runs `runtime liveness` and returns its output and error.
 func (r *Runtime) Liveness() (string, error) {
-	out, err := exec.Command(r.Bin, "runtime", "liveness", "--heartbeat-file", r.Heartbeat, "--liveness-bound", "3s").CombinedOutput()
+	out, err := exec.Command(r.Bin, "runtime", "liveness", "--heartbeat-file", r.Heartbeat, "--liveness-bound", LivenessBound.String()).CombinedOutput()
 	return string(out), err
 }
 
