@@ -239,7 +239,7 @@ func TestDamageALaterCommitFollowsIsRefused(t *testing.T) {
 		damage func(wal string) error
 		want   string
 	}{
-		{"the salt of the first frame", flipFrame(func(int) int { return 0 }, 12), "frame 1 fails its checksum and committed frame"},
+		{"the salt of the first frame", flipFrame(func(int) int { return 0 }, 12), "frame 1 carries a salt other than the log's and committed frame"},
 		{"the page of the last commit's first frame (the folded commit's checkpoint)", flipFrame(func(n int) int { return n - 2 }, 24+100), "committed frame"},
 		{"the header", journaltest.FlipInHeader, "the log's header fails its checksum and frame"},
 	}

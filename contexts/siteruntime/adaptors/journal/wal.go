@@ -29,6 +29,8 @@ type WALDiscard struct {
 	First, Last int
 	// Damaged is the first damaged frame; 0 means the log's header.
 	Damaged int
+	// Damage says what is wrong with it, e.g. "fails its checksum".
+	Damage string
 	// Commit says the discarded frames include one marked as a commit's
 	// last frame: a commit was (or seemed) complete.
 	Commit bool
@@ -36,16 +38,20 @@ type WALDiscard struct {
 
 // String describes the discard for a log line.
 func (d WALDiscard) String() string {
-	what := fmt.Sprintf("frame %d fails its checksum", d.Damaged)
+	what := fmt.Sprintf("frame %d %s", d.Damaged, d.Damage)
 	if d.Damaged == 0 {
-		what = "the log's header fails its checksum"
+		what = "the log's header " + d.Damage
+	}
+	frames := fmt.Sprintf("frames %d-%d", d.First, d.Last)
+	if d.First == d.Last {
+		frames = fmt.Sprintf("frame %d", d.First)
 	}
 	commit := "no frame among them marks a complete commit"
 	if d.Commit {
-		commit = "they end with a commit frame: the last commit was written and is lost"
+		commit = "among them is a commit frame: a commit was written and is lost"
 	}
-	return fmt.Sprintf("SQLite reads %d frames of %s and discards frames %d-%d: %s, no intact commit follows and no index (-shm) records it as committed; %s",
-		d.Kept, d.File, d.First, d.Last, what, commit)
+	return fmt.Sprintf("%s: SQLite reads the first %d frames and discards %s; %s, no intact commit follows it and no index (-shm) records it as committed; %s",
+		d.File, d.Kept, frames, what, commit)
 }
 
 // walFrame is one frame of the log's current generation as scanned.
@@ -57,6 +63,8 @@ type walFrame struct {
 	// intact: the frame carries the log's salt and its checksum continues
 	// the chain.
 	intact bool
+	// damage says why a frame is not intact.
+	damage string
 }
 
 // walScan is a write-ahead log as SQLite's recovery reads it
@@ -114,7 +122,14 @@ func scanWAL(wal []byte, file string) (*walScan, error) {
 		if !chained && !salted {
 			break // a frame of an earlier log generation: the log ends here
 		}
-		s.frames = append(s.frames, walFrame{commit: binary.BigEndian.Uint32(hdr[4:8]) != 0, intact: chained && salted})
+		f := walFrame{commit: binary.BigEndian.Uint32(hdr[4:8]) != 0, intact: chained && salted}
+		switch {
+		case !chained:
+			f.damage = "fails its checksum"
+		case !salted:
+			f.damage = "carries a salt other than the log's"
+		}
+		s.frames = append(s.frames, f)
 		prev0, prev1 = stored0, stored1
 	}
 	return s, nil
@@ -164,7 +179,7 @@ func checkWAL(walPath, shmPath, file string) (*WALDiscard, error) {
 		intact = s.frames[:damaged-1]
 		for i, f := range s.frames[damaged:] {
 			if f.intact && f.commit {
-				return nil, integrity(log, "", "frame %d fails its checksum and committed frame %d follows it", damaged, damaged+1+i)
+				return nil, integrity(log, "", "frame %d %s and committed frame %d follows it", damaged, s.frames[damaged-1].damage, damaged+1+i)
 			}
 		}
 	}
@@ -191,9 +206,12 @@ func checkWAL(walPath, shmPath, file string) (*WALDiscard, error) {
 		if damaged == 0 {
 			return nil, integrity(log, "", "the log's header fails its checksum; the index (-shm) records %d committed frames", mx)
 		}
-		return nil, integrity(log, "", "frame %d fails its checksum; the index (-shm) records %d committed frames", damaged, mx)
+		return nil, integrity(log, "", "frame %d %s; the index (-shm) records %d committed frames", damaged, s.frames[damaged-1].damage, mx)
 	}
-	d := &WALDiscard{File: log, Kept: kept, First: kept + 1, Last: len(s.frames), Damaged: damaged}
+	d := &WALDiscard{File: log, Kept: kept, First: kept + 1, Last: len(s.frames), Damaged: damaged, Damage: "fails its checksum"}
+	if damaged > 0 {
+		d.Damage = s.frames[damaged-1].damage
+	}
 	for _, f := range s.frames[kept:] {
 		d.Commit = d.Commit || f.commit
 	}
