@@ -147,8 +147,9 @@ func scanWAL(wal []byte, file string) (*walScan, error) {
 //     only the tail). This holds even when the damaged frame may belong to
 //     the same last commit: its own header, which would mark a commit's
 //     end, cannot be trusted;
-//   - a damaged header followed by two intact commits (the header is
-//     written with the generation's first commit);
+//   - a damaged header with any frame after the generation's first intact
+//     commit (the header is written with that commit, so a later frame
+//     proves it returned);
 //   - a damaged frame at or below the committed frame count recorded in a
 //     valid -shm index.
 //
