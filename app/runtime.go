@@ -63,6 +63,16 @@ func RuntimeRole() Role {
 				return errors.Join(err, opened.Close())
 			}
 			j = opened
+			// A damaged last commit SQLite discards is safe to redo and
+			// cannot be told from a torn one, so the Runtime starts; the
+			// operator is told which file lost what
+			// (docs/site-runtime.md#a-discarded-last-commit).
+			for _, d := range j.Discarded() {
+				log.Warn("journal "+d.File+": a damaged last commit is discarded; the journal is read as it was before it",
+					zap.String("journal_dir", cfg.JournalDir), zap.String("file", d.File), zap.Int("frames_kept", d.Kept),
+					zap.Int("first_discarded_frame", d.First), zap.Int("last_discarded_frame", d.Last),
+					zap.Int("damaged_frame", d.Damaged), zap.String("damage", d.Damage), zap.Bool("commit_frame_discarded", d.Commit), zap.String("detail", d.String()))
+			}
 			b := j.Binding()
 			log.Info("journal set verified", zap.String("journal_dir", cfg.JournalDir), zap.String("environment", b.Environment),
 				zap.String("authority", b.Authority), zap.String("installation", b.InstallationID))

@@ -321,7 +321,7 @@ func verifyFileReadOnly(ctx context.Context, path, file string) (string, domain.
 		return "", domain.Checkpoint{}, err
 	}
 	if wal {
-		if err := checkWAL(path+"-wal", path+"-shm", file); err != nil {
+		if _, err := checkWAL(path+"-wal", path+"-shm", file); err != nil {
 			return "", domain.Checkpoint{}, err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,8 @@ type Journal struct {
 	dir  string
 	lock *flock.Flock
 	cp   domain.Checkpoint
+	// discarded is what SQLite discarded of the logs when j was opened.
+	discarded []WALDiscard
 
 	mu      sync.Mutex
 	files   map[string]*file
@@ -91,7 +94,9 @@ var ErrBindingMismatch = errors.New("binding mismatch")
 // for writing. It never creates a journal. It fails with ErrLocked when
 // another Runtime holds the directory, ErrNotInstalled when no journal
 // exists, and an *IntegrityError naming the file and row when a check
-// fails; the directory is unchanged in every failure.
+// fails; the directory is unchanged in every failure. A damaged last
+// commit SQLite discards is not a failure: Discarded reports it
+// (docs/site-runtime.md#a-discarded-last-commit).
 func Open(ctx context.Context, dir string, opts Options) (*Journal, error) {
 	lock, err := lockDir(dir)
 	if err != nil {
@@ -101,11 +106,15 @@ func Open(ctx context.Context, dir string, opts Options) (*Journal, error) {
 	if err == nil && opts.Expect != nil {
 		err = expectBinding(cp.Binding, *opts.Expect)
 	}
+	var discarded []WALDiscard
+	if err == nil {
+		discarded, err = walDiscards(dir, cp)
+	}
 	if err != nil {
 		_ = lock.Unlock()
 		return nil, err
 	}
-	j := &Journal{dir: dir, lock: lock, cp: cp, files: map[string]*file{}}
+	j := &Journal{dir: dir, lock: lock, cp: cp, discarded: discarded, files: map[string]*file{}}
 	busy := opts.BusyTimeout
 	if busy == 0 {
 		busy = 10 * time.Second
@@ -211,6 +220,14 @@ func (fl *file) close() error {
 
 // Binding returns the binding verified at Open.
 func (j *Journal) Binding() domain.Binding { return j.cp.Binding }
+
+// Discarded returns what SQLite discarded of the journals' write-ahead
+// logs when Open read them: for each log, the frames of a damaged last
+// commit (torn or flipped, the two cannot be told apart) that the journal
+// is read without. The caller logs each as a warning naming the file
+// (docs/site-runtime.md#a-discarded-last-commit). Empty when nothing was
+// discarded.
+func (j *Journal) Discarded() []WALDiscard { return slices.Clone(j.discarded) }
 
 // Dir returns the journal directory.
 func (j *Journal) Dir() string { return j.dir }

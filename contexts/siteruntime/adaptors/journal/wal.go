@@ -5,30 +5,85 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"path/filepath"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
-// checkWAL verifies the frames of a journal's write-ahead log (SQLite file
-// format, "The WAL File Format") before the log is read. SQLite trusts its
-// index and does not verify frames it has indexed, while a reader that
-// rebuilds the index stops at the first frame whose checksum fails and
-// silently drops every committed frame after it. Either way a damaged
-// frame would go unnoticed, so damage is refused here:
-//   - a frame whose checksum fails followed by a valid commit frame of the
-//     same log generation (damage in the middle: a torn final write can
-//     only damage the tail);
-//   - a frame whose checksum fails at or below the committed frame count
-//     recorded in a valid -shm index.
-//
-// A torn, uncommitted tail without an index saying otherwise is what a
-// crash leaves; SQLite ignores it, and so does this check
-// (docs/site-runtime.md#what-a-torn-last-commit-means).
-func checkWAL(walPath, shmPath, file string) error {
-	wal, err := os.ReadFile(walPath)
-	if err != nil {
-		return fmt.Errorf("read %s-wal: %w", file, err)
+// WALDiscard says which frames at the end of a journal file's write-ahead
+// log SQLite does not read because one of them is damaged — it fails its
+// checksum, or carries a salt other than the log's while continuing its
+// checksum chain — with no intact commit after it and no index (-shm)
+// recording it as committed. That is a torn last commit or damage confined
+// to the last commit's frames; the two cannot be told apart, and the
+// journal is read as it was before that commit
+// (docs/site-runtime.md#a-discarded-last-commit). Frames are numbered from 1.
+type WALDiscard struct {
+	// File is the log's name, e.g. "delivery.sqlite-wal".
+	File string
+	// Kept is the number of frames SQLite reads: through the last intact
+	// commit frame before the damage (0: none, the log is read as empty).
+	Kept int
+	// First and Last are the frames SQLite discards (First = Kept+1).
+	First, Last int
+	// Damaged is the first damaged frame; 0 means the log's header.
+	Damaged int
+	// Damage says what is wrong with it, e.g. "fails its checksum".
+	Damage string
+	// Commit says the discarded frames include one marked as a commit's
+	// last frame: a commit was (or seemed) complete.
+	Commit bool
+}
+
+// String describes the discard for a log line.
+func (d WALDiscard) String() string {
+	what := fmt.Sprintf("frame %d %s", d.Damaged, d.Damage)
+	if d.Damaged == 0 {
+		what = "the log's header " + d.Damage
 	}
+	frames := fmt.Sprintf("frames %d-%d", d.First, d.Last)
+	if d.First == d.Last {
+		frames = fmt.Sprintf("frame %d", d.First)
+	}
+	commit := "no frame among them marks a complete commit"
+	if d.Commit {
+		commit = "among them is a commit frame: a commit was written and is lost"
+	}
+	return fmt.Sprintf("%s: SQLite reads the first %d frames and discards %s; %s, no intact commit follows it and no index (-shm) records it as committed; %s",
+		d.File, d.Kept, frames, what, commit)
+}
+
+// walFrame is one frame of the log's current generation as scanned.
+type walFrame struct {
+	// commit: the frame's header marks the last frame of a commit
+	// (database size in pages, bytes 4-8, non-zero). Trustworthy only when
+	// the frame is intact.
+	commit bool
+	// intact: the frame carries the log's salt and its checksum continues
+	// the chain.
+	intact bool
+	// damage says why a frame is not intact.
+	damage string
+}
+
+// walScan is a write-ahead log as SQLite's recovery reads it
+// (SQLite file format, "The WAL File Format").
+type walScan struct {
+	headerOK bool
+	salt     []byte
+	// frames are those of the current generation: a frame belongs to it
+	// when it carries the header's salt or its checksum continues the
+	// chain (its salt alone is damaged); the first frame that does neither
+	// is a leftover of an earlier generation and ends the log.
+	frames []walFrame
+}
+
+// scanWAL reads the log's header and frames; it fails only on a log whose
+// magic number or page size SQLite could not read either.
+func scanWAL(wal []byte, file string) (*walScan, error) {
 	if len(wal) < 32 {
-		return nil // an empty log (or one too short to hold a header) holds no frame
+		return nil, nil // an empty log (or one too short to hold a header) holds no frame
 	}
 	var order binary.ByteOrder
 	switch binary.BigEndian.Uint32(wal[0:4]) {
@@ -37,44 +92,188 @@ func checkWAL(walPath, shmPath, file string) error {
 	case 0x377f0683:
 		order = binary.BigEndian
 	default:
-		return integrity(file+"-wal", "", "not a write-ahead log (bad magic number)")
+		return nil, integrity(file+"-wal", "", "not a write-ahead log (bad magic number)")
 	}
 	pageSize := int(binary.BigEndian.Uint32(wal[8:12]))
 	if pageSize < 512 || pageSize > 65536 || pageSize&(pageSize-1) != 0 {
-		return integrity(file+"-wal", "", "bad page size %d", pageSize)
+		return nil, integrity(file+"-wal", "", "bad page size %d", pageSize)
 	}
+	s := &walScan{salt: wal[16:24]}
 	s0, s1 := walChecksum(order, 0, 0, wal[:24])
-	if s0 != binary.BigEndian.Uint32(wal[24:28]) || s1 != binary.BigEndian.Uint32(wal[28:32]) {
-		return nil // the header is torn: SQLite ignores the whole log
-	}
-	salt := wal[16:24]
+	prev0, prev1 := binary.BigEndian.Uint32(wal[24:28]), binary.BigEndian.Uint32(wal[28:32])
+	s.headerOK = s0 == prev0 && s1 == prev1
 	frameSize := 24 + pageSize
-	firstBad := 0
-	prev0, prev1 := s0, s1
-	for i, off := 1, 32; off+frameSize <= len(wal); i, off = i+1, off+frameSize {
+	chained := func(off int, p0, p1 uint32) bool {
 		hdr := wal[off : off+24]
-		if !bytes.Equal(hdr[8:16], salt) {
+		c0, c1 := walChecksum(order, p0, p1, hdr[:8])
+		c0, c1 = walChecksum(order, c0, c1, wal[off+24:off+frameSize])
+		return c0 == binary.BigEndian.Uint32(hdr[16:20]) && c1 == binary.BigEndian.Uint32(hdr[20:24])
+	}
+	if !s.headerOK && 32+frameSize <= len(wal) && chained(32, prev0, prev1) {
+		// The header is damaged but its checksum still seeds the first
+		// frame's: the log's salt is the one that frame carries.
+		s.salt = wal[32+8 : 32+16]
+	}
+	for off := 32; off+frameSize <= len(wal); off += frameSize {
+		hdr := wal[off : off+24]
+		stored0, stored1 := binary.BigEndian.Uint32(hdr[16:20]), binary.BigEndian.Uint32(hdr[20:24])
+		chained := chained(off, prev0, prev1)
+		salted := bytes.Equal(hdr[8:16], s.salt)
+		if !chained && !salted {
 			break // a frame of an earlier log generation: the log ends here
 		}
-		c0, c1 := walChecksum(order, prev0, prev1, hdr[:8])
-		c0, c1 = walChecksum(order, c0, c1, wal[off+24:off+frameSize])
-		stored0, stored1 := binary.BigEndian.Uint32(hdr[16:20]), binary.BigEndian.Uint32(hdr[20:24])
-		valid := c0 == stored0 && c1 == stored1
+		f := walFrame{commit: binary.BigEndian.Uint32(hdr[4:8]) != 0, intact: chained && salted}
 		switch {
-		case !valid && firstBad == 0:
-			firstBad = i
-		case valid && firstBad != 0 && binary.BigEndian.Uint32(hdr[4:8]) != 0:
-			return integrity(file+"-wal", "", "frame %d fails its checksum and committed frame %d follows it", firstBad, i)
+		case !chained:
+			f.damage = "fails its checksum"
+		case !salted:
+			f.damage = "carries a salt other than the log's"
 		}
+		s.frames = append(s.frames, f)
 		prev0, prev1 = stored0, stored1
 	}
-	if firstBad == 0 {
-		return nil
+	return s, nil
+}
+
+// checkWAL verifies the frames of a journal's write-ahead log before the
+// log is read and returns what SQLite will discard, if anything. SQLite
+// trusts its index and does not verify frames it has indexed, while a
+// reader that rebuilds the index stops at the first damaged frame and
+// silently drops every frame after it, committed or not. So damage is
+// refused (an *IntegrityError naming the frame) when a commit that returned
+// would be lost:
+//   - a damaged frame followed by an intact commit frame (a later commit
+//     started after the damaged one had returned — a torn write damages
+//     only the tail). This holds even when the damaged frame may belong to
+//     the same last commit: its own header, which would mark a commit's
+//     end, cannot be trusted;
+//   - a damaged header with any frame after the generation's first intact
+//     commit (the header is written with that commit, so a later frame
+//     proves it returned);
+//   - a damaged frame at or below the committed frame count recorded in a
+//     valid -shm index.
+//
+// Anything else damaged is a discarded last commit, returned as a
+// *WALDiscard; intact frames after the last commit frame are a commit that
+// never completed (SQLite ignores them; nothing is returned)
+// (docs/site-runtime.md#what-a-torn-last-commit-means,
+// docs/site-runtime.md#a-discarded-last-commit).
+func checkWAL(walPath, shmPath, file string) (*WALDiscard, error) {
+	wal, err := os.ReadFile(walPath)
+	if err != nil {
+		return nil, fmt.Errorf("read %s-wal: %w", file, err)
 	}
-	if mx, ok := indexedFrames(shmPath, salt); ok && mx >= firstBad {
-		return integrity(file+"-wal", "", "frame %d fails its checksum; the index (-shm) records %d committed frames", firstBad, mx)
+	s, err := scanWAL(wal, file)
+	if err != nil || s == nil || len(s.frames) == 0 {
+		return nil, err
 	}
-	return nil
+	log := file + "-wal"
+	damaged := 0 // the first damaged frame (none: 0)
+	for i, f := range s.frames {
+		if !f.intact {
+			damaged = i + 1
+			break
+		}
+	}
+	intact := s.frames
+	if damaged > 0 {
+		intact = s.frames[:damaged-1]
+		for i, f := range s.frames[damaged:] {
+			if f.intact && f.commit {
+				return nil, integrity(log, "", "frame %d %s and committed frame %d follows it", damaged, s.frames[damaged-1].damage, damaged+1+i)
+			}
+		}
+	}
+	kept, first := 0, 0 // the last and the first intact commit frame before the damage
+	for i, f := range intact {
+		if f.commit {
+			kept = i + 1
+			if first == 0 {
+				first = i + 1
+			}
+		}
+	}
+	if !s.headerOK {
+		// The header is written with the generation's first commit: a
+		// frame after that commit's end proves the commit returned.
+		if first > 0 && first < len(s.frames) {
+			return nil, integrity(log, "", "the log's header fails its checksum and frame %d follows committed frame %d", first+1, first)
+		}
+		damaged, kept = 0, 0
+	} else if damaged == 0 {
+		return nil, nil // intact frames after the last commit frame never completed a commit
+	}
+	if mx, ok := indexedFrames(shmPath, s.salt); ok && mx >= max(damaged, 1) {
+		if damaged == 0 {
+			return nil, integrity(log, "", "the log's header fails its checksum; the index (-shm) records %d committed frames", mx)
+		}
+		return nil, integrity(log, "", "frame %d %s; the index (-shm) records %d committed frames", damaged, s.frames[damaged-1].damage, mx)
+	}
+	d := &WALDiscard{File: log, Kept: kept, First: kept + 1, Last: len(s.frames), Damaged: damaged, Damage: "fails its checksum"}
+	if damaged > 0 {
+		d.Damage = s.frames[damaged-1].damage
+	}
+	for _, f := range s.frames[kept:] {
+		d.Commit = d.Commit || f.commit
+	}
+	return d, nil
+}
+
+// walDiscards returns, for each journal file of dir with a write-ahead
+// log, what SQLite will discard when it reads the log (checkWAL), in the
+// order of domain.JournalFiles; cp is delivery.sqlite's checkpoint as
+// verified. A discarded last commit of jobs.sqlite or services.sqlite is
+// refused unless cp holds a pending command of a family that writes the
+// file, without a saved result: a native record is written while its
+// command executes and its commit returns before the command's result is
+// saved, so only then can the discarded commit be the executing command's,
+// which Recover redoes; in any other state it is a record a saved or
+// acknowledged result depends on
+// (docs/site-runtime.md#a-discarded-last-commit).
+func walDiscards(dir string, cp domain.Checkpoint) ([]WALDiscard, error) {
+	var out []WALDiscard
+	for _, f := range domain.JournalFiles() {
+		path := filepath.Join(dir, f)
+		ok, err := exists(path + "-wal")
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		d, err := checkWAL(path+"-wal", path+"-shm", f)
+		if err != nil {
+			return nil, err
+		}
+		if d == nil {
+			continue
+		}
+		if f != domain.DeliveryFile {
+			if why := notExecuting(cp, f); why != "" {
+				return nil, integrity(d.File, "", "%s; %s holds no executing command whose record it could be (%s), so a record a result depends on would be lost",
+					d, domain.DeliveryFile, why)
+			}
+		}
+		out = append(out, *d)
+	}
+	return out, nil
+}
+
+// notExecuting says why cp holds no executing command that writes the
+// native records of file (jobs.sqlite: a batch command; services.sqlite:
+// an application or inference one), or "" when it holds one: pending,
+// with no result saved.
+func notExecuting(cp domain.Checkpoint, file string) string {
+	p := cp.Pending
+	switch {
+	case p == nil:
+		return fmt.Sprintf("nothing is pending after sequence %d", cp.Acknowledged)
+	case p.HasResult():
+		return fmt.Sprintf("command %d's result is saved", p.Sequence)
+	case (p.Command.Family == siteprotocol.FamilyBatch) != (file == domain.JobsFile) || p.Command.Family == "":
+		return fmt.Sprintf("pending command %d (%s, family %q) writes no record to %s", p.Sequence, p.Command.Operation, p.Command.Family, file)
+	}
+	return ""
 }
 
 // walChecksum continues SQLite's WAL checksum (s0, s1) over b, read as
