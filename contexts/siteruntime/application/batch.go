@@ -299,8 +299,10 @@ func missing(ref siteprotocol.NativeRef, why string) domain.Answer {
 // remove deletes the Attempt's recorded objects of kinds, in order, as the
 // Runtime: each with its exact UID and foreground propagation, recorded in
 // phase deleting before the delete and removed once gone. It answers the
-// same whether it deletes, finds objects gone, or recovers: the removed
-// references are every recorded object of those kinds.
+// same bytes whether it deletes, finds objects gone (removed out of band:
+// by a TTL, a policy, an operator), or recovers: the removed references
+// are every recorded object of those kinds, and the message says they are
+// gone, never who removed them.
 func (e *BatchExecutor) remove(ctx context.Context, cmd siteprotocol.Command, kinds ...string) (domain.Answer, error) {
 	records, err := e.records.Records(ctx, cmd.AttemptID)
 	if err != nil {
@@ -331,13 +333,15 @@ func (e *BatchExecutor) remove(ctx context.Context, cmd siteprotocol.Command, ki
 		if len(removed) == 0 {
 			return domain.Refused(siteprotocol.ReasonNotStarted, "attempt %s has no workload to cancel", cmd.AttemptID), nil
 		}
-		return domain.Succeeded(siteprotocol.ReasonDeleted, fmt.Sprintf("%s %s deleted by uid", removed[0].Kind, removed[0].Name),
+		// One message for "gone", whoever removed it: a delete that finds
+		// the object gone cannot tell who did (docs/site-runtime.md#cancel-and-cleanup).
+		return domain.Succeeded(siteprotocol.ReasonDeleted, fmt.Sprintf("%s %s/%s (uid %s) is gone", removed[0].Kind, removed[0].Namespace, removed[0].Name, removed[0].UID),
 			siteprotocol.CancelDetail{State: siteprotocol.StateMissing, ForeignObjects: foreign}, removed...), nil
 	}
 	if removed == nil {
 		removed = []siteprotocol.NativeRef{}
 	}
-	return domain.Succeeded(siteprotocol.ReasonDeleted, fmt.Sprintf("%d objects of attempt %s deleted by uid", len(removed), cmd.AttemptID),
+	return domain.Succeeded(siteprotocol.ReasonDeleted, fmt.Sprintf("%d objects of attempt %s are gone", len(removed), cmd.AttemptID),
 		siteprotocol.CleanupDetail{Removed: removed, ForeignObjects: foreign}, removed...), nil
 }
 
