@@ -417,7 +417,7 @@ func eventTime(e *corev1.Event) time.Time {
 			t = c
 		}
 	}
-	if e.Series != nil && e.Series.LastObservedTime.Time.After(t) {
+	if e.Series != nil && e.Series.LastObservedTime.After(t) {
 		t = e.Series.LastObservedTime.Time
 	}
 	return t
