@@ -145,7 +145,8 @@ func newRuntimeInstallCommand(env Env) *cobra.Command {
 		Long: `Initialise the journal set only when the directory holds no journal and no
 installation record exists, generating the installation ID; record complete
 journals that predate the record as they are; verify an existing record
-against its journals. Once recorded, missing or partial journals stop the hook
+against its journals, then upgrade journals of an earlier schema version in
+place (every row kept; safe to run again after a crash). Once recorded, missing or partial journals stop the hook
 (non-zero exit) until they are restored together. Never replaces a record.
 Every flag is checked first, by the rules serve applies, so a refused flag
 writes nothing.`,
@@ -171,7 +172,11 @@ writes nothing.`,
 			if err != nil {
 				return config.Invalid("failpoints", cfg.Failpoints, err)
 			}
-			action, inst, err := siteruntime.Install(cmd.Context(), cfg.JournalDir, cfg.Environment, cfg.Authority, rec, clock.System{}, fp)
+			action, inst, upgraded, err := siteruntime.Install(cmd.Context(), cfg.JournalDir, cfg.Environment, cfg.Authority, rec, clock.System{}, fp)
+			for _, u := range upgraded {
+				log.Info("journal upgraded", zap.String("upgrade", u), zap.String("journal_dir", cfg.JournalDir))
+				fmt.Fprintf(cmd.OutOrStdout(), "upgraded %s\n", u)
+			}
 			if err != nil {
 				return err
 			}

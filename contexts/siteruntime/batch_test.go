@@ -32,7 +32,7 @@ func TestBatchExecutorsNeedEveryProviderExplicitlyAndNameTheMissingFlag(t *testi
 	good := siteruntime.Config{Kubeconfig: kubeconfig, Permissions: "policy:" + policy,
 		BatchImage: "registry.example/batch@sha256:" + strings.Repeat("a", 64)}
 	build := func(c siteruntime.Config) error {
-		_, err := siteruntime.NewBatchExecutor(c, nil, nil, application.NoFailpoints{}, clock.System{})
+		_, _, err := siteruntime.NewBatchExecutor(c, nil, nil, application.NoFailpoints{}, clock.System{}, nil, nil)
 		return err
 	}
 	if err := build(good); err != nil {

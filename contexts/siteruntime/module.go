@@ -452,13 +452,13 @@ func Module(cfg Config, j *journal.Journal) fx.Option {
 			AsExecutors(func(b application.MemberBindings, fp application.Failpoints) []application.Registration {
 				return application.NewMemberExecutor(b, fp).Registrations()
 			}),
-			AsExecutors(func(b application.MemberBindings, r application.BatchRecords, fp application.Failpoints, c clock.Clock) ([]application.Registration, error) {
-				e, err := NewBatchExecutor(cfg, b, r, fp, c)
-				if err != nil {
-					return nil, err
-				}
-				return e.Registrations(), nil
-			}),
+			AsExecutors(func(e *application.BatchExecutor) []application.Registration { return e.Registrations() }),
+		),
+		fx.Provide(
+			fx.Private,
+			func(b application.MemberBindings, r application.BatchRecords, fp application.Failpoints, c clock.Clock, log *zap.Logger) (*application.BatchExecutor, *application.JobWatcher, error) {
+				return NewBatchExecutor(cfg, b, r, fp, c, j.Batch(), watchLog{log: log})
+			},
 		),
 		fx.Provide(
 			fx.Private,
@@ -474,8 +474,8 @@ func Module(cfg Config, j *journal.Journal) fx.Option {
 				return application.NewWorker(cfg.WorkerConfig(), site, j, reg, hb, fp, ev)
 			},
 		),
-		fx.Invoke(func(lc fx.Lifecycle, w *application.Worker, log *zap.Logger) {
-			r := &runner{worker: w, journal: j, log: log, done: make(chan struct{})}
+		fx.Invoke(func(lc fx.Lifecycle, w *application.Worker, watch *application.JobWatcher, log *zap.Logger) {
+			r := &runner{worker: w, watch: watch, journal: j, log: log, done: make(chan struct{})}
 			lc.Append(fx.Hook{OnStart: r.start, OnStop: r.stop})
 		}),
 	)
@@ -488,6 +488,7 @@ func Module(cfg Config, j *journal.Journal) fx.Option {
 // shutdown has its line (docs/operations.md#logs).
 type runner struct {
 	worker  *application.Worker
+	watch   *application.JobWatcher // nil: no watch
 	journal *journal.Journal
 	log     *zap.Logger
 	cancel  context.CancelFunc
@@ -499,6 +500,14 @@ type runner struct {
 func (r *runner) start(context.Context) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
+	if r.watch != nil {
+		// Watched before the worker acts: a Job that ends at once is seen
+		// (docs/site-runtime.md#terminal-states-of-jobs-that-are-gone).
+		if err := r.watch.Start(ctx); err != nil {
+			cancel()
+			return fmt.Errorf("start the watch of the Runtime's Jobs: %w", err)
+		}
+	}
 	go func() {
 		defer close(r.done)
 		// A stopped worker has sealed the journal and reported the stop.
@@ -519,6 +528,9 @@ func (r *runner) stop(ctx context.Context) error {
 	case <-r.done:
 	case <-ctx.Done():
 		return fmt.Errorf("stop the runtime worker: %w", ctx.Err())
+	}
+	if r.watch != nil {
+		r.watch.Wait()
 	}
 	if r.stopped != nil {
 		r.log.Info("runtime shut down; its worker had stopped", zap.String("reason", string(r.stopped.Reason)))

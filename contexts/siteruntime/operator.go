@@ -47,15 +47,19 @@ func NewInstallationRecord(spec, kubeconfigPath string) (application.Installatio
 // application.Installer with a fresh UUID as the installation ID. fp arms
 // the install failpoints (nil: none). A failed install removes the journal
 // directory (and the parents) it created, when they are still empty.
-func Install(ctx context.Context, journalDir, environment, authority string, record application.InstallationRecord, clk clock.Clock, fp application.Failpoints) (domain.InstallAction, domain.Installation, error) {
+// upgraded lists the journal upgrades it made, e.g. "jobs.sqlite 1→2"
+// (docs/site-runtime.md#schema-versions-and-upgrades).
+func Install(ctx context.Context, journalDir, environment, authority string, record application.InstallationRecord, clk clock.Clock, fp application.Failpoints) (_ domain.InstallAction, _ domain.Installation, upgraded []string, _ error) {
 	created := missingDirs(journalDir)
 	set, err := journal.OpenSet(journalDir)
 	if err != nil {
 		removeEmpty(created)
-		return "", domain.Installation{}, err
+		return "", domain.Installation{}, nil, err
 	}
 	set.SetFailpoints(fp)
-	action, inst, err := application.NewInstaller(set, record, clk, uuid.NewString).Install(ctx, environment, authority)
+	installer := application.NewInstaller(set, record, clk, uuid.NewString)
+	action, inst, err := installer.Install(ctx, environment, authority)
+	upgraded = installer.Upgraded()
 	if err == nil && action == domain.InstallRecordExisting {
 		// A complete set may come from an install killed before it removed
 		// its staging directory.
@@ -67,7 +71,7 @@ func Install(ctx context.Context, journalDir, environment, authority string, rec
 	if err != nil {
 		removeEmpty(created)
 	}
-	return action, inst, err
+	return action, inst, upgraded, err
 }
 
 // missingDirs lists dir and its ancestors that do not exist, innermost

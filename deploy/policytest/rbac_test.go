@@ -62,6 +62,7 @@ func TestRuntimeReachesOnlyWhatItNeedsInItsProjectNamespaces(t *testing.T) {
 		{verb: "delete", resource: "secrets", namespace: ns}:                                         true,
 		{verb: "get", resource: "pods", subresource: "log", namespace: ns}:                           true,
 		{verb: "list", resource: "events", namespace: ns}:                                            true,
+		{verb: "get", resource: "resourcequotas", namespace: ns}:                                     true,
 
 		{verb: "list", resource: "secrets", namespace: ns}:                                                   false,
 		{verb: "create", group: "batch", resource: "jobs", namespace: ns}:                                    false,

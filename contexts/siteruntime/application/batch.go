@@ -32,8 +32,10 @@ type BatchConfig struct {
 //   - start creates the Attempt's workload as the member after a fresh
 //     access check; its answer is always the same bytes for the same
 //     command (state queued, the object's UID), whether created or adopted.
-//   - observe reports the workload's native state, native-missing when the
-//     recorded object is gone.
+//   - observe reports the workload's native state; when the recorded object
+//     is gone, the terminal state recorded while it existed (the Runtime's
+//     watch, WithTerminalStates), saying it is gone, and native-missing
+//     when none was recorded.
 //   - cancel (the workload) and cleanup (workload and workspace) delete as
 //     the Runtime with the exact UID and foreground propagation, and wait
 //     (bounded) until each object is gone; an object of the name with
@@ -54,6 +56,10 @@ type BatchExecutor struct {
 	records BatchRecords
 	fp      Failpoints
 	cfg     BatchConfig
+	// terminal, watch and clock are set by WithTerminalStates.
+	terminal TerminalStates
+	watch    *JobWatcher
+	clock    Clock
 }
 
 // NewBatchExecutor returns the batch executors.
@@ -65,6 +71,16 @@ func NewBatchExecutor(access *Access, native NativeWorkloads, specs BatchSpecs, 
 		cfg.DeletionWait = DefaultDeletionWait
 	}
 	return &BatchExecutor{access: access, native: native, specs: specs, images: images, records: records, fp: fp, cfg: cfg}
+}
+
+// WithTerminalStates makes e use the Runtime's watch of its Jobs
+// (docs/site-runtime.md#terminal-states-of-jobs-that-are-gone): start
+// makes sure the namespace is watched before it creates a Job; observe
+// records a terminal state it reads (a fact of the Job) and, for a Job
+// that is gone, reports the state recorded while it existed. It returns e.
+func (e *BatchExecutor) WithTerminalStates(states TerminalStates, watch *JobWatcher, clock Clock) *BatchExecutor {
+	e.terminal, e.watch, e.clock = states, watch, clock
+	return e
 }
 
 // Registrations routes the batch family's workload operations to e.
@@ -177,6 +193,11 @@ func (e *BatchExecutor) start(ctx context.Context, cmd siteprotocol.Command, rec
 	case err != nil:
 		return domain.Answer{}, fmt.Errorf("render the Job: %w", err)
 	}
+	if e.watch != nil {
+		// Watched before it exists, so its end is seen even when the Job
+		// is removed at once (a TTL of 0).
+		e.watch.Ensure(ctx, b.Namespace)
+	}
 	obj, uid, refusal, err := e.ensureCreated(ctx, cmd, b, domain.FindRecord(records, domain.KindJob), obj, recovering)
 	if refusal != nil || err != nil {
 		return orAnswer(refusal), err
@@ -272,14 +293,20 @@ func (e *BatchExecutor) observe(ctx context.Context, cmd siteprotocol.Command) (
 	}
 	ref := recordRef(*job)
 	if job.Phase == domain.PhaseRemoved {
-		return missing(ref, "was removed by command "+job.CommandID), nil
+		return e.gone(ctx, cmd, ref, "was removed by command "+job.CommandID)
 	}
 	obs, found, err := e.native.ObserveJob(ctx, ref)
 	if err != nil {
 		return domain.Answer{}, fmt.Errorf("observe %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
 	}
 	if !found {
-		return missing(ref, "no longer exists"), nil
+		return e.gone(ctx, cmd, ref, "no longer exists")
+	}
+	if e.terminal != nil && (obs.State == siteprotocol.StateSucceeded || obs.State == siteprotocol.StateFailed) {
+		// A fact of the Job: kept for when it is gone.
+		if _, err := e.terminal.SaveTerminal(ctx, TerminalOf(cmd.AttemptID, ref, obs, e.clock.Now())); err != nil {
+			return domain.Answer{}, fmt.Errorf("record the terminal state of %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
+		}
 	}
 	msg := fmt.Sprintf("%s %s is %s", ref.Kind, ref.Name, obs.State)
 	if obs.Reason != "" {
@@ -287,6 +314,30 @@ func (e *BatchExecutor) observe(ctx context.Context, cmd siteprotocol.Command) (
 	}
 	return domain.Succeeded(siteprotocol.ReasonObserved, msg, siteprotocol.ObserveDetail{
 		State: obs.State, Reason: obs.Reason, Message: obs.Message, StartedAt: obs.StartedAt, FinishedAt: obs.FinishedAt, ExitCode: obs.ExitCode,
+	}, ref), nil
+}
+
+// gone answers observe of a recorded Job that no longer exists: the
+// terminal state recorded while it existed, saying it is gone, or failed /
+// native-missing when none was recorded (why says how it went).
+func (e *BatchExecutor) gone(ctx context.Context, cmd siteprotocol.Command, ref siteprotocol.NativeRef, why string) (domain.Answer, error) {
+	if e.terminal == nil {
+		return missing(ref, why), nil
+	}
+	ts, found, err := e.terminal.TerminalState(ctx, cmd.AttemptID, ref.Kind, ref.Name, ref.UID)
+	if err != nil {
+		return domain.Answer{}, err
+	}
+	if !found {
+		return missing(ref, why+"; no terminal state was recorded while it existed"), nil
+	}
+	msg := fmt.Sprintf("%s %s/%s (uid %s) is gone; it was %s when the Runtime saw it last, at %s", ref.Kind, ref.Namespace, ref.Name, ref.UID,
+		ts.State, ts.ObservedAt.UTC().Format(time.RFC3339))
+	if ts.Reason != "" {
+		msg += " (" + ts.Reason + ")"
+	}
+	return domain.Succeeded(siteprotocol.ReasonObserved, msg, siteprotocol.ObserveDetail{
+		State: siteprotocol.State(ts.State), Reason: ts.Reason, Message: ts.Message, StartedAt: ts.StartedAt, FinishedAt: ts.FinishedAt, ExitCode: ts.ExitCode,
 	}, ref), nil
 }
 
@@ -299,8 +350,10 @@ func missing(ref siteprotocol.NativeRef, why string) domain.Answer {
 // remove deletes the Attempt's recorded objects of kinds, in order, as the
 // Runtime: each with its exact UID and foreground propagation, recorded in
 // phase deleting before the delete and removed once gone. It answers the
-// same whether it deletes, finds objects gone, or recovers: the removed
-// references are every recorded object of those kinds.
+// same bytes whether it deletes, finds objects gone (removed out of band:
+// by a TTL, a policy, an operator), or recovers: the removed references
+// are every recorded object of those kinds, and the message says they are
+// gone, never who removed them.
 func (e *BatchExecutor) remove(ctx context.Context, cmd siteprotocol.Command, kinds ...string) (domain.Answer, error) {
 	records, err := e.records.Records(ctx, cmd.AttemptID)
 	if err != nil {
@@ -331,13 +384,15 @@ func (e *BatchExecutor) remove(ctx context.Context, cmd siteprotocol.Command, ki
 		if len(removed) == 0 {
 			return domain.Refused(siteprotocol.ReasonNotStarted, "attempt %s has no workload to cancel", cmd.AttemptID), nil
 		}
-		return domain.Succeeded(siteprotocol.ReasonDeleted, fmt.Sprintf("%s %s deleted by uid", removed[0].Kind, removed[0].Name),
+		// One message for "gone", whoever removed it: a delete that finds
+		// the object gone cannot tell who did (docs/site-runtime.md#cancel-and-cleanup).
+		return domain.Succeeded(siteprotocol.ReasonDeleted, fmt.Sprintf("%s %s/%s (uid %s) is gone", removed[0].Kind, removed[0].Namespace, removed[0].Name, removed[0].UID),
 			siteprotocol.CancelDetail{State: siteprotocol.StateMissing, ForeignObjects: foreign}, removed...), nil
 	}
 	if removed == nil {
 		removed = []siteprotocol.NativeRef{}
 	}
-	return domain.Succeeded(siteprotocol.ReasonDeleted, fmt.Sprintf("%d objects of attempt %s deleted by uid", len(removed), cmd.AttemptID),
+	return domain.Succeeded(siteprotocol.ReasonDeleted, fmt.Sprintf("%d objects of attempt %s are gone", len(removed), cmd.AttemptID),
 		siteprotocol.CleanupDetail{Removed: removed, ForeignObjects: foreign}, removed...), nil
 }
 

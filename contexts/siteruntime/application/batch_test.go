@@ -472,3 +472,36 @@ func TestObserveReportsTheNativeStateAndNativeMissingOnceGone(t *testing.T) {
 	gone := f.run(t, f.cmd(t, siteprotocol.OpObserve, nil), false)
 	expect(t, gone, siteprotocol.OutcomeFailed, siteprotocol.ReasonNativeMissing)
 }
+
+// A cancel of a Job removed out of band (a TTL, a policy, an operator)
+// cannot tell who removed it: Execute and Recover answer the same bytes,
+// deleted with state missing, and the message says the Job is gone — the
+// same message as a cancel whose own delete removed it — never that the
+// Runtime deleted it (docs/site-runtime.md#cancel-and-cleanup).
+func TestACancelOfAJobRemovedOutOfBandSaysItIsGoneWhoeverRemovedIt(t *testing.T) {
+	f := newBatchFixture(t, time.Second)
+	f.prepared(t)
+	job := f.run(t, f.cmd(t, siteprotocol.OpStart, startBody), false).NativeRefs[0]
+	delete(f.native.objects, key(job.Kind, job.Namespace, job.Name))
+	p := f.cmd(t, siteprotocol.OpCancel, nil)
+	r := f.run(t, p, false)
+	expect(t, r, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonDeleted)
+	wantMsg := fmt.Sprintf("Job %s/%s (uid %s) is gone", job.Namespace, job.Name, job.UID)
+	if r.Message != wantMsg {
+		t.Fatalf("cancel of a Job removed out of band says %q; want %q", r.Message, wantMsg)
+	}
+	if again := f.run(t, p, true); mustJSON(again) != mustJSON(r) {
+		t.Fatalf("recovered cancel %s; executed %s", mustJSON(again), mustJSON(r))
+	}
+
+	// The same message when the cancel's own delete removed the Job.
+	g := newBatchFixture(t, time.Second)
+	g.prepared(t)
+	own := g.run(t, g.cmd(t, siteprotocol.OpStart, startBody), false).NativeRefs[0]
+	if r := g.run(t, g.cmd(t, siteprotocol.OpCancel, nil), false); r.Message != fmt.Sprintf("Job %s/%s (uid %s) is gone", own.Namespace, own.Name, own.UID) {
+		t.Fatalf("cancel that deleted the Job says %q", r.Message)
+	}
+	if len(g.native.deletes) != 1 {
+		t.Fatalf("%d deletes", len(g.native.deletes))
+	}
+}

@@ -16,6 +16,7 @@ type Installer struct {
 	record   InstallationRecord
 	clock    Clock
 	newID    func() string
+	upgraded []string
 }
 
 // NewInstaller returns an installer; newID generates installation IDs
@@ -37,7 +38,9 @@ var ErrInstallationMismatch = errors.New("installation mismatch")
 // existing record against the journals; and fails (changing nothing) when
 // the record exists but journals are missing or partial, when journals are
 // partial without a record, or when journals, record and configuration
-// disagree.
+// disagree. Complete journals of an earlier schema version are upgraded
+// (JournalSet.Upgrade) once they, the record and the configuration agree;
+// Upgraded says what was upgraded.
 func (i *Installer) Install(ctx context.Context, environment, authority string) (domain.InstallAction, domain.Installation, error) {
 	set, err := i.journals.Present(ctx)
 	if err != nil {
@@ -76,6 +79,9 @@ func (i *Installer) Install(ctx context.Context, environment, authority string) 
 		if err := sameBinding(b, want, "the journals"); err != nil {
 			return "", domain.Installation{}, err
 		}
+		if err := i.upgrade(ctx); err != nil {
+			return "", domain.Installation{}, err
+		}
 		rec, err := i.create(ctx, b)
 		return action, rec, err
 	default:
@@ -86,9 +92,24 @@ func (i *Installer) Install(ctx context.Context, environment, authority string) 
 		if err := verifyRecord(*rec, b, want, i.record.Describe()); err != nil {
 			return "", domain.Installation{}, err
 		}
-		return action, *rec, nil
+		return action, *rec, i.upgrade(ctx)
 	}
 }
+
+// upgrade runs the journal set's upgrade (complete journals only) and
+// keeps what it did for Upgraded.
+func (i *Installer) upgrade(ctx context.Context) error {
+	done, err := i.journals.Upgrade(ctx)
+	i.upgraded = append(i.upgraded, done...)
+	if err != nil {
+		return fmt.Errorf("upgrade the journal set: %w", err)
+	}
+	return nil
+}
+
+// Upgraded returns the journal upgrades the last Install made, e.g.
+// "jobs.sqlite 1→2"; none when the set was current or new.
+func (i *Installer) Upgraded() []string { return i.upgraded }
 
 // create records b; a record created meanwhile is kept and verified.
 func (i *Installer) create(ctx context.Context, b domain.Binding) (domain.Installation, error) {

@@ -40,6 +40,8 @@ func (m *memJournals) Initialise(_ context.Context, b domain.Binding) error {
 
 func (m *memJournals) Binding(context.Context) (domain.Binding, error) { return m.binding, nil }
 
+func (m *memJournals) Upgrade(context.Context) ([]string, error) { return nil, nil }
+
 type memRecord struct{ rec *domain.Installation }
 
 func (m *memRecord) Read(context.Context) (*domain.Installation, error) { return m.rec, nil }

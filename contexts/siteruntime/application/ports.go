@@ -204,8 +204,8 @@ type JournalSet interface {
 	// Initialise creates the three journal files at their fixed schema
 	// version, bound to b.
 	Initialise(ctx context.Context, b domain.Binding) error
-	// Binding reads and verifies the complete journal set read-only and
-	// returns its binding.
+	// Binding reads and verifies the complete journal set read-only, at
+	// whichever known schema version each file is, and returns its binding.
 	Binding(ctx context.Context) (domain.Binding, error)
 	// DiscardUnfinished removes the present journal files when they are
 	// exactly what an interrupted Initialise left — fresh files (no
@@ -213,6 +213,12 @@ type JournalSet interface {
 	// bound to want's environment and authority — and returns their names;
 	// otherwise it removes nothing and says why.
 	DiscardUnfinished(ctx context.Context, want domain.Binding) ([]string, error)
+	// Upgrade brings every journal file of the complete set to the
+	// Runtime's schema version by the journal's explicit, versioned
+	// upgrade, keeping every row, and returns what it upgraded (none when
+	// the set is current); it verifies the set first and is safe to run
+	// again after a crash (docs/site-runtime.md#schema-versions-and-upgrades).
+	Upgrade(ctx context.Context) ([]string, error)
 }
 
 // Clock reads the time.
@@ -273,10 +279,15 @@ const (
 	// FailInstallAfterLink: a journal file is linked into the journal
 	// directory and the directory synced.
 	FailInstallAfterLink = "install-after-link"
+	// FailUpgradeAfterFile: a journal file's upgrade is durable
+	// (JournalSet.Upgrade; the n-th file upgraded).
+	FailUpgradeAfterFile = "upgrade-after-file"
 )
 
 // InstallFailpointNames lists the failpoints of `metallo runtime install`.
-func InstallFailpointNames() []string { return []string{FailInstallAfterBuild, FailInstallAfterLink} }
+func InstallFailpointNames() []string {
+	return []string{FailInstallAfterBuild, FailInstallAfterLink, FailUpgradeAfterFile}
+}
 
 // FailpointNames lists every failpoint of the worker.
 func FailpointNames() []string {

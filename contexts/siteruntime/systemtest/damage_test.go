@@ -45,13 +45,13 @@ func TestADamagedJournalRefusesToStartNamingTheCauseAndKeepsItsBytes(t *testing.
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := db.Exec("UPDATE journal_meta SET schema_version = 2"); err != nil {
+			if _, err := db.Exec("UPDATE journal_meta SET schema_version = 99"); err != nil {
 				t.Fatal(err)
 			}
 			if err := db.Close(); err != nil {
 				t.Fatal(err)
 			}
-		}, []string{"jobs.sqlite", "unknown schema version 2"}},
+		}, []string{"jobs.sqlite", "unknown schema version 99"}},
 		{"missing jobs.sqlite after installation", false, func(t *testing.T, dir string) {
 			for _, s := range []string{"", "-wal", "-shm"} {
 				if err := os.Remove(filepath.Join(dir, domain.JobsFile+s)); err != nil && !os.IsNotExist(err) {

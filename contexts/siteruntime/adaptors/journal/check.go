@@ -58,7 +58,9 @@ type metaRow struct {
 
 // checkMeta verifies the journal_meta row of file, as read by get: the
 // file name and schema version first (an unknown version is reported as
-// such, before any digest), then its digest.
+// such, before any digest), then its digest. Every version from 1 to
+// SchemaVersion is known (a file of an earlier one awaits its upgrade:
+// upgrade.go); the caller decides which it accepts.
 func checkMeta(file string, get func() (metaRow, error)) (metaRow, error) {
 	m, err := get()
 	switch {
@@ -66,8 +68,8 @@ func checkMeta(file string, get func() (metaRow, error)) (metaRow, error) {
 		return m, integrity(file, "journal_meta", "missing")
 	case err != nil:
 		return m, integrity(file, "journal_meta", "cannot be read: %v", err)
-	case m.SchemaVersion != SchemaVersion:
-		return m, integrity(file, "journal_meta", "unknown schema version %d; this Runtime reads version %d and never converts a journal in place", m.SchemaVersion, SchemaVersion)
+	case m.SchemaVersion < 1 || m.SchemaVersion > SchemaVersion:
+		return m, integrity(file, "journal_meta", "unknown schema version %d; this Runtime knows versions 1 to %d and never converts a journal to an unknown version", m.SchemaVersion, SchemaVersion)
 	case m.File != file:
 		return m, integrity(file, "journal_meta", "the file says it is %s", m.File)
 	case m.Digest != metaDigest(m.File, m.SchemaVersion, m.InstallationID):
@@ -241,65 +243,73 @@ func quickCheck(ctx context.Context, db *sql.DB, file string) error {
 	return nil
 }
 
-// checkFile verifies one open journal file and returns its installation ID
-// (and, for delivery.sqlite, its checkpoint).
-func checkFile(ctx context.Context, db *sql.DB, file string) (string, domain.Checkpoint, error) {
+// checkFile verifies one open journal file, at whichever known schema
+// version it is, and returns its journal_meta row (installation ID and
+// version) and, for delivery.sqlite, its checkpoint.
+func checkFile(ctx context.Context, db *sql.DB, file string) (metaRow, domain.Checkpoint, error) {
 	if err := quickCheck(ctx, db, file); err != nil {
-		return "", domain.Checkpoint{}, err
+		return metaRow{}, domain.Checkpoint{}, err
 	}
 	if file == domain.DeliveryFile {
 		q := deliverydb.New(db)
 		m, err := checkMeta(file, deliveryMeta(ctx, q))
 		if err != nil {
-			return "", domain.Checkpoint{}, err
+			return m, domain.Checkpoint{}, err
 		}
 		cp, err := readDelivery(ctx, q)
-		return m.InstallationID, cp, err
+		return m, cp, err
 	}
 	q := recordsdb.New(db)
 	m, err := checkMeta(file, recordsMeta(ctx, q))
 	if err != nil {
-		return "", domain.Checkpoint{}, err
+		return m, domain.Checkpoint{}, err
 	}
-	return m.InstallationID, domain.Checkpoint{}, checkRecords(ctx, q, file)
+	if err := checkRecords(ctx, q, file); err != nil {
+		return m, domain.Checkpoint{}, err
+	}
+	if m.SchemaVersion >= 2 {
+		return m, domain.Checkpoint{}, checkTerminalStates(ctx, q, file)
+	}
+	return m, domain.Checkpoint{}, nil
 }
 
 // ErrNotInstalled is returned when the directory holds no journal at all.
 var ErrNotInstalled = errors.New("no journals: run `metallo runtime install` first")
 
-// verifySet checks the complete journal set in dir read-only and returns
-// delivery.sqlite's checkpoint. Opening neither creates nor modifies any
-// file of the directory, -wal and -shm included.
-func verifySet(ctx context.Context, dir string) (domain.Checkpoint, error) {
+// verifySetVersions checks the complete journal set in dir read-only, each
+// file at whichever known schema version it is, and returns
+// delivery.sqlite's checkpoint and each file's version. Opening neither
+// creates nor modifies any file of the directory, -wal and -shm included.
+func verifySetVersions(ctx context.Context, dir string) (domain.Checkpoint, map[string]int64, error) {
 	set, err := presentFiles(dir)
 	if err != nil {
-		return domain.Checkpoint{}, err
+		return domain.Checkpoint{}, nil, err
 	}
 	if set.Empty() {
-		return domain.Checkpoint{}, fmt.Errorf("journal directory %s: %w", dir, ErrNotInstalled)
+		return domain.Checkpoint{}, nil, fmt.Errorf("journal directory %s: %w", dir, ErrNotInstalled)
 	}
 	if missing := set.Missing(); len(missing) > 0 {
-		return domain.Checkpoint{}, integrity(missing[0], "", "missing from %s (present: %s); the journal set must be restored together, never recreated",
+		return domain.Checkpoint{}, nil, integrity(missing[0], "", "missing from %s (present: %s); the journal set must be restored together, never recreated",
 			dir, strings.Join(set.Present, ", "))
 	}
 	var cp domain.Checkpoint
-	ids := map[string]string{}
+	ids, versions := map[string]string{}, map[string]int64{}
 	for _, f := range domain.JournalFiles() {
-		id, fcp, err := verifyFileReadOnly(ctx, filepath.Join(dir, f), f)
+		m, fcp, err := verifyFileReadOnly(ctx, filepath.Join(dir, f), f)
 		if err != nil {
-			return domain.Checkpoint{}, err
+			return domain.Checkpoint{}, nil, err
 		}
-		ids[f] = id
+		ids[f], versions[f] = m.InstallationID, m.SchemaVersion
 		if f == domain.DeliveryFile {
 			cp = fcp
 		}
 	}
 	for _, f := range domain.JournalFiles() {
 		if ids[f] != ids[domain.DeliveryFile] {
-			return domain.Checkpoint{}, integrity(f, "journal_meta", "belongs to installation %s; %s belongs to %s", ids[f], domain.DeliveryFile, ids[domain.DeliveryFile])
+			return domain.Checkpoint{}, nil, integrity(f, "journal_meta", "belongs to installation %s; %s belongs to %s", ids[f], domain.DeliveryFile, ids[domain.DeliveryFile])
 		}
 	}
-	return cp, nil
+	return cp, versions, nil
 }
 
 // verifyFileReadOnly opens path read-only so that nothing in the
@@ -311,18 +321,18 @@ func verifySet(ctx context.Context, dir string) (domain.Checkpoint, error) {
 //   - with a -wal but no -shm, SQLite cannot read the WAL without creating
 //     the index: the file and its WAL are copied to a private temporary
 //     directory and checked there.
-func verifyFileReadOnly(ctx context.Context, path, file string) (string, domain.Checkpoint, error) {
+func verifyFileReadOnly(ctx context.Context, path, file string) (metaRow, domain.Checkpoint, error) {
 	wal, err := exists(path + "-wal")
 	if err != nil {
-		return "", domain.Checkpoint{}, err
+		return metaRow{}, domain.Checkpoint{}, err
 	}
 	shm, err := exists(path + "-shm")
 	if err != nil {
-		return "", domain.Checkpoint{}, err
+		return metaRow{}, domain.Checkpoint{}, err
 	}
 	if wal {
 		if _, err := checkWAL(path+"-wal", path+"-shm", file); err != nil {
-			return "", domain.Checkpoint{}, err
+			return metaRow{}, domain.Checkpoint{}, err
 		}
 	}
 	var dsn string
@@ -334,19 +344,19 @@ func verifyFileReadOnly(ctx context.Context, path, file string) (string, domain.
 	default:
 		tmp, err := os.MkdirTemp("", "metallo-journal-check-")
 		if err != nil {
-			return "", domain.Checkpoint{}, fmt.Errorf("check %s: %w", file, err)
+			return metaRow{}, domain.Checkpoint{}, fmt.Errorf("check %s: %w", file, err)
 		}
 		defer os.RemoveAll(tmp)
 		for _, suffix := range []string{"", "-wal"} {
 			if err := copyFile(path+suffix, filepath.Join(tmp, file+suffix)); err != nil {
-				return "", domain.Checkpoint{}, fmt.Errorf("check %s: %w", file, err)
+				return metaRow{}, domain.Checkpoint{}, fmt.Errorf("check %s: %w", file, err)
 			}
 		}
 		dsn = "file:" + filepath.Join(tmp, file) + "?mode=rw&_pragma=query_only(1)"
 	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
-		return "", domain.Checkpoint{}, integrity(file, "", "cannot be opened: %v", err)
+		return metaRow{}, domain.Checkpoint{}, integrity(file, "", "cannot be opened: %v", err)
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)

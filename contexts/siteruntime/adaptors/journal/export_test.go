@@ -1,6 +1,13 @@
 package journal
 
-import "context"
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+)
 
 // DiscardConnection leaves a transaction open on name's connection and
 // then drops the connection as a failed rollback does, so tests can show
@@ -39,4 +46,29 @@ func HoldTx(ctx context.Context, j *Journal, name, stmt string, started chan<- s
 		<-release
 		return fail
 	})
+}
+
+// DowngradeToVersion1 rewrites every journal file of the closed set in dir
+// as schema version 1 has it — jobs.sqlite and services.sqlite without
+// terminal_states, every journal_meta row at version 1 with its digest —
+// so tests can upgrade a version-1 set holding rows of every kind.
+func DowngradeToVersion1(ctx context.Context, dir string) error {
+	for _, f := range domain.JournalFiles() {
+		db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, f)+"?mode=rw")
+		if err != nil {
+			return err
+		}
+		var id string
+		err = db.QueryRowContext(ctx, "SELECT installation_id FROM journal_meta").Scan(&id)
+		if err == nil && f != domain.DeliveryFile {
+			_, err = db.ExecContext(ctx, "DROP TABLE terminal_states")
+		}
+		if err == nil {
+			_, err = db.ExecContext(ctx, "UPDATE journal_meta SET schema_version = 1, digest = ?", metaDigest(f, 1, id))
+		}
+		if err = errors.Join(err, db.Close()); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -3,9 +3,12 @@
 // jobs.sqlite and services.sqlite (native records) in one directory
 // (docs/site-runtime.md#journals).
 //
-//   - Fixed schema version 1 per file, created by `metallo runtime install`
-//     (Set.Initialise), never goose-migrated; a file of another version is
-//     refused, never converted.
+//   - A fixed schema per version (SchemaVersion), created by `metallo
+//     runtime install` (Set.Initialise), never goose-migrated: an earlier
+//     version is converted only by the installation hook's explicit,
+//     versioned upgrade (Set.Upgrade, upgrade.go), one durable transaction
+//     per file that keeps every row and digest; Open refuses a set that is
+//     not at SchemaVersion, naming the upgrade.
 //   - WAL, synchronous=FULL, a busy timeout and foreign keys on every
 //     connection; every write is one transaction (BEGIN IMMEDIATE) and one
 //     durable commit.
@@ -34,9 +37,11 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 )
 
-// SchemaVersion is the one schema version of every journal file this
-// Runtime reads and creates.
-const SchemaVersion = 1
+// SchemaVersion is the schema version of every journal file this Runtime
+// creates and opens: version 1 and each explicit upgrade after it
+// (upgradeSteps). A set of an earlier version is upgraded by `metallo
+// runtime install` (Set.Upgrade); Open refuses it, naming the upgrade.
+const SchemaVersion = 2
 
 // IntegrityError says which file and row failed which check. It wraps
 // application.ErrJournalIntegrity and the cause.

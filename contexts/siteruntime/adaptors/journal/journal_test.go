@@ -150,7 +150,7 @@ func TestInstallCreatesTheThreeJournalsBoundToTheInstallationAtCheckpointZero(t 
 		_ = db.QueryRow("PRAGMA journal_mode").Scan(&mode)
 		_ = sync
 		var version int
-		if err := db.QueryRow("SELECT schema_version FROM journal_meta").Scan(&version); err != nil || version != 1 || mode != "wal" {
+		if err := db.QueryRow("SELECT schema_version FROM journal_meta").Scan(&version); err != nil || version != journal.SchemaVersion || mode != "wal" {
 			t.Fatalf("%s: version %d mode %s err %v", f, version, mode, err)
 		}
 		_ = db.Close()

@@ -51,9 +51,11 @@ func (s *Set) Close() error { return s.lock.Unlock() }
 // Present lists which journal files exist.
 func (s *Set) Present(context.Context) (domain.JournalSet, error) { return presentFiles(s.dir) }
 
-// Binding verifies the complete set read-only and returns its binding.
+// Binding verifies the complete set read-only, each file at whichever
+// known schema version it is (an earlier one awaits Upgrade), and returns
+// its binding.
 func (s *Set) Binding(ctx context.Context) (domain.Binding, error) {
-	cp, err := verifySet(ctx, s.dir)
+	cp, _, err := verifySetVersions(ctx, s.dir)
 	return cp.Binding, err
 }
 
@@ -195,10 +197,11 @@ func unfinished(ctx context.Context, path, file string, want domain.Binding) (st
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	id, cp, err := checkFile(ctx, db, file)
+	m, cp, err := checkFile(ctx, db, file)
 	if err != nil {
 		return "", err
 	}
+	id := m.InstallationID
 	table := "native_records"
 	if file == domain.DeliveryFile {
 		table = "member_bindings"
@@ -262,6 +265,13 @@ func fill(ctx context.Context, db *sql.DB, file string, b domain.Binding) error 
 		}
 		if _, err := tx.ExecContext(ctx, string(ddl)); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	// A fresh file is version 1 with every upgrade applied, in the same
+	// transaction: the same schema an upgraded file has.
+	for _, step := range upgradeSteps() {
+		if err := step.apply(ctx, tx, file); err != nil {
+			return err
 		}
 	}
 	digest := metaDigest(file, SchemaVersion, b.InstallationID)

@@ -52,6 +52,8 @@ type siteOptions struct {
 	// realNode, when set, gives image and scheduling from the cluster
 	// (kubetest's RealNode).
 	realNode func(e *kubetest.Env) (string, kube.Scheduling)
+	// watch runs the Runtime's watch of its Jobs (terminal states).
+	watch bool
 }
 
 // site is a Site project namespace set up as the Site agent would, and a
@@ -72,6 +74,9 @@ type site struct {
 	image    string
 	runtime  kubernetes.Interface
 	seq      int64
+	// stopWatch ends the watch of the Runtime's Jobs (siteOptions.watch),
+	// as a Runtime that is down.
+	stopWatch func()
 }
 
 func newSite(t testing.TB, o siteOptions) *site {
@@ -123,11 +128,32 @@ func newSite(t testing.TB, o siteOptions) *site {
 	s.image = o.image
 	access := application.NewAccess(s.journal, workloads, perms, systemClock{})
 	batch := application.NewBatchExecutor(access, workloads, s.renderer, images{ref: o.image}, s.journal.Batch(), nil, application.BatchConfig{DeletionWait: o.deletionWait})
+	if o.watch {
+		w := application.NewJobWatcher(workloads, s.journal.Batch(), s.journal.Batch(), systemClock{}, testWatchEvents{t}, 0)
+		wctx, cancel := context.WithCancel(context.Background())
+		if err := w.Start(wctx); err != nil {
+			t.Fatal(err)
+		}
+		s.stopWatch = func() { cancel(); w.Wait() }
+		t.Cleanup(s.stopWatch) // before the journal closes
+		batch.WithTerminalStates(s.journal.Batch(), w, systemClock{})
+	}
 	if s.registry, err = application.NewRegistry(append(application.NewMemberExecutor(s.journal, nil).Registrations(), batch.Registrations()...)...); err != nil {
 		t.Fatal(err)
 	}
 	s.bind(1)
 	return s
+}
+
+// testWatchEvents logs what the watch does.
+type testWatchEvents struct{ t testing.TB }
+
+func (e testWatchEvents) TerminalRecorded(ts domain.TerminalState) {
+	e.t.Logf("watch recorded %s %s/%s: %s (%s)", ts.Kind, ts.Namespace, ts.Name, ts.State, ts.Reason)
+}
+
+func (e testWatchEvents) TerminalNotRecorded(ts domain.TerminalState, err error) {
+	e.t.Logf("watch did not record %s %s/%s: %v", ts.Kind, ts.Namespace, ts.Name, err)
 }
 
 type systemClock struct{}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -11,6 +13,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -272,17 +275,14 @@ func (w *Workloads) WaitGone(ctx context.Context, ref siteprotocol.NativeRef) (a
 	}
 }
 
-// ObserveJob reports the Job's state (docs/site-runtime.md#quota-means-queued):
-// succeeded or failed from its Complete or Failed condition (with the
-// condition's reason and message), running while one of its Pods runs,
-// queued otherwise — also while the namespace's quota refuses its Pod
-// (then with the reason FailedCreate and the "exceeded quota" message of
-// the Job controller's latest event). A finished Job reports the exit code
-// of its container ContainerName in the Pod that terminated last; a failed
-// Job whose Pod names why it failed (the kubelet's DeadlineExceeded when
-// the Pod's activeDeadlineSeconds ended it, Evicted) reports the Pod's
-// reason, the Job's own following in the message.
-// found is false when no Job with ref's name and UID exists.
+// ObserveJob reads the Job ref names, its Pods and (while it has no Pod)
+// its events as the Runtime and reports JobObservation of them. When that
+// quotes a quota refusal ("exceeded quota: <name>, …"), the quota is read
+// too: if it is gone, or the refused request fits its hard limits and
+// usage as they are now, the refusal no longer holds and is not quoted
+// (queued, saying the quota now has room and the Job controller creates
+// the Pod at its next try). found is false when no Job with ref's name and
+// UID exists.
 func (w *Workloads) ObserveJob(ctx context.Context, ref siteprotocol.NativeRef) (application.Observation, bool, error) {
 	job, err := w.client.BatchV1().Jobs(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -294,63 +294,199 @@ func (w *Workloads) ObserveJob(ctx context.Context, ref siteprotocol.NativeRef) 
 	if string(job.UID) != ref.UID {
 		return application.Observation{}, false, nil
 	}
-	started := timestamp(job.Status.StartTime)
 	pods, err := w.client.CoreV1().Pods(ref.Namespace).List(ctx, metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + ref.UID})
 	if err != nil {
 		return application.Observation{}, false, err
 	}
-	for _, c := range job.Status.Conditions {
-		if c.Status != corev1.ConditionTrue {
+	var events []corev1.Event
+	if _, finished := terminalCondition(job); !finished && len(pods.Items) == 0 {
+		list, err := w.client.CoreV1().Events(ref.Namespace).List(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("involvedObject.uid", ref.UID).String(),
+		})
+		if err != nil {
+			return application.Observation{}, false, err
+		}
+		events = list.Items
+	}
+	obs := JobObservation(job, pods.Items, events)
+	if name, refusal, ok := parseQuotaRefusal(obs.Message); ok && obs.Reason == "FailedCreate" {
+		q, err := w.client.CoreV1().ResourceQuotas(ref.Namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			obs = quotaOver(obs, fmt.Sprintf("quota %s no longer exists", name))
+		case err != nil:
+			return application.Observation{}, false, fmt.Errorf("read quota %s/%s: %w", ref.Namespace, name, err)
+		default:
+			if room, now := refusal.fitsNow(q); room {
+				obs = quotaOver(obs, fmt.Sprintf("quota %s now has room (%s)", name, now))
+			}
+		}
+	}
+	return obs, true, nil
+}
+
+// quotaRefusal is the Job controller's "exceeded quota" message of a
+// refused Pod create: the quota and the resources it names.
+type quotaRefusal struct {
+	requested, used, limited corev1.ResourceList
+}
+
+// parseQuotaRefusal reads the quota admission's message ("… exceeded
+// quota: <name>, requested: r=q,…, used: r=q,…, limited: r=q,…").
+func parseQuotaRefusal(msg string) (string, quotaRefusal, bool) {
+	_, rest, ok := strings.Cut(msg, "exceeded quota: ")
+	if !ok {
+		return "", quotaRefusal{}, false
+	}
+	name, rest, ok1 := strings.Cut(rest, ", requested: ")
+	requested, rest, ok2 := strings.Cut(rest, ", used: ")
+	used, limited, ok3 := strings.Cut(rest, ", limited: ")
+	var r quotaRefusal
+	var err1, err2, err3 error
+	r.requested, err1 = parseResources(requested)
+	r.used, err2 = parseResources(used)
+	r.limited, err3 = parseResources(limited)
+	if !ok1 || !ok2 || !ok3 || err1 != nil || err2 != nil || err3 != nil {
+		return "", quotaRefusal{}, false
+	}
+	return name, r, true
+}
+
+func parseResources(s string) (corev1.ResourceList, error) {
+	out := corev1.ResourceList{}
+	for _, part := range strings.Split(strings.TrimSpace(s), ",") {
+		k, v, ok := strings.Cut(part, "=")
+		if !ok {
+			return nil, fmt.Errorf("resource %q", part)
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return nil, err
+		}
+		out[corev1.ResourceName(k)] = q
+	}
+	return out, nil
+}
+
+// fitsNow reports whether the refused request fits the quota as it is now
+// (its hard limits and usage), and the quota's current hard and used
+// values of the requested resources.
+func (r quotaRefusal) fitsNow(q *corev1.ResourceQuota) (bool, string) {
+	fits := true
+	var now []string
+	for _, name := range slices.Sorted(maps.Keys(r.requested)) {
+		hard, limited := q.Status.Hard[name]
+		if !limited {
+			hard, limited = q.Spec.Hard[name]
+		}
+		if !limited {
 			continue
 		}
-		switch c.Type {
-		case batchv1.JobComplete:
-			finished := timestamp(job.Status.CompletionTime)
-			if finished == "" {
-				finished = timestamp(&c.LastTransitionTime)
-			}
-			obs := application.Observation{State: siteprotocol.StateSucceeded, Reason: c.Reason, Message: c.Message, StartedAt: started, FinishedAt: finished}
-			if p, code := lastTermination(pods.Items); p != nil {
-				obs.ExitCode = &code
-			}
-			return obs, true, nil
-		case batchv1.JobFailed:
-			obs := application.Observation{State: siteprotocol.StateFailed, Reason: c.Reason, Message: c.Message, StartedAt: started, FinishedAt: timestamp(&c.LastTransitionTime)}
-			if p, code := lastTermination(pods.Items); p != nil {
-				obs.ExitCode = &code
-				if p.Status.Reason != "" {
-					obs.Reason = p.Status.Reason
-					obs.Message = fmt.Sprintf("Pod %s: %s (Job: %s: %s)", p.Name, p.Status.Message, c.Reason, c.Message)
-				}
-			}
-			return obs, true, nil
+		used := q.Status.Used[name]
+		want := used.DeepCopy()
+		want.Add(r.requested[name])
+		if want.Cmp(hard) > 0 {
+			fits = false
 		}
+		now = append(now, fmt.Sprintf("%s: used %s of %s", name, used.String(), hard.String()))
 	}
-	for _, p := range pods.Items {
+	return fits, strings.Join(now, ", ")
+}
+
+// quotaOver is obs once the quota refusal it quotes no longer holds: the
+// Run is queued until the Job controller's next try creates the Pod.
+func quotaOver(obs application.Observation, why string) application.Observation {
+	obs.Reason = ""
+	obs.Message = "no Pod of the Job yet: its last Pod create was refused by the namespace quota, but " + why +
+		"; the Job controller creates the Pod at its next try"
+	return obs
+}
+
+// JobObservation is the state of job, with its Pods and events, as observe
+// reports it (docs/site-runtime.md#quota-means-queued). Every field comes
+// from the current objects or the Job's newest event, never from an
+// earlier reading:
+//
+//   - succeeded or failed from the Job's Complete or Failed condition, with
+//     the condition's reason and message; a failed Job whose Pod names why it
+//     failed (the kubelet's DeadlineExceeded, Evicted) reports the Pod's
+//     reason, the Job's following in the message. A finished Job reports the
+//     exit code of its container ContainerName in the Pod that terminated
+//     last (absent when no Pod's termination is known any more);
+//   - running while one of its Pods runs;
+//   - queued otherwise: with a Pod that is not running yet, that Pod's
+//     PodScheduled condition when it is false (e.g. Unschedulable); with no
+//     Pod, the Job's newest event when it is a refused Pod create
+//     (FailedCreate, e.g. "exceeded quota"): once a Pod exists, that refusal
+//     is over and never quoted again.
+//
+// started_at is the Job's status.startTime and finished_at its terminal
+// condition's lastTransitionTime, each set once by the Job controller, so
+// every observe of the Job (and its recorded terminal state) reports the
+// same times.
+func JobObservation(job *batchv1.Job, pods []corev1.Pod, events []corev1.Event) application.Observation {
+	started := timestamp(job.Status.StartTime)
+	if c, ok := terminalCondition(job); ok {
+		obs := application.Observation{Reason: c.Reason, Message: c.Message, StartedAt: started, FinishedAt: timestamp(&c.LastTransitionTime)}
+		p, code := lastTermination(pods)
+		if p != nil {
+			obs.ExitCode = &code
+		}
+		if c.Type == batchv1.JobComplete {
+			obs.State = siteprotocol.StateSucceeded
+			return obs
+		}
+		obs.State = siteprotocol.StateFailed
+		if p != nil && p.Status.Reason != "" {
+			obs.Reason = p.Status.Reason
+			obs.Message = fmt.Sprintf("Pod %s: %s (Job: %s: %s)", p.Name, p.Status.Message, c.Reason, c.Message)
+		}
+		return obs
+	}
+	for _, p := range pods {
 		if p.Status.Phase == corev1.PodRunning {
-			return application.Observation{State: siteprotocol.StateRunning, StartedAt: timestamp(p.Status.StartTime)}, true, nil
+			return application.Observation{State: siteprotocol.StateRunning, StartedAt: started}
 		}
 	}
-	obs := application.Observation{State: siteprotocol.StateQueued, Message: "no Pod of the Job is running yet"}
-	// A Pod refused by the namespace quota: the Job controller retries, the
-	// Run waits (queued, never failed); its event says why.
-	events, err := w.client.CoreV1().Events(ref.Namespace).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.uid", ref.UID), fields.OneTermEqualSelector("reason", "FailedCreate")).String(),
-	})
-	if err != nil {
-		return application.Observation{}, false, err
+	obs := application.Observation{State: siteprotocol.StateQueued, StartedAt: started, Message: "no Pod of the Job is running yet"}
+	for _, p := range pods {
+		if p.Status.Phase != corev1.PodPending {
+			continue
+		}
+		obs.Message = fmt.Sprintf("Pod %s is pending", p.Name)
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				obs.Reason, obs.Message = c.Reason, fmt.Sprintf("Pod %s: %s", p.Name, c.Message)
+			}
+		}
+		return obs
 	}
+	if len(pods) > 0 {
+		return obs
+	}
+	// No Pod: a Pod refused by the namespace quota; the Job controller
+	// retries, the Run waits (queued, never failed). The newest event says
+	// whether its last attempt was refused.
 	var latest *corev1.Event
-	for i := range events.Items {
-		e := &events.Items[i]
-		if strings.Contains(e.Message, "exceeded quota") && (latest == nil || eventTime(e).After(eventTime(latest))) {
+	for i := range events {
+		if e := &events[i]; latest == nil || !eventTime(e).Before(eventTime(latest)) {
 			latest = e
 		}
 	}
-	if latest != nil {
+	if latest != nil && latest.Reason == "FailedCreate" {
 		obs.Reason, obs.Message = latest.Reason, latest.Message
 	}
-	return obs, true, nil
+	return obs
+}
+
+// terminalCondition returns the Job's true Complete or Failed condition.
+func terminalCondition(job *batchv1.Job) (batchv1.JobCondition, bool) {
+	for _, c := range job.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
+			return c, true
+		}
+	}
+	return batchv1.JobCondition{}, false
 }
 
 // lastTermination returns the Pod whose container ContainerName
@@ -372,11 +508,19 @@ func lastTermination(pods []corev1.Pod) (*corev1.Pod, int32) {
 	return last, code
 }
 
+// eventTime is when the event last occurred: its series' last observation,
+// its lastTimestamp, or its eventTime.
 func eventTime(e *corev1.Event) time.Time {
-	if !e.LastTimestamp.IsZero() {
-		return e.LastTimestamp.Time
+	var t time.Time
+	for _, c := range []time.Time{e.LastTimestamp.Time, e.EventTime.Time, e.FirstTimestamp.Time} {
+		if c.After(t) {
+			t = c
+		}
 	}
-	return e.EventTime.Time
+	if e.Series != nil && e.Series.LastObservedTime.After(t) {
+		t = e.Series.LastObservedTime.Time
+	}
+	return t
 }
 
 func timestamp(t *metav1.Time) string {

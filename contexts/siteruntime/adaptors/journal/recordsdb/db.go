@@ -27,11 +27,20 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.getMetaStmt, err = db.PrepareContext(ctx, getMeta); err != nil {
 		return nil, fmt.Errorf("error preparing query GetMeta: %w", err)
 	}
+	if q.getTerminalStateStmt, err = db.PrepareContext(ctx, getTerminalState); err != nil {
+		return nil, fmt.Errorf("error preparing query GetTerminalState: %w", err)
+	}
 	if q.insertMetaStmt, err = db.PrepareContext(ctx, insertMeta); err != nil {
 		return nil, fmt.Errorf("error preparing query InsertMeta: %w", err)
 	}
+	if q.insertTerminalStateStmt, err = db.PrepareContext(ctx, insertTerminalState); err != nil {
+		return nil, fmt.Errorf("error preparing query InsertTerminalState: %w", err)
+	}
 	if q.listAllNativeRecordsStmt, err = db.PrepareContext(ctx, listAllNativeRecords); err != nil {
 		return nil, fmt.Errorf("error preparing query ListAllNativeRecords: %w", err)
+	}
+	if q.listAllTerminalStatesStmt, err = db.PrepareContext(ctx, listAllTerminalStates); err != nil {
+		return nil, fmt.Errorf("error preparing query ListAllTerminalStates: %w", err)
 	}
 	if q.listNativeRecordsStmt, err = db.PrepareContext(ctx, listNativeRecords); err != nil {
 		return nil, fmt.Errorf("error preparing query ListNativeRecords: %w", err)
@@ -49,14 +58,29 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing getMetaStmt: %w", cerr)
 		}
 	}
+	if q.getTerminalStateStmt != nil {
+		if cerr := q.getTerminalStateStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing getTerminalStateStmt: %w", cerr)
+		}
+	}
 	if q.insertMetaStmt != nil {
 		if cerr := q.insertMetaStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing insertMetaStmt: %w", cerr)
 		}
 	}
+	if q.insertTerminalStateStmt != nil {
+		if cerr := q.insertTerminalStateStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing insertTerminalStateStmt: %w", cerr)
+		}
+	}
 	if q.listAllNativeRecordsStmt != nil {
 		if cerr := q.listAllNativeRecordsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing listAllNativeRecordsStmt: %w", cerr)
+		}
+	}
+	if q.listAllTerminalStatesStmt != nil {
+		if cerr := q.listAllTerminalStatesStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listAllTerminalStatesStmt: %w", cerr)
 		}
 	}
 	if q.listNativeRecordsStmt != nil {
@@ -106,23 +130,29 @@ func (q *Queries) queryRow(ctx context.Context, stmt *sql.Stmt, query string, ar
 }
 
 type Queries struct {
-	db                       DBTX
-	tx                       *sql.Tx
-	getMetaStmt              *sql.Stmt
-	insertMetaStmt           *sql.Stmt
-	listAllNativeRecordsStmt *sql.Stmt
-	listNativeRecordsStmt    *sql.Stmt
-	upsertNativeRecordStmt   *sql.Stmt
+	db                        DBTX
+	tx                        *sql.Tx
+	getMetaStmt               *sql.Stmt
+	getTerminalStateStmt      *sql.Stmt
+	insertMetaStmt            *sql.Stmt
+	insertTerminalStateStmt   *sql.Stmt
+	listAllNativeRecordsStmt  *sql.Stmt
+	listAllTerminalStatesStmt *sql.Stmt
+	listNativeRecordsStmt     *sql.Stmt
+	upsertNativeRecordStmt    *sql.Stmt
 }
 
 func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 	return &Queries{
-		db:                       tx,
-		tx:                       tx,
-		getMetaStmt:              q.getMetaStmt,
-		insertMetaStmt:           q.insertMetaStmt,
-		listAllNativeRecordsStmt: q.listAllNativeRecordsStmt,
-		listNativeRecordsStmt:    q.listNativeRecordsStmt,
-		upsertNativeRecordStmt:   q.upsertNativeRecordStmt,
+		db:                        tx,
+		tx:                        tx,
+		getMetaStmt:               q.getMetaStmt,
+		getTerminalStateStmt:      q.getTerminalStateStmt,
+		insertMetaStmt:            q.insertMetaStmt,
+		insertTerminalStateStmt:   q.insertTerminalStateStmt,
+		listAllNativeRecordsStmt:  q.listAllNativeRecordsStmt,
+		listAllTerminalStatesStmt: q.listAllTerminalStatesStmt,
+		listNativeRecordsStmt:     q.listNativeRecordsStmt,
+		upsertNativeRecordStmt:    q.upsertNativeRecordStmt,
 	}
 }

@@ -4,6 +4,10 @@
 
 package recordsdb
 
+import (
+	"database/sql"
+)
+
 type JournalMetum struct {
 	ID             int64
 	File           string
@@ -25,4 +29,20 @@ type NativeRecord struct {
 	Spec        []byte
 	SpecDigest  string
 	Digest      string
+}
+
+type TerminalState struct {
+	AttemptID  string
+	Kind       string
+	Name       string
+	Namespace  string
+	Uid        string
+	State      string
+	Reason     string
+	Message    string
+	StartedAt  string
+	FinishedAt string
+	ExitCode   sql.NullInt64
+	ObservedAt string
+	Digest     string
 }

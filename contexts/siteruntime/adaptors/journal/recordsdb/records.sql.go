@@ -7,7 +7,106 @@ package recordsdb
 
 import (
 	"context"
+	"database/sql"
 )
+
+const getTerminalState = `-- name: GetTerminalState :many
+SELECT attempt_id, kind, name, namespace, uid, state, reason, message, started_at, finished_at, exit_code, observed_at, digest
+FROM terminal_states WHERE attempt_id = ? AND kind = ? AND name = ? AND uid = ?
+`
+
+type GetTerminalStateParams struct {
+	AttemptID string
+	Kind      string
+	Name      string
+	Uid       string
+}
+
+func (q *Queries) GetTerminalState(ctx context.Context, arg GetTerminalStateParams) ([]TerminalState, error) {
+	rows, err := q.query(ctx, q.getTerminalStateStmt, getTerminalState,
+		arg.AttemptID,
+		arg.Kind,
+		arg.Name,
+		arg.Uid,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TerminalState
+	for rows.Next() {
+		var i TerminalState
+		if err := rows.Scan(
+			&i.AttemptID,
+			&i.Kind,
+			&i.Name,
+			&i.Namespace,
+			&i.Uid,
+			&i.State,
+			&i.Reason,
+			&i.Message,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.ExitCode,
+			&i.ObservedAt,
+			&i.Digest,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const insertTerminalState = `-- name: InsertTerminalState :execrows
+INSERT INTO terminal_states (attempt_id, kind, name, namespace, uid, state, reason, message, started_at, finished_at, exit_code, observed_at, digest)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (attempt_id, kind, name, uid) DO NOTHING
+`
+
+type InsertTerminalStateParams struct {
+	AttemptID  string
+	Kind       string
+	Name       string
+	Namespace  string
+	Uid        string
+	State      string
+	Reason     string
+	Message    string
+	StartedAt  string
+	FinishedAt string
+	ExitCode   sql.NullInt64
+	ObservedAt string
+	Digest     string
+}
+
+func (q *Queries) InsertTerminalState(ctx context.Context, arg InsertTerminalStateParams) (int64, error) {
+	result, err := q.exec(ctx, q.insertTerminalStateStmt, insertTerminalState,
+		arg.AttemptID,
+		arg.Kind,
+		arg.Name,
+		arg.Namespace,
+		arg.Uid,
+		arg.State,
+		arg.Reason,
+		arg.Message,
+		arg.StartedAt,
+		arg.FinishedAt,
+		arg.ExitCode,
+		arg.ObservedAt,
+		arg.Digest,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
 
 const listAllNativeRecords = `-- name: ListAllNativeRecords :many
 SELECT attempt_id, kind, name, namespace, uid, service_kind, phase, command_id, sequence, spec, spec_digest, digest
@@ -35,6 +134,48 @@ func (q *Queries) ListAllNativeRecords(ctx context.Context) ([]NativeRecord, err
 			&i.Sequence,
 			&i.Spec,
 			&i.SpecDigest,
+			&i.Digest,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listAllTerminalStates = `-- name: ListAllTerminalStates :many
+SELECT attempt_id, kind, name, namespace, uid, state, reason, message, started_at, finished_at, exit_code, observed_at, digest
+FROM terminal_states ORDER BY attempt_id, kind, name, uid
+`
+
+func (q *Queries) ListAllTerminalStates(ctx context.Context) ([]TerminalState, error) {
+	rows, err := q.query(ctx, q.listAllTerminalStatesStmt, listAllTerminalStates)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TerminalState
+	for rows.Next() {
+		var i TerminalState
+		if err := rows.Scan(
+			&i.AttemptID,
+			&i.Kind,
+			&i.Name,
+			&i.Namespace,
+			&i.Uid,
+			&i.State,
+			&i.Reason,
+			&i.Message,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.ExitCode,
+			&i.ObservedAt,
 			&i.Digest,
 		); err != nil {
 			return nil, err

@@ -1,0 +1,264 @@
+package journal_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/failpoint"
+)
+
+// version1 returns a closed version-1 journal set holding rows of every
+// kind: two delivered commands, a third pending with its saved result, a
+// member binding and a native record.
+func version1(t *testing.T) string {
+	t.Helper()
+	dir := populated(t, true)
+	j := open(t, dir)
+	if err := j.Save(context.Background(), []domain.MemberBinding{{BindingID: "b1", Generation: 1, Revision: 2, PartyID: "p", ProjectID: "q",
+		Namespace: "project-a", Account: "member-p", AppliedBy: "c"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := journal.DowngradeToVersion1(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// rows dumps every row of every table but journal_meta in every journal
+// file of the closed set dir, digests included, in a stable order.
+func rows(t *testing.T, dir string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, f := range domain.JournalFiles() {
+		db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, f)+"?mode=ro&immutable=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tables := query(t, db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'journal_meta' ORDER BY name")
+		for _, tb := range tables {
+			for _, r := range query(t, db, "SELECT * FROM "+tb[0]+" ORDER BY 1, 2") {
+				out[f+"/"+tb[0]] = append(out[f+"/"+tb[0]], strings.Join(r, "|"))
+			}
+		}
+		_ = db.Close()
+	}
+	return out
+}
+
+func query(t *testing.T, db *sql.DB, q string) [][]string {
+	t.Helper()
+	rs, err := db.Query(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	cols, _ := rs.Columns()
+	var out [][]string
+	for rs.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rs.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		r := make([]string, len(cols))
+		for i, v := range vals {
+			r[i] = fmt.Sprintf("%v", v)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func versions(t *testing.T, dir string) []int {
+	t.Helper()
+	var out []int
+	for _, f := range domain.JournalFiles() {
+		db, _ := sql.Open("sqlite", "file:"+filepath.Join(dir, f)+"?mode=ro&immutable=1")
+		var v int
+		if err := db.QueryRow("SELECT schema_version FROM journal_meta").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		_ = db.Close()
+		out = append(out, v)
+	}
+	return out
+}
+
+func sameRows(t *testing.T, before, after map[string][]string) {
+	t.Helper()
+	for k, v := range before {
+		if !slices.Equal(v, after[k]) {
+			t.Fatalf("%s changed in the upgrade:\nbefore %q\nafter  %q", k, v, after[k])
+		}
+	}
+}
+
+// A version-1 journal set: Open (serve) refuses it naming the upgrade and
+// changes no byte; the installation hook's Upgrade brings every file to
+// the current version in place, keeping every row and its digest, and the
+// upgraded set opens with the same checkpoint and saved result; a second
+// Upgrade does nothing (docs/site-runtime.md#schema-versions-and-upgrades).
+func TestAVersion1SetIsRefusedNamingTheUpgradeAndTheUpgradeKeepsEveryRow(t *testing.T) {
+	ctx := context.Background()
+	dir := version1(t)
+	before, files := rows(t, dir), snapshot(t, dir)
+	_, err := journal.Open(ctx, dir, journal.Options{})
+	var up *journal.UpgradeRequiredError
+	if !errors.As(err, &up) || !errors.Is(err, journal.ErrUpgradeRequired) || up.Version != 1 ||
+		!strings.Contains(err.Error(), "metallo runtime install") || !strings.Contains(err.Error(), domain.DeliveryFile) {
+		t.Fatalf("Open of a version-1 set: %v; want the upgrade named", err)
+	}
+	sameSnapshot(t, files, snapshot(t, dir))
+
+	set, err := journal.OpenSet(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := set.Binding(ctx); err != nil || b != bound {
+		t.Fatalf("the installer reads the binding of a version-1 set: %+v, %v", b, err)
+	}
+	done, err := set.Upgrade(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"delivery.sqlite 1→2", "jobs.sqlite 1→2", "services.sqlite 1→2"}
+	slices.Sort(done)
+	if !slices.Equal(done, want) {
+		t.Fatalf("upgraded %q, want %q", done, want)
+	}
+	if again, err := set.Upgrade(ctx); err != nil || len(again) != 0 {
+		t.Fatalf("a second upgrade: %q, %v", again, err)
+	}
+	_ = set.Close()
+	if v := versions(t, dir); !slices.Equal(v, []int{2, 2, 2}) {
+		t.Fatalf("versions after the upgrade: %v", v)
+	}
+	after := rows(t, dir)
+	sameRows(t, before, after)
+	if len(after[domain.JobsFile+"/terminal_states"]) != 0 {
+		t.Fatal("the upgrade wrote terminal states")
+	}
+	j := open(t, dir)
+	cp, err := j.Restore(ctx)
+	if err != nil || cp.Acknowledged != 2 || cp.Pending == nil || !strings.Contains(string(cp.Pending.Result), "saved result bytes 3") {
+		t.Fatalf("restored after the upgrade: %+v, %v", cp, err)
+	}
+	// The new table is in use.
+	if saved, err := j.Batch().SaveTerminal(ctx, domain.TerminalState{AttemptID: "a", Kind: "Job", Name: "attempt-a", UID: "u", State: "succeeded"}); err != nil || !saved {
+		t.Fatalf("save a terminal state after the upgrade: %v, %v", saved, err)
+	}
+}
+
+// A fresh installation and an upgraded version-1 set have the same schema.
+func TestAFreshSetAndAnUpgradedOneHaveTheSameSchema(t *testing.T) {
+	fresh, upgraded := install(t), version1(t)
+	set, err := journal.OpenSet(upgraded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := set.Upgrade(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_ = set.Close()
+	for _, f := range domain.JournalFiles() {
+		schema := func(dir string) [][]string {
+			db, _ := sql.Open("sqlite", "file:"+filepath.Join(dir, f)+"?mode=ro&immutable=1")
+			defer db.Close()
+			return query(t, db, "SELECT type, name, sql FROM sqlite_master ORDER BY name")
+		}
+		if a, b := fmt.Sprint(schema(fresh)), fmt.Sprint(schema(upgraded)); a != b {
+			t.Fatalf("%s: fresh schema %s\nupgraded %s", f, a, b)
+		}
+	}
+}
+
+const upgradeHelperEnv = "METALLO_JOURNAL_UPGRADE_HELPER"
+
+// TestUpgradeHelperProcess is the upgrade the kill test runs in a child
+// process, killed by its failpoint; it does nothing in a normal run.
+func TestUpgradeHelperProcess(t *testing.T) {
+	dir := os.Getenv(upgradeHelperEnv)
+	if dir == "" {
+		t.Skip("the kill test's child process")
+	}
+	fp, err := failpoint.Parse(os.Getenv(failpoint.EnvVar), application.InstallFailpointNames(), os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := journal.OpenSet(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.SetFailpoints(fp)
+	if _, err := set.Upgrade(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An upgrade SIGKILLed after each file's durable upgrade leaves files at
+// two versions: serve refuses the set naming the upgrade, and the next
+// upgrade finishes it with every row and digest kept.
+func TestAnUpgradeKilledAfterEachFileIsFinishedByTheNextKeepingEveryRow(t *testing.T) {
+	for n := 1; n <= 3; n++ {
+		t.Run(fmt.Sprintf("%s@%d", application.FailUpgradeAfterFile, n), func(t *testing.T) {
+			ctx := context.Background()
+			dir := version1(t)
+			before := rows(t, dir)
+			cmd := exec.Command(os.Args[0], "-test.run=^TestUpgradeHelperProcess$", "-test.count=1")
+			cmd.Env = append(os.Environ(), upgradeHelperEnv+"="+dir, fmt.Sprintf("%s=%s@%d", failpoint.EnvVar, application.FailUpgradeAfterFile, n))
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("the upgrade was not killed after file %d: %v\n%s", n, err, out)
+			}
+			// Files upgraded in order: jobs, services, delivery.
+			order := map[string]int{domain.JobsFile: 1, domain.ServicesFile: 2, domain.DeliveryFile: 3}
+			for i, f := range domain.JournalFiles() {
+				want := 1
+				if order[f] <= n {
+					want = 2
+				}
+				if v := versions(t, dir)[i]; v != want {
+					t.Fatalf("killed after file %d: %s at version %d, want %d", n, f, v, want)
+				}
+			}
+			if n < 3 {
+				if _, err := journal.Open(ctx, dir, journal.Options{}); !errors.Is(err, journal.ErrUpgradeRequired) {
+					t.Fatalf("Open of a half-upgraded set: %v", err)
+				}
+			}
+			set, err := journal.OpenSet(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done, err := set.Upgrade(ctx)
+			_ = set.Close()
+			if err != nil || len(done) != 3-n {
+				t.Fatalf("the next upgrade: %q, %v", done, err)
+			}
+			sameRows(t, before, rows(t, dir))
+			j := open(t, dir)
+			if cp, err := j.Restore(ctx); err != nil || cp.Pending == nil || cp.Pending.Result == nil {
+				t.Fatalf("restored: %+v, %v", cp, err)
+			}
+		})
+	}
+}
