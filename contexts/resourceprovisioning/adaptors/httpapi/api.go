@@ -180,6 +180,7 @@ func (a *API) Register(api huma.API) {
 		Metadata: admitReader,
 		Errors:   errs,
 	}, a.bindingConflicts)
+	a.registerInconsistencies(api, errs)
 	a.registerMembers(api, errs)
 }
 
