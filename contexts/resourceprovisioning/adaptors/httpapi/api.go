@@ -81,6 +81,7 @@ func New(svc *application.Service, log *zap.Logger) *API {
 // Register implements httpserver.Registrar.
 func (a *API) Register(api huma.API) {
 	errs := []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusUnprocessableEntity, http.StatusServiceUnavailable}
+	reg := api.OpenAPI().Components.Schemas
 	huma.Register(api, huma.Operation{
 		OperationID: "submit-reports",
 		Method:      http.MethodPost,
@@ -101,7 +102,7 @@ func (a *API) Register(api huma.API) {
 		Tags:        []string{Tag},
 		Security:    httpserver.Bearer(),
 		Metadata:    admitReporter,
-		Middlewares: huma.Middlewares{guardJSONBody(func() any { var in submitReportsInput; return &in.Body })},
+		Middlewares: huma.Middlewares{guardJSONBody(reg, a.reportsBody)},
 		Errors:      append(errs, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType),
 	}, a.submitReports)
 	huma.Register(api, huma.Operation{
@@ -120,7 +121,7 @@ func (a *API) Register(api huma.API) {
 		Tags:        []string{Tag},
 		Security:    httpserver.Bearer(),
 		Metadata:    admitBeto,
-		Middlewares: huma.Middlewares{guardJSONBody(func() any { var in betoEventInput; return &in.Body })},
+		Middlewares: huma.Middlewares{guardJSONBody(reg, a.betoEventBody)},
 		Errors:      append(errs, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType),
 	}, a.receiveBetoEvent)
 	huma.Register(api, huma.Operation{
@@ -181,7 +182,7 @@ func (a *API) Register(api huma.API) {
 		Errors:   errs,
 	}, a.bindingConflicts)
 	a.registerInconsistencies(api, errs)
-	a.registerMembers(api, errs)
+	a.registerMembers(api, reg, errs)
 }
 
 // problem maps an application error to a problem; unexpected errors are
