@@ -40,8 +40,9 @@ func betoPrincipal() auth.Principal { return auth.Principal{Kind: auth.KindServi
 const bodyRules = "The body must be declared `application/json` (or a `+json` type; none or another is 415). " +
 	"A body that is not one I-JSON value (not JSON, invalid UTF-8, an escaped lone surrogate, a member " +
 	"name repeated in one object, data after the value) is 400 `malformed`; a null anywhere (leave optional members " +
-	"out) or a control character such as NUL in any string is 422 `validation-failed` naming the member. Nothing is " +
-	"stored."
+	"out) or a control character such as NUL in any string is 422 `validation-failed` naming the member. One 422 names " +
+	"every bad field at once: numbers that do not fit their integer field (a fraction, an exponent, beyond 64 bits), " +
+	"schema failures and the intake's own rules. Nothing is stored."
 
 // ReasonInvalidCursor is the problem reason of a cursor this API never
 // issued (400).
