@@ -39,7 +39,7 @@ run: build
 	fi
 	$(BIN) serve --role $(SERVE_ROLES) --keys-file var/keys.yaml --migrate --log-format console $(SERVE_FLAGS)
 
-## test: every lane (unit, SQLite, PostgreSQL, Kubernetes, Git host); fails when a lane runs no test or skips one
+## test: every lane (unit, SQLite, PostgreSQL, Kubernetes, Git host, and a short fuzz pass); fails when a lane runs no test or skips one
 test: services git-tools githost-build cluster-up
 	@mkdir -p var
 	$(GO) vet ./...
@@ -47,7 +47,38 @@ test: services git-tools githost-build cluster-up
 	$(GO) build -o var/lanecheck ./app/cmd/lanecheck
 	status=0; $(GO) test -json $(GOFLAGS_TEST) ./... > var/test-report.json || status=$$?; \
 	(cd deploy/localcluster && $(GO) test -json ./internal/...) >> var/test-report.json || status=$$?; \
+	for target in $(FUZZ_TARGETS_TEST); do \
+	  $(GO) test -json -run '^$$' -fuzz "^$${target#*:}$$" -fuzztime $(FUZZTIME_TEST) -fuzzminimizetime $(FUZZMINIMIZETIME) -parallel 2 ./$${target%%:*} >> var/test-report.json || status=1; \
+	done; \
 	var/lanecheck -quiet -require $(REQUIRED_LANES) -file var/test-report.json && exit $$status
+
+# --- fuzzing (docs/testing.md#fuzzing) ---
+# Every decoder an outsider reaches, as <package>:<target>; each has a
+# committed seed corpus in <package>/testdata/fuzz/<target>/ that every
+# `go test` replays. `make fuzz` fuzzes each for FUZZTIME; `make test` for
+# FUZZTIME_TEST (the fuzz lane). A failing input is written to the
+# package's testdata/fuzz/<target>/: commit it with the fix.
+FUZZ_TARGETS := platform/ijson:FuzzCheck \
+	platform/siteprotocol:FuzzParseAppend platform/siteprotocol:FuzzParsePulled platform/siteprotocol:FuzzParseResult \
+	contexts/resourceprovisioning/adaptors/httpapi:FuzzReportBody contexts/resourceprovisioning/adaptors/httpapi:FuzzBetoEventBody \
+	contexts/resourceprovisioning/adaptors/httpapi:FuzzAccountsBody \
+	contexts/resourceprovisioning/adaptors/waldur:FuzzMapping \
+	contexts/executionports:FuzzExecutionBodies \
+	contexts/executionports/adaptors/environments:FuzzParse platform/auth:FuzzParseKeys
+# FUZZ_TARGETS_TEST: the targets of make test's short pass (all by default).
+FUZZ_TARGETS_TEST ?= $(FUZZ_TARGETS)
+FUZZTIME ?= 60s
+FUZZTIME_TEST ?= 3s
+FUZZMINIMIZETIME ?= 5s
+
+.PHONY: fuzz
+## fuzz: fuzz every decoder an outsider reaches for FUZZTIME each (default 60s; e.g. make fuzz FUZZTIME=10m)
+fuzz:
+	@for target in $(FUZZ_TARGETS); do \
+	  echo "fuzz $${target%%:*} $${target#*:} for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$${target#*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) ./$${target%%:*} || exit 1; \
+	done
+# --- end fuzzing ---
 
 ## services: make sure the local PostgreSQL server answers (machines of this kind have it installed)
 services:

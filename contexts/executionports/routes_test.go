@@ -98,8 +98,8 @@ func TestBadCommandsAre4xxProblemsAndStoreNothing(t *testing.T) {
 		status int
 	}{
 		"not JSON":         {[]byte(`{"id":`), http.StatusBadRequest},
-		"a null member":    {bytes.Replace(observe(1, issued), []byte(`"family":"batch"`), []byte(`"family":null`), 1), http.StatusBadRequest},
-		"an unknown field": {bytes.Replace(observe(1, issued), []byte(`{`), []byte(`{"colour":"blue",`), 1), http.StatusBadRequest},
+		"a null member":    {bytes.Replace(observe(1, issued), []byte(`"family":"batch"`), []byte(`"family":null`), 1), http.StatusUnprocessableEntity},
+		"an unknown field": {bytes.Replace(observe(1, issued), []byte(`{`), []byte(`{"colour":"blue",`), 1), http.StatusUnprocessableEntity},
 		"a sequence":       {bytes.Replace(observe(1, issued), []byte(`{`), []byte(`{"sequence":4,`), 1), http.StatusUnprocessableEntity},
 		"a local time":     {observe(1, "2026-11-29T10:00:00+01:00"), http.StatusUnprocessableEntity},
 		"no run_id":        {[]byte(`{"id":"` + uuid(1) + `","operation":"start","issued_at":"` + issued + `","family":"batch"}`), http.StatusUnprocessableEntity},

@@ -50,9 +50,20 @@ func LoadKeys(path string) (*KeyStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read keys file: %w", err)
 	}
+	s, err := ParseKeys(raw)
+	if err != nil {
+		return nil, fmt.Errorf("keys file %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// ParseKeys decodes a keys file's text (YAML, strictly: an unknown or
+// repeated field is an error) and validates it as NewKeyStore does. Its
+// errors name the entry; it never panics, whatever raw holds (FuzzParseKeys).
+func ParseKeys(raw []byte) (*KeyStore, error) {
 	var f KeysFile
 	if err := yaml.UnmarshalStrict(raw, &f); err != nil {
-		return nil, fmt.Errorf("parse keys file %s: %w", path, err)
+		return nil, fmt.Errorf("parse: %w", err)
 	}
 	return NewKeyStore(f)
 }

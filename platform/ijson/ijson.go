@@ -91,6 +91,22 @@ func (r Rule) String() string {
 	return "rule(" + strconv.Itoa(int(r)) + ")"
 }
 
+// NotText reports whether r is broken by bytes that are not one I-JSON text
+// at all (RFC 8259, RFC 7493): Syntax, InvalidUTF8, LoneSurrogate,
+// DuplicateMember, TrailingData and Depth (nesting is a bound on the text,
+// read before any member is). The other rules (Null, NUL,
+// ControlCharacter) are broken by a well-formed text whose content an API
+// refuses. Both central roles answer the first kind 400 and the second 422
+// naming the member (README, "Bad input";
+// docs/architecture.md#one-answer-per-fault).
+func (r Rule) NotText() bool {
+	switch r {
+	case Null, NUL, ControlCharacter:
+		return false
+	}
+	return true
+}
+
 // Options selects the variable rules of Check. The zero value applies the
 // rules of the package documentation.
 type Options struct {

@@ -241,3 +241,30 @@ func TestASyntaxErrorBeforeTheFirstNameIsLocatedAtTheObject(t *testing.T) {
 		}
 	}
 }
+
+// TestNotTextDrawsTheLineBetween400And422: the rules broken by bytes that
+// are not one I-JSON text, and only those, are NotText
+// (docs/architecture.md#one-answer-per-fault).
+func TestNotTextDrawsTheLineBetween400And422(t *testing.T) {
+	for text, want := range map[string]bool{
+		`{"a":`:          true,
+		"\"\xff\"":       true,
+		`"\ud800"`:       true,
+		`{"a":1,"a":2}`:  true,
+		`{"a":1,"A":2}`:  true,
+		`1 2`:            true,
+		`[[[1]]]`:        true,
+		`{"a":null}`:     false,
+		`{"a":"\u0000"}`: false,
+		`{"a":"\u0007"}`: false,
+	} {
+		_, err := Check([]byte(text), Options{RefuseControl: true, MaxDepth: 2})
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Fatalf("%q: %v, want an *Error", text, err)
+		}
+		if e.Rule.NotText() != want {
+			t.Errorf("%q breaks %s: NotText %v, want %v", text, e.Rule, e.Rule.NotText(), want)
+		}
+	}
+}

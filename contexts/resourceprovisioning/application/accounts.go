@@ -59,15 +59,7 @@ type AccountOutcome struct {
 //   - an error wrapping ErrUnavailable when the store cannot be reached.
 func (s *Service) SubmitAccounts(ctx context.Context, site string, r domain.AccountReport) (AccountsResult, error) {
 	now := s.now()
-	problems := r.Validate("body")
-	if latest := now.Add(s.cfg.ClockSkew); r.ObservedAt.After(latest) {
-		problems = append(problems, domain.Problem{
-			Location: "body.observed_at",
-			Message:  fmt.Sprintf("lies beyond the server clock (%s) plus the allowed clock skew of %s; check the agent's clock", now.Format(time.RFC3339), s.cfg.ClockSkew),
-			Value:    r.ObservedAt.UTC().Format(time.RFC3339Nano),
-		})
-	}
-	if err := domain.Invalid(problems...); err != nil {
+	if err := s.checkAccounts(r, now); err != nil {
 		return AccountsResult{}, err
 	}
 	r = r.Normalize()

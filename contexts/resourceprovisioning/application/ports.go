@@ -116,6 +116,16 @@ type Reader interface {
 	// BindingConflicts returns every provider Project claimed by more than
 	// one canonical Project, ordered by instance then provider Project.
 	BindingConflicts(ctx context.Context) ([]domain.BindingConflict, error)
+	// InconsistentAllocationsAfter returns up to limit allocations with ID >
+	// afterID in ID order (keyset paging) that are neither retired nor
+	// suspended and whose applied limits differ from the configured ones,
+	// that have the reason limits_not_applied, or whose LastSeenAt is before
+	// staleBefore (docs/resource-provisioning.md#the-inconsistencies-read).
+	InconsistentAllocationsAfter(ctx context.Context, afterID string, staleBefore time.Time, limit int) ([]domain.Allocation, error)
+	// AmbiguousResources returns every canonical Project with several
+	// non-retired allocations at one Site, ordered by Project then Site,
+	// each with its allocation IDs in ID order.
+	AmbiguousResources(ctx context.Context) ([]domain.AmbiguousResource, error)
 	MemberReader
 }
 

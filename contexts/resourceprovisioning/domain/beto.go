@@ -221,3 +221,12 @@ type BindingConflict struct {
 	ProviderProjectID string
 	ProjectIDs        []string
 }
+
+// AmbiguousResource is a canonical Project with several non-retired
+// allocations at one Site: planning cannot pick one of them
+// (docs/resource-provisioning.md#the-inconsistencies-read).
+type AmbiguousResource struct {
+	ProjectID     string
+	Site          string
+	AllocationIDs []string
+}

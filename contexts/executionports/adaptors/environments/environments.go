@@ -88,15 +88,23 @@ func Load(path string) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read environments file: %w", err)
 	}
-	var f File
-	if err := yaml.UnmarshalStrict(raw, &f); err != nil {
-		return nil, fmt.Errorf("parse environments file %s: %w", path, err)
-	}
-	s, err := New(f, filepath.Dir(path))
+	s, err := Parse(raw, filepath.Dir(path))
 	if err != nil {
 		return nil, fmt.Errorf("environments file %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// Parse decodes an environments file's text (YAML, strictly: an unknown or
+// repeated field is an error) and validates it as New does, resolving
+// relative kubeconfig paths against dir. It never panics, whatever raw
+// holds (FuzzParse).
+func Parse(raw []byte, dir string) (*Set, error) {
+	var f File
+	if err := yaml.UnmarshalStrict(raw, &f); err != nil {
+		return nil, fmt.Errorf("parse: %w", err)
+	}
+	return New(f, dir)
 }
 
 // validID applies the principal identifier rule of platform/auth to an

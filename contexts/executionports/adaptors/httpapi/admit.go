@@ -86,8 +86,10 @@ var environmentID = regexp.MustCompile(httpserver.IDPattern)
 // payload-too-large naming limit, the protocol's bound: a body of exactly
 // limit bytes is read; the operation's MaxBodyBytes must exceed limit so
 // Huma never answers with its own, off-by-one bound). With strict it also
-// applies siteprotocol.CheckJSON to the body before Huma decodes it (400
-// invalid-request naming the rule and located at the member): encoding/json
+// applies siteprotocol.CheckJSON to the body before Huma decodes it, naming
+// the rule and located at the member: 400 invalid-request for bytes that
+// are not one I-JSON text, 422 validation-failed for a null or a NUL
+// (malformedStatus): encoding/json
 // would otherwise keep one of two duplicate members silently and turn
 // invalid UTF-8 into U+FFFD. Raw command and result bodies are checked by
 // the codec instead (with their own reasons). A strict body that is an
@@ -121,7 +123,8 @@ func jsonBody(strict bool, limit int64, required ...string) func(huma.Context, f
 			return
 		}
 		if err := siteprotocol.CheckJSON(body); err != nil {
-			httpserver.WriteProblem(ctx, httpserver.NewProblem(http.StatusBadRequest, httpserver.DefaultReason(http.StatusBadRequest), "the request body is not strict JSON: "+jsonRule(err),
+			status := malformedStatus(err)
+			httpserver.WriteProblem(ctx, httpserver.NewProblem(status, httpserver.DefaultReason(status), "the request body is not strict JSON: "+jsonRule(err),
 				&huma.ErrorDetail{Location: jsonLocation(err), Message: jsonRule(err)}))
 			return
 		}

@@ -411,7 +411,7 @@ func registerExecution(api huma.API, h *Handlers) {
 		Method:       http.MethodPost,
 		Path:         "/execution/v1/streams/{environment}/rebind",
 		Summary:      "Rebind a stream to a Runtime installation",
-		Description:  "An operator's explicit rebind: binds the stream to installation_id, or unbinds it with unbind: true (exactly one of the two; both, neither or an empty installation_id is 422 validation-failed), recorded with the calling principal, the time and the reason. The previously bound installation is refused from then on. The body must be application/json (415) and strict JSON: valid UTF-8, no null, no member twice (400 invalid-request).",
+		Description:  "An operator's explicit rebind: binds the stream to installation_id, or unbinds it with unbind: true (exactly one of the two; both, neither or an empty installation_id is 422 validation-failed), recorded with the calling principal, the time and the reason. The previously bound installation is refused from then on. The body must be application/json (415) and one I-JSON text: bytes that are not (not JSON, invalid UTF-8, a member twice, data after the value) are 400 invalid-request; a null or a NUL, a value of the wrong type and a number that does not fit its field are 422 validation-failed naming the member.",
 		Tags:         []string{Tag},
 		Security:     httpserver.Bearer(),
 		Metadata:     h.serviceAdmit(),
@@ -546,6 +546,9 @@ func (h *Handlers) problem(err error, invalidReason string) error {
 		{application.ErrInvalidRequest, http.StatusUnprocessableEntity, httpserver.DefaultReason(http.StatusUnprocessableEntity)},
 	} {
 		if errors.Is(err, m.target) {
+			if m.target == siteprotocol.ErrMalformed {
+				m.status = malformedStatus(err)
+			}
 			return httpserver.NewProblem(m.status, m.reason, err.Error(), fieldErrors(err)...)
 		}
 	}

@@ -40,8 +40,9 @@ func betoPrincipal() auth.Principal { return auth.Principal{Kind: auth.KindServi
 const bodyRules = "The body must be declared `application/json` (or a `+json` type; none or another is 415). " +
 	"A body that is not one I-JSON value (not JSON, invalid UTF-8, an escaped lone surrogate, a member " +
 	"name repeated in one object, data after the value) is 400 `malformed`; a null anywhere (leave optional members " +
-	"out) or a control character such as NUL in any string is 422 `validation-failed` naming the member. Nothing is " +
-	"stored."
+	"out) or a control character such as NUL in any string is 422 `validation-failed` naming the member. One 422 names " +
+	"every bad field at once: numbers that do not fit their integer field (a fraction, an exponent, beyond 64 bits), " +
+	"schema failures and the intake's own rules. Nothing is stored."
 
 // ReasonInvalidCursor is the problem reason of a cursor this API never
 // issued (400).
@@ -81,6 +82,7 @@ func New(svc *application.Service, log *zap.Logger) *API {
 // Register implements httpserver.Registrar.
 func (a *API) Register(api huma.API) {
 	errs := []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusUnprocessableEntity, http.StatusServiceUnavailable}
+	reg := api.OpenAPI().Components.Schemas
 	huma.Register(api, huma.Operation{
 		OperationID: "submit-reports",
 		Method:      http.MethodPost,
@@ -101,7 +103,7 @@ func (a *API) Register(api huma.API) {
 		Tags:        []string{Tag},
 		Security:    httpserver.Bearer(),
 		Metadata:    admitReporter,
-		Middlewares: huma.Middlewares{guardJSONBody(func() any { var in submitReportsInput; return &in.Body })},
+		Middlewares: huma.Middlewares{guardJSONBody(reg, a.reportsBody)},
 		Errors:      append(errs, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType),
 	}, a.submitReports)
 	huma.Register(api, huma.Operation{
@@ -120,7 +122,7 @@ func (a *API) Register(api huma.API) {
 		Tags:        []string{Tag},
 		Security:    httpserver.Bearer(),
 		Metadata:    admitBeto,
-		Middlewares: huma.Middlewares{guardJSONBody(func() any { var in betoEventInput; return &in.Body })},
+		Middlewares: huma.Middlewares{guardJSONBody(reg, a.betoEventBody)},
 		Errors:      append(errs, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType),
 	}, a.receiveBetoEvent)
 	huma.Register(api, huma.Operation{
@@ -180,7 +182,8 @@ func (a *API) Register(api huma.API) {
 		Metadata: admitReader,
 		Errors:   errs,
 	}, a.bindingConflicts)
-	a.registerMembers(api, errs)
+	a.registerInconsistencies(api, errs)
+	a.registerMembers(api, reg, errs)
 }
 
 // problem maps an application error to a problem; unexpected errors are

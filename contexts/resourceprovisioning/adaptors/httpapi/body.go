@@ -2,13 +2,10 @@ package httpapi
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
-	"reflect"
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -42,12 +39,15 @@ const ReasonMalformed = "malformed"
 // on unchanged for Huma to answer (413, 400, 415). It runs after the authentication middleware
 // and the admit hook, so only an admitted principal learns the body's rules.
 //
-// newBody returns a pointer to the operation's body type: the body is
-// decoded into it once, and a number that does not fit its integer field
-// (a fraction, an exponent such as 1e0, or beyond the 64-bit range) is 422
-// validation-failed at that member's location with a plain message (Huma
-// would answer the decoder's text, naming Go types, located at "body").
-func guardJSONBody(newBody func() any) func(huma.Context, func(huma.Context)) {
+// A body that keeps those rules is then checked whole (bodyProblems): a
+// number that does not fit its integer field (a fraction, an exponent such
+// as 1e0, or beyond the 64-bit range; Huma would answer the decoder's text,
+// naming Go types, located at "body"), the body schema of reg and the
+// intake's own rules, so one 422 validation-failed names every bad field
+// (docs/resource-provisioning.md#bad-input). newBody returns a pointer to
+// a fresh body of the operation's type and the intake's check of it, run
+// once the body is decoded into it.
+func guardJSONBody(reg huma.Registry, newBody func() (any, func() error)) func(huma.Context, func(huma.Context)) {
 	return func(ctx huma.Context, next func(huma.Context)) {
 		if ctx.Header("Content-Type") == "" {
 			// Huma would assume JSON; the execution API refuses it too.
@@ -74,8 +74,10 @@ func guardJSONBody(newBody func() any) func(huma.Context, func(huma.Context)) {
 			httpserver.WriteProblem(ctx, p)
 			return
 		}
-		if p := checkNumbers(raw, newBody()); p != nil {
-			httpserver.WriteProblem(ctx, p)
+		decoded, check := newBody()
+		if errs := bodyProblems(reg, op, raw, decoded, check); len(errs) > 0 {
+			httpserver.WriteProblem(ctx, httpserver.NewProblem(http.StatusUnprocessableEntity, domain.ReasonValidation,
+				"the body breaks a validation rule; nothing was stored", errs...))
 			return
 		}
 		next(bodyContext{humaContext: ctx, body: bytes.NewReader(raw)})
@@ -104,97 +106,10 @@ func checkJSONText(raw []byte) *httpserver.Problem {
 		return httpserver.NewProblem(http.StatusBadRequest, ReasonMalformed, err.Error())
 	}
 	detail := &huma.ErrorDetail{Location: e.Path.Location("body"), Message: e.Description()}
-	switch e.Rule {
-	case ijson.Null, ijson.NUL, ijson.ControlCharacter:
+	if !e.Rule.NotText() {
 		return httpserver.NewProblem(http.StatusUnprocessableEntity, domain.ReasonValidation, "the body breaks a JSON rule of this API; nothing was stored", detail)
-	default:
-		return httpserver.NewProblem(http.StatusBadRequest, ReasonMalformed, "the body is not one well-formed JSON value (RFC 8259, I-JSON RFC 7493); nothing was stored", detail)
 	}
-}
-
-// checkNumbers decodes raw into body and returns the 422 problem of a JSON
-// number that does not fit the integer field it is decoded into, located
-// at that member ("body.project.revision"); nil otherwise. Other decoding
-// errors are left to Huma's validation, which locates them.
-func checkNumbers(raw []byte, body any) *httpserver.Problem {
-	var te *json.UnmarshalTypeError
-	if err := json.Unmarshal(raw, body); !errors.As(err, &te) || !strings.HasPrefix(te.Value, "number") {
-		return nil
-	}
-	msg := "must be an integer written without a fraction or an exponent"
-	if !strings.ContainsAny(strings.TrimPrefix(te.Value, "number"), ".eE") {
-		msg = "is out of range: must be an integer from -9223372036854775808 to 9223372036854775807"
-		if te.Type != nil && te.Type.Kind() >= reflect.Uint && te.Type.Kind() <= reflect.Uint64 {
-			msg = "is out of range: must be a non-negative integer that fits 64 bits"
-		}
-	}
-	return httpserver.NewProblem(http.StatusUnprocessableEntity, domain.ReasonValidation, "the body breaks a validation rule; nothing was stored",
-		&huma.ErrorDetail{Location: locationAt(raw, te.Offset), Message: msg})
-}
-
-// locationAt returns the location, in Huma's notation ("body.reports[0].
-// limits.cpu"), of the scalar value of raw (valid JSON) that ends at byte
-// offset end; "body" when there is none.
-func locationAt(raw []byte, end int64) string {
-	type frame struct {
-		array bool
-		key   string
-		index int
-		inKey bool // an object expecting a member name next
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var stack []frame
-	loc := func() string {
-		var b strings.Builder
-		b.WriteString("body")
-		for _, f := range stack {
-			if f.array {
-				fmt.Fprintf(&b, "[%d]", f.index)
-			} else {
-				b.WriteString("." + f.key)
-			}
-		}
-		return b.String()
-	}
-	// value marks that a value ended in the innermost container.
-	value := func() {
-		if n := len(stack); n > 0 {
-			if stack[n-1].array {
-				stack[n-1].index++
-			} else {
-				stack[n-1].inKey = true
-			}
-		}
-	}
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return "body"
-		}
-		if n := len(stack); n > 0 && !stack[n-1].array && stack[n-1].inKey {
-			if k, ok := tok.(string); ok {
-				stack[n-1].key, stack[n-1].inKey = k, false
-				continue
-			}
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, frame{inKey: true})
-			continue
-		case json.Delim('['):
-			stack = append(stack, frame{array: true})
-			continue
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:len(stack)-1]
-			value()
-			continue
-		}
-		if dec.InputOffset() >= end {
-			return loc()
-		}
-		value()
-	}
+	return httpserver.NewProblem(http.StatusBadRequest, ReasonMalformed, "the body is not one well-formed JSON value (RFC 8259, I-JSON RFC 7493); nothing was stored", detail)
 }
 
 // humaContext names huma.Context for embedding: an embedded field named

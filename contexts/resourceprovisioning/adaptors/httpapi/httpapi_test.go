@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/httpapi"
@@ -53,7 +54,7 @@ type harness struct {
 	path string
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	ctx := t.Context()
 	target, err := database.ParseURL("sqlite:"+dbtest.SQLitePath(t, "provisioning.sqlite"), "")
@@ -68,7 +69,10 @@ func newHarness(t *testing.T) *harness {
 	store, err := sqlitestore.New(h.DB, target.Path)
 	dbtest.Must(t, err)
 	t.Cleanup(func() { _ = store.Close() })
-	log := zaptest.NewLogger(t)
+	log := zap.NewNop() // a fuzz target's workers may not log through f
+	if _, fuzz := t.(*testing.F); !fuzz {
+		log = zaptest.NewLogger(t)
+	}
 	tel, err := telemetry.New(log, prometheus.NewRegistry())
 	dbtest.Must(t, err)
 	svc, err := application.NewService(store, clock.NewManual(t0), tel, application.Config{WaldurInstance: "https://waldur.example.org", Environments: map[string]string{"alpha-k8s": "alpha", "beta-k8s": "beta"}})

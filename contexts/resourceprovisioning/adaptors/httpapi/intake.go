@@ -55,11 +55,7 @@ func (a *API) submitReports(ctx context.Context, in *submitReportsInput) (*submi
 	if err := requireSite(ctx, in.Site); err != nil {
 		return nil, err
 	}
-	reports := make([]domain.Report, len(in.Body.Reports))
-	for i, r := range in.Body.Reports {
-		reports[i] = r.ToDomain()
-	}
-	res, err := a.svc.SubmitReports(ctx, in.Site, reports)
+	res, err := a.svc.SubmitReports(ctx, in.Site, reportsOf(in))
 	if err != nil {
 		return nil, a.problem("submit reports", err)
 	}
@@ -127,29 +123,7 @@ func (a *API) receiveBetoEvent(ctx context.Context, in *betoEventInput) (*betoEv
 	if err := requirePrincipal(ctx, betoPrincipal()); err != nil {
 		return nil, err
 	}
-	b := in.Body
-	ev := domain.BetoEvent{EventID: b.EventID, Type: b.Type, OccurredAt: b.OccurredAt}
-	if p := b.Project; p != nil {
-		ev.Project = &domain.ProjectChanged{ID: p.ID, Revision: p.Revision, State: p.State}
-		for _, pb := range p.ProviderBindings {
-			ev.Project.ProviderBindings = append(ev.Project.ProviderBindings, pb.toDomain())
-		}
-		for _, m := range p.Memberships {
-			dm := domain.Membership{PartyID: m.PartyID, Role: m.Role}
-			if m.ProviderBinding != nil {
-				pb := m.ProviderBinding.toDomain()
-				dm.ProviderBinding = &pb
-			}
-			ev.Project.Memberships = append(ev.Project.Memberships, dm)
-		}
-	}
-	if pb := b.Binding; pb != nil {
-		ev.Binding = &domain.PartyProviderBinding{
-			ID: pb.ID, PartyID: pb.PartyID, Revision: pb.Revision, Provider: pb.Provider, Instance: pb.Instance,
-			ExternalID: pb.ExternalID, State: pb.State, Generation: pb.Generation,
-		}
-	}
-	res, err := a.svc.ReceiveBetoEvent(ctx, ev)
+	res, err := a.svc.ReceiveBetoEvent(ctx, betoEventOf(in))
 	if err != nil {
 		return nil, a.problem("receive beto event", err)
 	}

@@ -29,7 +29,7 @@ const MaxAccountsBodyBytes = 4 << 20
 // bindingCursorPrefix starts the desired-binding read's opaque cursors.
 const bindingCursorPrefix = "b1:"
 
-func (a *API) registerMembers(api huma.API, errs []int) {
+func (a *API) registerMembers(api huma.API, reg huma.Registry, errs []int) {
 	huma.Register(api, huma.Operation{
 		OperationID: "submit-accounts",
 		Method:      http.MethodPost,
@@ -56,7 +56,7 @@ func (a *API) registerMembers(api huma.API, errs []int) {
 		Security:     httpserver.Bearer(),
 		Metadata:     admitReporter,
 		MaxBodyBytes: MaxAccountsBodyBytes,
-		Middlewares:  huma.Middlewares{guardJSONBody(func() any { var in submitAccountsInput; return &in.Body })},
+		Middlewares:  huma.Middlewares{guardJSONBody(reg, a.accountsBody)},
 		Errors:       append(errs, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType),
 	}, a.submitAccounts)
 	huma.Register(api, huma.Operation{
@@ -171,11 +171,7 @@ func (a *API) submitAccounts(ctx context.Context, in *submitAccountsInput) (*sub
 	if err := requireSite(ctx, in.Site); err != nil {
 		return nil, err
 	}
-	r := domain.AccountReport{ProviderResourceID: in.Body.ProviderResourceID, ObservedAt: in.Body.ObservedAt}
-	for _, b := range in.Body.Accounts {
-		r.Accounts = append(r.Accounts, domain.ReportedAccount{PartyID: b.PartyID, Account: b.Account, UID: b.UID, BindingID: b.BindingID, Generation: b.Generation, State: b.State})
-	}
-	res, err := a.svc.SubmitAccounts(ctx, in.Site, r)
+	res, err := a.svc.SubmitAccounts(ctx, in.Site, accountReportOf(in))
 	if err != nil {
 		return nil, a.problem("submit accounts", err)
 	}

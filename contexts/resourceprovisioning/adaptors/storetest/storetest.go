@@ -89,6 +89,7 @@ func Exercise(t *testing.T, newSubject func(t *testing.T) Subject) {
 		{"UnreachableDatabaseIsUnavailable", testUnavailable},
 	}
 	tests = append(tests, memberTests...)
+	tests = append(tests, inconsistencyTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, newEnv(t, newSubject(t)))
