@@ -109,10 +109,13 @@ func Load(f Files) (*Certificates, error) {
 	return &Certificates{watcher: w}, nil
 }
 
-// ServerConfig returns a server TLS configuration (TLS 1.2 or later)
-// whose every handshake is answered with the current pair.
+// ServerConfig returns a server TLS configuration (TLS 1.2 or later,
+// HTTP/1.1 by ALPN) whose every handshake is answered with the current
+// pair. HTTP/2 is not offered: the listeners' per-connection rules (the
+// body read deadline, docs/operations.md#request-bodies) are those of
+// HTTP/1.1 over TLS as over plain TCP.
 func (c *Certificates) ServerConfig() *tls.Config {
-	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: c.watcher.GetCertificate}
+	return &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}, GetCertificate: c.watcher.GetCertificate}
 }
 
 // Watch re-reads the pair when its files change until ctx ends; it returns

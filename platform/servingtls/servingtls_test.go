@@ -132,3 +132,32 @@ func TestARotatedPairIsServedWithoutARestart(t *testing.T) {
 		t.Error("a TLS 1.1 handshake was accepted")
 	}
 }
+
+// The listeners speak HTTP/1.1 over TLS: a client offering h2 gets HTTP/1.1.
+func TestHTTP2IsNotOffered(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	dir := t.TempDir()
+	files := servingtls.Files{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key")}
+	ca.Issue(t, "127.0.0.1").Write(t, files.CertFile, files.KeyFile)
+	certs, err := servingtls.Load(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(r.Proto)) }),
+		TLSConfig: certs.ServerConfig(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	client := &http.Client{Transport: &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: ca.Pool, MinVersion: tls.VersionTLS12}}}
+	resp, err := client.Get("https://" + ln.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.ProtoMajor != 1 {
+		t.Errorf("served %s, want HTTP/1.1", resp.Proto)
+	}
+}
