@@ -12,6 +12,7 @@ import (
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
 	"github.com/pharos-metallo/metallo/platform/logging"
+	"github.com/pharos-metallo/metallo/platform/servingtls"
 )
 
 // Common is the configuration every serving process shares.
@@ -30,6 +31,10 @@ type Common struct {
 	// BodyReadTimeout is the read deadline of every request body on the
 	// public API (0: httpserver.DefaultBodyReadTimeout).
 	BodyReadTimeout time.Duration
+	// TLS is the serving pair of the central roles' listeners (public and
+	// admin); none serves plain HTTP, which serve allows on loopback only
+	// (docs/operations.md#tls).
+	TLS servingtls.Files
 	// StartTimeout and StopTimeout bound Fx's start and stop.
 	StartTimeout, StopTimeout time.Duration
 }
@@ -46,6 +51,7 @@ func Compose(roles []Role, c Common, log *zap.Logger) fx.Option {
 	}
 	if len(roles) > 0 && roles[0].Central {
 		opts = append(opts,
+			servingtls.Module(c.TLS),
 			auth.Module(c.KeysFile),
 			httpserver.Module(httpserver.Config{Listen: c.Listen, Title: Title(roles), BodyReadTimeout: c.BodyReadTimeout}),
 		)

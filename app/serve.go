@@ -13,6 +13,7 @@ import (
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
+	"github.com/pharos-metallo/metallo/platform/servingtls"
 )
 
 func newServeCommand(env Env) *cobra.Command {
@@ -47,6 +48,9 @@ The runtime role runs alone. Every flag has a METALLO_* environment equivalent
 			if common.AdminProfiling && common.AdminListen == "" {
 				return errors.New("--admin-profiling needs an admin listener; --admin-listen is empty")
 			}
+			if err := checkListeners(cmd, selected, common); err != nil {
+				return err
+			}
 			log, err := logs.build()
 			if err != nil {
 				return err
@@ -78,6 +82,8 @@ The runtime role runs alone. Every flag has a METALLO_* environment equivalent
 	fs.StringVar(&common.AdminListen, "admin-listen", "127.0.0.1:9090", "admin listener for Prometheus /metrics; empty disables it")
 	fs.BoolVar(&common.AdminProfiling, "admin-profiling", false, "also serve Go's runtime profiles (net/http/pprof) at /debug/pprof/ on the admin listener")
 	fs.StringVar(&common.KeysFile, "keys-file", "keys.yaml", "keys file: principals and the SHA-256 of their bearer keys (central roles)")
+	fs.StringVar(&common.TLS.CertFile, servingtls.CertFlag, "", "PEM certificate chain the public API and the admin listener serve (central roles), re-read when it changes; with --tls-key-file")
+	fs.StringVar(&common.TLS.KeyFile, servingtls.KeyFlag, "", "PEM private key of --tls-cert-file (central roles), re-read when it changes")
 	fs.BoolVar(&common.Migrate, "migrate", false, "apply pending database migrations at start")
 	fs.DurationVar(&common.BodyReadTimeout, "body-read-timeout", httpserver.DefaultBodyReadTimeout, "how long a request body may take to arrive after its headers, on every route of the public API (central roles); later is 408")
 	fs.DurationVar(&common.StartTimeout, "start-timeout", 60*time.Second, "bound on start-up")
@@ -89,6 +95,29 @@ The runtime role runs alone. Every flag has a METALLO_* environment equivalent
 		}
 	}
 	return cmd
+}
+
+// checkListeners applies the listener rule of the central roles
+// (docs/operations.md#tls): the TLS pair is both flags or neither and
+// loads, and without it --listen and --admin-listen must be loopback
+// addresses. The runtime role has no public API and is refused the TLS
+// flags; its admin listener is guarded by the cluster's network policy.
+func checkListeners(cmd *cobra.Command, selected []Role, c Common) error {
+	if !selected[0].Central {
+		for _, f := range []string{servingtls.CertFlag, servingtls.KeyFlag} {
+			if fl := cmd.Flags().Lookup(f); fl != nil && fl.Changed {
+				return config.Invalid(f, fl.Value.String(), fmt.Errorf("role %s serves no public API; remove --%s", selected[0].Name, f))
+			}
+		}
+		return nil
+	}
+	if err := c.TLS.Check(); err != nil {
+		return err
+	}
+	if err := servingtls.CheckListen("listen", c.Listen, c.TLS); err != nil {
+		return err
+	}
+	return servingtls.CheckListen("admin-listen", c.AdminListen, c.TLS)
 }
 
 // refuseForeignFlags fails when a database flag of a role that is not

@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
+
+	"github.com/pharos-metallo/metallo/platform/servingtls"
 )
 
 // Config is the admin listener's configuration.
@@ -62,15 +64,26 @@ func Module(cfg Config) fx.Option {
 		fx.Provide(
 			NewRegistry,
 			func(r *prometheus.Registry) prometheus.Registerer { return r },
-			func(lc fx.Lifecycle, reg *prometheus.Registry, log *zap.Logger) *Server {
-				return newServer(lc, cfg, reg, log.Named("admin"))
+			func(p serverParams) *Server {
+				return newServer(p.Lifecycle, cfg, p.Registry, p.TLS, p.Log.Named("admin"))
 			},
 		),
 		fx.Invoke(func(*Server) {}),
 	)
 }
 
-func newServer(lc fx.Lifecycle, cfg Config, reg *prometheus.Registry, log *zap.Logger) *Server {
+type serverParams struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Registry  *prometheus.Registry
+	Log       *zap.Logger
+	// TLS, when servingtls.Module is composed with a pair, serves the
+	// listener over TLS with the same pair as the public API
+	// (docs/operations.md#tls).
+	TLS *servingtls.Certificates `optional:"true"`
+}
+
+func newServer(lc fx.Lifecycle, cfg Config, reg *prometheus.Registry, certs *servingtls.Certificates, log *zap.Logger) *Server {
 	s := &Server{Registry: reg}
 	if cfg.Listen == "" {
 		return s
@@ -94,9 +107,14 @@ func newServer(lc fx.Lifecycle, cfg Config, reg *prometheus.Registry, log *zap.L
 				return fmt.Errorf("listen on --admin-listen %s: %w", cfg.Listen, err)
 			}
 			s.ln = ln
-			log.Info("serving metrics", zap.String("addr", ln.Addr().String()))
+			scheme, serve := "http", srv.Serve
+			if certs != nil {
+				srv.TLSConfig = certs.ServerConfig()
+				scheme, serve = "https", func(ln net.Listener) error { return srv.ServeTLS(ln, "", "") }
+			}
+			log.Info("serving metrics", zap.String("addr", ln.Addr().String()), zap.String("scheme", scheme))
 			go func() {
-				if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					log.Error("admin server stopped", zap.Error(err))
 				}
 			}()

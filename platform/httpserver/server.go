@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pharos-metallo/metallo/platform/auth"
+	"github.com/pharos-metallo/metallo/platform/servingtls"
 )
 
 // Config is the public listener's configuration.
@@ -244,6 +245,10 @@ type serverParams struct {
 	// Metrics, when the admin module is composed, receives the request
 	// metrics (httpMetrics).
 	Metrics prometheus.Registerer `optional:"true"`
+	// TLS, when servingtls.Module is composed with a pair, serves the API
+	// over TLS with the current pair (docs/operations.md#tls); without it
+	// the API is plain HTTP, which serve allows on loopback only.
+	TLS *servingtls.Certificates `optional:"true"`
 }
 
 // Module serves the API on cfg.Listen for the lifetime of the app. It needs
@@ -291,9 +296,14 @@ func newServer(cfg Config, p serverParams) (*Server, error) {
 				return fmt.Errorf("listen on --listen %s: %w", cfg.Listen, err)
 			}
 			s.ln = ln
-			log.Info("serving API", zap.String("addr", ln.Addr().String()), zap.String("docs", "http://"+ln.Addr().String()+"/docs"))
+			scheme, serve := "http", s.srv.Serve
+			if p.TLS != nil {
+				s.srv.TLSConfig = p.TLS.ServerConfig()
+				scheme, serve = "https", func(ln net.Listener) error { return s.srv.ServeTLS(ln, "", "") }
+			}
+			log.Info("serving API", zap.String("addr", ln.Addr().String()), zap.String("scheme", scheme), zap.String("docs", scheme+"://"+ln.Addr().String()+"/docs"))
 			go func() {
-				if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					log.Error("API server stopped", zap.Error(err))
 				}
 			}()

@@ -1,0 +1,134 @@
+// Package tlstest makes a test certificate authority and serving pairs it
+// issues, written as PEM files, for tests of TLS listeners and the clients
+// that trust them through a CA bundle (docs/operations.md#tls).
+package tlstest
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// CA is a test certificate authority. CAFile is its PEM certificate (the
+// bundle a client trusts); Pool holds the same certificate.
+type CA struct {
+	CAFile string
+	Pool   *x509.CertPool
+	cert   *x509.Certificate
+	key    *ecdsa.PrivateKey
+	dir    string
+	serial atomic.Int64
+}
+
+// NewCA makes a CA valid for a day and writes its certificate into a
+// temporary directory of tb.
+func NewCA(tb testing.TB) *CA {
+	tb.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "metallo test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ca := &CA{cert: cert, key: key, dir: tb.TempDir(), Pool: x509.NewCertPool()}
+	ca.Pool.AddCert(cert)
+	ca.serial.Store(1)
+	ca.CAFile = filepath.Join(ca.dir, "ca.crt")
+	write(tb, ca.CAFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	return ca
+}
+
+// Pair is an issued serving pair as PEM.
+type Pair struct {
+	CertPEM, KeyPEM []byte
+	// Serial is the certificate's serial number (each Issue a new one).
+	Serial *big.Int
+}
+
+// Issue issues a serving certificate for hosts (DNS names or IP
+// addresses), valid for a day, with a fresh key and serial number.
+func (ca *CA) Issue(tb testing.TB, hosts ...string) Pair {
+	tb.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	now := time.Now()
+	serial := big.NewInt(ca.serial.Add(1))
+	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: hosts[0]},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return Pair{
+		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+		Serial:  serial,
+	}
+}
+
+// Write writes the pair to certFile and keyFile, each by a rename of a
+// complete temporary file (as a Secret volume's update replaces them), so
+// a reader never sees half a file.
+func (p Pair) Write(tb testing.TB, certFile, keyFile string) {
+	tb.Helper()
+	write(tb, keyFile, p.KeyPEM)
+	write(tb, certFile, p.CertPEM)
+}
+
+// ServedSerial dials addr over TLS, trusting only pool and checking the
+// certificate for serverName, and returns the serial number of the
+// certificate served.
+func ServedSerial(pool *x509.CertPool, addr, serverName string) (*big.Int, error) {
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, &tls.Config{RootCAs: pool, ServerName: serverName, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].SerialNumber, nil
+}
+
+func write(tb testing.TB, path string, b []byte) {
+	tb.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		tb.Fatal(err)
+	}
+}
