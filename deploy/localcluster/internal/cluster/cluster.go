@@ -251,6 +251,13 @@ func waitFor(ctx context.Context, what string, dir string, watch []string, check
 		for _, c := range watch {
 			if !componentAlive(dir, c) {
 				how := "exited"
+				if pid := readPid(dir, c); pid <= 0 {
+					how = "has no pid file (" + pidFile(dir, c) + ")"
+				} else if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && len(cmdline) > 0 {
+					// A live process that alive does not take for ours: say what it is.
+					how = fmt.Sprintf("is not recognised as this cluster's (pid %d runs %q)", pid,
+						strings.ReplaceAll(strings.TrimRight(string(cmdline), "\x00"), "\x00", " "))
+				}
 				for i := 0; i < 10 && exitStatus(dir, c) == ""; i++ {
 					time.Sleep(100 * time.Millisecond) // its reaper records how it ended
 				}
