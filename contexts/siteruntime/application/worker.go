@@ -457,11 +457,16 @@ func (w *Worker) wait(ctx context.Context, step string, err error, attempt int) 
 }
 
 // backoff returns the wait before retry attempt (0-based): uniform in
-// [d/2, d] for d = min(maxWait, initial·2^attempt).
+// [d/2, d] for d = min(maxWait, initial·2^attempt), for every attempt however
+// long a run of failures lasts: the doubling stops at maxWait before it could
+// overflow (initial<<attempt is negative from 2^63 on).
 func backoff(initial, maxWait time.Duration, attempt int) time.Duration {
 	d := maxWait
-	if attempt < 40 {
-		d = min(maxWait, initial<<attempt)
+	if attempt < 63 && initial > 0 && initial <= maxWait>>attempt {
+		d = initial << attempt
+	}
+	if d <= 0 {
+		return 0
 	}
 	half := d / 2
 	return half + time.Duration(rand.Int64N(int64(d-half)+1))

@@ -208,6 +208,19 @@ func TestBackoffWaitsAreCappedExponentialWithJitter(t *testing.T) {
 			}
 		}
 	}
+	// A run of failures as long as an outage of hours: the wait stays capped
+	// (200ms << 36 overflowed int64 and panicked in rand.Int64N).
+	for attempt := range 200 {
+		for _, initial := range []time.Duration{20 * time.Millisecond, 200 * time.Millisecond, time.Second} {
+			d := application.Backoff(initial, 30*time.Second, attempt)
+			if d < 0 || d > 30*time.Second {
+				t.Fatalf("attempt %d, initial %v: wait %v outside [0, 30s]", attempt, initial, d)
+			}
+			if attempt >= 40 && d < 15*time.Second {
+				t.Fatalf("attempt %d, initial %v: wait %v below half the cap", attempt, initial, d)
+			}
+		}
+	}
 	seen := map[time.Duration]bool{}
 	for range 50 {
 		seen[application.Backoff(time.Millisecond, time.Second, 3)] = true
