@@ -334,6 +334,10 @@ func verifyFileReadOnly(ctx context.Context, path, file string) (metaRow, domain
 		if _, err := checkWAL(path+"-wal", path+"-shm", file); err != nil {
 			return metaRow{}, domain.Checkpoint{}, err
 		}
+	} else if shm {
+		if err := missingWAL(path+"-shm", file); err != nil {
+			return metaRow{}, domain.Checkpoint{}, err
+		}
 	}
 	var dsn string
 	switch {

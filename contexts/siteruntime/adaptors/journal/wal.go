@@ -77,6 +77,10 @@ type walScan struct {
 	// chain (its salt alone is damaged); the first frame that does neither
 	// is a leftover of an earlier generation and ends the log.
 	frames []walFrame
+	// partial is a frame of the current generation cut short at the end of
+	// the file (a torn write): at least its salt is there and is the log's.
+	// SQLite ignores it; partialCommit says its header marks a commit's end.
+	partial, partialCommit bool
 }
 
 // scanWAL reads the log's header and frames; it fails only on a log whose
@@ -132,6 +136,11 @@ func scanWAL(wal []byte, file string) (*walScan, error) {
 		s.frames = append(s.frames, f)
 		prev0, prev1 = stored0, stored1
 	}
+	if end := 32 + len(s.frames)*frameSize; end < len(wal) && end+frameSize > len(wal) && len(wal)-end >= 16 &&
+		bytes.Equal(wal[end+8:end+16], s.salt) {
+		s.partial = true
+		s.partialCommit = binary.BigEndian.Uint32(wal[end+4:end+8]) != 0
+	}
 	return s, nil
 }
 
@@ -151,11 +160,14 @@ func scanWAL(wal []byte, file string) (*walScan, error) {
 //     commit (the header is written with that commit, so a later frame
 //     proves it returned);
 //   - a damaged frame at or below the committed frame count recorded in a
-//     valid -shm index.
+//     valid -shm index;
+//   - a valid -shm index recording more committed frames than the log holds
+//     whole (a log cut short; without a header at all, any).
 //
 // Anything else damaged is a discarded last commit, returned as a
-// *WALDiscard; intact frames after the last commit frame are a commit that
-// never completed (SQLite ignores them; nothing is returned)
+// *WALDiscard, and so is a last frame cut short (a torn write); intact
+// frames after the last commit frame are a commit that never completed
+// (SQLite ignores them; nothing is returned)
 // (docs/site-runtime.md#what-a-torn-last-commit-means,
 // docs/site-runtime.md#a-discarded-last-commit).
 func checkWAL(walPath, shmPath, file string) (*WALDiscard, error) {
@@ -164,10 +176,26 @@ func checkWAL(walPath, shmPath, file string) (*WALDiscard, error) {
 		return nil, fmt.Errorf("read %s-wal: %w", file, err)
 	}
 	s, err := scanWAL(wal, file)
-	if err != nil || s == nil || len(s.frames) == 0 {
+	if err != nil {
 		return nil, err
 	}
 	log := file + "-wal"
+	if s == nil {
+		// No header: nothing SQLite could read, which only an index that
+		// records committed frames contradicts.
+		if mx, ok := indexHeaderFrames(shmPath); ok && mx > 0 {
+			return nil, integrity(log, "", "the log holds %d bytes, no header; the index (-shm) records %d committed frames", len(wal), mx)
+		}
+		return nil, nil
+	}
+	if mx, ok := indexedFrames(shmPath, s.salt); ok && mx > len(s.frames) {
+		// Frames SQLite indexed as committed are gone: the log was cut
+		// short (truncated, or copied while it was written).
+		return nil, integrity(log, "", "the index (-shm) records %d committed frames and the log holds %d whole frames", mx, len(s.frames))
+	}
+	if len(s.frames) == 0 && !s.partial {
+		return nil, nil
+	}
 	damaged := 0 // the first damaged frame (none: 0)
 	for i, f := range s.frames {
 		if !f.intact {
@@ -201,6 +229,16 @@ func checkWAL(walPath, shmPath, file string) (*WALDiscard, error) {
 		}
 		damaged, kept = 0, 0
 	} else if damaged == 0 {
+		if s.partial {
+			// A torn last frame: a torn write of the last commit, which
+			// SQLite discards with the frames of that commit before it.
+			d := &WALDiscard{File: log, Kept: kept, First: kept + 1, Last: len(s.frames) + 1, Damaged: len(s.frames) + 1,
+				Damage: "is cut short at the end of the log (a torn write)", Commit: s.partialCommit}
+			for _, f := range s.frames[kept:] {
+				d.Commit = d.Commit || f.commit
+			}
+			return d, nil
+		}
 		return nil, nil // intact frames after the last commit frame never completed a commit
 	}
 	if mx, ok := indexedFrames(shmPath, s.salt); ok && mx >= max(damaged, 1) {
@@ -288,6 +326,28 @@ func walChecksum(order binary.ByteOrder, s0, s1 uint32, b []byte) (uint32, uint3
 
 // indexedFrames reads mxFrame from a -shm index whose two header copies
 // agree, which is initialised and which describes the log with salt.
+// indexHeaderFrames is the committed frame count of a valid index header
+// whatever log it belongs to (ok false: no -shm, or no valid header).
+func indexHeaderFrames(shmPath string) (int, bool) {
+	shm, err := os.ReadFile(shmPath)
+	if err != nil || len(shm) < 96 || !bytes.Equal(shm[0:48], shm[48:96]) || shm[12] != 1 {
+		return 0, false
+	}
+	return int(binary.NativeEndian.Uint32(shm[16:20])), true
+}
+
+// missingWAL refuses a journal file whose log is gone while its index
+// (-shm) records committed frames: those commits are lost, and SQLite would
+// read the file as it was before them. (Without the index a deleted log
+// cannot be seen here; the server's acknowledged sequence is then the
+// check, docs/site-runtime.md#a-discarded-last-commit.)
+func missingWAL(shmPath, file string) error {
+	if mx, ok := indexHeaderFrames(shmPath); ok && mx > 0 {
+		return integrity(file+"-wal", "", "the log is missing and the index (-shm) records %d committed frames", mx)
+	}
+	return nil
+}
+
 func indexedFrames(shmPath string, salt []byte) (int, bool) {
 	shm, err := os.ReadFile(shmPath)
 	if err != nil || len(shm) < 96 || !bytes.Equal(shm[0:48], shm[48:96]) || shm[12] != 1 {
