@@ -17,6 +17,13 @@ var (
 	// capped exponential backoff and jitter; it never advances or clears
 	// anything because of it.
 	ErrTransient = errors.New("transient failure")
+	// ErrCredentialUnreadable marks a request never sent because the
+	// Runtime's own credential file is missing, unreadable or empty (a
+	// projected token that vanished). It is retried like ErrTransient — a
+	// rotation may be writing the file — and counts as a refusal of the
+	// credential, so a file that stays unusable fails liveness
+	// (docs/site-runtime.md#a-refused-credential).
+	ErrCredentialUnreadable = errors.New("the credential file cannot be used")
 	// ErrJournalIntegrity marks a journal whose saved state fails a check
 	// (version, digest, binding, missing row). Found while running it stops
 	// the worker (reason journal-integrity); found on open it refuses start.

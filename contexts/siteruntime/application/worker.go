@@ -195,6 +195,8 @@ func site[T any](ctx context.Context, w *Worker, f func() (T, error)) (T, error)
 	case err == nil:
 	case refusedCredential(err):
 		outcome, cause = SiteRefused, fmt.Sprintf("the Site API refuses the credential %s: %v", w.cfg.Credential, err)
+	case errors.Is(err, ErrCredentialUnreadable):
+		outcome, cause = SiteRefused, fmt.Sprintf("the credential %s cannot be used: %v", w.cfg.Credential, err)
 	default:
 		outcome = SiteFailed
 	}

@@ -428,6 +428,33 @@ func TestCredentialRefusalsAreRecordedInTheHeartbeatAndEndedByAnyOtherAnswer(t *
 	}
 }
 
+// A credential file that is missing or empty (a projected token that
+// vanished) is a refusal of the credential: retried, recorded in the
+// heartbeat naming the file, and ended by the first request that is sent.
+func TestAnUnreadableCredentialFileCountsAsARefusal(t *testing.T) {
+	h := newHarness()
+	h.cfg.Credential = "--token-file /var/run/secrets/metallo/token"
+	unreadable := fmt.Errorf("%w: %w: read token file: open /var/run/secrets/metallo/token: no such file or directory",
+		application.ErrTransient, application.ErrCredentialUnreadable)
+	h.site.failNext = []error{unreadable, unreadable}
+	stop := h.start(t)
+	waitFor(t, "the refusal's end", func() bool {
+		cause, runs := h.heart.refused()
+		return runs == 1 && cause == ""
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	h.heart.mu.Lock()
+	cause := h.heart.lastCause
+	h.heart.mu.Unlock()
+	for _, want := range []string{"--token-file /var/run/secrets/metallo/token", "cannot be used", "no such file"} {
+		if !strings.Contains(cause, want) {
+			t.Fatalf("refusal %q does not name %q", cause, want)
+		}
+	}
+}
+
 // The heartbeat's refusal names the credential and the refusal; a problem
 // that is no refusal (unknown-environment) records none.
 func TestARefusalNamesTheCredential(t *testing.T) {

@@ -244,8 +244,9 @@ func readAnswer(resp *http.Response, limit int64, what string) ([]byte, error) {
 func (c *Client) do(ctx context.Context, method, target string, body []byte, timeout time.Duration, limit int64, out any) error {
 	token, err := readToken(c.cfg.TokenFile)
 	if err != nil {
-		// The file may be mid-rotation: retry.
-		return fmt.Errorf("%w: %v", application.ErrTransient, err)
+		// The file may be mid-rotation: retry; a file that stays unusable
+		// is a refused credential to liveness.
+		return fmt.Errorf("%w: %w: %v", application.ErrTransient, application.ErrCredentialUnreadable, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
