@@ -72,6 +72,18 @@ func startProcess(dir, name string, extra []*os.File, bin string, args ...string
 		_ = cmd.Process.Kill()
 		return err
 	}
+	// Start returns once execve has passed its point of no return (the
+	// close-on-exec pipe closes there), but the kernel sets the new
+	// program's argument area only afterwards, while it maps the binary: until
+	// then /proc/<pid>/cmdline reads empty and alive would take the process
+	// for dead (seen on a loaded machine with the kubelet's and KServe's large
+	// binaries). Wait for it, bounded.
+	for i := 0; i < 100; i++ {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil || len(b) > 0 {
+			break // ready, or already gone (the watchers report that)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	_ = os.Remove(exitFile(dir, name))
 	// Reap the child if it dies while this process still runs, so it is not left a zombie that
 	// looks alive, and record how it ended; once this process exits, init adopts it.
