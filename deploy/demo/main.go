@@ -598,6 +598,28 @@ func (d *demo) allocation(ctx context.Context, ns, project, member string) error
 		return fmt.Errorf("the Project's allocation is not ready: %+v", mine.Allocations)
 	}
 	d.say("allocation ready, applied limits %v (cpu millicores, memory bytes, gpu devices)", mine.Allocations[0].AppliedLimits)
+	// An operator's view of what does not add up (docs/resource-provisioning.md#the-inconsistencies-read): a ready
+	// allocation whose limits are applied is not in it.
+	var inc struct {
+		Allocations []struct {
+			Kinds      []string `json:"kinds"`
+			Allocation struct {
+				ProjectID string `json:"project_id"`
+			} `json:"allocation"`
+		} `json:"allocations"`
+		AmbiguousResources []json.RawMessage `json:"ambiguous_resources"`
+		BindingConflicts   []json.RawMessage `json:"binding_conflicts"`
+	}
+	if _, _, err := d.call(ctx, http.MethodGet, "/resource-provisioning/inconsistencies", d.keys["service:execution"], nil, &inc); err != nil {
+		return err
+	}
+	for _, a := range inc.Allocations {
+		if a.Allocation.ProjectID == project {
+			return fmt.Errorf("the ready allocation is listed as inconsistent: %v", a.Kinds)
+		}
+	}
+	d.say("GET /resource-provisioning/inconsistencies: %d allocations whose limits differ, are not applied or are stale, %d ambiguous resources, %d binding conflicts (this Project's allocation is not among them)",
+		len(inc.Allocations), len(inc.AmbiguousResources), len(inc.BindingConflicts))
 	return nil
 }
 
