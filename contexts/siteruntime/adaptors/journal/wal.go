@@ -183,12 +183,13 @@ func checkWAL(walPath, shmPath, file string) (*WALDiscard, error) {
 	if s == nil {
 		// No header: nothing SQLite could read, which only an index that
 		// records committed frames contradicts.
-		if mx, ok := indexHeaderFrames(shmPath); ok && mx > 0 {
+		if mx, _, ok := indexHeader(shmPath); ok && mx > 0 {
 			return nil, integrity(log, "", "the log holds %d bytes, no header; the index (-shm) records %d committed frames", len(wal), mx)
 		}
 		return nil, nil
 	}
-	if mx, ok := indexedFrames(shmPath, s.salt); ok && mx > len(s.frames) {
+	mx, indexed := indexedFrames(shmPath, s.salt)
+	if indexed && mx > len(s.frames) {
 		// Frames SQLite indexed as committed are gone: the log was cut
 		// short (truncated, or copied while it was written).
 		return nil, integrity(log, "", "the index (-shm) records %d committed frames and the log holds %d whole frames", mx, len(s.frames))
@@ -241,7 +242,7 @@ func checkWAL(walPath, shmPath, file string) (*WALDiscard, error) {
 		}
 		return nil, nil // intact frames after the last commit frame never completed a commit
 	}
-	if mx, ok := indexedFrames(shmPath, s.salt); ok && mx >= max(damaged, 1) {
+	if indexed && mx >= max(damaged, 1) {
 		if damaged == 0 {
 			return nil, integrity(log, "", "the log's header fails its checksum; the index (-shm) records %d committed frames", mx)
 		}
@@ -324,16 +325,15 @@ func walChecksum(order binary.ByteOrder, s0, s1 uint32, b []byte) (uint32, uint3
 	return s0, s1
 }
 
-// indexedFrames reads mxFrame from a -shm index whose two header copies
-// agree, which is initialised and which describes the log with salt.
-// indexHeaderFrames is the committed frame count of a valid index header
-// whatever log it belongs to (ok false: no -shm, or no valid header).
-func indexHeaderFrames(shmPath string) (int, bool) {
+// indexHeader reads a -shm index's header (ok false: no -shm, or no
+// valid header: its two copies differ or its version is not 1). The header
+// is in native byte order; its salt copies the log's header bytes verbatim.
+func indexHeader(shmPath string) (frames int, salt []byte, ok bool) {
 	shm, err := os.ReadFile(shmPath)
 	if err != nil || len(shm) < 96 || !bytes.Equal(shm[0:48], shm[48:96]) || shm[12] != 1 {
-		return 0, false
+		return 0, nil, false
 	}
-	return int(binary.NativeEndian.Uint32(shm[16:20])), true
+	return int(binary.NativeEndian.Uint32(shm[16:20])), shm[32:40], true
 }
 
 // missingWAL refuses a journal file whose log is gone while its index
@@ -342,21 +342,18 @@ func indexHeaderFrames(shmPath string) (int, bool) {
 // cannot be seen here; the server's acknowledged sequence is then the
 // check, docs/site-runtime.md#a-discarded-last-commit.)
 func missingWAL(shmPath, file string) error {
-	if mx, ok := indexHeaderFrames(shmPath); ok && mx > 0 {
+	if mx, _, ok := indexHeader(shmPath); ok && mx > 0 {
 		return integrity(file+"-wal", "", "the log is missing and the index (-shm) records %d committed frames", mx)
 	}
 	return nil
 }
 
+// indexedFrames reads mxFrame from a -shm index whose two header copies
+// agree, which is initialised and which describes the log with salt.
 func indexedFrames(shmPath string, salt []byte) (int, bool) {
-	shm, err := os.ReadFile(shmPath)
-	if err != nil || len(shm) < 96 || !bytes.Equal(shm[0:48], shm[48:96]) || shm[12] != 1 {
+	frames, indexed, ok := indexHeader(shmPath)
+	if !ok || !bytes.Equal(indexed, salt) {
 		return 0, false
 	}
-	// The index header is in native byte order; its salt copies the log's
-	// header bytes verbatim.
-	if !bytes.Equal(shm[32:40], salt) {
-		return 0, false
-	}
-	return int(binary.NativeEndian.Uint32(shm[16:20])), true
+	return frames, true
 }
