@@ -23,6 +23,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/executionports/adaptors/tokenreview"
 	"github.com/pharos-metallo/metallo/contexts/executionports/application"
 	"github.com/pharos-metallo/metallo/platform/auth"
+	"github.com/pharos-metallo/metallo/platform/background"
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
@@ -286,26 +287,7 @@ func listenForAppends(lc fx.Lifecycle, h *database.Handle, w *application.Wakeup
 	l := pgstore.NewListener(h.Pool, w, time.Second, func(err error) {
 		log.Warn("stream notifications interrupted; waiting pulls re-read on their own", zap.Error(err))
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	lc.Append(fx.Hook{
-		OnStart: func(context.Context) error {
-			go func() {
-				defer close(done)
-				_ = l.Run(ctx)
-			}()
-			return nil
-		},
-		OnStop: func(stop context.Context) error {
-			cancel()
-			select {
-			case <-done:
-				return nil
-			case <-stop.Done():
-				return fmt.Errorf("stop stream listener: %w", stop.Err())
-			}
-		},
-	})
+	background.Run(lc, "stream listener", func(ctx context.Context) { _ = l.Run(ctx) })
 }
 
 // stopWaitingPulls ends long polls when the process stops. It is invoked

@@ -21,6 +21,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/sqlitestore"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/telemetry"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/application"
+	"github.com/pharos-metallo/metallo/platform/background"
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/database"
@@ -159,34 +160,21 @@ type sequencer interface {
 // change committed just before a crash or a database failure gets its feed
 // position even when no further material change arrives.
 func sweep(lc fx.Lifecycle, seq sequencer, log *zap.Logger) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	lc.Append(fx.Hook{
-		OnStart: func(context.Context) error {
-			go func() {
-				defer close(done)
-				t := time.NewTicker(SweepInterval)
-				defer t.Stop()
-				for {
-					if n, err := seq.PositionChanges(ctx); err != nil && ctx.Err() == nil {
-						log.Warn("positioning changes failed; retrying", zap.Error(err))
-					} else if n > 0 {
-						log.Info("positioned changes left without a feed position", zap.Int64("changes", n))
-					}
-					select {
-					case <-ctx.Done():
-						return
-					case <-t.C:
-					}
-				}
-			}()
-			return nil
-		},
-		OnStop: func(context.Context) error {
-			cancel()
-			<-done
-			return nil
-		},
+	background.Run(lc, "change feed sweep", func(ctx context.Context) {
+		t := time.NewTicker(SweepInterval)
+		defer t.Stop()
+		for {
+			if n, err := seq.PositionChanges(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("positioning changes failed; retrying", zap.Error(err))
+			} else if n > 0 {
+				log.Info("positioned changes left without a feed position", zap.Int64("changes", n))
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
 	})
 }
 

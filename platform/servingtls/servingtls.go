@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/pharos-metallo/metallo/platform/background"
 	"github.com/pharos-metallo/metallo/platform/config"
 )
 
@@ -144,27 +145,10 @@ func Module(f Files) fx.Option {
 			if err != nil {
 				return nil, err
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			lc.Append(fx.Hook{
-				OnStart: func(context.Context) error {
-					go func() {
-						defer close(done)
-						if err := c.Watch(ctx); err != nil {
-							log.Error("the TLS pair is not watched; a rotated certificate needs a restart", zap.Error(err))
-						}
-					}()
-					return nil
-				},
-				OnStop: func(stop context.Context) error {
-					cancel()
-					select {
-					case <-done:
-						return nil
-					case <-stop.Done():
-						return fmt.Errorf("stop watching the TLS pair: %w", stop.Err())
-					}
-				},
+			background.Run(lc, "the TLS pair's watch", func(ctx context.Context) {
+				if err := c.Watch(ctx); err != nil {
+					log.Error("the TLS pair is not watched; a rotated certificate needs a restart", zap.Error(err))
+				}
 			})
 			return c, nil
 		}),
