@@ -1,51 +1,13 @@
 package siteruntime
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
-	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
-
-// NewPermissions returns the RuntimePermissions adaptor the --permissions
-// value chooses: the HTTP client of the permission contract (retrying an
-// unavailable provider for up to --permissions-bound), or the policy file.
-// There is no default: an empty or unknown value is an error naming the
-// flag.
-func NewPermissions(c Config, clk application.Clock) (application.RuntimePermissions, error) {
-	src, err := ParsePermissions(c.Permissions)
-	if err != nil {
-		return nil, config.Invalid("permissions", c.Permissions, err)
-	}
-	if src.Kind == "http" {
-		return permissions.NewHTTP(permissions.HTTPConfig{BaseURL: src.URL, Bound: c.PermissionsBound}, clk), nil
-	}
-	p, err := permissions.NewPolicy(src.File, clk, 0)
-	if err != nil {
-		return nil, config.Invalid("permissions", c.Permissions, err)
-	}
-	return p, nil
-}
-
-// StaticImages is application.BatchImages from configuration.
-type StaticImages struct{ batch string }
-
-// NewStaticImages returns the configured batch image; it must be pinned by
-// digest (…@sha256:<64 hex>), a tag alone is refused.
-func NewStaticImages(batch string) (StaticImages, error) {
-	if !siteprotocol.IsPinnedImage(batch) {
-		return StaticImages{}, config.Invalid("batch-image", batch, errors.New("the batch execution image must be pinned by digest (…@sha256:<64 hex>)"))
-	}
-	return StaticImages{batch: batch}, nil
-}
-
-// BatchImage returns the batch execution image.
-func (s StaticImages) BatchImage() string { return s.batch }
 
 // NewBatchExecutor builds the batch family's executors (issue 6) from the
 // role's configuration: the Kubernetes adaptor acting as the Runtime's

@@ -4,17 +4,21 @@
 // operation and family (docs/site-runtime.md). Module is its one Fx option;
 // OpenJournal, NewWorker and the adaptors' constructors build the same
 // pieces without Fx.
+//
+// The composition is split by concern: config.go is the role's Config and
+// its validation; installation.go reads the installation record, opens
+// the journal set bound to it and runs the install and check hooks;
+// permissions.go and repositories.go choose the permission and repository
+// grant providers; wiring.go holds the pieces every executor family shares
+// (pinned images, the heartbeat, the Site client); batch.go builds the
+// batch family; module.go is the Fx wiring, one named provider each.
 package siteruntime
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
-	"slices"
-	"strings"
 	"time"
 
 	"go.uber.org/fx"
@@ -23,18 +27,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/heartbeat"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/installation"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/observe"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/sitehttp"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
-	"github.com/pharos-metallo/metallo/platform/auth"
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/failpoint"
-	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
 // Name is the Fx module name, log field and metric prefix owner.
@@ -44,379 +44,11 @@ const Name = "site_runtime"
 // the registry is built from (see AsExecutors).
 const ExecutorsGroup = "siteruntime.executors"
 
-// Config is the runtime role's configuration (flags with METALLO_*
-// equivalents; docs/operations.md#runtime-flags).
-type Config struct {
-	// JournalDir holds delivery.sqlite, jobs.sqlite and services.sqlite.
-	JournalDir string
-	// Environment and Authority are the stream and the Site API URL; the
-	// journals are bound to both.
-	Environment string
-	Authority   string
-	// TokenFile (a projected service-account token) or KeyFile (a static
-	// key): exactly one, re-read for every request.
-	TokenFile string
-	KeyFile   string
-	// CAFile is the PEM bundle the Site API's certificate is verified
-	// against (system roots when empty).
-	CAFile string
-	// HeartbeatFile is where the worker beats; `runtime liveness` reads it.
-	HeartbeatFile string
-	// LivenessBound is how old a heartbeat may be before liveness fails.
-	LivenessBound time.Duration
-	// Kubeconfig is the Site cluster's configuration (in-cluster when
-	// empty).
-	Kubeconfig string
-	// BatchImage is the batch execution image, pinned by digest.
-	BatchImage string
-	// Permissions is the RuntimePermissions provider: http:<url> or
-	// policy:<file>.
-	Permissions string
-	// RepositoryGrants is the RepositoryGrants provider: http:<url> or
-	// file:<file> (docs/site-runtime.md#repository-grants).
-	RepositoryGrants string
-	// RepositoryGrantsBound bounds how long an unavailable HTTP grant
-	// provider is retried (then refused / credential-unavailable).
-	RepositoryGrantsBound time.Duration
-	// InstallationRecord is configmap:<namespace>/<name> or file:<path>.
-	InstallationRecord string
-	// GPUResources maps gpu.<vendor> demand keys to Kubernetes extended
-	// resources, over the default gpu.nvidia → nvidia.com/gpu.
-	GPUResources map[string]string
-	// BatchPodAnnotations are added to every batch Pod template.
-	BatchPodAnnotations map[string]string
-	// PodNodeSelector and PodTolerations place every Pod the Runtime
-	// renders (kube.Scheduling): a node selector (label key → value) and
-	// tolerations as key[=value][:effect] (kube.ParseTolerations).
-	PodNodeSelector map[string]string
-	PodTolerations  []string
-	// DeletionWait bounds how long cancel and cleanup wait for a deleted
-	// object to be gone (then failed / deletion-pending).
-	DeletionWait time.Duration
-	// PermissionsBound bounds how long an unavailable HTTP permission
-	// provider is retried (then refused / permission-unavailable).
-	PermissionsBound time.Duration
-	// PullLimit, PullWait, BackoffInitial, BackoffMax and
-	// FoldAcknowledgement tune the worker (application.WorkerConfig).
-	PullLimit           int
-	PullWait            time.Duration
-	BackoffInitial      time.Duration
-	BackoffMax          time.Duration
-	FoldAcknowledgement bool
-	// Failpoints arms crash points (tests only; METALLO_FAILPOINTS).
-	Failpoints string
-}
-
-// Credential returns the configured credential file and the flag naming it.
-func (c Config) Credential() (path, flag string) {
-	if c.KeyFile != "" {
-		return c.KeyFile, "key-file"
-	}
-	return c.TokenFile, "token-file"
-}
-
-// PermissionsSource is a parsed --permissions value.
-type PermissionsSource struct {
-	// Kind is "http" or "policy".
-	Kind string
-	// URL is the provider's base URL (http).
-	URL string
-	// File is the policy file (policy).
-	File string
-}
-
-// ParsePermissions reads http:<url> (an absolute https URL of the
-// permission provider; plain http only to a loopback address, the rule of
-// the Site API's authority) or policy:<file> (an existing file). There is
-// no default: a missing provider is an error.
-func ParsePermissions(s string) (PermissionsSource, error) {
-	kind, rest, _ := strings.Cut(s, ":")
-	switch kind {
-	case "http":
-		if _, err := sitehttp.ParseAuthority(rest); err != nil {
-			return PermissionsSource{}, fmt.Errorf("http:<url> needs the permission provider's base URL: %w", err)
-		}
-		return PermissionsSource{Kind: kind, URL: rest}, nil
-	case "policy":
-		if rest == "" {
-			return PermissionsSource{}, errors.New("policy:<file> needs a file")
-		}
-		if _, err := os.Stat(rest); err != nil {
-			return PermissionsSource{}, fmt.Errorf("policy file: %w", err)
-		}
-		return PermissionsSource{Kind: kind, File: rest}, nil
-	}
-	return PermissionsSource{}, errors.New("choose the permission provider explicitly: http:<url> or policy:<file>")
-}
-
-// flagErrors collects configuration errors, each naming its flag.
-type flagErrors []error
-
-func (e *flagErrors) bad(flag, value string, err error) {
-	*e = append(*e, config.Invalid(flag, value, err))
-}
-
-func (e *flagErrors) positive(flag string, d time.Duration, what string) {
-	if d <= 0 {
-		e.bad(flag, d.String(), fmt.Errorf("must be positive: %s", what))
-	}
-}
-
-// directoryOrAbsent refuses a path that exists and is not a directory.
-func (e *flagErrors) directoryOrAbsent(flag, path string) {
-	if fi, err := os.Stat(path); err == nil && !fi.IsDir() {
-		e.bad(flag, path, errors.New("exists and is not a directory"))
-	}
-}
-
-func (e *flagErrors) existing(flag, path string) {
-	if path == "" {
-		return
-	}
-	if _, err := os.Stat(path); err != nil {
-		e.bad(flag, path, err)
-	}
-}
-
-// identity checks --environment (an environment ID as environments.yaml
-// defines it: the principal ID rule of platform/auth) and --authority (an
-// https URL; plain http only to a loopback address).
-func (c Config) identity(errs *flagErrors) {
-	if c.Environment == "" {
-		errs.bad("environment", "", errors.New("required: the stream's environment ID"))
-	} else if _, err := auth.ParsePrincipal(auth.KindEnvironment + ":" + c.Environment); err != nil {
-		errs.bad("environment", c.Environment, errors.New("an environment ID is 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"))
-	}
-	if c.Authority == "" {
-		errs.bad("authority", "", errors.New("required: the Site API URL"))
-	} else if _, err := sitehttp.ParseAuthority(c.Authority); err != nil {
-		errs.bad("authority", c.Authority, err)
-	}
-}
-
-// credential checks that exactly one of --token-file and --key-file names
-// an existing file, and that --ca-file, when given, is a readable PEM
-// bundle with at least one certificate.
-func (c Config) credential(errs *flagErrors) {
-	switch {
-	case c.TokenFile != "" && c.KeyFile != "":
-		errs.bad("key-file", c.KeyFile, errors.New("give --token-file or --key-file, not both"))
-	case c.TokenFile == "" && c.KeyFile == "":
-		errs.bad("token-file", "", errors.New("required: the bearer credential file (--token-file, or --key-file for a static key)"))
-	default:
-		path, flag := c.Credential()
-		errs.existing(flag, path)
-	}
-	errs.caFile(c.CAFile)
-}
-
-// caFile refuses a --ca-file that cannot be read or holds no PEM
-// certificate, so a bad bundle is named at flag validation instead of
-// failing every TLS handshake later.
-func (e *flagErrors) caFile(path string) {
-	if path == "" {
-		return
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		e.bad("ca-file", path, fmt.Errorf("cannot be read: %w", err))
-		return
-	}
-	if !x509.NewCertPool().AppendCertsFromPEM(b) {
-		e.bad("ca-file", path, errors.New("holds no PEM certificate (-----BEGIN CERTIFICATE-----)"))
-	}
-}
-
-// record checks --installation-record and, when given, --kubeconfig.
-func (c Config) record(errs *flagErrors) {
-	if _, err := installation.ParseLocation(c.InstallationRecord); err != nil {
-		errs.bad("installation-record", c.InstallationRecord, err)
-	}
-	errs.existing("kubeconfig", c.Kubeconfig)
-}
-
-// ValidateInstall checks the settings of `metallo runtime install`
-// (--journal-dir, --environment, --authority, --installation-record,
-// --kubeconfig) with the same rules as Validate, so the hook writes nothing
-// for a binding serve would refuse. Each error names its flag.
-func (c Config) ValidateInstall() error {
-	var errs flagErrors
-	if c.JournalDir == "" {
-		errs.bad("journal-dir", "", errors.New("required: the directory of the journal set"))
-	} else {
-		errs.directoryOrAbsent("journal-dir", c.JournalDir)
-	}
-	c.identity(&errs)
-	c.record(&errs)
-	return errors.Join(errs...)
-}
-
-// ValidateCheck checks the settings of `metallo runtime check`: the
-// binding, the credential (exactly one of --token-file and --key-file, as
-// for serve), the installation record, and retryFor (--retry-for) > 0.
-func (c Config) ValidateCheck(retryFor time.Duration) error {
-	var errs flagErrors
-	c.identity(&errs)
-	c.credential(&errs)
-	c.record(&errs)
-	errs.positive("retry-for", retryFor, "how long refused connections are retried")
-	return errors.Join(errs...)
-}
-
-// Validate checks every setting serve needs; each error names its flag.
-func (c Config) Validate() error {
-	var errs flagErrors
-	if c.JournalDir == "" {
-		errs.bad("journal-dir", "", errors.New("required: the directory of the journal set"))
-	}
-	c.identity(&errs)
-	c.credential(&errs)
-	c.record(&errs)
-	if c.HeartbeatFile == "" {
-		errs.bad("heartbeat-file", "", errors.New("required"))
-	}
-	if !siteprotocol.IsPinnedImage(c.BatchImage) {
-		errs.bad("batch-image", c.BatchImage, errors.New("the batch execution image must be pinned by digest (…@sha256:<64 hex>); a tag alone is refused"))
-	}
-	if _, err := ParsePermissions(c.Permissions); err != nil {
-		errs.bad("permissions", c.Permissions, err)
-	}
-	if _, err := ParseRepositoryGrants(c.RepositoryGrants); err != nil {
-		errs.bad("repository-grants", c.RepositoryGrants, err)
-	}
-	if err := kube.CheckExtendedResources(c.GPUResources); err != nil {
-		errs.bad("gpu-resources", formatMap(c.GPUResources), err)
-	}
-	if err := kube.CheckPodAnnotations(c.BatchPodAnnotations); err != nil {
-		errs.bad("batch-pod-annotations", formatMap(c.BatchPodAnnotations), err)
-	}
-	if err := kube.CheckNodeSelector(c.PodNodeSelector); err != nil {
-		errs.bad("pod-node-selector", formatMap(c.PodNodeSelector), err)
-	}
-	if _, err := kube.ParseTolerations(c.PodTolerations); err != nil {
-		errs.bad("pod-tolerations", strings.Join(c.PodTolerations, ","), err)
-	}
-	errs.positive("deletion-wait", c.DeletionWait, "how long cancel and cleanup wait for a deleted object")
-	errs.positive("permissions-bound", c.PermissionsBound, "how long an unavailable permission provider is retried")
-	errs.positive("repository-grants-bound", c.RepositoryGrantsBound, "how long an unavailable repository grant provider is retried")
-	if c.PullLimit < 1 || c.PullLimit > siteprotocol.MaxPullLimit {
-		errs.bad("pull-limit", fmt.Sprint(c.PullLimit), fmt.Errorf("must be 1..%d", siteprotocol.MaxPullLimit))
-	}
-	if c.PullWait < time.Second || c.PullWait > siteprotocol.MaxPullWaitSeconds*time.Second || c.PullWait%time.Second != 0 {
-		errs.bad("pull-wait", c.PullWait.String(), fmt.Errorf("must be whole seconds, 1s..%ds: the protocol's wait is in seconds, and a pull without a wait would poll an idle stream without pause",
-			siteprotocol.MaxPullWaitSeconds))
-	}
-	errs.positive("backoff-initial", c.BackoffInitial, "the first wait after a transient failure")
-	if c.BackoffInitial > 0 && c.BackoffMax < c.BackoffInitial {
-		errs.bad("backoff-max", c.BackoffMax.String(), fmt.Errorf("must be at least --backoff-initial (%s)", c.BackoffInitial))
-	}
-	errs.positive("liveness-bound", c.LivenessBound, "the oldest heartbeat the liveness probe accepts")
-	if c.LivenessBound > 0 && c.LivenessBound <= c.PullWait+c.BackoffMax {
-		errs.bad("liveness-bound", c.LivenessBound.String(), fmt.Errorf("must exceed --pull-wait plus --backoff-max (%s): an idle or waiting worker beats at least that often", c.PullWait+c.BackoffMax))
-	}
-	if _, err := failpoint.Parse(c.Failpoints, application.FailpointNames(), nil); err != nil {
-		errs.bad("failpoints", c.Failpoints, err)
-	}
-	return errors.Join(errs...)
-}
-
-// Scheduling returns the configured kube.Scheduling (Validate checks it
-// first; an entry that does not parse is an error here too).
-func (c Config) Scheduling() (kube.Scheduling, error) {
-	tolerations, err := kube.ParseTolerations(c.PodTolerations)
-	if err != nil {
-		return kube.Scheduling{}, config.Invalid("pod-tolerations", strings.Join(c.PodTolerations, ","), err)
-	}
-	return kube.Scheduling{NodeSelector: maps.Clone(c.PodNodeSelector), Tolerations: tolerations}, nil
-}
-
-// formatMap renders a key=value flag value for messages, keys sorted.
-func formatMap(m map[string]string) string {
-	parts := make([]string, 0, len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, k+"="+m[k])
-	}
-	return strings.Join(parts, ",")
-}
-
-// StartHeartbeat writes the first heartbeat before the worker starts, so a
-// Runtime whose --heartbeat-file cannot be written refuses to start (its
-// liveness probe could never pass) instead of running unobserved.
-func StartHeartbeat(ctx context.Context, c Config, clk application.Clock) error {
-	if err := heartbeat.NewFile(c.HeartbeatFile, clk, 0).Beat(ctx); err != nil {
-		return config.Invalid("heartbeat-file", c.HeartbeatFile, fmt.Errorf("the heartbeat cannot be written: %w", err))
-	}
-	return nil
-}
-
-// OpenJournal opens the configured journal set of the installation rec
-// (from ReadInstallation): it takes the directory lock, verifies every file
-// read-only and refuses to start (naming the file and row) on any damage,
-// and when the journals' binding is not --environment/--authority or their
-// installation is not rec's (journal.ErrBindingMismatch) — all before
-// anything is opened for writing (docs/site-runtime.md#what-refuses-to-start:
-// the binding is checked on every start). It never creates a journal.
-func OpenJournal(ctx context.Context, c Config, rec domain.Installation) (*journal.Journal, error) {
-	return journal.Open(ctx, c.JournalDir, journal.Options{Expect: &domain.Binding{
-		Environment: c.Environment, Authority: c.Authority, InstallationID: rec.InstallationID}})
-}
-
-// ReadInstallation reads the record of --installation-record and checks it
-// against --environment and --authority. It fails, naming the flag, when
-// the record cannot be read, does not exist (`metallo runtime install`
-// has not run) or names another environment or authority.
-func ReadInstallation(ctx context.Context, c Config) (domain.Installation, error) {
-	record, err := NewInstallationRecord(c.InstallationRecord, c.Kubeconfig)
-	if err != nil {
-		return domain.Installation{}, config.Invalid("installation-record", c.InstallationRecord, err)
-	}
-	return readInstallation(ctx, c, record)
-}
-
-func readInstallation(ctx context.Context, c Config, record application.InstallationRecord) (domain.Installation, error) {
-	rec, err := record.Read(ctx)
-	if err != nil {
-		return domain.Installation{}, config.Invalid("installation-record", c.InstallationRecord, fmt.Errorf("read %s: %w", record.Describe(), err))
-	}
-	if rec == nil {
-		return domain.Installation{}, config.Invalid("installation-record", c.InstallationRecord,
-			fmt.Errorf("%s does not exist: run `metallo runtime install` first", record.Describe()))
-	}
-	if rec.Environment != c.Environment || strings.TrimRight(rec.Authority, "/") != strings.TrimRight(c.Authority, "/") {
-		return domain.Installation{}, config.Invalid("installation-record", c.InstallationRecord,
-			fmt.Errorf("%w: %s records installation %s for environment %q at %s; configured is environment %q at %s (--environment, --authority)",
-				application.ErrInstallationMismatch, record.Describe(), rec.InstallationID, rec.Environment, rec.Authority, c.Environment, c.Authority))
-	}
-	return *rec, nil
-}
-
-// NewSiteClient returns the Site HTTPS client for the installation.
-func NewSiteClient(c Config, installationID string) (*sitehttp.Client, error) {
-	path, _ := c.Credential()
-	return sitehttp.New(sitehttp.Config{Authority: c.Authority, Environment: c.Environment, InstallationID: installationID,
-		TokenFile: path, CAFile: c.CAFile})
-}
-
-// WorkerConfig returns the worker's settings.
-func (c Config) WorkerConfig() application.WorkerConfig {
-	path, flag := c.Credential()
-	return application.WorkerConfig{
-		Environment: c.Environment, Authority: c.Authority, PullLimit: c.PullLimit, PullWait: c.PullWait,
-		BackoffInitial: c.BackoffInitial, BackoffMax: c.BackoffMax, FoldAcknowledgement: c.FoldAcknowledgement,
-		Credential: "--" + flag + " " + path,
-	}
-}
-
 // AsExecutors annotates a constructor returning []application.Registration
 // so that Fx adds its routes to the registry: issue 6's native executors
 // and test compositions use it.
 func AsExecutors(constructor any) any {
 	return fx.Annotate(constructor, fx.ResultTags(`group:"`+ExecutorsGroup+`,flatten"`))
-}
-
-type registryParams struct {
-	fx.In
-	Registrations []application.Registration `group:"siteruntime.executors"`
 }
 
 // Module composes site_runtime around the journal set j (from
@@ -425,60 +57,127 @@ type registryParams struct {
 // application.MemberBindings, application.BatchRecords,
 // application.ServiceRecords and application.RepositoryGrants (built at
 // start, so that a broken grants file refuses it). Everything else is
-// private.
+// private. Each provider is a named function below, in the order listed.
 func Module(cfg Config, j *journal.Journal) fx.Option {
 	return fx.Module(Name,
-		fx.Decorate(func(log *zap.Logger) *zap.Logger { return log.With(zap.String("context", Name)) }),
+		fx.Decorate(contextLogger),
 		fx.Supply(cfg),
+		fx.Supply(fx.Private, j),
 		fx.Provide(
-			func(log *zap.Logger) (application.Failpoints, error) {
-				fp, err := failpoint.Parse(cfg.Failpoints, application.FailpointNames(), os.Stderr)
-				if err != nil {
-					return nil, config.Invalid("failpoints", cfg.Failpoints, err)
-				}
-				if fp.Armed() {
-					log.Warn("failpoints armed: this process will kill itself at them (tests only)", zap.String("failpoints", cfg.Failpoints))
-				}
-				return fp, nil
-			},
-			func() application.MemberBindings { return j },
-			func() application.BatchRecords { return j.Batch() },
-			func() application.ServiceRecords { return j.Services() },
-			func(c clock.Clock) (application.RepositoryGrants, error) { return NewRepositoryGrants(cfg, c) },
+			newFailpoints,
+			memberBindings,
+			batchRecords,
+			serviceRecords,
+			newRepositoryGrants,
 		),
 		// The grant provider is built at start even before an executor uses it.
-		fx.Invoke(func(application.RepositoryGrants) {}),
+		fx.Invoke(buildRepositoryGrants),
 		fx.Provide(
-			AsExecutors(func(b application.MemberBindings, fp application.Failpoints) []application.Registration {
-				return application.NewMemberExecutor(b, fp).Registrations()
-			}),
-			AsExecutors(func(e *application.BatchExecutor) []application.Registration { return e.Registrations() }),
+			AsExecutors(memberRegistrations),
+			AsExecutors(batchRegistrations),
 		),
-		fx.Provide(
-			fx.Private,
-			func(b application.MemberBindings, r application.BatchRecords, fp application.Failpoints, c clock.Clock, log *zap.Logger) (*application.BatchExecutor, *application.JobWatcher, error) {
-				return NewBatchExecutor(cfg, b, r, fp, c, j.Batch(), watchLog{log: log})
-			},
-		),
+		fx.Provide(fx.Private, newBatchExecutor),
 		fx.Provide(
 			fx.Private,
-			func(p registryParams) (*application.Registry, error) {
-				return application.NewRegistry(p.Registrations...)
-			},
-			func(log *zap.Logger, reg prometheus.Registerer, c clock.Clock) (*observe.Events, error) {
-				return observe.New(log, reg, c, j.Commits)
-			},
-			func(c clock.Clock) *heartbeat.File { return heartbeat.NewFile(cfg.HeartbeatFile, c, time.Second) },
-			func() (*sitehttp.Client, error) { return NewSiteClient(cfg, j.Binding().InstallationID) },
-			func(site *sitehttp.Client, reg *application.Registry, hb *heartbeat.File, fp application.Failpoints, ev *observe.Events) *application.Worker {
-				return application.NewWorker(cfg.WorkerConfig(), site, j, reg, hb, fp, ev)
-			},
+			newRegistry,
+			newEvents,
+			newHeartbeat,
+			newSiteClient,
+			newWorker,
 		),
-		fx.Invoke(func(lc fx.Lifecycle, w *application.Worker, watch *application.JobWatcher, log *zap.Logger) {
-			r := &runner{worker: w, watch: watch, journal: j, log: log, done: make(chan struct{})}
-			lc.Append(fx.Hook{OnStart: r.start, OnStop: r.stop})
-		}),
+		fx.Invoke(runWorker),
 	)
+}
+
+// contextLogger names the context on every line its parts log.
+func contextLogger(log *zap.Logger) *zap.Logger { return log.With(zap.String("context", Name)) }
+
+// newFailpoints arms --failpoints (METALLO_FAILPOINTS), warning when any
+// is armed; a value that does not parse is an error naming the flag.
+func newFailpoints(cfg Config, log *zap.Logger) (application.Failpoints, error) {
+	fp, err := failpoint.Parse(cfg.Failpoints, application.FailpointNames(), os.Stderr)
+	if err != nil {
+		return nil, config.Invalid("failpoints", cfg.Failpoints, err)
+	}
+	if fp.Armed() {
+		log.Warn("failpoints armed: this process will kill itself at them (tests only)", zap.String("failpoints", cfg.Failpoints))
+	}
+	return fp, nil
+}
+
+// memberBindings is the journal set's delivery journal as the member
+// bindings.
+func memberBindings(j *journal.Journal) application.MemberBindings { return j }
+
+// batchRecords is jobs.sqlite.
+func batchRecords(j *journal.Journal) application.BatchRecords { return j.Batch() }
+
+// serviceRecords is services.sqlite.
+func serviceRecords(j *journal.Journal) application.ServiceRecords { return j.Services() }
+
+// newRepositoryGrants is NewRepositoryGrants on the process clock.
+func newRepositoryGrants(cfg Config, c clock.Clock) (application.RepositoryGrants, error) {
+	return NewRepositoryGrants(cfg, c)
+}
+
+// buildRepositoryGrants asks for the grant provider so that Fx builds it
+// at start.
+func buildRepositoryGrants(application.RepositoryGrants) {}
+
+// memberRegistrations routes the member binding operations.
+func memberRegistrations(b application.MemberBindings, fp application.Failpoints) []application.Registration {
+	return application.NewMemberExecutor(b, fp).Registrations()
+}
+
+// batchRegistrations routes the batch family's operations.
+func batchRegistrations(e *application.BatchExecutor) []application.Registration {
+	return e.Registrations()
+}
+
+// newBatchExecutor is NewBatchExecutor with the watch of the Runtime's
+// Jobs over jobs.sqlite, logging what the watch does.
+func newBatchExecutor(cfg Config, j *journal.Journal, b application.MemberBindings, r application.BatchRecords, fp application.Failpoints,
+	c clock.Clock, log *zap.Logger) (*application.BatchExecutor, *application.JobWatcher, error) {
+	return NewBatchExecutor(cfg, b, r, fp, c, j.Batch(), watchLog{log: log})
+}
+
+// registryParams are the registrations of ExecutorsGroup.
+type registryParams struct {
+	fx.In
+	Registrations []application.Registration `group:"siteruntime.executors"`
+}
+
+// newRegistry builds the registry from every executor's registrations.
+func newRegistry(p registryParams) (*application.Registry, error) {
+	return application.NewRegistry(p.Registrations...)
+}
+
+// newEvents is the worker's logs and metrics over the journal's commits.
+func newEvents(log *zap.Logger, reg prometheus.Registerer, c clock.Clock, j *journal.Journal) (*observe.Events, error) {
+	return observe.New(log, reg, c, j.Commits)
+}
+
+// newHeartbeat is --heartbeat-file, beaten at most once a second.
+func newHeartbeat(cfg Config, c clock.Clock) *heartbeat.File {
+	return heartbeat.NewFile(cfg.HeartbeatFile, c, time.Second)
+}
+
+// newSiteClient is NewSiteClient for the journal set's installation.
+func newSiteClient(cfg Config, j *journal.Journal) (*sitehttp.Client, error) {
+	return NewSiteClient(cfg, j.Binding().InstallationID)
+}
+
+// newWorker is the ordered worker over the journal set.
+func newWorker(cfg Config, j *journal.Journal, site *sitehttp.Client, reg *application.Registry, hb *heartbeat.File,
+	fp application.Failpoints, ev *observe.Events) *application.Worker {
+	return application.NewWorker(cfg.WorkerConfig(), site, j, reg, hb, fp, ev)
+}
+
+// runWorker runs the worker (and the watch of the Runtime's Jobs) for the
+// process lifetime and closes the journal set at stop (runner).
+func runWorker(lc fx.Lifecycle, w *application.Worker, watch *application.JobWatcher, j *journal.Journal, log *zap.Logger) {
+	r := &runner{worker: w, watch: watch, journal: j, log: log, done: make(chan struct{})}
+	lc.Append(fx.Hook{OnStart: r.start, OnStop: r.stop})
 }
 
 // runner runs the worker for the process lifetime. A stopped worker seals

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -16,6 +17,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/clock"
+	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 )
 
@@ -40,6 +42,47 @@ func NewInstallationRecord(spec, kubeconfigPath string) (application.Installatio
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	return installation.NewConfigMap(client, loc.Namespace, loc.Name), nil
+}
+
+// OpenJournal opens the configured journal set of the installation rec
+// (from ReadInstallation): it takes the directory lock, verifies every file
+// read-only and refuses to start (naming the file and row) on any damage,
+// and when the journals' binding is not --environment/--authority or their
+// installation is not rec's (journal.ErrBindingMismatch) — all before
+// anything is opened for writing (docs/site-runtime.md#what-refuses-to-start:
+// the binding is checked on every start). It never creates a journal.
+func OpenJournal(ctx context.Context, c Config, rec domain.Installation) (*journal.Journal, error) {
+	return journal.Open(ctx, c.JournalDir, journal.Options{Expect: &domain.Binding{
+		Environment: c.Environment, Authority: c.Authority, InstallationID: rec.InstallationID}})
+}
+
+// ReadInstallation reads the record of --installation-record and checks it
+// against --environment and --authority. It fails, naming the flag, when
+// the record cannot be read, does not exist (`metallo runtime install`
+// has not run) or names another environment or authority.
+func ReadInstallation(ctx context.Context, c Config) (domain.Installation, error) {
+	record, err := NewInstallationRecord(c.InstallationRecord, c.Kubeconfig)
+	if err != nil {
+		return domain.Installation{}, config.Invalid("installation-record", c.InstallationRecord, err)
+	}
+	return readInstallation(ctx, c, record)
+}
+
+func readInstallation(ctx context.Context, c Config, record application.InstallationRecord) (domain.Installation, error) {
+	rec, err := record.Read(ctx)
+	if err != nil {
+		return domain.Installation{}, config.Invalid("installation-record", c.InstallationRecord, fmt.Errorf("read %s: %w", record.Describe(), err))
+	}
+	if rec == nil {
+		return domain.Installation{}, config.Invalid("installation-record", c.InstallationRecord,
+			fmt.Errorf("%s does not exist: run `metallo runtime install` first", record.Describe()))
+	}
+	if rec.Environment != c.Environment || strings.TrimRight(rec.Authority, "/") != strings.TrimRight(c.Authority, "/") {
+		return domain.Installation{}, config.Invalid("installation-record", c.InstallationRecord,
+			fmt.Errorf("%w: %s records installation %s for environment %q at %s; configured is environment %q at %s (--environment, --authority)",
+				application.ErrInstallationMismatch, record.Describe(), rec.InstallationID, rec.Environment, rec.Authority, c.Environment, c.Authority))
+	}
+	return *rec, nil
 }
 
 // Install runs the installation hook (`metallo runtime install`): under

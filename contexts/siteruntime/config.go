@@ -1,0 +1,292 @@
+package siteruntime
+
+import (
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/installation"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/sitehttp"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/platform/auth"
+	"github.com/pharos-metallo/metallo/platform/config"
+	"github.com/pharos-metallo/metallo/platform/failpoint"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+// Config is the runtime role's configuration (flags with METALLO_*
+// equivalents; docs/operations.md#runtime-flags).
+type Config struct {
+	// JournalDir holds delivery.sqlite, jobs.sqlite and services.sqlite.
+	JournalDir string
+	// Environment and Authority are the stream and the Site API URL; the
+	// journals are bound to both.
+	Environment string
+	Authority   string
+	// TokenFile (a projected service-account token) or KeyFile (a static
+	// key): exactly one, re-read for every request.
+	TokenFile string
+	KeyFile   string
+	// CAFile is the PEM bundle the Site API's certificate is verified
+	// against (system roots when empty).
+	CAFile string
+	// HeartbeatFile is where the worker beats; `runtime liveness` reads it.
+	HeartbeatFile string
+	// LivenessBound is how old a heartbeat may be before liveness fails.
+	LivenessBound time.Duration
+	// Kubeconfig is the Site cluster's configuration (in-cluster when
+	// empty).
+	Kubeconfig string
+	// BatchImage is the batch execution image, pinned by digest.
+	BatchImage string
+	// Permissions is the RuntimePermissions provider: http:<url> or
+	// policy:<file>.
+	Permissions string
+	// RepositoryGrants is the RepositoryGrants provider: http:<url> or
+	// file:<file> (docs/site-runtime.md#repository-grants).
+	RepositoryGrants string
+	// RepositoryGrantsBound bounds how long an unavailable HTTP grant
+	// provider is retried (then refused / credential-unavailable).
+	RepositoryGrantsBound time.Duration
+	// InstallationRecord is configmap:<namespace>/<name> or file:<path>.
+	InstallationRecord string
+	// GPUResources maps gpu.<vendor> demand keys to Kubernetes extended
+	// resources, over the default gpu.nvidia → nvidia.com/gpu.
+	GPUResources map[string]string
+	// BatchPodAnnotations are added to every batch Pod template.
+	BatchPodAnnotations map[string]string
+	// PodNodeSelector and PodTolerations place every Pod the Runtime
+	// renders (kube.Scheduling): a node selector (label key → value) and
+	// tolerations as key[=value][:effect] (kube.ParseTolerations).
+	PodNodeSelector map[string]string
+	PodTolerations  []string
+	// DeletionWait bounds how long cancel and cleanup wait for a deleted
+	// object to be gone (then failed / deletion-pending).
+	DeletionWait time.Duration
+	// PermissionsBound bounds how long an unavailable HTTP permission
+	// provider is retried (then refused / permission-unavailable).
+	PermissionsBound time.Duration
+	// PullLimit, PullWait, BackoffInitial, BackoffMax and
+	// FoldAcknowledgement tune the worker (application.WorkerConfig).
+	PullLimit           int
+	PullWait            time.Duration
+	BackoffInitial      time.Duration
+	BackoffMax          time.Duration
+	FoldAcknowledgement bool
+	// Failpoints arms crash points (tests only; METALLO_FAILPOINTS).
+	Failpoints string
+}
+
+// Credential returns the configured credential file and the flag naming it.
+func (c Config) Credential() (path, flag string) {
+	if c.KeyFile != "" {
+		return c.KeyFile, "key-file"
+	}
+	return c.TokenFile, "token-file"
+}
+
+// flagErrors collects configuration errors, each naming its flag.
+type flagErrors []error
+
+func (e *flagErrors) bad(flag, value string, err error) {
+	*e = append(*e, config.Invalid(flag, value, err))
+}
+
+func (e *flagErrors) positive(flag string, d time.Duration, what string) {
+	if d <= 0 {
+		e.bad(flag, d.String(), fmt.Errorf("must be positive: %s", what))
+	}
+}
+
+// directoryOrAbsent refuses a path that exists and is not a directory.
+func (e *flagErrors) directoryOrAbsent(flag, path string) {
+	if fi, err := os.Stat(path); err == nil && !fi.IsDir() {
+		e.bad(flag, path, errors.New("exists and is not a directory"))
+	}
+}
+
+func (e *flagErrors) existing(flag, path string) {
+	if path == "" {
+		return
+	}
+	if _, err := os.Stat(path); err != nil {
+		e.bad(flag, path, err)
+	}
+}
+
+// identity checks --environment (an environment ID as environments.yaml
+// defines it: the principal ID rule of platform/auth) and --authority (an
+// https URL; plain http only to a loopback address).
+func (c Config) identity(errs *flagErrors) {
+	if c.Environment == "" {
+		errs.bad("environment", "", errors.New("required: the stream's environment ID"))
+	} else if _, err := auth.ParsePrincipal(auth.KindEnvironment + ":" + c.Environment); err != nil {
+		errs.bad("environment", c.Environment, errors.New("an environment ID is 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"))
+	}
+	if c.Authority == "" {
+		errs.bad("authority", "", errors.New("required: the Site API URL"))
+	} else if _, err := sitehttp.ParseAuthority(c.Authority); err != nil {
+		errs.bad("authority", c.Authority, err)
+	}
+}
+
+// credential checks that exactly one of --token-file and --key-file names
+// an existing file, and that --ca-file, when given, is a readable PEM
+// bundle with at least one certificate.
+func (c Config) credential(errs *flagErrors) {
+	switch {
+	case c.TokenFile != "" && c.KeyFile != "":
+		errs.bad("key-file", c.KeyFile, errors.New("give --token-file or --key-file, not both"))
+	case c.TokenFile == "" && c.KeyFile == "":
+		errs.bad("token-file", "", errors.New("required: the bearer credential file (--token-file, or --key-file for a static key)"))
+	default:
+		path, flag := c.Credential()
+		errs.existing(flag, path)
+	}
+	errs.caFile(c.CAFile)
+}
+
+// caFile refuses a --ca-file that cannot be read or holds no PEM
+// certificate, so a bad bundle is named at flag validation instead of
+// failing every TLS handshake later.
+func (e *flagErrors) caFile(path string) {
+	if path == "" {
+		return
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		e.bad("ca-file", path, fmt.Errorf("cannot be read: %w", err))
+		return
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(b) {
+		e.bad("ca-file", path, errors.New("holds no PEM certificate (-----BEGIN CERTIFICATE-----)"))
+	}
+}
+
+// record checks --installation-record and, when given, --kubeconfig.
+func (c Config) record(errs *flagErrors) {
+	if _, err := installation.ParseLocation(c.InstallationRecord); err != nil {
+		errs.bad("installation-record", c.InstallationRecord, err)
+	}
+	errs.existing("kubeconfig", c.Kubeconfig)
+}
+
+// ValidateInstall checks the settings of `metallo runtime install`
+// (--journal-dir, --environment, --authority, --installation-record,
+// --kubeconfig) with the same rules as Validate, so the hook writes nothing
+// for a binding serve would refuse. Each error names its flag.
+func (c Config) ValidateInstall() error {
+	var errs flagErrors
+	if c.JournalDir == "" {
+		errs.bad("journal-dir", "", errors.New("required: the directory of the journal set"))
+	} else {
+		errs.directoryOrAbsent("journal-dir", c.JournalDir)
+	}
+	c.identity(&errs)
+	c.record(&errs)
+	return errors.Join(errs...)
+}
+
+// ValidateCheck checks the settings of `metallo runtime check`: the
+// binding, the credential (exactly one of --token-file and --key-file, as
+// for serve), the installation record, and retryFor (--retry-for) > 0.
+func (c Config) ValidateCheck(retryFor time.Duration) error {
+	var errs flagErrors
+	c.identity(&errs)
+	c.credential(&errs)
+	c.record(&errs)
+	errs.positive("retry-for", retryFor, "how long refused connections are retried")
+	return errors.Join(errs...)
+}
+
+// Validate checks every setting serve needs; each error names its flag.
+func (c Config) Validate() error {
+	var errs flagErrors
+	if c.JournalDir == "" {
+		errs.bad("journal-dir", "", errors.New("required: the directory of the journal set"))
+	}
+	c.identity(&errs)
+	c.credential(&errs)
+	c.record(&errs)
+	if c.HeartbeatFile == "" {
+		errs.bad("heartbeat-file", "", errors.New("required"))
+	}
+	if !siteprotocol.IsPinnedImage(c.BatchImage) {
+		errs.bad("batch-image", c.BatchImage, errors.New("the batch execution image must be pinned by digest (…@sha256:<64 hex>); a tag alone is refused"))
+	}
+	if _, err := ParsePermissions(c.Permissions); err != nil {
+		errs.bad("permissions", c.Permissions, err)
+	}
+	if _, err := ParseRepositoryGrants(c.RepositoryGrants); err != nil {
+		errs.bad("repository-grants", c.RepositoryGrants, err)
+	}
+	if err := kube.CheckExtendedResources(c.GPUResources); err != nil {
+		errs.bad("gpu-resources", formatMap(c.GPUResources), err)
+	}
+	if err := kube.CheckPodAnnotations(c.BatchPodAnnotations); err != nil {
+		errs.bad("batch-pod-annotations", formatMap(c.BatchPodAnnotations), err)
+	}
+	if err := kube.CheckNodeSelector(c.PodNodeSelector); err != nil {
+		errs.bad("pod-node-selector", formatMap(c.PodNodeSelector), err)
+	}
+	if _, err := kube.ParseTolerations(c.PodTolerations); err != nil {
+		errs.bad("pod-tolerations", strings.Join(c.PodTolerations, ","), err)
+	}
+	errs.positive("deletion-wait", c.DeletionWait, "how long cancel and cleanup wait for a deleted object")
+	errs.positive("permissions-bound", c.PermissionsBound, "how long an unavailable permission provider is retried")
+	errs.positive("repository-grants-bound", c.RepositoryGrantsBound, "how long an unavailable repository grant provider is retried")
+	if c.PullLimit < 1 || c.PullLimit > siteprotocol.MaxPullLimit {
+		errs.bad("pull-limit", fmt.Sprint(c.PullLimit), fmt.Errorf("must be 1..%d", siteprotocol.MaxPullLimit))
+	}
+	if c.PullWait < time.Second || c.PullWait > siteprotocol.MaxPullWaitSeconds*time.Second || c.PullWait%time.Second != 0 {
+		errs.bad("pull-wait", c.PullWait.String(), fmt.Errorf("must be whole seconds, 1s..%ds: the protocol's wait is in seconds, and a pull without a wait would poll an idle stream without pause",
+			siteprotocol.MaxPullWaitSeconds))
+	}
+	errs.positive("backoff-initial", c.BackoffInitial, "the first wait after a transient failure")
+	if c.BackoffInitial > 0 && c.BackoffMax < c.BackoffInitial {
+		errs.bad("backoff-max", c.BackoffMax.String(), fmt.Errorf("must be at least --backoff-initial (%s)", c.BackoffInitial))
+	}
+	errs.positive("liveness-bound", c.LivenessBound, "the oldest heartbeat the liveness probe accepts")
+	if c.LivenessBound > 0 && c.LivenessBound <= c.PullWait+c.BackoffMax {
+		errs.bad("liveness-bound", c.LivenessBound.String(), fmt.Errorf("must exceed --pull-wait plus --backoff-max (%s): an idle or waiting worker beats at least that often", c.PullWait+c.BackoffMax))
+	}
+	if _, err := failpoint.Parse(c.Failpoints, application.FailpointNames(), nil); err != nil {
+		errs.bad("failpoints", c.Failpoints, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Scheduling returns the configured kube.Scheduling (Validate checks it
+// first; an entry that does not parse is an error here too).
+func (c Config) Scheduling() (kube.Scheduling, error) {
+	tolerations, err := kube.ParseTolerations(c.PodTolerations)
+	if err != nil {
+		return kube.Scheduling{}, config.Invalid("pod-tolerations", strings.Join(c.PodTolerations, ","), err)
+	}
+	return kube.Scheduling{NodeSelector: maps.Clone(c.PodNodeSelector), Tolerations: tolerations}, nil
+}
+
+// formatMap renders a key=value flag value for messages, keys sorted.
+func formatMap(m map[string]string) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+// WorkerConfig returns the worker's settings.
+func (c Config) WorkerConfig() application.WorkerConfig {
+	path, flag := c.Credential()
+	return application.WorkerConfig{
+		Environment: c.Environment, Authority: c.Authority, PullLimit: c.PullLimit, PullWait: c.PullWait,
+		BackoffInitial: c.BackoffInitial, BackoffMax: c.BackoffMax, FoldAcknowledgement: c.FoldAcknowledgement,
+		Credential: "--" + flag + " " + path,
+	}
+}

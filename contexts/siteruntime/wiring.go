@@ -1,0 +1,45 @@
+package siteruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/heartbeat"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/sitehttp"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/platform/config"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+// StaticImages is application.BatchImages from configuration.
+type StaticImages struct{ batch string }
+
+// NewStaticImages returns the configured batch image; it must be pinned by
+// digest (…@sha256:<64 hex>), a tag alone is refused.
+func NewStaticImages(batch string) (StaticImages, error) {
+	if !siteprotocol.IsPinnedImage(batch) {
+		return StaticImages{}, config.Invalid("batch-image", batch, errors.New("the batch execution image must be pinned by digest (…@sha256:<64 hex>)"))
+	}
+	return StaticImages{batch: batch}, nil
+}
+
+// BatchImage returns the batch execution image.
+func (s StaticImages) BatchImage() string { return s.batch }
+
+// StartHeartbeat writes the first heartbeat before the worker starts, so a
+// Runtime whose --heartbeat-file cannot be written refuses to start (its
+// liveness probe could never pass) instead of running unobserved.
+func StartHeartbeat(ctx context.Context, c Config, clk application.Clock) error {
+	if err := heartbeat.NewFile(c.HeartbeatFile, clk, 0).Beat(ctx); err != nil {
+		return config.Invalid("heartbeat-file", c.HeartbeatFile, fmt.Errorf("the heartbeat cannot be written: %w", err))
+	}
+	return nil
+}
+
+// NewSiteClient returns the Site HTTPS client for the installation.
+func NewSiteClient(c Config, installationID string) (*sitehttp.Client, error) {
+	path, _ := c.Credential()
+	return sitehttp.New(sitehttp.Config{Authority: c.Authority, Environment: c.Environment, InstallationID: installationID,
+		TokenFile: path, CAFile: c.CAFile})
+}
