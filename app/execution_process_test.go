@@ -15,6 +15,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/executionports/executiontest"
 	"github.com/pharos-metallo/metallo/platform/database/dbtest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+	"github.com/pharos-metallo/metallo/platform/testsetup"
 )
 
 // executionPair is two `metallo serve --role execution` processes on one
@@ -26,7 +27,7 @@ type executionPair struct {
 
 func startExecutionPair(t *testing.T) executionPair {
 	t.Helper()
-	bin := buildExecutionBinary(t)
+	bin := testsetup.Binary(t)
 	dir := t.TempDir()
 	files := executiontest.WriteFiles(t, dir, []executiontest.Environment{{ID: "alpha-k8s", Site: "alpha", Authority: "https://metallo.example.org"}})
 	ownerKey := filepath.Join(dir, "provisioning.key")

@@ -6,24 +6,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
-
-// buildExecutionBinary builds the real binary into a temporary directory.
-func buildExecutionBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "metallo")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/metallo")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build metallo: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // servedProcess is a `metallo serve` subprocess.
 type servedProcess struct {

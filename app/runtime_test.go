@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal"
+	"github.com/pharos-metallo/metallo/platform/testsetup"
 )
 
 // runtimeArgs returns a complete `serve --role runtime` command line whose
@@ -381,7 +382,7 @@ const helperEnv = "METALLO_TEST_RUNTIME_HELPER"
 // test of the package a test that runs.
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "1" {
-		os.Exit(m.Run())
+		os.Exit(testsetup.Run(m))
 	}
 	args := os.Args
 	for i, a := range args {

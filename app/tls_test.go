@@ -20,6 +20,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/executionports/executiontest"
 	"github.com/pharos-metallo/metallo/platform/servingtls"
 	"github.com/pharos-metallo/metallo/platform/servingtls/tlstest"
+	"github.com/pharos-metallo/metallo/platform/testsetup"
 )
 
 // siteAPIName is the Site API's name in the certificate and the Runtime's authority: not a
@@ -89,7 +90,7 @@ func adminAddr(t *testing.T, p *servedProcess) string {
 // listener serves the same pair; a rotated pair is served by the same process without a
 // restart, and the Runtime checks against it again.
 func TestTheRuntimeTrustsACentralRoleServedOverTLSAndARotatedPairWithoutARestart(t *testing.T) {
-	bin := buildExecutionBinary(t)
+	bin := testsetup.Binary(t)
 	dir := t.TempDir()
 	authority := "https://" + siteAPIName
 	files := executiontest.WriteFiles(t, dir, []executiontest.Environment{{ID: "alpha-k8s", Site: "alpha", Authority: authority}})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
 	"github.com/pharos-metallo/metallo/platform/database/dbtest"
+	"github.com/pharos-metallo/metallo/platform/testsetup"
 )
 
 // TestAccountReportRacesOnPostgres runs two `metallo serve --role
@@ -21,7 +22,7 @@ import (
 // first account report of an allocation at once, round after round, and
 // never get a 5xx; exactly one report of each allocation creates its set.
 func TestAccountReportRacesOnPostgres(t *testing.T) {
-	bin := buildMetallo(t)
+	bin := testsetup.Binary(t)
 	dir := t.TempDir()
 	keys := keysFor(t, bin, dir, "site:alpha", "service:beto", "service:execution")
 	url := dbtest.NewPostgres(t)

@@ -27,6 +27,7 @@ import (
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/database/dbtest"
+	"github.com/pharos-metallo/metallo/platform/testsetup"
 	sqlfiles "github.com/pharos-metallo/metallo/sql"
 )
 
@@ -213,7 +214,7 @@ func observedAt(i int) time.Time { return observedBase.Add(time.Duration(i) * ti
 // untimed set-up of a round (the Beto events once, each agent's resource).
 func newAccountsHTTP(b *testing.B) (func(round, a, i int) error, func(round int)) {
 	dir := b.TempDir()
-	bin := buildMetallo(b)
+	bin := testsetup.Binary(b)
 	keys := keysFor(b, bin, dir, "site:alpha", "service:beto")
 	srv := startServer(b, bin, dir, "--migrate", "--provisioning-database-url", dbtest.NewPostgres(b), "--provisioning-database-max-conns", fmt.Sprint(agents),
 		"--environment-site", benchEnvironment+"=alpha")

@@ -22,6 +22,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/pgstore/pgdb"
 	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/database/dbtest"
+	"github.com/pharos-metallo/metallo/platform/testsetup"
 	sqlfiles "github.com/pharos-metallo/metallo/sql"
 )
 
@@ -182,7 +183,7 @@ func rate(b *testing.B, n int, op func(agent, i int) error) float64 {
 // returns an agent's report call against it.
 func newHTTP(b *testing.B) func(round, a, i int) error {
 	dir := b.TempDir()
-	bin := buildMetallo(b)
+	bin := testsetup.Binary(b)
 	keys := keysFor(b, bin, dir, "site:alpha")
 	srv := startServer(b, bin, dir, "--migrate", "--provisioning-database-url", dbtest.NewPostgres(b), "--provisioning-database-max-conns", fmt.Sprint(agents))
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: agents, MaxConnsPerHost: agents}}

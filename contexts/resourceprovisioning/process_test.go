@@ -23,30 +23,20 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pharos-metallo/metallo/platform/database/dbtest"
+	"github.com/pharos-metallo/metallo/platform/testsetup"
 )
 
 // These tests run the real binary, built once into t.TempDir(): `metallo
 // serve --role provisioning` processes on loopback, and `metallo
 // provisioning waldur-report` as the Site agent's CLI.
 func TestProvisioningProcesses(t *testing.T) {
-	bin := buildMetallo(t)
+	bin := testsetup.Binary(t)
 	t.Run("WaldurCasesThroughTheCLIAndHTTPGiveTheDocumentedLifecycles", func(t *testing.T) { testWaldurCases(t, bin) })
 	t.Run("ThirtyTwoAgentsOnTwoProcessesLoseNoUpdate", func(t *testing.T) { testTwoProcesses(t, bin) })
 	t.Run("BadInputIsA4xxProblemAndStoresNothing", func(t *testing.T) { testBadInput(t, bin) })
 	t.Run("ServeWithoutADatabaseURLUsesTheEmbeddedDefaultAndSaysSoFirst", func(t *testing.T) { testEmbeddedDefault(t, bin) })
 	t.Run("ServeWithoutMigrateFailsWhileMigrationsArePending", func(t *testing.T) { testPendingMigrations(t, bin) })
 	t.Run("ADroppedDatabaseIs503OnEveryRouteAndReadyzWithoutDriverText", func(t *testing.T) { testDroppedDatabase(t, bin) })
-}
-
-func buildMetallo(t testing.TB) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "metallo")
-	cmd := exec.Command("go", "build", "-o", bin, "./app/cmd/metallo")
-	cmd.Dir = "../.."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // cleanEnv is the test's environment without METALLO_* settings, so the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
 	"github.com/pharos-metallo/metallo/platform/database/dbtest"
+	"github.com/pharos-metallo/metallo/platform/testsetup"
 )
 
 // TestFirstReportRacesOnPostgres runs two `metallo serve --role
@@ -24,7 +25,7 @@ import (
 // created by exactly one of the two reports
 // (docs/resource-provisioning.md#report-intake).
 func TestFirstReportRacesOnPostgres(t *testing.T) {
-	bin := buildMetallo(t)
+	bin := testsetup.Binary(t)
 	dir := t.TempDir()
 	keys := keysFor(t, bin, dir, "site:alpha", "service:execution")
 	url := dbtest.NewPostgres(t)

@@ -27,6 +27,7 @@ import (
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/gittest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+	"github.com/pharos-metallo/metallo/platform/testsetup"
 )
 
 const (
@@ -37,22 +38,6 @@ const (
 	// limit is the size limit of the checkouts that must fit.
 	limit = 64 << 20
 )
-
-// buildMetallo builds app/cmd/metallo into dir.
-func buildMetallo(t *testing.T, dir string) string {
-	t.Helper()
-	mod, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "metallo")
-	cmd := exec.Command("go", "build", "-o", bin, "./app/cmd/metallo")
-	cmd.Dir = filepath.Dir(strings.TrimSpace(string(mod)))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 func random(t *testing.T, n int) []byte {
 	t.Helper()
@@ -89,7 +74,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	host := gittest.Start(t)
-	f := &fixture{t: t, host: host, bin: buildMetallo(t, t.TempDir())}
+	f := &fixture{t: t, host: host, bin: testsetup.Binary(t)}
 	lab := host.CreateUser("lab")
 	f.member = host.CreateUser("member")
 	push := func(name string, lfs bool, build func(w *gittest.WorkTree)) (gittest.Repo, string) {

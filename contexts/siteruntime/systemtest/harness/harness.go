@@ -31,6 +31,7 @@ import (
 
 	"github.com/pharos-metallo/metallo/platform/auth"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+	"github.com/pharos-metallo/metallo/platform/testsetup"
 )
 
 // Binaries are the built executables.
@@ -42,33 +43,15 @@ type Binaries struct {
 	Runtime string
 }
 
-// Build compiles both binaries into dir.
+// Build compiles both binaries into dir (testsetup.Build).
 func Build(ctx context.Context, dir string) (Binaries, error) {
-	root, err := moduleRoot(ctx)
-	if err != nil {
-		return Binaries{}, err
-	}
 	b := Binaries{Metallo: filepath.Join(dir, "metallo"), Runtime: filepath.Join(dir, "metallo-runtime-test")}
-	for out, pkg := range map[string]string{b.Metallo: "./app/cmd/metallo", b.Runtime: "./contexts/siteruntime/systemtest/testbin"} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return Binaries{}, fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+	for out, pkg := range map[string]string{b.Metallo: testsetup.Metallo, b.Runtime: "./contexts/siteruntime/systemtest/testbin"} {
+		if err := testsetup.Build(ctx, out, pkg); err != nil {
+			return Binaries{}, err
 		}
 	}
 	return b, nil
-}
-
-func moduleRoot(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", errors.New("not inside the metallo module")
-	}
-	return filepath.Dir(mod), nil
 }
 
 // Process is a started subprocess with its output captured.

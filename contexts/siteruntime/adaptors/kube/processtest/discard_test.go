@@ -25,6 +25,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/systemtest/harness"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+	"github.com/pharos-metallo/metallo/platform/testsetup"
 )
 
 var discardWarning = regexp.MustCompile(`"level":"warn".*"msg":"journal delivery\.sqlite-wal: a damaged last commit is discarded`)
@@ -150,7 +151,7 @@ func newDiscardLane(t *testing.T, e *kubetest.Env) *discardLane {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	bin := buildMetallo(t, dir)
+	bin := testsetup.Binary(t)
 	site, err := harness.NewSite(bin, dir)
 	if err != nil {
 		t.Fatal(err)

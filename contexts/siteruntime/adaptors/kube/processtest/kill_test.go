@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -30,6 +29,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/systemtest/harness"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+	"github.com/pharos-metallo/metallo/platform/testsetup"
 )
 
 var killLine = regexp.MustCompile(`failpoint ([a-z-]+): hit \d+, killing the process with SIGKILL`)
@@ -154,7 +154,7 @@ func killAfterEachJobCreate(t *testing.T, e *kubetest.Env, k killTest) {
 	}
 
 	dir := t.TempDir()
-	bin := buildMetallo(t, dir)
+	bin := testsetup.Binary(t)
 	site, err := harness.NewSite(bin, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -324,20 +324,4 @@ func waitAcknowledged(t *testing.T, site *harness.Site, p *harness.Process, id s
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// buildMetallo builds app/cmd/metallo into dir.
-func buildMetallo(t *testing.T, dir string) string {
-	t.Helper()
-	mod, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "metallo")
-	cmd := exec.Command("go", "build", "-o", bin, "./app/cmd/metallo")
-	cmd.Dir = filepath.Dir(strings.TrimSpace(string(mod)))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
