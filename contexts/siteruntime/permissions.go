@@ -1,13 +1,7 @@
 package siteruntime
 
 import (
-	"errors"
-	"fmt"
-	"os"
-	"strings"
-
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/sitehttp"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/platform/config"
 )
@@ -27,23 +21,8 @@ type PermissionsSource struct {
 // the Site API's authority) or policy:<file> (an existing file). There is
 // no default: a missing provider is an error.
 func ParsePermissions(s string) (PermissionsSource, error) {
-	kind, rest, _ := strings.Cut(s, ":")
-	switch kind {
-	case "http":
-		if _, err := sitehttp.ParseAuthority(rest); err != nil {
-			return PermissionsSource{}, fmt.Errorf("http:<url> needs the permission provider's base URL: %w", err)
-		}
-		return PermissionsSource{Kind: kind, URL: rest}, nil
-	case "policy":
-		if rest == "" {
-			return PermissionsSource{}, errors.New("policy:<file> needs a file")
-		}
-		if _, err := os.Stat(rest); err != nil {
-			return PermissionsSource{}, fmt.Errorf("policy file: %w", err)
-		}
-		return PermissionsSource{Kind: kind, File: rest}, nil
-	}
-	return PermissionsSource{}, errors.New("choose the permission provider explicitly: http:<url> or policy:<file>")
+	src, err := parseProvider(s, "permission provider", "policy", "a file", "policy file")
+	return PermissionsSource(src), err
 }
 
 // NewPermissions returns the RuntimePermissions adaptor the --permissions

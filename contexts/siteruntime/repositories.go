@@ -1,13 +1,7 @@
 package siteruntime
 
 import (
-	"errors"
-	"fmt"
-	"os"
-	"strings"
-
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/grants"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/sitehttp"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/platform/config"
 )
@@ -27,23 +21,8 @@ type GrantsSource struct {
 // file:<file> (an existing grants file). There is no default: a missing
 // provider is an error (docs/site-runtime.md#repository-grants).
 func ParseRepositoryGrants(s string) (GrantsSource, error) {
-	kind, rest, _ := strings.Cut(s, ":")
-	switch kind {
-	case "http":
-		if _, err := sitehttp.ParseAuthority(rest); err != nil {
-			return GrantsSource{}, fmt.Errorf("http:<url> needs the repository grant provider's base URL: %w", err)
-		}
-		return GrantsSource{Kind: kind, URL: rest}, nil
-	case "file":
-		if rest == "" {
-			return GrantsSource{}, errors.New("file:<file> needs a grants file")
-		}
-		if _, err := os.Stat(rest); err != nil {
-			return GrantsSource{}, fmt.Errorf("grants file: %w", err)
-		}
-		return GrantsSource{Kind: kind, File: rest}, nil
-	}
-	return GrantsSource{}, errors.New("choose the repository grant provider explicitly: http:<url> or file:<file>")
+	src, err := parseProvider(s, "repository grant provider", "file", "a grants file", "grants file")
+	return GrantsSource(src), err
 }
 
 // NewRepositoryGrants returns the RepositoryGrants adaptor the

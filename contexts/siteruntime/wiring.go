@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/heartbeat"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/sitehttp"
@@ -42,4 +44,38 @@ func NewSiteClient(c Config, installationID string) (*sitehttp.Client, error) {
 	path, _ := c.Credential()
 	return sitehttp.New(sitehttp.Config{Authority: c.Authority, Environment: c.Environment, InstallationID: installationID,
 		TokenFile: path, CAFile: c.CAFile})
+}
+
+// providerSource is a parsed provider flag: http:<url> or <fileKind>:<file>
+// (PermissionsSource, GrantsSource).
+type providerSource struct {
+	Kind string
+	URL  string
+	File string
+}
+
+// parseProvider reads a provider flag value s: http:<url> (an absolute
+// https URL of the provider; plain http only to a loopback address, the
+// rule of the Site API's authority) or fileKind:<file> (an existing file).
+// There is no default: a missing provider is an error. provider names the
+// provider in messages, needs what fileKind:<file> lacks when the file is
+// empty, and file the file when it cannot be read.
+func parseProvider(s, provider, fileKind, needs, file string) (providerSource, error) {
+	kind, rest, _ := strings.Cut(s, ":")
+	switch kind {
+	case "http":
+		if _, err := sitehttp.ParseAuthority(rest); err != nil {
+			return providerSource{}, fmt.Errorf("http:<url> needs the %s's base URL: %w", provider, err)
+		}
+		return providerSource{Kind: kind, URL: rest}, nil
+	case fileKind:
+		if rest == "" {
+			return providerSource{}, fmt.Errorf("%s:<file> needs %s", fileKind, needs)
+		}
+		if _, err := os.Stat(rest); err != nil {
+			return providerSource{}, fmt.Errorf("%s: %w", file, err)
+		}
+		return providerSource{Kind: kind, File: rest}, nil
+	}
+	return providerSource{}, fmt.Errorf("choose the %s explicitly: http:<url> or %s:<file>", provider, fileKind)
 }
