@@ -13,10 +13,7 @@ import (
 )
 
 // appendTests are appends: gapless sequences, idempotent retries, conflicting retries and concurrent appenders.
-var appendTests = []struct {
-	name string
-	fn   func(t *testing.T, s application.StreamStore)
-}{
+var appendTests = []testCase{
 	{"AppendAssignsGaplessSequencesFromOne", testAppendAssignsSequences},
 	{"AppendOfTheSameContentReturnsTheOriginalSequence", testIdempotentAppend},
 	{"AppendOfAKnownIDWithOtherContentIsAConflictingRetry", testConflictingRetry},

@@ -13,10 +13,7 @@ import (
 )
 
 // bindingTests are the stream's binding to an installation: the fence, rebind and an unused stream.
-var bindingTests = []struct {
-	name string
-	fn   func(t *testing.T, s application.StreamStore)
-}{
+var bindingTests = []testCase{
 	{"TheFirstInstallationBindsTheStreamAndFencesOthers", testBinding},
 	{"RebindRecordsWhoAndWhenAndMovesTheFence", testRebind},
 	{"AnUnusedStreamHasZeroPositions", testUnusedStream},

@@ -12,10 +12,7 @@ import (
 )
 
 // readTests are CommandsAfter: the stored canonical form, oldest first, within the byte budget.
-var readTests = []struct {
-	name string
-	fn   func(t *testing.T, s application.StreamStore)
-}{
+var readTests = []testCase{
 	{"CommandsAfterReturnsStoredCanonicalFormOldestFirst", testCommandsAfter},
 	{"CommandsAfterStopsAtTheByteBudgetButAlwaysServesTheNext", testCommandsAfterByteBudget},
 }

@@ -12,10 +12,7 @@ import (
 )
 
 // resultTests are results: in-order acknowledgement, identity mismatch, exact replay and conflicts.
-var resultTests = []struct {
-	name string
-	fn   func(t *testing.T, s application.StreamStore)
-}{
+var resultTests = []testCase{
 	{"AcknowledgementsAdvanceInOrderOnly", testAcknowledgeInOrder},
 	{"AResultNamingAnotherCommandIsAnIdentityMismatch", testIdentityMismatch},
 	{"AnIdenticalResultAfterAcknowledgementIsReplayed", testReplay},

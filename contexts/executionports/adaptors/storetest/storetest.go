@@ -25,12 +25,15 @@ import (
 // NewStore returns a fresh, migrated, empty store for one subtest.
 type NewStore func(t *testing.T) application.StreamStore
 
+// testCase is one conformance test: its subtest name and body.
+type testCase struct {
+	name string
+	fn   func(t *testing.T, s application.StreamStore)
+}
+
 // Exercise runs every conformance test against stores made by newStore.
 func Exercise(t *testing.T, newStore NewStore) {
-	var tests []struct {
-		name string
-		fn   func(t *testing.T, s application.StreamStore)
-	}
+	var tests []testCase
 	tests = append(tests, appendTests...)
 	tests = append(tests, readTests...)
 	tests = append(tests, resultTests...)

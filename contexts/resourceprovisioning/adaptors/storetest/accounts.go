@@ -40,10 +40,7 @@ const (
 
 // memberTests are the suite's native member account cases; Exercise runs
 // them with the others.
-var memberTests = []struct {
-	name string
-	fn   func(t *testing.T, e *env)
-}{
+var memberTests = []testCase{
 	{"BindingsAreOnePerPartyProjectAndEnvironment", testBindingIdentity},
 	{"RemovedThenAddedAgainRetiresThenGivesGenerationTwoAndARecreatedAccountIsANewRow", testGenerationsAndRecreatedAccount},
 	{"SiteBindingRetiredAndReplacedMoveTheGeneration", testSiteBindingReplaced},

@@ -11,10 +11,7 @@ import (
 )
 
 // availabilityTests are freshness computed at read time and a database that is gone.
-var availabilityTests = []struct {
-	name string
-	fn   func(t *testing.T, e *env)
-}{
+var availabilityTests = []testCase{
 	{"FreshnessIsComputedAtReadTime", testFreshness},
 	{"UnreachableDatabaseIsUnavailable", testUnavailable},
 }

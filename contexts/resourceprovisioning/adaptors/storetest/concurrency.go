@@ -12,10 +12,7 @@ import (
 )
 
 // concurrencyTests race agents reporting the same allocation or resource.
-var concurrencyTests = []struct {
-	name string
-	fn   func(t *testing.T, e *env)
-}{
+var concurrencyTests = []testCase{
 	{"ConcurrentReportsForOneAllocationLoseNoUpdate", testConcurrentReports},
 	{"ConcurrentFirstReportsOfOneResourceCreateOneAllocation", testConcurrentFirstReports},
 }

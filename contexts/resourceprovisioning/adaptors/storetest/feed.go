@@ -12,10 +12,7 @@ import (
 )
 
 // feedTests are the snapshot and the change feed read by cursor.
-var feedTests = []struct {
-	name string
-	fn   func(t *testing.T, e *env)
-}{
+var feedTests = []testCase{
 	{"SnapshotPagesAreStableCompleteAndStartAtAChangesCursor", testSnapshot},
 	{"ChangeFeedNeverSkipsAChangeThatCommitsLate", testFeedLateCommit},
 }

@@ -14,10 +14,7 @@ import (
 // inconsistencyTests are the suite's cases of the inconsistencies read
 // (docs/resource-provisioning.md#the-inconsistencies-read); Exercise runs
 // them with the others.
-var inconsistencyTests = []struct {
-	name string
-	fn   func(t *testing.T, e *env)
-}{
+var inconsistencyTests = []testCase{
 	{"InconsistenciesListChangingMissingAndStaleAllocationsButNoReadyOne", testInconsistentAllocations},
 	{"InconsistenciesPageLikeTheSnapshot", testInconsistencyPaging},
 	{"InconsistenciesListAmbiguousResourcesAndBindingConflicts", testInconsistentProjects},

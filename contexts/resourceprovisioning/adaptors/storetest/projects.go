@@ -13,10 +13,7 @@ import (
 )
 
 // projectTests are Beto's events: project and party bindings, their conflicts and the event receipts.
-var projectTests = []struct {
-	name string
-	fn   func(t *testing.T, e *env)
-}{
+var projectTests = []testCase{
 	{"UnboundProjectResolvesOnlyByALaterReport", testProjectUnboundThenResolved},
 	{"ProjectRebindingMovesTheProviderProject", testRebinding},
 	{"TwoProjectsClaimingOneProviderProjectStayAVisibleConflict", testBindingConflict},

@@ -13,10 +13,7 @@ import (
 )
 
 // reportTests are the report intake lifecycle: revisions, receipts, changes and refusals (docs/resource-provisioning.md#report-intake).
-var reportTests = []struct {
-	name string
-	fn   func(t *testing.T, e *env)
-}{
+var reportTests = []testCase{
 	{"FirstReportCreatesRevisionOneWithReceiptAndChange", testCreate},
 	{"MaterialChangeAddsRevisionReceiptAndChangeTogether", testMaterialChange},
 	{"NewerUnchangedReportRenewsOnlyLastSeen", testRenewal},

@@ -62,13 +62,16 @@ const (
 	PartyID   = "9c2e5d1a-0b7f-4e3c-8a6d-2f1e0c9b8a7d"
 )
 
+// testCase is one conformance test: its subtest name and body.
+type testCase struct {
+	name string
+	fn   func(t *testing.T, e *env)
+}
+
 // Exercise runs the conformance suite; newSubject makes a fresh store per
 // subtest.
 func Exercise(t *testing.T, newSubject func(t *testing.T) Subject) {
-	var tests []struct {
-		name string
-		fn   func(t *testing.T, e *env)
-	}
+	var tests []testCase
 	tests = append(tests, reportTests...)
 	tests = append(tests, projectTests...)
 	tests = append(tests, feedTests...)
