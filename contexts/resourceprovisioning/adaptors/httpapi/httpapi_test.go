@@ -489,7 +489,7 @@ func TestAClosedDatabaseIs503OnEveryRouteWithoutDriverText(t *testing.T) {
 	if !errors.Is(err, application.ErrUnavailable) || strings.Contains(err.Error(), "sql") {
 		t.Fatalf("owner read: %v, want ErrUnavailable without driver text", err)
 	}
-	if cause := application.LogCause(err); !strings.Contains(cause, "sql") {
+	if cause := database.LogCause(err); !strings.Contains(cause, "sql") {
 		t.Fatalf("the log cause %q lost the driver's error", cause)
 	}
 }
