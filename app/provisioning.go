@@ -39,8 +39,8 @@ func ProvisioningRole() Role {
 		Context: resourceprovisioning.Name,
 		Central: true,
 		Flags: func(fs *pflag.FlagSet) {
-			fs.StringVar(&cfg.DatabaseURL, "provisioning-database-url", "", "resource_provisioning database: postgres://… or sqlite:<path> (default: the embedded SQLite file "+resourceprovisioning.Database().DefaultPath+")")
-			fs.Int32Var(&cfg.MaxConns, "provisioning-database-max-conns", resourceprovisioning.DefaultMaxConns, "most PostgreSQL connections of resource_provisioning")
+			fs.StringVar(&cfg.DatabaseURL, resourceprovisioning.Database().URLFlag, "", "resource_provisioning database: postgres://… or sqlite:<path> (default: the embedded SQLite file "+resourceprovisioning.Database().DefaultPath+")")
+			fs.Int32Var(&cfg.MaxConns, resourceprovisioning.Database().MaxConnsFlag, resourceprovisioning.DefaultMaxConns, "most PostgreSQL connections of resource_provisioning")
 			fs.StringVar(&cfg.WaldurInstance, "waldur-instance", "", "the Waldur instance URL (e.g. https://waldur.example.org) whose Project bindings in Beto events resolve allocations; required to serve")
 			fs.DurationVar(&cfg.Freshness, "allocation-freshness", 15*time.Minute, "an allocation whose last report was received longer ago reads as not ready (pending, stale)")
 			fs.DurationVar(&cfg.ReportClockSkew, "report-clock-skew", 5*time.Minute, "a report whose observed_at lies further than this beyond the server clock is refused (422), so an agent's clock glitch cannot lock an allocation")
