@@ -65,7 +65,7 @@ func TestProvisioningAndExecutionComposeInOneProcessWithSeparateDatabases(t *tes
 func TestExecutionRoleWithoutAnOwnerAdaptorRefusesToStartNamingTheOwner(t *testing.T) {
 	files := executionFiles(t)
 	r := configured(t, ExecutionRole(), executionArgs(t, files)...)
-	err := fx.ValidateApp(Compose([]Role{r}, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, Migrate: true}, zap.NewNop()))
+	err := r.Preflight(zap.NewNop())
 	if !errors.Is(err, executionports.ErrNoOwner) || !strings.Contains(err.Error(), "resource_provisioning") || !strings.Contains(err.Error(), "--resource-owner") {
 		t.Fatalf("got %v", err)
 	}
@@ -91,7 +91,7 @@ func TestHTTPOwnerNeedsItsURLAndKeyFile(t *testing.T) {
 
 func TestExecutionPreflightNamesBadFlagsAndLogsTheEmbeddedDefault(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
-	if err := configured(t, ExecutionRole()).Preflight(zap.New(core)); err != nil {
+	if err := configured(t, ExecutionRole(), "--resource-owner", "in-process").Preflight(zap.New(core)); err != nil {
 		t.Fatal(err)
 	}
 	if logs.Len() != 1 || !strings.Contains(logs.All()[0].Message, "embedded default SQLite ./var/execution.sqlite") {

@@ -36,13 +36,7 @@ database (version table goose_<context>). Takes the same database flags as serve
 				if r.Migrate == nil {
 					return fmt.Errorf("role %s has no platform database to migrate", r.Name)
 				}
-				l := log.With(zap.String("context", r.Context))
-				if r.Preflight != nil {
-					if err := r.Preflight(l); err != nil {
-						return err
-					}
-				}
-				if err := r.Migrate(cmd.Context(), l); err != nil {
+				if err := r.Migrate(cmd.Context(), log.With(zap.String("context", r.Context))); err != nil {
 					return err
 				}
 			}

@@ -24,7 +24,7 @@ import (
 	"github.com/pharos-metallo/metallo/platform/auth"
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/config"
-	sqlfiles "github.com/pharos-metallo/metallo/sql"
+	"github.com/pharos-metallo/metallo/platform/database"
 )
 
 // ProvisioningRole is the provisioning role: the resource_provisioning
@@ -34,31 +34,23 @@ import (
 // Project bindings resolve allocations.
 func ProvisioningRole() Role {
 	cfg := resourceprovisioning.Config{}
-	return Role{
+	return centralDatabase(Role{
 		Name:    "provisioning",
 		Context: resourceprovisioning.Name,
 		Central: true,
 		Flags: func(fs *pflag.FlagSet) {
-			fs.StringVar(&cfg.DatabaseURL, "provisioning-database-url", "", "resource_provisioning database: postgres://… or sqlite:<path> (default: the embedded SQLite file "+resourceprovisioning.DefaultSQLitePath+")")
-			fs.Int32Var(&cfg.MaxConns, "provisioning-database-max-conns", 16, "most PostgreSQL connections of resource_provisioning")
+			fs.StringVar(&cfg.DatabaseURL, resourceprovisioning.Database().URLFlag, "", "resource_provisioning database: postgres://… or sqlite:<path> (default: the embedded SQLite file "+resourceprovisioning.Database().DefaultPath+")")
+			fs.Int32Var(&cfg.MaxConns, resourceprovisioning.Database().MaxConnsFlag, resourceprovisioning.DefaultMaxConns, "most PostgreSQL connections of resource_provisioning")
 			fs.StringVar(&cfg.WaldurInstance, "waldur-instance", "", "the Waldur instance URL (e.g. https://waldur.example.org) whose Project bindings in Beto events resolve allocations; required to serve")
 			fs.DurationVar(&cfg.Freshness, "allocation-freshness", 15*time.Minute, "an allocation whose last report was received longer ago reads as not ready (pending, stale)")
 			fs.DurationVar(&cfg.ReportClockSkew, "report-clock-skew", 5*time.Minute, "a report whose observed_at lies further than this beyond the server clock is refused (422), so an agent's clock glitch cannot lock an allocation")
 			fs.StringToStringVar(&cfg.Environments, resourceprovisioning.EnvironmentSiteFlag, nil, "each execution environment's Site, <environment>=<site> (repeat, or comma-separate): a Party's site binding names an environment, an agent reports for its Site; only a Site's own environments are visible to its agent's account reports and lookups")
 		},
 		Preflight: func(log *zap.Logger) error {
-			target, err := cfg.Target()
-			if err != nil {
-				return config.Invalid("provisioning-database-url", cfg.DatabaseURL, err)
+			if err := cfg.Validate(); err != nil {
+				return err
 			}
-			if cfg.MaxConns < 1 {
-				return config.Invalid("provisioning-database-max-conns", fmt.Sprint(cfg.MaxConns), errors.New("must be at least 1"))
-			}
-			if target.Default {
-				log.Info("using the embedded default SQLite " + target.Path + " (set --provisioning-database-url for PostgreSQL)")
-			} else {
-				log.Info("using " + target.String())
-			}
+			resourceprovisioning.Database().Describe(log, cfg.DatabaseSettings())
 			return nil
 		},
 		Module: func(migrate bool) fx.Option {
@@ -67,23 +59,7 @@ func ProvisioningRole() Role {
 			return resourceprovisioning.Module(c)
 		},
 		OpenAPI: func(api huma.API) { httpapi.New(nil, nil).Register(api) },
-		Migrate: func(ctx context.Context, log *zap.Logger) error {
-			return resourceprovisioning.Migrate(ctx, cfg, log)
-		},
-		CheckMigrated: func(ctx context.Context, _ *zap.Logger) error {
-			h, err := resourceprovisioning.OpenDatabase(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			defer h.Close()
-			m, err := sqlfiles.Migrations(string(h.Target.Engine), "resourceprovisioning")
-			if err != nil {
-				return err
-			}
-			return h.CheckMigrated(ctx, m, resourceprovisioning.Name)
-		},
-		DatabaseFlags: []string{"provisioning-database-url"},
-	}
+	}, resourceprovisioning.Database(), func() database.Settings { return cfg.DatabaseSettings() })
 }
 
 // newProvisioningCommand is `metallo provisioning …`, the operator commands

@@ -144,10 +144,9 @@ func TestProvisioningRoleWithoutMigrateRefusesPendingMigrations(t *testing.T) {
 }
 
 func TestProvisioningRoleNeedsAWaldurInstance(t *testing.T) {
-	keysFile, _ := provisioningKeys(t, "site:alpha")
 	for _, args := range [][]string{{}, {"--waldur-instance", "waldur.example.org"}} {
 		r := provisioningRoleWith(t, args...)
-		err := fx.ValidateApp(Compose([]Role{r}, Common{Listen: "127.0.0.1:0", KeysFile: keysFile}, zap.NewNop()))
+		err := r.Preflight(zap.NewNop())
 		if !errors.Is(err, config.ErrInvalidFlag) || !strings.Contains(err.Error(), "--waldur-instance") {
 			t.Fatalf("%v: %v", args, err)
 		}
@@ -309,10 +308,9 @@ func TestWaldurReportNamesTheFlagOrEveryRecordAtFault(t *testing.T) {
 // TestProvisioningRoleRefusesAWaldurInstanceThatIsNotAnHTTPURL: refused at
 // start, naming the flag.
 func TestProvisioningRoleRefusesAWaldurInstanceThatIsNotAnHTTPURL(t *testing.T) {
-	keysFile, _ := provisioningKeys(t, "site:alpha")
 	for _, bad := range []string{"ftp://waldur.example.org", "https://", "//waldur.example.org", "https://u:p@waldur.example.org"} {
 		r := provisioningRoleWith(t, append(provisioningSQLiteArgs(t), "--waldur-instance", bad)...)
-		err := fx.ValidateApp(Compose([]Role{r}, Common{Listen: "127.0.0.1:0", KeysFile: keysFile}, zap.NewNop()))
+		err := r.Preflight(zap.NewNop())
 		if !errors.Is(err, config.ErrInvalidFlag) || !strings.Contains(err.Error(), "--waldur-instance") {
 			t.Errorf("%q: %v", bad, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pharos-metallo/metallo/platform/config"
+	"github.com/pharos-metallo/metallo/platform/database"
 )
 
 // Role is one value of `serve --role`: a bounded context and how to compose
@@ -32,9 +33,10 @@ type Role struct {
 	// Flags registers the role's own flags. It is called for every role so
 	// that any flag parses whatever roles are selected.
 	Flags func(fs *pflag.FlagSet)
-	// Preflight validates the role's configuration (errors name the flag)
-	// and logs what it will use (e.g. the embedded default database). It
-	// runs before Fx starts.
+	// Preflight validates the role's configuration for serve — the
+	// context's Config.Validate, the one place it is checked; errors name
+	// the flag — and logs what it will use (e.g. the embedded default
+	// database). It runs before Fx starts.
 	Preflight func(log *zap.Logger) error
 	// Module composes the context. migrate says whether pending migrations
 	// are applied at start (--migrate).
@@ -42,8 +44,10 @@ type Role struct {
 	// OpenAPI registers the role's operations on api without any service
 	// behind them, to print or check the role's OpenAPI document.
 	OpenAPI func(api huma.API)
-	// Migrate applies the context's migrations (`metallo migrate`); nil for
-	// roles without a platform database.
+	// Migrate validates the role's database flags, says which database it
+	// uses and applies the context's migrations (`metallo migrate`, which
+	// needs no other flag of the role); nil for roles without a platform
+	// database.
 	Migrate func(ctx context.Context, log *zap.Logger) error
 	// CheckMigrated returns an error wrapping database.ErrPendingMigrations
 	// when the context's database has pending migrations; nil for roles
@@ -108,4 +112,23 @@ func (rs RoleSet) Select(names []string) ([]Role, error) {
 		}
 	}
 	return out, nil
+}
+
+// centralDatabase sets the database members of a central role r, whose
+// context keeps its own database db with the settings settings returns
+// (called after the flags are parsed): Migrate, CheckMigrated and
+// DatabaseFlags. Both central roles use it, so they migrate and check the
+// same way (docs/architecture.md#a-central-contexts-database).
+func centralDatabase(r Role, db database.Context, settings func() database.Settings) Role {
+	r.Migrate = func(ctx context.Context, log *zap.Logger) error {
+		s := settings()
+		if err := db.Validate(s); err != nil {
+			return err
+		}
+		db.Describe(log, s)
+		return db.Migrate(ctx, s, log)
+	}
+	r.CheckMigrated = func(ctx context.Context, _ *zap.Logger) error { return db.CheckMigrated(ctx, settings()) }
+	r.DatabaseFlags = []string{db.URLFlag}
+	return r
 }

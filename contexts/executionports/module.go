@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -25,6 +26,7 @@ import (
 	"github.com/pharos-metallo/metallo/platform/auth"
 	"github.com/pharos-metallo/metallo/platform/background"
 	"github.com/pharos-metallo/metallo/platform/clock"
+	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
 	sqlfiles "github.com/pharos-metallo/metallo/sql"
@@ -36,10 +38,8 @@ const (
 	Name = "execution_ports"
 	// MigrationsDir is the context's directory under sql/<engine>/.
 	MigrationsDir = "executionports"
-	// DefaultDatabasePath is the embedded default SQLite database.
-	DefaultDatabasePath = "./var/execution.sqlite"
 	// DefaultMaxConns is the default PostgreSQL pool size.
-	DefaultMaxConns = 16
+	DefaultMaxConns = database.DefaultMaxConns
 	// OwnerName is the owner of allocations and member accounts.
 	OwnerName = inprocessowners.OwnerName
 )
@@ -60,10 +60,11 @@ const (
 
 // Config is the context's configuration (flags of the execution role).
 type Config struct {
-	// DatabaseURL is the context's own database ("" = DefaultDatabasePath).
+	// DatabaseURL is the context's own database ("" = Database().DefaultPath).
 	DatabaseURL string
-	// MaxConns bounds the PostgreSQL pool (0: DefaultMaxConns). Waiting
-	// pulls hold no connection; LISTEN uses one connection of its own.
+	// MaxConns bounds the PostgreSQL pool (0: DefaultMaxConns; the flag
+	// takes at least 1). Waiting pulls hold no connection; LISTEN uses one
+	// connection of its own.
 	MaxConns int32
 	// Migrate applies pending migrations at start; otherwise start-up fails
 	// on pending migrations.
@@ -83,31 +84,50 @@ type Config struct {
 	PullRecheck time.Duration
 }
 
-// ErrNoOwner is wrapped by the refusing owner adaptor's start-up error.
+// ErrNoOwner is wrapped by Config.Validate's error when no owner adaptor is
+// chosen (OwnerRefusing): the role refuses to start, naming its owner.
 var ErrNoOwner = errors.New("no owner adaptor configured")
 
-// Module composes the context for cfg.
-//
-// Without an owner adaptor (cfg.ResourceOwner empty) the module is an
-// fx.Error naming the missing owner, so start-up fails before anything
-// opens; with OwnerInProcess it fails at start unless resource_provisioning
-// is composed in the same process.
-func Module(cfg Config) fx.Option {
-	if err := checkOwner(cfg); err != nil {
-		return fx.Module(Name, fx.Error(err))
+// Database is the context's own database: flags --execution-database-url and
+// --execution-database-max-conns, the embedded default SQLite file
+// ./var/execution.sqlite (docs/architecture.md#a-central-contexts-database).
+func Database() database.Context {
+	return database.NewContext(Name, "execution", func(e database.Engine) (fs.FS, error) { return sqlfiles.Migrations(string(e), MigrationsDir) })
+}
+
+// DatabaseSettings returns the database values of the configuration.
+func (c Config) DatabaseSettings() database.Settings {
+	return database.Settings{URL: c.DatabaseURL, MaxConns: c.MaxConns, Migrate: c.Migrate}
+}
+
+// Validate checks the configuration serve needs, before anything opens:
+// the database flags, then the owner adaptor. A bad flag is a
+// *config.FlagError naming it; a configuration without an owner adaptor
+// wraps ErrNoOwner, naming the missing owner
+// (docs/execution-ports.md#owner-adaptors).
+func (c Config) Validate() error {
+	if err := Database().Validate(c.DatabaseSettings()); err != nil {
+		return err
 	}
+	switch c.ResourceOwner {
+	case OwnerInProcess, OwnerHTTP:
+		return nil
+	case OwnerRefusing:
+		return fmt.Errorf("%w: %s needs its owner %s: set --resource-owner in-process (with --role provisioning,execution) or --resource-owner http with --provisioning-url and --provisioning-key-file",
+			ErrNoOwner, Name, OwnerName)
+	}
+	return config.Invalid("resource-owner", string(c.ResourceOwner), errors.New("want in-process or http"))
+}
+
+// Module composes the context for cfg, which has passed Validate (the
+// role's Preflight). With OwnerInProcess it fails at start unless
+// resource_provisioning is composed in the same process.
+func Module(cfg Config) fx.Option {
 	return fx.Module(Name,
 		fx.Decorate(func(log *zap.Logger) *zap.Logger { return log.With(zap.String("context", Name)) }),
 		fx.Provide(
 			fx.Private,
-			func(lc fx.Lifecycle, log *zap.Logger) (*database.Handle, error) {
-				h, err := OpenDatabase(context.Background(), cfg.DatabaseURL, cfg.MaxConns, cfg.Migrate, log)
-				if err != nil {
-					return nil, err
-				}
-				lc.Append(fx.StopHook(h.Close))
-				return h, nil
-			},
+			Database().Provide(cfg.DatabaseSettings()),
 			NewStore,
 			func() (*environments.Set, error) { return LoadEnvironments(cfg.EnvironmentsFile) },
 			func(s *environments.Set) application.Environments { return s },
@@ -124,74 +144,14 @@ func Module(cfg Config) fx.Option {
 				return httpserver.RegistrarFunc(func(api huma.API) { httpapi.Register(api, h) })
 			}),
 			auth.AsAuthenticator(NewAuthenticator),
-			httpserver.AsReadinessCheck(ReadinessCheck),
+			httpserver.AsReadinessCheck(func(h *database.Handle, log *zap.Logger) httpserver.ReadinessCheck {
+				return Database().ReadinessCheck(h, log)
+			}),
 		),
 		fx.Invoke(func(application.ProjectResources, application.MemberAccounts, application.MemberBindings) {}),
 		fx.Invoke(listenForAppends),
 		fx.Invoke(stopWaitingPulls),
 	)
-}
-
-// OpenDatabase opens the context's database at rawURL (empty: the embedded
-// default SQLite file; a PostgreSQL pool of maxConns, 0 meaning
-// DefaultMaxConns) and applies pending migrations (migrate) or fails when
-// any is pending.
-func OpenDatabase(ctx context.Context, rawURL string, maxConns int32, migrate bool, log *zap.Logger) (*database.Handle, error) {
-	target, err := database.ParseURL(rawURL, DefaultDatabasePath)
-	if err != nil {
-		return nil, fmt.Errorf("--execution-database-url: %w", err)
-	}
-	if maxConns <= 0 {
-		maxConns = DefaultMaxConns
-	}
-	h, err := database.Open(ctx, target, database.Options{MaxConns: maxConns})
-	if err != nil {
-		return nil, err
-	}
-	migrations, err := sqlfiles.Migrations(string(target.Engine), MigrationsDir)
-	if err != nil {
-		h.Close()
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if migrate {
-		applied, err := h.Migrate(ctx, migrations, Name)
-		if err != nil {
-			h.Close()
-			return nil, err
-		}
-		log.Info("database migrated", zap.Stringer("database", target), zap.Int64s("applied", applied))
-		return h, nil
-	}
-	if err := h.CheckMigrated(ctx, migrations, Name); err != nil {
-		h.Close()
-		return nil, err
-	}
-	return h, nil
-}
-
-// CheckMigrated opens the database at rawURL and returns an error wrapping
-// database.ErrPendingMigrations when any of the context's migrations is not
-// applied (`metallo serve` checks every role before it starts).
-func CheckMigrated(ctx context.Context, rawURL string, log *zap.Logger) error {
-	h, err := OpenDatabase(ctx, rawURL, 1, false, log)
-	if err != nil {
-		return err
-	}
-	h.Close()
-	return nil
-}
-
-// Migrate applies the context's pending migrations to the database at
-// rawURL (`metallo migrate --role execution`).
-func Migrate(ctx context.Context, rawURL string, log *zap.Logger) error {
-	h, err := OpenDatabase(ctx, rawURL, 0, true, log)
-	if err != nil {
-		return err
-	}
-	h.Close()
-	return nil
 }
 
 // NewStore returns the stream store of the handle's engine.
@@ -200,23 +160,6 @@ func NewStore(h *database.Handle) application.StreamStore {
 		return pgstore.New(h.Pool)
 	}
 	return sqlitestore.New(h.DB)
-}
-
-// errNotReachable is what /readyz shows of a failed ping.
-var errNotReachable = errors.New("not reachable")
-
-// ReadinessCheck pings the context's database for /readyz. A failure is
-// logged with the driver's error and reported only as "not reachable":
-// /readyz is unauthenticated and the driver's text can name the database's
-// host, user, database or file.
-func ReadinessCheck(h *database.Handle, log *zap.Logger) httpserver.ReadinessCheck {
-	return httpserver.ReadinessCheck{Name: Name + " database", Check: func(ctx context.Context) error {
-		if err := h.Ping(ctx); err != nil {
-			log.Warn("readiness: database ping failed", zap.Error(err))
-			return errNotReachable
-		}
-		return nil
-	}}
 }
 
 // LoadEnvironments loads environments.yaml, naming the flag on failure.
@@ -246,19 +189,6 @@ func NewAuthenticator(set *environments.Set) (auth.Authenticator, error) {
 		return nil, fmt.Errorf("--environments-file: %w", err)
 	}
 	return append(chain, tr), nil
-}
-
-// checkOwner refuses a configuration without a usable owner adaptor,
-// naming the missing owner (docs/execution-ports.md#owner-adaptors).
-func checkOwner(cfg Config) error {
-	switch cfg.ResourceOwner {
-	case OwnerInProcess, OwnerHTTP:
-		return nil
-	case OwnerRefusing:
-		return fmt.Errorf("%w: %s needs its owner %s: set --resource-owner in-process (with --role provisioning,execution) or --resource-owner http with --provisioning-url and --provisioning-key-file",
-			ErrNoOwner, Name, OwnerName)
-	}
-	return fmt.Errorf("--resource-owner %q: want in-process or http", cfg.ResourceOwner)
 }
 
 // NewHTTPOwner returns the HTTP owner adaptor for the provisioning role at

@@ -27,7 +27,7 @@ type owner interface {
 func portsOf(o owner) ownerPorts { return ownerPorts{Resources: o, Accounts: o, Bindings: o} }
 
 // ownerAdaptors returns the constructor of the owner ports' adaptor cfg
-// chooses (checkOwner has accepted cfg).
+// chooses (Config.Validate has accepted cfg).
 func ownerAdaptors(cfg Config) any {
 	if cfg.ResourceOwner == OwnerInProcess {
 		return func(p inprocessowners.Params) (ownerPorts, error) {

@@ -28,7 +28,6 @@ import (
 	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/database/dbtest"
 	"github.com/pharos-metallo/metallo/platform/testsetup"
-	sqlfiles "github.com/pharos-metallo/metallo/sql"
 )
 
 // Account report benchmark shape (agents and rounds as the report intake's).
@@ -302,22 +301,7 @@ func betoBody(ev domain.BetoEvent) map[string]any {
 // the untimed set-up of a round, and the server's version.
 func newAccountsDirect(b *testing.B) (func(round, a, i int) error, func(round int), string) {
 	ctx := context.Background()
-	target, err := database.ParseURL(dbtest.NewPostgres(b), "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	h, err := database.Open(ctx, target, database.Options{MaxConns: agents})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(h.Close)
-	m, err := sqlfiles.Migrations("postgres", "resourceprovisioning")
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := h.Migrate(ctx, m, "resource_provisioning"); err != nil {
-		b.Fatal(err)
-	}
+	h := dbtest.MigratedWith(b, resourceprovisioning.Database(), database.Postgres, database.Options{MaxConns: agents})
 	var version string
 	if err := h.Pool.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
 		b.Fatal(err)

@@ -18,12 +18,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/pgstore"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/pgstore/pgdb"
 	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/database/dbtest"
 	"github.com/pharos-metallo/metallo/platform/testsetup"
-	sqlfiles "github.com/pharos-metallo/metallo/sql"
 )
 
 // Benchmark shape.
@@ -219,22 +219,7 @@ func newHTTP(b *testing.B) func(round, a, i int) error {
 // transactions as a report, issued with pgx, and the server's version.
 func newDirect(b *testing.B) (func(round, a, i int) error, string) {
 	ctx := context.Background()
-	target, err := database.ParseURL(dbtest.NewPostgres(b), "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	h, err := database.Open(ctx, target, database.Options{MaxConns: agents})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(h.Close)
-	m, err := sqlfiles.Migrations("postgres", "resourceprovisioning")
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := h.Migrate(ctx, m, "resource_provisioning"); err != nil {
-		b.Fatal(err)
-	}
+	h := dbtest.MigratedWith(b, resourceprovisioning.Database(), database.Postgres, database.Options{MaxConns: agents})
 	var version string
 	if err := h.Pool.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
 		b.Fatal(err)

@@ -10,7 +10,7 @@ import (
 )
 
 func validConfig() resourceprovisioning.Config {
-	return resourceprovisioning.Config{WaldurInstance: "https://waldur.example.org", Freshness: 15 * time.Minute, ReportClockSkew: 5 * time.Minute}
+	return resourceprovisioning.Config{MaxConns: resourceprovisioning.DefaultMaxConns, WaldurInstance: "https://waldur.example.org", Freshness: 15 * time.Minute, ReportClockSkew: 5 * time.Minute}
 }
 
 // TestWaldurInstanceMustBeAnAbsoluteHTTPURL: anything else is refused at

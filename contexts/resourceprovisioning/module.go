@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"time"
 
@@ -29,21 +30,23 @@ import (
 	sqlfiles "github.com/pharos-metallo/metallo/sql"
 )
 
-// Name is the context's name (Fx module, log field "context", OpenAPI tag).
-const Name = "resource_provisioning"
-
-// dir is the context's directory under sql/<engine>/.
-const dir = "resourceprovisioning"
-
-// DefaultSQLitePath is the embedded default database.
-const DefaultSQLitePath = "./var/provisioning.sqlite"
+// Names of the context.
+const (
+	// Name is the context's name (Fx module, log field "context", OpenAPI tag).
+	Name = "resource_provisioning"
+	// MigrationsDir is the context's directory under sql/<engine>/.
+	MigrationsDir = "resourceprovisioning"
+	// DefaultMaxConns is the default PostgreSQL pool size.
+	DefaultMaxConns = database.DefaultMaxConns
+)
 
 // Config is the context's configuration (flags of the provisioning role).
 type Config struct {
 	// DatabaseURL is --provisioning-database-url: postgres://…, sqlite:<path>,
-	// or empty for DefaultSQLitePath.
+	// or empty for Database().DefaultPath.
 	DatabaseURL string
-	// MaxConns bounds the PostgreSQL pool (0: pgx's default).
+	// MaxConns bounds the PostgreSQL pool (0: DefaultMaxConns; the flag
+	// takes at least 1).
 	MaxConns int32
 	// WaldurInstance is --waldur-instance, the Waldur instance URL that
 	// Project events must name to resolve allocations.
@@ -62,16 +65,23 @@ type Config struct {
 	Migrate bool
 }
 
-// Target parses DatabaseURL.
-func (c Config) Target() (database.Target, error) {
-	return database.ParseURL(c.DatabaseURL, DefaultSQLitePath)
+// Database is the context's own database: flags --provisioning-database-url and
+// --provisioning-database-max-conns, the embedded default SQLite file
+// ./var/provisioning.sqlite (docs/architecture.md#a-central-contexts-database).
+func Database() database.Context {
+	return database.NewContext(Name, "provisioning", func(e database.Engine) (fs.FS, error) { return sqlfiles.Migrations(string(e), MigrationsDir) })
 }
 
-// Validate checks the configuration needed to serve; each error is a
-// *config.FlagError naming its flag.
+// DatabaseSettings returns the database values of the configuration.
+func (c Config) DatabaseSettings() database.Settings {
+	return database.Settings{URL: c.DatabaseURL, MaxConns: c.MaxConns, Migrate: c.Migrate}
+}
+
+// Validate checks the configuration serve needs, before anything opens;
+// each error is a *config.FlagError naming its flag.
 func (c Config) Validate() error {
-	if _, err := c.Target(); err != nil {
-		return config.Invalid("provisioning-database-url", c.DatabaseURL, err)
+	if err := Database().Validate(c.DatabaseSettings()); err != nil {
+		return err
 	}
 	if c.WaldurInstance == "" {
 		return config.Invalid("waldur-instance", "", errors.New("required: the Waldur instance URL that Beto's Project bindings name (e.g. https://waldur.example.org)"))
@@ -86,47 +96,6 @@ func (c Config) Validate() error {
 		return config.Invalid("report-clock-skew", c.ReportClockSkew.String(), errors.New("must be positive"))
 	}
 	return c.validateEnvironments()
-}
-
-// Migrate applies the context's pending migrations to the configured
-// database (`metallo migrate --role provisioning`).
-func Migrate(ctx context.Context, cfg Config, log *zap.Logger) error {
-	h, err := OpenDatabase(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	return migrate(ctx, h, log)
-}
-
-// OpenDatabase opens the configured database (without migrating).
-func OpenDatabase(ctx context.Context, cfg Config) (*database.Handle, error) {
-	t, err := cfg.Target()
-	if err != nil {
-		return nil, fmt.Errorf("--provisioning-database-url: %w", err)
-	}
-	return database.Open(ctx, t, database.Options{MaxConns: cfg.MaxConns})
-}
-
-func migrate(ctx context.Context, h *database.Handle, log *zap.Logger) error {
-	m, err := sqlfiles.Migrations(string(h.Target.Engine), dir)
-	if err != nil {
-		return err
-	}
-	applied, err := h.Migrate(ctx, m, Name)
-	if err != nil {
-		return err
-	}
-	log.Info("migrated", zap.String("database", h.Target.String()), zap.Int64s("applied", applied))
-	return nil
-}
-
-func checkMigrated(ctx context.Context, h *database.Handle) error {
-	m, err := sqlfiles.Migrations(string(h.Target.Engine), dir)
-	if err != nil {
-		return err
-	}
-	return h.CheckMigrated(ctx, m, Name)
 }
 
 // Store is an application.Store that may hold resources of its own.
@@ -187,34 +156,16 @@ func NewService(store application.Store, clk application.Clock, log *zap.Logger,
 	return application.NewService(store, clk, tel, application.Config{WaldurInstance: cfg.WaldurInstance, Freshness: cfg.Freshness, ClockSkew: cfg.ReportClockSkew, Environments: cfg.Environments})
 }
 
-// Module composes the context for cfg. It provides *application.Service
-// (public, for in-process owner adaptors), HTTP routes and a readiness
-// check; the database handle and store are private. An invalid cfg fails
-// the app, naming the flag.
+// Module composes the context for cfg, which has passed Validate (the
+// role's Preflight). It provides *application.Service (public, for
+// in-process owner adaptors), HTTP routes and a readiness check; the
+// database handle and store are private.
 func Module(cfg Config) fx.Option {
-	if err := cfg.Validate(); err != nil {
-		return fx.Error(err)
-	}
 	return fx.Module(Name,
 		fx.Decorate(func(log *zap.Logger) *zap.Logger { return log.With(zap.String("context", Name)) }),
 		fx.Provide(
 			fx.Private,
-			func(lc fx.Lifecycle, log *zap.Logger) (*database.Handle, error) {
-				h, err := OpenDatabase(context.Background(), cfg)
-				if err != nil {
-					return nil, err
-				}
-				lc.Append(fx.Hook{
-					OnStart: func(ctx context.Context) error {
-						if cfg.Migrate {
-							return migrate(ctx, h, log)
-						}
-						return checkMigrated(ctx, h)
-					},
-					OnStop: func(context.Context) error { h.Close(); return nil },
-				})
-				return h, nil
-			},
+			Database().Provide(cfg.DatabaseSettings()),
 			func(lc fx.Lifecycle, h *database.Handle, log *zap.Logger) (Store, error) {
 				s, err := NewStore(h)
 				if err != nil {
@@ -234,24 +185,10 @@ func Module(cfg Config) fx.Option {
 			httpserver.AsRegistrar(func(svc *application.Service, log *zap.Logger) httpserver.Registrar {
 				return httpapi.New(svc, log)
 			}),
-			httpserver.AsReadinessCheck(ReadinessCheck),
+			// The service pings the store's write connection and its read pool.
+			httpserver.AsReadinessCheck(func(svc *application.Service, log *zap.Logger) httpserver.ReadinessCheck {
+				return Database().ReadinessCheck(svc, log)
+			}),
 		),
 	)
-}
-
-// errNotReachable is what /readyz shows of a failed ping.
-var errNotReachable = errors.New("not reachable")
-
-// ReadinessCheck pings the context's database through svc for /readyz. A
-// failure is logged with the driver's error and reported only as "not
-// reachable": /readyz is unauthenticated and the driver's text can name the
-// database's host, user, database or file.
-func ReadinessCheck(svc *application.Service, log *zap.Logger) httpserver.ReadinessCheck {
-	return httpserver.ReadinessCheck{Name: Name + " database", Check: func(ctx context.Context) error {
-		if err := svc.Ping(ctx); err != nil {
-			log.Warn("readiness: database ping failed", zap.Error(err), zap.String("cause", application.LogCause(err)))
-			return errNotReachable
-		}
-		return nil
-	}}
 }

@@ -37,7 +37,7 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
-	runtimekube "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 )
@@ -427,7 +427,7 @@ func (s *site) asRuntime(t *testing.T) kubernetes.Interface {
 // viaRuntime is a client of the Runtime impersonating the member with its user extra, as the
 // Runtime creates (the Runtime's own ImpersonateMember).
 func (s *site) viaRuntime(t *testing.T, member string) kubernetes.Interface {
-	return s.e.ClientFor(runtimekube.ImpersonateMember(s.runtimeConfig(t), s.memberUser(member)))
+	return s.e.ClientFor(kube.ImpersonateMember(s.runtimeConfig(t), s.memberUser(member)))
 }
 
 // asMemberWithout is a client that acts as the member through cfg's impersonation without the

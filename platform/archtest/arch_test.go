@@ -3,9 +3,15 @@ package archtest
 import (
 	"encoding/json"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -15,6 +21,9 @@ const module = "github.com/pharos-metallo/metallo"
 type pkg struct {
 	ImportPath string
 	Imports    []string
+	// Dir and GoFiles locate the package's non-test source files.
+	Dir     string
+	GoFiles []string
 }
 
 func listPackages(t *testing.T) []pkg {
@@ -71,6 +80,59 @@ func TestNoContextImportsAnother(t *testing.T) {
 func TestPlatformIsDomainFree(t *testing.T) {
 	for _, v := range platformViolations(listPackages(t)) {
 		t.Error(v)
+	}
+}
+
+func TestOnlyPlatformOpensTheCentralDatabasesAndLoadsKubeconfigs(t *testing.T) {
+	for _, v := range openerViolations(t, listPackages(t)) {
+		t.Error(v)
+	}
+}
+
+// TestTheOpenerRuleCatchesViolations proves the opener rule reports a
+// planted sql.Open, pgxpool.New, goose call and kubeconfig load outside
+// platform/, and accepts them in platform/, in the Runtime's journal
+// adaptor, and a kubeconfig written (not loaded) anywhere.
+func TestTheOpenerRuleCatchesViolations(t *testing.T) {
+	dir := t.TempDir()
+	src := `package x
+
+import (
+	"context"
+	dbsql "database/sql"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/pressly/goose/v3"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+func f(ctx context.Context) {
+	_, _ = dbsql.Open("sqlite", "x")
+	_, _ = pgxpool.New(ctx, "postgres://x")
+	_ = goose.DialectPostgres
+	_, _ = clientcmd.BuildConfigFromFlags("", "kubeconfig")
+	_ = clientcmd.WriteToFile(*clientcmdapi.NewConfig(), "kubeconfig")
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "x.go"), []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	files := []string{"x.go"}
+	pkgs := []pkg{
+		{ImportPath: module + "/contexts/executionports/adaptors/pgstore", Dir: dir, GoFiles: files},
+		{ImportPath: module + "/platform/database", Dir: dir, GoFiles: files},
+		{ImportPath: module + "/contexts/siteruntime/adaptors/journal", Dir: dir, GoFiles: files},
+	}
+	v := openerViolations(t, pkgs)
+	if len(v) != 4 || !strings.Contains(v[0], "database/sql.Open") || !strings.Contains(v[1], "pgxpool.New") ||
+		!strings.Contains(v[2], "goose") || !strings.Contains(v[3], "clientcmd.BuildConfigFromFlags") {
+		t.Errorf("opener rule: %q", v)
+	}
+	for _, x := range v {
+		if !strings.Contains(x, "contexts/executionports/adaptors/pgstore") {
+			t.Errorf("opener rule reports an allowed package: %s", x)
+		}
 	}
 }
 
@@ -156,4 +218,100 @@ func contextOf(path string) string {
 		return ""
 	}
 	return strings.SplitN(rest, "/", 2)[0]
+}
+
+// openers are the calls that open a database or load a Kubernetes client
+// configuration, by import path: the named identifiers, or every identifier
+// but the named exceptions (except). In the main module only platform/
+// uses them (platform/database for the central contexts' databases,
+// platform/kube/kubeconfig for kubeconfigs); the Runtime's journal adaptor
+// keeps its own SQLite handling (docs/architecture.md#layer-rules).
+var openers = map[string]struct {
+	names  []string
+	except []string
+}{
+	"database/sql":                     {names: []string{"Open", "OpenDB"}},
+	"github.com/jackc/pgx/v5":          {names: []string{"Connect", "ConnectConfig"}},
+	"github.com/jackc/pgx/v5/pgxpool":  {names: []string{"New", "NewWithConfig"}},
+	"github.com/jackc/pgx/v5/stdlib":   {names: []string{"OpenDB", "OpenDBFromPool", "GetDefaultDriver"}},
+	"github.com/pressly/goose/v3":      {except: []string{}},
+	"github.com/pressly/goose/v3/lock": {except: []string{}},
+	"k8s.io/client-go/tools/clientcmd": {except: []string{"WriteToFile", "Write"}},
+	"k8s.io/client-go/rest":            {names: []string{"InClusterConfig"}},
+}
+
+// openerAllowed reports whether a package may use the openers.
+func openerAllowed(path string) bool {
+	return strings.HasPrefix(path, module+"/platform/") || path == module+"/contexts/siteruntime/adaptors/journal" ||
+		strings.HasPrefix(path, module+"/contexts/siteruntime/adaptors/journal/")
+}
+
+// openerViolations parses each package's non-test files and reports every
+// use of an opener outside the allowed packages.
+func openerViolations(t *testing.T, pkgs []pkg) []string {
+	t.Helper()
+	var out []string
+	fset := token.NewFileSet()
+	for _, p := range pkgs {
+		if !strings.HasPrefix(p.ImportPath, module+"/") || openerAllowed(p.ImportPath) {
+			continue
+		}
+		for _, name := range p.GoFiles {
+			f, err := parser.ParseFile(fset, filepath.Join(p.Dir, name), nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			local := map[string]string{} // local name → import path of an opener package
+			for _, imp := range f.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				if _, ok := openers[path]; !ok {
+					continue
+				}
+				n := filepath.Base(path)
+				if strings.HasPrefix(n, "v") && strings.Count(path, "/") > 1 {
+					if _, err := strconv.Atoi(n[1:]); err == nil {
+						n = filepath.Base(filepath.Dir(path))
+					}
+				}
+				if imp.Name != nil {
+					n = imp.Name.Name
+				}
+				local[n] = path
+			}
+			if len(local) == 0 {
+				continue
+			}
+			ast.Inspect(f, func(node ast.Node) bool {
+				sel, ok := node.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				x, ok := sel.X.(*ast.Ident)
+				if !ok {
+					return true
+				}
+				path, ok := local[x.Name]
+				if !ok {
+					return true
+				}
+				rule := openers[path]
+				bad := rule.except != nil && !contains(rule.except, sel.Sel.Name) || contains(rule.names, sel.Sel.Name)
+				if bad {
+					out = append(out, fset.Position(sel.Pos()).String()+": "+p.ImportPath+" uses "+path+"."+sel.Sel.Name+
+						": in the main module only platform/ opens the central contexts' databases (platform/database) and loads kubeconfigs (platform/kube/kubeconfig)")
+				}
+				return true
+			})
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }

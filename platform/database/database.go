@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -161,6 +162,25 @@ func OpenSQLite(path string, busy time.Duration) (*sql.DB, error) {
 	db.SetConnMaxIdleTime(0)
 	db.SetConnMaxLifetime(0)
 	return db, nil
+}
+
+// OpenSQLiteReadPool opens a read-only pool of at most conns connections
+// on the SQLite file at path (query_only, the WAL settings of Open and a
+// 10 s busy timeout): reads through it never wait for the write
+// connection's transactions and see committed data only.
+func OpenSQLiteReadPool(path string, conns int) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", SQLiteDSN(path, 10*time.Second, "query_only(1)"))
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite read pool %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(conns)
+	return db, nil
+}
+
+// ConnectOutsidePool opens one connection with pool's settings that is not
+// one of the pool's, for a session that holds its connection (LISTEN).
+func ConnectOutsidePool(ctx context.Context, pool *pgxpool.Pool) (*pgx.Conn, error) {
+	return pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
 }
 
 // SQLiteDSN returns a modernc DSN for path with WAL, foreign keys, the busy

@@ -1,4 +1,4 @@
-package database
+package database_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	. "github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/database/dbtest"
 )
 

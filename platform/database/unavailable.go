@@ -89,3 +89,52 @@ func unavailableSQLState(code string) bool {
 	}
 	return false
 }
+
+// UnavailableError is the error a store returns when its database cannot be
+// reached or used now (Unavailable). Its Error is Sentinel's fixed sentence
+// only (the context's ErrUnavailable), so the message an HTTP client or an
+// in-process owner may see never carries the driver's text, which can name
+// the database's host, user, database or file; Op and Cause keep what
+// failed for the log line that handles the error (LogCause). errors.Is
+// matches Sentinel and everything in Cause's chain. Every central context's
+// stores answer unavailability this way (docs/architecture.md#one-answer-per-fault).
+type UnavailableError struct {
+	// Sentinel is the context's ErrUnavailable.
+	Sentinel error
+	// Op is the store operation that failed ("postgres begin").
+	Op string
+	// Cause is the driver's error.
+	Cause error
+}
+
+// Error returns Sentinel's text only.
+func (e *UnavailableError) Error() string { return e.Sentinel.Error() }
+
+// Unwrap returns Sentinel and the cause.
+func (e *UnavailableError) Unwrap() []error { return []error{e.Sentinel, e.Cause} }
+
+// MarkUnavailable returns an *UnavailableError for err (Sentinel sentinel,
+// Op op) when Unavailable(err) and err is not one already (errors.Is(err,
+// sentinel)); otherwise err unchanged (nil stays nil).
+func MarkUnavailable(sentinel error, op string, err error) error {
+	if err == nil || errors.Is(err, sentinel) || !Unavailable(err) {
+		return err
+	}
+	return &UnavailableError{Sentinel: sentinel, Op: op, Cause: err}
+}
+
+// LogCause returns the operation and the driver's text of the first
+// *UnavailableError in err's chain, for logs only ("" when there is none).
+func LogCause(err error) string {
+	var ue *UnavailableError
+	if !errors.As(err, &ue) {
+		return ""
+	}
+	if ue.Cause == nil {
+		return ue.Op
+	}
+	if ue.Op == "" {
+		return ue.Cause.Error()
+	}
+	return ue.Op + ": " + ue.Cause.Error()
+}

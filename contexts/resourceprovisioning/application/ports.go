@@ -21,41 +21,10 @@ import (
 
 // ErrUnavailable is wrapped by every store error that means the database
 // could not be reached or answered (connection refused, closed pool,
-// timeout, SQLite busy). Readers map it to ResourceLookupUnavailable and
-// never guess.
+// timeout, SQLite busy). Stores return it as the platform's
+// database.UnavailableError, whose message is this sentence only (no
+// driver text); readers map it to ResourceLookupUnavailable and never guess.
 var ErrUnavailable = errors.New("resource provisioning store unavailable")
-
-// UnavailableError is the error a store returns when the database cannot be
-// reached or used now. Its Error is ErrUnavailable's fixed sentence, so the
-// message an in-process owner or an HTTP client may see never carries the
-// driver's text (which can name the database's host, user, database or
-// file); Op and Cause keep what failed for logs (see LogCause). errors.Is
-// matches ErrUnavailable and everything in Cause's chain.
-type UnavailableError struct {
-	// Op is the store operation that failed ("begin", "project allocations").
-	Op string
-	// Cause is the driver's error.
-	Cause error
-}
-
-// Error returns ErrUnavailable's text only.
-func (e *UnavailableError) Error() string { return ErrUnavailable.Error() }
-
-// Unwrap returns ErrUnavailable and the cause.
-func (e *UnavailableError) Unwrap() []error { return []error{ErrUnavailable, e.Cause} }
-
-// LogCause returns the operation and the driver's text of the first
-// *UnavailableError in err's chain, for logs only ("" when there is none).
-func LogCause(err error) string {
-	var ue *UnavailableError
-	if !errors.As(err, &ue) {
-		return ""
-	}
-	if ue.Cause == nil {
-		return ue.Op
-	}
-	return ue.Op + ": " + ue.Cause.Error()
-}
 
 // ErrUnknownCursor is wrapped by a read's error when its position is not
 // one this context issued: an allocation cursor that is not an allocation

@@ -1,7 +1,8 @@
 // Package dbtest gives tests real databases: a fresh PostgreSQL database per
 // call (created on the server named by METALLO_TEST_DATABASE_URL, else the
-// local server at 127.0.0.1:5432, and dropped at cleanup) and SQLite files
-// in t.TempDir(). A test that asks for PostgreSQL and cannot reach it FAILS
+// local server at 127.0.0.1:5432, and dropped at cleanup), SQLite files in
+// t.TempDir(), and in one call a database of either engine with a central
+// context's migrations applied (Migrated). A test that asks for PostgreSQL and cannot reach it FAILS
 // with the reason; it never skips, so the PostgreSQL lane cannot vanish
 // quietly. Every PostgreSQL test logs the marker "metallo-lane: postgres",
 // which the CI lane check counts.
@@ -19,6 +20,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+
+	"github.com/pharos-metallo/metallo/platform/database"
 )
 
 // LaneMarker is logged by every test that uses a real PostgreSQL server.
@@ -96,4 +100,36 @@ func Must(tb testing.TB, err error) {
 	if err != nil {
 		tb.Fatal(fmt.Errorf("set-up: %w", err))
 	}
+}
+
+// Migrated returns a fresh database of engine with every migration of the
+// central context db applied — on PostgreSQL a new database (NewPostgres),
+// on SQLite a file in a fresh temporary directory — opened with default
+// options. The handle is closed when the test ends; h.Target names the
+// database (its URL or file).
+func Migrated(tb testing.TB, db database.Context, engine database.Engine) *database.Handle {
+	tb.Helper()
+	return MigratedWith(tb, db, engine, database.Options{})
+}
+
+// MigratedWith is Migrated with opts (the pool bound, SQLite's busy
+// timeout).
+func MigratedWith(tb testing.TB, db database.Context, engine database.Engine, opts database.Options) *database.Handle {
+	tb.Helper()
+	var target database.Target
+	switch engine {
+	case database.Postgres:
+		target = database.Target{Engine: database.Postgres, URL: NewPostgres(tb)}
+	case database.SQLite:
+		target = database.Target{Engine: database.SQLite, Path: SQLitePath(tb, db.Name+".sqlite")}
+	default:
+		tb.Fatalf("set-up: unknown engine %q", engine)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := database.Open(ctx, target, opts)
+	Must(tb, err)
+	tb.Cleanup(h.Close)
+	Must(tb, db.Prepare(ctx, h, true, zap.NewNop()))
+	return h
 }

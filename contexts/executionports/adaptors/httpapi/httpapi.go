@@ -24,6 +24,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/executionports/application"
 	"github.com/pharos-metallo/metallo/contexts/executionports/domain"
 	"github.com/pharos-metallo/metallo/platform/auth"
+	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
 	"github.com/pharos-metallo/metallo/platform/ijson"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
@@ -555,7 +556,7 @@ func (h *Handlers) problem(err error, invalidReason string) error {
 	if errors.Is(err, application.ErrUnavailable) {
 		// The detail never carries the driver's text (it can name the
 		// database's host, user or file); the log does.
-		h.Log.Warn("execution_ports store unavailable", zap.Error(err))
+		h.Log.Warn("execution_ports store unavailable", zap.Error(err), zap.String("cause", database.LogCause(err)))
 		return huma.ErrorWithHeaders(
 			httpserver.NewProblem(http.StatusServiceUnavailable, httpserver.DefaultReason(http.StatusServiceUnavailable), "the stream store cannot be reached now; retry later"),
 			http.Header{"Retry-After": {RetryAfterSeconds}})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/executionports/application"
 	"github.com/pharos-metallo/metallo/contexts/executionports/domain"
+	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -98,7 +99,7 @@ func registerPlans(api huma.API, h *Handlers) {
 			// The cause (a driver's or the remote owner's text, which can
 			// name hosts, users and databases) is logged here, once; the
 			// answer carries only the fixed UnavailableDetail.
-			h.Log.Warn("planning: the allocation owner cannot be read", zap.String("owner", application.ResourcesOwner), zap.Error(err))
+			h.Log.Warn("planning: the allocation owner cannot be read", zap.String("owner", application.ResourcesOwner), zap.Error(err), zap.String("cause", database.LogCause(err)))
 			body.Answer, body.Detail = string(domain.PlanUnavailable), UnavailableDetail
 			return &planOutput{Body: body}, nil
 		case err != nil:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/executionports/adaptors/inprocessowners"
 	"github.com/pharos-metallo/metallo/contexts/executionports/application"
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/sqlitestore"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/storetest"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/telemetry"
@@ -18,7 +19,6 @@ import (
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/database/dbtest"
-	sqlfiles "github.com/pharos-metallo/metallo/sql"
 )
 
 // owner is resource_provisioning's real service on a SQLite file, with
@@ -27,16 +27,8 @@ import (
 func owner(t *testing.T) (*rpapp.Service, func()) {
 	t.Helper()
 	ctx := t.Context()
-	target, err := database.ParseURL("sqlite:"+dbtest.SQLitePath(t, "provisioning.sqlite"), "")
-	dbtest.Must(t, err)
-	h, err := database.Open(ctx, target, database.Options{})
-	dbtest.Must(t, err)
-	t.Cleanup(h.Close)
-	m, err := sqlfiles.Migrations("sqlite", "resourceprovisioning")
-	dbtest.Must(t, err)
-	_, err = h.Migrate(ctx, m, "resource_provisioning")
-	dbtest.Must(t, err)
-	store, err := sqlitestore.New(h.DB, target.Path)
+	h := dbtest.Migrated(t, resourceprovisioning.Database(), database.SQLite)
+	store, err := sqlitestore.New(h.DB, h.Target.Path)
 	dbtest.Must(t, err)
 	t.Cleanup(func() { _ = store.Close() })
 	tel, err := telemetry.New(zaptest.NewLogger(t), prometheus.NewRegistry())

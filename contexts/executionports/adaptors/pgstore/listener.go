@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgxlisten"
 
 	"github.com/pharos-metallo/metallo/contexts/executionports/application"
+	"github.com/pharos-metallo/metallo/platform/database"
 )
 
 // Listener LISTENs on Channel over its own connection (never one of the
@@ -27,7 +28,7 @@ type Listener struct {
 func NewListener(pool *pgxpool.Pool, wake *application.Wakeups, reconnectDelay time.Duration, logError func(error)) *Listener {
 	l := &pgxlisten.Listener{
 		Connect: func(ctx context.Context) (*pgx.Conn, error) {
-			return pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+			return database.ConnectOutsidePool(ctx, pool)
 		},
 		LogError:       func(_ context.Context, err error) { logError(err) },
 		ReconnectDelay: reconnectDelay,

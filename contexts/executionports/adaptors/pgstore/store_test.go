@@ -8,27 +8,17 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pharos-metallo/metallo/contexts/executionports"
 	"github.com/pharos-metallo/metallo/contexts/executionports/adaptors/pgstore"
 	"github.com/pharos-metallo/metallo/contexts/executionports/adaptors/storetest"
 	"github.com/pharos-metallo/metallo/contexts/executionports/application"
 	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/database/dbtest"
-	sqlfiles "github.com/pharos-metallo/metallo/sql"
 )
 
 func open(t *testing.T) *database.Handle {
 	t.Helper()
-	ctx := context.Background()
-	target, err := database.ParseURL(dbtest.NewPostgres(t), "")
-	dbtest.Must(t, err)
-	h, err := database.Open(ctx, target, database.Options{})
-	dbtest.Must(t, err)
-	t.Cleanup(h.Close)
-	migrations, err := sqlfiles.Migrations("postgres", "executionports")
-	dbtest.Must(t, err)
-	_, err = h.Migrate(ctx, migrations, "execution_ports")
-	dbtest.Must(t, err)
-	return h
+	return dbtest.Migrated(t, executionports.Database(), database.Postgres)
 }
 
 func TestPostgresStoreConformsToTheStreamRules(t *testing.T) {
@@ -62,16 +52,8 @@ func TestAnUnreachableOrClosedOrDroppedDatabaseIsUnavailable(t *testing.T) {
 
 	// The database is dropped under a live pool: its connections are
 	// terminated and new ones are refused (3D000).
-	url := dbtest.NewPostgres(t)
-	target, err = database.ParseURL(url, "")
-	dbtest.Must(t, err)
-	h, err := database.Open(ctx, target, database.Options{})
-	dbtest.Must(t, err)
-	t.Cleanup(h.Close)
-	migrations, err := sqlfiles.Migrations("postgres", "executionports")
-	dbtest.Must(t, err)
-	_, err = h.Migrate(ctx, migrations, "execution_ports")
-	dbtest.Must(t, err)
+	h := open(t)
+	url := h.Target.URL
 	live := pgstore.New(h.Pool)
 	if _, err := live.Append(ctx, "alpha-k8s", cmd, time.Now()); err != nil {
 		t.Fatal(err)

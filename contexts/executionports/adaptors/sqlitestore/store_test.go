@@ -8,44 +8,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pharos-metallo/metallo/contexts/executionports"
 	"github.com/pharos-metallo/metallo/contexts/executionports/adaptors/sqlitestore"
 	"github.com/pharos-metallo/metallo/contexts/executionports/adaptors/storetest"
 	"github.com/pharos-metallo/metallo/contexts/executionports/application"
 	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/database/dbtest"
-	sqlfiles "github.com/pharos-metallo/metallo/sql"
 )
 
 func open(t *testing.T) *database.Handle {
 	t.Helper()
-	ctx := context.Background()
-	h, err := database.Open(ctx, database.Target{Engine: database.SQLite, Path: dbtest.SQLitePath(t, "execution.sqlite")}, database.Options{})
-	dbtest.Must(t, err)
-	t.Cleanup(h.Close)
-	migrations, err := sqlfiles.Migrations("sqlite", "executionports")
-	dbtest.Must(t, err)
-	_, err = h.Migrate(ctx, migrations, "execution_ports")
-	dbtest.Must(t, err)
-	return h
+	return dbtest.Migrated(t, executionports.Database(), database.SQLite)
 }
 
 func TestSQLiteStoreConformsToTheStreamRules(t *testing.T) {
 	storetest.Exercise(t, func(t *testing.T) application.StreamStore { return sqlitestore.New(open(t).DB) })
-}
-
-// migrated opens the SQLite file at path with busy timeout busy and applies
-// the context's migrations.
-func migrated(t *testing.T, path string, busy time.Duration) *database.Handle {
-	t.Helper()
-	ctx := context.Background()
-	h, err := database.Open(ctx, database.Target{Engine: database.SQLite, Path: path}, database.Options{BusyTimeout: busy})
-	dbtest.Must(t, err)
-	t.Cleanup(h.Close)
-	migrations, err := sqlfiles.Migrations("sqlite", "executionports")
-	dbtest.Must(t, err)
-	_, err = h.Migrate(ctx, migrations, "execution_ports")
-	dbtest.Must(t, err)
-	return h
 }
 
 func TestALockedOrUnopenableOrClosedDatabaseIsUnavailable(t *testing.T) {
@@ -53,8 +30,8 @@ func TestALockedOrUnopenableOrClosedDatabaseIsUnavailable(t *testing.T) {
 	cmd, _ := storetest.Command(t, 90, 1)
 
 	// Another process holds the write lock past the busy timeout.
-	path := dbtest.SQLitePath(t, "execution.sqlite")
-	holder := migrated(t, path, time.Millisecond)
+	holder := dbtest.MigratedWith(t, executionports.Database(), database.SQLite, database.Options{BusyTimeout: time.Millisecond})
+	path := holder.Target.Path
 	tx, err := holder.DB.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the write lock
 	dbtest.Must(t, err)
 	defer func() { _ = tx.Rollback() }()

@@ -27,6 +27,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/application"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
 	"github.com/pharos-metallo/metallo/platform/auth"
+	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
 )
 
@@ -213,7 +214,7 @@ func (a *API) problem(op string, err error) error {
 	case errors.Is(err, application.ErrUnavailable):
 		// The detail never carries the driver's text (it can name the
 		// database's host, user or file); the log does.
-		a.log.Warn("resource provisioning store unavailable", zap.String("operation", op), zap.Error(err), zap.String("cause", application.LogCause(err)))
+		a.log.Warn("resource provisioning store unavailable", zap.String("operation", op), zap.Error(err), zap.String("cause", database.LogCause(err)))
 		return huma.ErrorWithHeaders(
 			httpserver.NewProblem(http.StatusServiceUnavailable, ReasonUnavailable, "the allocation store cannot be reached now; retry later"),
 			http.Header{"Retry-After": {RetryAfterSeconds}})

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/httpapi"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/sqlitestore"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/telemetry"
@@ -26,7 +27,6 @@ import (
 	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/database/dbtest"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
-	sqlfiles "github.com/pharos-metallo/metallo/sql"
 )
 
 // t0 is the server clock of every test.
@@ -56,17 +56,8 @@ type harness struct {
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	ctx := t.Context()
-	target, err := database.ParseURL("sqlite:"+dbtest.SQLitePath(t, "provisioning.sqlite"), "")
-	dbtest.Must(t, err)
-	h, err := database.Open(ctx, target, database.Options{})
-	dbtest.Must(t, err)
-	t.Cleanup(h.Close)
-	migrations, err := sqlfiles.Migrations("sqlite", "resourceprovisioning")
-	dbtest.Must(t, err)
-	_, err = h.Migrate(ctx, migrations, "resource_provisioning")
-	dbtest.Must(t, err)
-	store, err := sqlitestore.New(h.DB, target.Path)
+	h := dbtest.Migrated(t, resourceprovisioning.Database(), database.SQLite)
+	store, err := sqlitestore.New(h.DB, h.Target.Path)
 	dbtest.Must(t, err)
 	t.Cleanup(func() { _ = store.Close() })
 	log := zap.NewNop() // a fuzz target's workers may not log through f
@@ -89,7 +80,7 @@ func newHarness(t testing.TB) *harness {
 	httpapi.New(svc, log).Register(api)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &harness{base: srv.URL + "/resource-provisioning", svc: svc, brk: func() { h.Close(); _ = store.Close() }, path: target.Path}
+	return &harness{base: srv.URL + "/resource-provisioning", svc: svc, brk: func() { h.Close(); _ = store.Close() }, path: h.Target.Path}
 }
 
 type problem struct {
@@ -489,7 +480,7 @@ func TestAClosedDatabaseIs503OnEveryRouteWithoutDriverText(t *testing.T) {
 	if !errors.Is(err, application.ErrUnavailable) || strings.Contains(err.Error(), "sql") {
 		t.Fatalf("owner read: %v, want ErrUnavailable without driver text", err)
 	}
-	if cause := application.LogCause(err); !strings.Contains(cause, "sql") {
+	if cause := database.LogCause(err); !strings.Contains(cause, "sql") {
 		t.Fatalf("the log cause %q lost the driver's error", cause)
 	}
 }

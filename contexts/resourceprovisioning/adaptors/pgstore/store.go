@@ -128,7 +128,7 @@ func retryable(err error) bool {
 }
 
 // dbErr wraps a database error for op. Failures to reach or use the
-// database now are an *application.UnavailableError (wrapping
+// database now are an *database.UnavailableError (wrapping
 // application.ErrUnavailable; its message carries no driver text): a
 // connection that could not be made (pgconn.ConnectError, whatever its
 // SQLSTATE: a dropped database's FATAL 3D000 or a refused login's 28xxx
@@ -146,7 +146,7 @@ func dbErr(op string, err error) error {
 	if errors.Is(err, application.ErrUnavailable) || !database.Unavailable(err) {
 		return fmt.Errorf("postgres %s: %w", op, err)
 	}
-	return &application.UnavailableError{Op: "postgres " + op, Cause: err}
+	return &database.UnavailableError{Sentinel: application.ErrUnavailable, Op: "postgres " + op, Cause: err}
 }
 
 // Ping implements application.Store.

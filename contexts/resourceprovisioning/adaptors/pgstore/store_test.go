@@ -4,27 +4,18 @@ import (
 	"context"
 	"testing"
 
+	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/pgstore"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/storetest"
 	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/database/dbtest"
-	sqlfiles "github.com/pharos-metallo/metallo/sql"
 )
 
 // TestPostgresStoreConforms runs the shared store suite on a real
 // PostgreSQL database per subtest.
 func TestPostgresStoreConforms(t *testing.T) {
 	storetest.Exercise(t, func(t *testing.T) storetest.Subject {
-		ctx := t.Context()
-		target, err := database.ParseURL(dbtest.NewPostgres(t), "")
-		dbtest.Must(t, err)
-		h, err := database.Open(ctx, target, database.Options{MaxConns: 16})
-		dbtest.Must(t, err)
-		t.Cleanup(h.Close)
-		migrations, err := sqlfiles.Migrations("postgres", "resourceprovisioning")
-		dbtest.Must(t, err)
-		_, err = h.Migrate(ctx, migrations, "resource_provisioning")
-		dbtest.Must(t, err)
+		h := dbtest.MigratedWith(t, resourceprovisioning.Database(), database.Postgres, database.Options{MaxConns: 16})
 		s := pgstore.New(h.Pool)
 		return storetest.Subject{
 			Store:    s,

@@ -36,11 +36,10 @@ var _ application.Store = (*Store)(nil)
 // database, already migrated) and reading through a read-only pool it opens
 // on path. Close releases the read pool; write belongs to the caller.
 func New(write *sql.DB, path string) (*Store, error) {
-	read, err := sql.Open("sqlite", database.SQLiteDSN(path, 10*time.Second, "query_only(1)"))
+	read, err := database.OpenSQLiteReadPool(path, readConns)
 	if err != nil {
-		return nil, fmt.Errorf("open sqlite read pool %s: %w", path, err)
+		return nil, err
 	}
-	read.SetMaxOpenConns(readConns)
 	return &Store{write: write, read: read, rq: sqlitedb.New(read)}, nil
 }
 
@@ -77,7 +76,7 @@ func (s *Store) inTx(ctx context.Context, fn func(context.Context, *sqlitedb.Que
 
 // dbErr wraps a database error for op. A file that cannot be opened, read
 // or written, a lock not granted within the busy timeout, or a closed
-// database is an *application.UnavailableError (wrapping
+// database is an *database.UnavailableError (wrapping
 // application.ErrUnavailable; its message carries no driver text, which can
 // name the file); a cancelled context is wrapped plainly, like any other
 // error.
@@ -88,7 +87,7 @@ func dbErr(op string, err error) error {
 	if errors.Is(err, application.ErrUnavailable) || !database.Unavailable(err) {
 		return fmt.Errorf("sqlite %s: %w", op, err)
 	}
-	return &application.UnavailableError{Op: "sqlite " + op, Cause: err}
+	return &database.UnavailableError{Sentinel: application.ErrUnavailable, Op: "sqlite " + op, Cause: err}
 }
 
 // Ping implements application.Store: both pools answer.
