@@ -547,7 +547,7 @@ func (h *Handlers) problem(err error, invalidReason string) error {
 	} {
 		if errors.Is(err, m.target) {
 			if m.target == siteprotocol.ErrMalformed {
-				m.status = malformedStatus(err)
+				m.status = httpserver.JSONStatus(err)
 			}
 			return httpserver.NewProblem(m.status, m.reason, err.Error(), fieldErrors(err)...)
 		}
