@@ -245,7 +245,7 @@ func registerSite(api huma.API, h *Handlers) {
 		if err := h.siteAccess(ctx, &in.SiteRequest); err != nil {
 			return nil, err
 		}
-		ack, err := h.Streams.Acknowledge(ctx, in.Environment, in.Installation, in.Sequence, in.RawBody)
+		ack, err := h.Streams.RecordResult(ctx, in.Environment, in.Installation, in.Sequence, in.RawBody)
 		if err != nil {
 			return nil, h.problem(err, siteprotocol.ProblemInvalidResult)
 		}

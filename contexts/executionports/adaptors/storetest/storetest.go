@@ -2,7 +2,7 @@
 // every storage engine's adaptor (SQLite, PostgreSQL) runs Exercise, so both
 // obey the same stream rules (docs/site-protocol.md;
 // docs/architecture.md#one-port-two-engines). Binding, acknowledgement and rebind run through
-// the application's flows (BindStream, AcknowledgeResult, RebindStream) over
+// the application's flows (BindStream, ApplyResult, RebindStream) over
 // the store's Locked transactions, as the service runs them.
 package storetest
 
@@ -251,13 +251,13 @@ func testAcknowledgeInOrder(t *testing.T, s application.StreamStore) {
 	ctx := context.Background()
 	cs := appendN(t, s, "alpha-k8s", 1, 3)
 	mustBind(t, s, "alpha-k8s", inst)
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 2, Result(t, cs[1], 2, "two"), t0); !errors.Is(err, domain.ErrOutOfOrder) {
+	if _, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 2, Result(t, cs[1], 2, "two"), t0); !errors.Is(err, domain.ErrOutOfOrder) {
 		t.Fatalf("ack 2 before 1: got %v, want ErrOutOfOrder", err)
 	}
 	for i, c := range cs {
 		seq := int64(i + 1)
 		r := Result(t, c, seq, "done")
-		ack, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, seq, r, t0.Add(time.Duration(i)*time.Second))
+		ack, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, seq, r, t0.Add(time.Duration(i)*time.Second))
 		if err != nil {
 			t.Fatalf("ack %d: %v", seq, err)
 		}
@@ -266,7 +266,7 @@ func testAcknowledgeInOrder(t *testing.T, s application.StreamStore) {
 		}
 	}
 	c4, _ := Command(t, 1, 4)
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 4, Result(t, c4, 4, "x"), t0); !errors.Is(err, domain.ErrUnknownCommand) {
+	if _, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 4, Result(t, c4, 4, "x"), t0); !errors.Is(err, domain.ErrUnknownCommand) {
 		t.Fatalf("ack beyond the head: got %v, want ErrUnknownCommand", err)
 	}
 	if st := mustState(t, s, "alpha-k8s"); st.AcknowledgedSequence != 3 {
@@ -298,7 +298,7 @@ func testIdentityMismatch(t *testing.T, s application.StreamStore) {
 			return Result(t, c, 1, "x")
 		}(),
 	} {
-		if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 1, r, t0); !errors.Is(err, domain.ErrIdentityMismatch) {
+		if _, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 1, r, t0); !errors.Is(err, domain.ErrIdentityMismatch) {
 			t.Fatalf("%s: got %v, want ErrIdentityMismatch", name, err)
 		}
 	}
@@ -315,14 +315,14 @@ func testReplay(t *testing.T, s application.StreamStore) {
 	cs := appendN(t, s, "alpha-k8s", 1, 2)
 	mustBind(t, s, "alpha-k8s", inst)
 	r1 := Result(t, cs[0], 1, "one")
-	first, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 1, r1, t0)
+	first, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 1, r1, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 2, Result(t, cs[1], 2, "two"), t0); err != nil {
+	if _, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 2, Result(t, cs[1], 2, "two"), t0); err != nil {
 		t.Fatal(err)
 	}
-	again, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 1, r1, t0.Add(time.Minute))
+	again, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 1, r1, t0.Add(time.Minute))
 	if err != nil {
 		t.Fatalf("replay: %v", err)
 	}
@@ -339,11 +339,11 @@ func testResultConflict(t *testing.T, s application.StreamStore) {
 	cs := appendN(t, s, "alpha-k8s", 1, 1)
 	mustBind(t, s, "alpha-k8s", inst)
 	r1 := Result(t, cs[0], 1, "one")
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 1, r1, t0); err != nil {
+	if _, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 1, r1, t0); err != nil {
 		t.Fatal(err)
 	}
 	other := Result(t, cs[0], 1, "another outcome")
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 1, other, t0); !errors.Is(err, domain.ErrResultConflict) {
+	if _, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 1, other, t0); !errors.Is(err, domain.ErrResultConflict) {
 		t.Fatalf("got %v, want ErrResultConflict", err)
 	}
 	rec, err := s.Command(ctx, "alpha-k8s", cs[0].ID)
@@ -375,7 +375,7 @@ func testBinding(t *testing.T, s application.StreamStore) {
 	if _, err := application.BindStream(ctx, s, "alpha-k8s", second, "environment:alpha-k8s", t0); !errors.Is(err, domain.ErrInstallationMismatch) {
 		t.Fatalf("second installation pull: got %v, want ErrInstallationMismatch", err)
 	}
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", second, 1, Result(t, cs[0], 1, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
+	if _, err := application.ApplyResult(ctx, s, "alpha-k8s", second, 1, Result(t, cs[0], 1, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
 		t.Fatalf("second installation ack: got %v, want ErrInstallationMismatch", err)
 	}
 	if st := mustState(t, s, "alpha-k8s"); st.AcknowledgedSequence != 0 || st.InstallationID != inst {
@@ -384,7 +384,7 @@ func testBinding(t *testing.T, s application.StreamStore) {
 	// A result on a never-pulled stream binds nothing: only a pull binds
 	// (docs/site-protocol.md#installation-fencing).
 	bs := appendN(t, s, "beta-k8s", 2, 1)
-	if _, err := application.AcknowledgeResult(ctx, s, "beta-k8s", second, 1, Result(t, bs[0], 1, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
+	if _, err := application.ApplyResult(ctx, s, "beta-k8s", second, 1, Result(t, bs[0], 1, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
 		t.Fatalf("ack on an unbound stream: got %v, want ErrInstallationMismatch", err)
 	}
 	if st := mustState(t, s, "beta-k8s"); st.InstallationID != "" || st.AcknowledgedSequence != 0 {
@@ -416,10 +416,10 @@ func testRebind(t *testing.T, s application.StreamStore) {
 	if b.PreviousInstallationID != inst || b.InstallationID != second || b.Principal != "service:operator" || b.Reason != "volume replaced" || !b.RecordedAt.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("rebind: %+v", b)
 	}
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 1, Result(t, cs[0], 1, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
+	if _, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 1, Result(t, cs[0], 1, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
 		t.Fatalf("old installation after rebind: got %v, want ErrInstallationMismatch", err)
 	}
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", second, 1, Result(t, cs[0], 1, "x"), t0); err != nil {
+	if _, err := application.ApplyResult(ctx, s, "alpha-k8s", second, 1, Result(t, cs[0], 1, "x"), t0); err != nil {
 		t.Fatalf("new installation after rebind: %v", err)
 	}
 	// Unbinding lets the next installation that pulls bind the stream.
@@ -430,7 +430,7 @@ func testRebind(t *testing.T, s application.StreamStore) {
 		t.Fatalf("after unbinding: bound to %q", st.InstallationID)
 	}
 	// A result after the unbind binds nothing (only a pull binds).
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", "third", 2, Result(t, cs[0], 2, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
+	if _, err := application.ApplyResult(ctx, s, "alpha-k8s", "third", 2, Result(t, cs[0], 2, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
 		t.Fatalf("result after unbinding: got %v, want ErrInstallationMismatch", err)
 	}
 	if st := mustState(t, s, "alpha-k8s"); st.InstallationID != "" {
