@@ -349,3 +349,18 @@ func registerHealth(mux *http.ServeMux, checks []ReadinessCheck, log *zap.Logger
 		_, _ = w.Write([]byte("ok\n"))
 	})
 }
+
+// AdmitOf returns the admit rule an operation carries in its Metadata
+// (AdmitMetadata), false when it carries none.
+func AdmitOf(op *huma.Operation) (Admit, bool) {
+	if op == nil {
+		return nil, false
+	}
+	admit, ok := op.Metadata[admitKey].(Admit)
+	return admit, ok
+}
+
+// RequiresBearer reports whether op's security requires the bearer scheme
+// (Bearer()), so the authentication middleware authenticates its caller
+// and runs its admit rule.
+func RequiresBearer(op *huma.Operation) bool { return requiresBearer(op) }
