@@ -65,8 +65,8 @@ type planOutput struct {
 	Body PlanBody
 }
 
-func registerPlans(api huma.API, h *Handlers) {
-	huma.Register(api, huma.Operation{
+func (h *Handlers) planCapacityOperation() huma.Operation {
+	return huma.Operation{
 		OperationID:  "plan-capacity",
 		Method:       http.MethodPost,
 		Path:         "/execution/v1/plans",
@@ -78,35 +78,36 @@ func registerPlans(api huma.API, h *Handlers) {
 		MaxBodyBytes: MaxRequestBytes + 1, // jsonBody enforces MaxRequestBytes itself
 		Middlewares:  huma.Middlewares{jsonBody(true, MaxRequestBytes, "project", "environment", "demand"), bodyShape([]string{"project", "environment", "demand"}, "demand")},
 		Errors:       []int{400, 401, 403, 415, 422},
-	}, func(ctx context.Context, in *planInput) (*planOutput, error) {
-		if err := h.serviceAccess(ctx); err != nil {
-			return nil, err
-		}
-		if err := validateDemand(in.Body.Demand); err != nil {
-			return nil, err
-		}
-		body := PlanBody{Project: in.Body.Project, Environment: in.Body.Environment}
-		if env, err := h.Streams.Environment(in.Body.Environment); err == nil {
-			body.Site = env.Site
-		}
-		plan, err := h.Planner.Plan(ctx, in.Body.Project, in.Body.Environment, in.Body.Demand)
-		switch {
-		case errors.Is(err, domain.ErrUnknownEnvironment):
-			return nil, httpserver.NewProblem(http.StatusUnprocessableEntity, siteprotocol.ProblemUnknownEnvironment, err.Error(),
-				&huma.ErrorDetail{Location: "body.environment", Message: "no such environment is configured", Value: in.Body.Environment})
-		case errors.Is(err, application.ErrResourceLookupUnavailable):
-			// The cause (a driver's or the remote owner's text, which can
-			// name hosts, users and databases) is logged here, once; the
-			// answer carries only the fixed UnavailableDetail.
-			h.Log.Warn("planning: the allocation owner cannot be read", zap.String("owner", application.ResourcesOwner), zap.Error(err))
-			body.Answer, body.Detail = string(domain.PlanUnavailable), UnavailableDetail
-			return &planOutput{Body: body}, nil
-		case err != nil:
-			return nil, h.problem(err, "")
-		}
-		fillPlan(&body, plan)
+	}
+}
+
+// planCapacity answers whether a demand fits a Project's allocation at an
+// environment (docs/execution-ports.md#capacity-planning).
+func (h *Handlers) planCapacity(ctx context.Context, in *planInput) (*planOutput, error) {
+	if err := validateDemand(in.Body.Demand); err != nil {
+		return nil, err
+	}
+	body := PlanBody{Project: in.Body.Project, Environment: in.Body.Environment}
+	if env, err := h.Streams.Environment(in.Body.Environment); err == nil {
+		body.Site = env.Site
+	}
+	plan, err := h.Planner.Plan(ctx, in.Body.Project, in.Body.Environment, in.Body.Demand)
+	switch {
+	case errors.Is(err, domain.ErrUnknownEnvironment):
+		return nil, httpserver.NewProblem(http.StatusUnprocessableEntity, siteprotocol.ProblemUnknownEnvironment, err.Error(),
+			&huma.ErrorDetail{Location: "body.environment", Message: "no such environment is configured", Value: in.Body.Environment})
+	case errors.Is(err, application.ErrResourceLookupUnavailable):
+		// The cause (a driver's or the remote owner's text, which can
+		// name hosts, users and databases) is logged here, once; the
+		// answer carries only the fixed UnavailableDetail.
+		h.Log.Warn("planning: the allocation owner cannot be read", zap.String("owner", application.ResourcesOwner), zap.Error(err))
+		body.Answer, body.Detail = string(domain.PlanUnavailable), UnavailableDetail
 		return &planOutput{Body: body}, nil
-	})
+	case err != nil:
+		return nil, h.problem(err, "")
+	}
+	fillPlan(&body, plan)
+	return &planOutput{Body: body}, nil
 }
 
 func fillPlan(body *PlanBody, p domain.Plan) {
