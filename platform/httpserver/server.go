@@ -80,13 +80,15 @@ const BearerScheme = "bearer"
 func Bearer() []map[string][]string { return []map[string][]string{{BearerScheme: {}}} }
 
 // NewAPI builds a Huma API on mux with the platform's conventions: OpenAPI
-// 3.1 at /openapi.json and /openapi.yaml, docs at /docs, the bearer security
+// 3.1 at /openapi.json and /openapi.yaml, docs at /docs (rendered offline
+// from assets in the binary, serveDocs), the bearer security
 // scheme, problem details with "reason", and no "$schema" link injection
 // (bodies are exactly what the operation returns). Huma's own
 // per-operation body read deadline is disabled (ownDeadline): the server's
 // one deadline (Config.BodyReadTimeout) is the only one.
 func NewAPI(mux *http.ServeMux, title string) huma.API {
 	cfg := huma.DefaultConfig(title, "1.0.0")
+	cfg.DocsPath = "" // served from the binary's own assets (serveDocs)
 	cfg.CreateHooks = nil
 	cfg.Transformers = append(cfg.Transformers, problemTransformer)
 	cfg.OnAddOperation = append(cfg.OnAddOperation, problemSchemas)
@@ -94,6 +96,7 @@ func NewAPI(mux *http.ServeMux, title string) huma.API {
 		BearerScheme: {Type: "http", Scheme: "bearer", Description: "A key from keys.yaml, or a Kubernetes service-account token for a Site Runtime."},
 	}
 	api := humago.New(mux, cfg)
+	serveDocs(mux, title)
 	api.UseMiddleware(useOwnDeadline)
 	return api
 }
