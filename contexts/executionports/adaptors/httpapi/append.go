@@ -34,7 +34,7 @@ func (h *Handlers) appendCommandOperation(reg huma.Registry) huma.Operation {
 		DefaultStatus:    http.StatusCreated,
 		MaxBodyBytes:     siteprotocol.MaxCommandBytes + 1, // jsonBody enforces MaxCommandBytes itself
 		SkipValidateBody: true,
-		Metadata: withRawBody(h.serviceAdmit(), reg.Schema(reflect.TypeFor[siteprotocol.Command](), true, "Command"),
+		Metadata: withRawBody(h.serviceAdmit(), commandSchema(reg),
 			"The command to append, without sequence."),
 		Responses: map[string]*huma.Response{
 			"200": {

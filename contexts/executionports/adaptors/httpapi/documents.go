@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -24,7 +25,56 @@ func (c StoredCommand) MarshalJSON() ([]byte, error) { return c, nil }
 
 // Schema documents a stored command as a siteprotocol.Command.
 func (StoredCommand) Schema(r huma.Registry) *huma.Schema {
-	return r.Schema(reflect.TypeFor[siteprotocol.Command](), true, "Command")
+	return commandSchema(r)
+}
+
+// digestRule is how a client computes a digest
+// (docs/site-protocol.md#the-digest-rule), said where a client needs it.
+const digestRule = "Lower-case hex SHA-256 (64 characters) of the object's RFC 8785 (JCS) canonical form — members sorted by name, no white space, " +
+	"strings and numbers in their one canonical spelling — "
+
+// encodingRule is what the server refuses before canonicalisation could
+// change a text (docs/site-protocol.md#canonical-encoding-and-strict-json).
+const encodingRule = " The text must be strict JSON: valid UTF-8 with no escaped lone surrogate, no member named twice (nor two differing only in case), " +
+	"no null, no U+0000, exactly one value nested at most 32 levels, no unknown member, and no whole number beyond ±(2^53−1) or beyond the range of doubles " +
+	"however it is written, so its canonical form is the value sent."
+
+// commandSchema returns the reference to the Command schema, registering it
+// complete in reg: the digest rule on digest, family closed over the
+// protocol's families (the server refuses another), and the known
+// operations listed on operation (the server accepts an operation it does
+// not know; the Runtime answers it refused unsupported-operation). It may
+// be called again: the schema is rebuilt the same.
+func commandSchema(reg huma.Registry) *huma.Schema {
+	ref := reg.Schema(reflect.TypeFor[siteprotocol.Command](), true, "Command")
+	s := reg.Map()["Command"]
+	if s == nil {
+		return ref
+	}
+	s.Description = "A command of a Site stream." + encodingRule
+	if p := s.Properties["digest"]; p != nil {
+		p.Description = digestRule + "of the command without its sequence and digest members. The server computes it on append " +
+			"(a digest sent with the append must equal it, else 422 invalid-command) and serves it; the Runtime verifies it on every pulled command."
+	}
+	if p := s.Properties["sequence"]; p != nil {
+		p.Description = "The stream position, assigned by the server; absent when appending."
+	}
+	if p := s.Properties["family"]; p != nil {
+		p.Enum = nil
+		for _, f := range []siteprotocol.Family{siteprotocol.FamilyBatch, siteprotocol.FamilyApplication, siteprotocol.FamilyInference} {
+			p.Enum = append(p.Enum, string(f))
+		}
+		p.Description = "The executor family (another value is 422 invalid-command): required by every known operation but bind-member and retire-member, and absent on those two."
+	}
+	if p := s.Properties["operation"]; p != nil {
+		known := make([]string, 0, len(siteprotocol.Operations()))
+		for _, o := range siteprotocol.Operations() {
+			known = append(known, string(o))
+		}
+		p.Description = "The operation. Known: " + strings.Join(known, ", ") + ". The server also accepts an operation it does not know " +
+			"and stores it; the Runtime answers it refused unsupported-operation."
+	}
+	return ref
 }
 
 // RecordedResult is a result exactly as the Runtime sent it; its schema is
@@ -131,8 +181,14 @@ func resultSchema(reg huma.Registry) *huma.Schema {
 		reg.Schema(t, true, t.Name())
 	}
 	s := reg.Map()["Result"]
-	if s == nil || s.Properties["reason"] == nil || s.Properties["outcome"] == nil || s.Properties["detail"] == nil {
+	if s == nil || s.Properties["reason"] == nil || s.Properties["outcome"] == nil || s.Properties["detail"] == nil || s.Properties["digest"] == nil {
 		return ref
+	}
+	s.Description = "A command's result, sent in canonical form; the server stores its exact bytes." + encodingRule
+	s.Properties["digest"].Description = digestRule + "of the result without its digest member. Required: the server computes it on receipt " +
+		"and refuses a result whose digest differs (422 invalid-result)."
+	if !slices.Contains(s.Required, "digest") {
+		s.Required = append(s.Required, "digest")
 	}
 	s.Properties["detail"].Description = "The operation's detail object: BindingDetail (bind-member, retire-member), PrepareDetail (prepare), " +
 		"StateDetail (start), ObserveDetail (observe; exit_code for a finished batch Attempt), CancelDetail (cancel), " +
