@@ -89,6 +89,10 @@ func Bearer() []map[string][]string { return []map[string][]string{{BearerScheme
 func NewAPI(mux *http.ServeMux, title string) huma.API {
 	cfg := huma.DefaultConfig(title, "1.0.0")
 	cfg.DocsPath = "" // served from the binary's own assets (serveDocs)
+	cfg.Servers = []*huma.Server{{
+		URL:         "/",
+		Description: "The process serving this document: https on its public listener, plain http only on a loopback listener (docs/operations.md#listeners).",
+	}}
 	cfg.CreateHooks = nil
 	cfg.Transformers = append(cfg.Transformers, problemTransformer)
 	cfg.OnAddOperation = append(cfg.OnAddOperation, problemSchemas)

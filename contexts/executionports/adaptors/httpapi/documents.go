@@ -149,11 +149,20 @@ func withRawBody(m map[string]any, schema *huma.Schema, description string) map[
 	return out
 }
 
-// documentRawBody is the OpenAPI document's hook as Huma adds an
-// operation (huma.OpenAPI.OnAddOperation): an operation whose metadata
-// names a raw body (withRawBody) documents it as application/json of its
-// schema instead of the bytes Huma reads.
-func documentRawBody(_ *huma.OpenAPI, op *huma.Operation) {
+// documentOperation is the OpenAPI document's hook as Huma adds an
+// operation (huma.OpenAPI.OnAddOperation): the principals the operation's
+// admit rule allows (siteAdmit, serviceAdmit) are documented as
+// x-principal and said in its description, and an operation whose
+// metadata names a raw body (withRawBody) documents it as application/json
+// of its schema instead of the bytes Huma reads.
+func documentOperation(_ *huma.OpenAPI, op *huma.Operation) {
+	if principals, ok := op.Metadata[principalKey].([]string); ok {
+		if op.Extensions == nil {
+			op.Extensions = map[string]any{}
+		}
+		op.Extensions["x-principal"] = principals
+		op.Description += " Principal: " + strings.Join(principals, " or ") + " (403 forbidden for any other)."
+	}
 	rb, ok := op.Metadata[rawBodyKey].(rawBody)
 	if !ok || op.RequestBody == nil {
 		return

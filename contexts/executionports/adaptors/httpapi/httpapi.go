@@ -55,8 +55,8 @@ type Handlers struct {
 // Register adds the execution_ports operations to api: every route of the
 // context is registered here, each by its operation (the route's document:
 // path, principal, statuses) and its named handler, one file per use case.
-// The document is complete as registered: the raw bodies are documented by
-// documentRawBody as Huma adds each operation.
+// The document is complete as registered: the principals and raw bodies are documented by
+// documentOperation as Huma adds each operation.
 func Register(api huma.API, h *Handlers) {
 	if h.Log == nil {
 		h.Log = zap.NewNop()
@@ -64,7 +64,7 @@ func Register(api huma.API, h *Handlers) {
 	if len(h.Services) == 0 {
 		h.Services = []string{DefaultService}
 	}
-	api.OpenAPI().OnAddOperation = append(api.OpenAPI().OnAddOperation, documentRawBody)
+	api.OpenAPI().OnAddOperation = append(api.OpenAPI().OnAddOperation, documentOperation)
 	reg := api.OpenAPI().Components.Schemas
 
 	// Site protocol routes (principal environment:<id>).
