@@ -34,7 +34,11 @@ func (h *Handlers) appendCommandOperation(reg huma.Registry) huma.Operation {
 		DefaultStatus:    http.StatusCreated,
 		MaxBodyBytes:     siteprotocol.MaxCommandBytes + 1, // jsonBody enforces MaxCommandBytes itself
 		SkipValidateBody: true,
-		Metadata: withRawBody(h.serviceAdmit(), commandSchema(reg),
+		Metadata: withRawBody(withReasons(h.serviceAdmit(), map[int][]string{
+			400: {siteprotocol.ProblemInvalidCommand}, 404: {siteprotocol.ProblemUnknownEnvironment},
+			409: {siteprotocol.ProblemConflictingRetry}, 413: {httpserver.DefaultReason(http.StatusRequestEntityTooLarge)}, 415: {httpserver.DefaultReason(http.StatusUnsupportedMediaType)},
+			422: {siteprotocol.ProblemInvalidCommand, httpserver.DefaultReason(http.StatusUnprocessableEntity)},
+		}), commandSchema(reg),
 			"The command to append, without sequence."),
 		Responses: map[string]*huma.Response{
 			"200": {

@@ -38,7 +38,9 @@ func (h *Handlers) getCommandOperation() huma.Operation {
 		Description: "The command as stored (with its sequence and digest) and, once acknowledged, its exact result.",
 		Tags:        []string{Tag},
 		Security:    httpserver.Bearer(),
-		Metadata:    h.serviceAdmit(),
+		Metadata: withReasons(h.serviceAdmit(), map[int][]string{
+			404: {siteprotocol.ProblemUnknownEnvironment, siteprotocol.ProblemUnknownCommand}, 422: {httpserver.DefaultReason(http.StatusUnprocessableEntity)},
+		}),
 		Middlewares: huma.Middlewares{h.knownEnvironment},
 		Errors:      []int{401, 403, 404, 422, 503},
 	}

@@ -31,10 +31,15 @@ func (h *Handlers) recordResultOperation(reg huma.Registry) huma.Operation {
 		Security:         httpserver.Bearer(),
 		MaxBodyBytes:     MaxResultBytes + 1, // jsonBody enforces MaxResultBytes itself
 		SkipValidateBody: true,
-		Metadata:         withRawBody(h.siteAdmit(), resultSchema(reg), "A result exactly as the Runtime saved it (JCS with its digest)."),
-		Parameters:       installationParameters(),
-		Middlewares:      huma.Middlewares{h.knownEnvironment, jsonBody(false, MaxResultBytes)},
-		Errors:           []int{400, 401, 403, 404, 409, 413, 415, 422, 503},
+		Metadata: withRawBody(withReasons(h.siteAdmit(), map[int][]string{
+			400: {siteprotocol.ProblemInstallationRequired, siteprotocol.ProblemInvalidResult},
+			404: {siteprotocol.ProblemUnknownEnvironment, siteprotocol.ProblemUnknownCommand},
+			409: {siteprotocol.ProblemInstallationMismatch, siteprotocol.ProblemOutOfOrder, siteprotocol.ProblemIdentityMismatch, siteprotocol.ProblemResultConflict},
+			413: {httpserver.DefaultReason(http.StatusRequestEntityTooLarge)}, 415: {httpserver.DefaultReason(http.StatusUnsupportedMediaType)}, 422: {siteprotocol.ProblemInvalidResult, httpserver.DefaultReason(http.StatusUnprocessableEntity)},
+		}), resultSchema(reg), "A result exactly as the Runtime saved it (JCS with its digest)."),
+		Parameters:  installationParameters(),
+		Middlewares: huma.Middlewares{h.knownEnvironment, jsonBody(false, MaxResultBytes)},
+		Errors:      []int{400, 401, 403, 404, 409, 413, 415, 422, 503},
 	}
 }
 

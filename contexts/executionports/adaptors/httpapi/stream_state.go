@@ -24,7 +24,10 @@ func (h *Handlers) getStreamStateOperation() huma.Operation {
 		Description: "The environment, its Site and authority, the acknowledged and head sequences and the bound installation. `metallo runtime check` reads it; it never binds the stream.",
 		Tags:        []string{Tag},
 		Security:    httpserver.Bearer(),
-		Metadata:    h.siteAdmit(),
+		Metadata: withReasons(h.siteAdmit(), map[int][]string{
+			400: {siteprotocol.ProblemInstallationRequired}, 404: {siteprotocol.ProblemUnknownEnvironment},
+			409: {siteprotocol.ProblemInstallationMismatch}, 422: {httpserver.DefaultReason(http.StatusUnprocessableEntity)},
+		}),
 		Parameters:  installationParameters(),
 		Middlewares: huma.Middlewares{h.knownEnvironment},
 		Errors:      []int{400, 401, 403, 404, 409, 422, 503},
