@@ -17,7 +17,7 @@ SERVE_FLAGS := --waldur-instance https://waldur.example.org --environment-site a
 DEV_PRINCIPALS := site:alpha service:beto service:execution
 REQUIRED_LANES := $(shell paste -sd, .ci/lanes)
 
-.PHONY: all build run test test-unit generate generate-sqlc generate-openapi lint bench bench-execution tools services clean
+.PHONY: all build run test test-unit generate generate-sqlc generate-openapi docs-assets lint bench bench-execution tools services clean
 
 all: build
 
@@ -111,6 +111,16 @@ generate: generate-sqlc generate-openapi
 
 generate-sqlc: $(SQLC)
 	$(SQLC) generate
+
+## docs-assets: refresh /docs's renderer, the npm package @stoplight/elements at the version pinned in
+## platform/httpserver/docs.go (committed under platform/httpserver/docsassets; its test checks the SRI hashes)
+ELEMENTS_VERSION = $(shell sed -n 's/^const ElementsVersion = "\(.*\)"/\1/p' platform/httpserver/docs.go)
+docs-assets:
+	@set -e; d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
+	  (cd "$$d" && npm pack --silent @stoplight/elements@$(ELEMENTS_VERSION) >/dev/null && tar xzf stoplight-elements-$(ELEMENTS_VERSION).tgz); \
+	  out=platform/httpserver/docsassets/stoplight-elements-$(ELEMENTS_VERSION); mkdir -p "$$out"; \
+	  for f in web-components.min.js styles.min.css LICENSE web-components.min.js.LICENSE.txt; do cp "$$d/package/$$f" "$$out/$$f"; done
+	$(GO) test -count=1 -run TestDocsAndEveryAssetItNamesAreServedByTheBinary ./platform/httpserver/
 
 generate-openapi:
 	@for role in $(ROLES); do $(GO) run ./app/cmd/metallo openapi --role $$role > openapi/$$role.yaml.tmp && mv openapi/$$role.yaml.tmp openapi/$$role.yaml; done

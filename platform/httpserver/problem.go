@@ -124,12 +124,21 @@ func echoable(v any) bool {
 // ErrorModel.
 func problemSchemas(oapi *huma.OpenAPI, op *huma.Operation) {
 	schema := oapi.Components.Schemas.Schema(reflect.TypeOf(Problem{}), true, "Problem")
-	for _, resp := range op.Responses {
+	for status, resp := range op.Responses {
 		if resp == nil {
 			continue
 		}
 		if mt, ok := resp.Content["application/problem+json"]; ok && mt != nil {
 			mt.Schema = schema
+		}
+		if status == "503" {
+			if resp.Headers == nil {
+				resp.Headers = map[string]*huma.Param{}
+			}
+			resp.Headers["Retry-After"] = &huma.Param{
+				Description: "Seconds to wait before retrying (RFC 9110): sent when the context's store cannot be reached now; absent when the credential check itself is unavailable.",
+				Schema:      &huma.Schema{Type: huma.TypeInteger, Minimum: new(float64)},
+			}
 		}
 	}
 }

@@ -80,13 +80,19 @@ const BearerScheme = "bearer"
 func Bearer() []map[string][]string { return []map[string][]string{{BearerScheme: {}}} }
 
 // NewAPI builds a Huma API on mux with the platform's conventions: OpenAPI
-// 3.1 at /openapi.json and /openapi.yaml, docs at /docs, the bearer security
+// 3.1 at /openapi.json and /openapi.yaml, docs at /docs (rendered offline
+// from assets in the binary, serveDocs), the bearer security
 // scheme, problem details with "reason", and no "$schema" link injection
 // (bodies are exactly what the operation returns). Huma's own
 // per-operation body read deadline is disabled (ownDeadline): the server's
 // one deadline (Config.BodyReadTimeout) is the only one.
 func NewAPI(mux *http.ServeMux, title string) huma.API {
 	cfg := huma.DefaultConfig(title, "1.0.0")
+	cfg.DocsPath = "" // served from the binary's own assets (serveDocs)
+	cfg.Servers = []*huma.Server{{
+		URL:         "/",
+		Description: "The process serving this document: https on its public listener, plain http only on a loopback listener (docs/operations.md#listeners).",
+	}}
 	cfg.CreateHooks = nil
 	cfg.Transformers = append(cfg.Transformers, problemTransformer)
 	cfg.OnAddOperation = append(cfg.OnAddOperation, problemSchemas)
@@ -94,6 +100,7 @@ func NewAPI(mux *http.ServeMux, title string) huma.API {
 		BearerScheme: {Type: "http", Scheme: "bearer", Description: "A key from keys.yaml, or a Kubernetes service-account token for a Site Runtime."},
 	}
 	api := humago.New(mux, cfg)
+	serveDocs(mux, title)
 	api.UseMiddleware(useOwnDeadline)
 	return api
 }
@@ -349,3 +356,18 @@ func registerHealth(mux *http.ServeMux, checks []ReadinessCheck, log *zap.Logger
 		_, _ = w.Write([]byte("ok\n"))
 	})
 }
+
+// AdmitOf returns the admit rule an operation carries in its Metadata
+// (AdmitMetadata), false when it carries none.
+func AdmitOf(op *huma.Operation) (Admit, bool) {
+	if op == nil {
+		return nil, false
+	}
+	admit, ok := op.Metadata[admitKey].(Admit)
+	return admit, ok
+}
+
+// RequiresBearer reports whether op's security requires the bearer scheme
+// (Bearer()), so the authentication middleware authenticates its caller
+// and runs its admit rule.
+func RequiresBearer(op *huma.Operation) bool { return requiresBearer(op) }

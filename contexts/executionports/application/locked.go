@@ -10,7 +10,7 @@ import (
 
 // LockedStream is one stream inside a store transaction that holds the
 // stream's row lock (PostgreSQL SELECT … FOR UPDATE; SQLite BEGIN
-// IMMEDIATE). Stores implement it per engine; AcknowledgeLocked and
+// IMMEDIATE). Stores implement it per engine; ApplyResult, BindLocked and
 // RebindLocked are the one implementation of the flows both engines run.
 type LockedStream interface {
 	// State returns the stream's state.
@@ -28,38 +28,6 @@ type LockedStream interface {
 // BindingReasonFirstUse is the recorded reason of a binding made by the
 // first installation that uses an unbound stream.
 const BindingReasonFirstUse = "first use by an unbound stream's Runtime"
-
-// AcknowledgeLocked applies the fencing rule for an acknowledgement
-// (domain.CheckAcknowledger: only the installation the stream is bound to
-// may acknowledge; an unbound stream is bound only by a pull, never by a
-// result) and the acknowledgement rules (domain.DecideAcknowledgement) to r
-// for sequence. A refused result returns the rule's error; the caller rolls
-// the transaction back, so nothing changes.
-func AcknowledgeLocked(ctx context.Context, tx LockedStream, installation string, sequence int64, r ReceivedResult, at time.Time) (Acknowledgement, error) {
-	st, err := tx.State(ctx)
-	if err != nil {
-		return Acknowledgement{}, err
-	}
-	if err := domain.CheckAcknowledger(st.InstallationID, installation); err != nil {
-		return Acknowledgement{}, err
-	}
-	stored, err := tx.CommandAt(ctx, sequence)
-	if err != nil {
-		return Acknowledgement{}, err
-	}
-	action, err := domain.DecideAcknowledgement(st.AcknowledgedSequence, sequence, stored, r.ReceivedResult)
-	if err != nil {
-		return Acknowledgement{}, err
-	}
-	ack := Acknowledgement{Sequence: sequence, ResultDigest: r.Digest, Replayed: action == domain.AckReplay}
-	if action == domain.AckReplay {
-		return ack, nil
-	}
-	if err := tx.Record(ctx, sequence, r, at); err != nil {
-		return Acknowledgement{}, fmt.Errorf("record the result of command %d: %w", sequence, err)
-	}
-	return ack, nil
-}
 
 // BindLocked binds an unbound stream to installation (recorded with
 // principal) and returns the state after; a stream bound to another
@@ -129,14 +97,40 @@ func BindStream(ctx context.Context, s StreamStore, environment, installation, p
 	return st, nil
 }
 
-// AcknowledgeResult records r for sequence of environment's stream in one
-// locked transaction (AcknowledgeLocked).
-func AcknowledgeResult(ctx context.Context, s StreamStore, environment, installation string, sequence int64, r ReceivedResult, at time.Time) (Acknowledgement, error) {
+// ApplyResult applies the received result r for sequence to
+// environment's stream in one locked transaction: the fencing rule
+// (domain.CheckAcknowledger: only the installation the stream is bound to
+// may send a result; an unbound stream is bound only by a pull, never by a
+// result), then the acknowledgement rules (domain.DecideAcknowledgement),
+// then r's exact bytes are recorded — or, for a byte-identical replay,
+// nothing is. A refused result returns the rule's error and the
+// transaction is rolled back, so nothing changes.
+func ApplyResult(ctx context.Context, s StreamStore, environment, installation string, sequence int64, r ReceivedResult, at time.Time) (Acknowledgement, error) {
 	var ack Acknowledgement
 	err := s.Locked(ctx, environment, at, func(tx LockedStream) error {
-		var err error
-		ack, err = AcknowledgeLocked(ctx, tx, installation, sequence, r, at)
-		return err
+		st, err := tx.State(ctx)
+		if err != nil {
+			return err
+		}
+		if err := domain.CheckAcknowledger(st.InstallationID, installation); err != nil {
+			return err
+		}
+		stored, err := tx.CommandAt(ctx, sequence)
+		if err != nil {
+			return err
+		}
+		action, err := domain.DecideAcknowledgement(st.AcknowledgedSequence, sequence, stored, r.ReceivedResult)
+		if err != nil {
+			return err
+		}
+		ack = Acknowledgement{Sequence: sequence, ResultDigest: r.Digest, Replayed: action == domain.AckReplay}
+		if action == domain.AckReplay {
+			return nil
+		}
+		if err := tx.Record(ctx, sequence, r, at); err != nil {
+			return fmt.Errorf("record the result of command %d: %w", sequence, err)
+		}
+		return nil
 	})
 	if err != nil {
 		return Acknowledgement{}, fmt.Errorf("acknowledge command %d of stream %s: %w", sequence, environment, err)

@@ -105,7 +105,7 @@ type Binding struct {
 // StreamStore holds the command streams (one per environment) in this
 // context's own database. Every write is one transaction: Append on its
 // own; binding, acknowledgement and rebind inside Locked (the flows are
-// BindStream, AcknowledgeResult and RebindStream, shared by every engine).
+// BindStream, ApplyResult and RebindStream, shared by every engine).
 // Errors wrap the domain errors named below, or ErrUnavailable when the
 // database cannot be reached, or are other infrastructure errors.
 type StreamStore interface {

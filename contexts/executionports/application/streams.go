@@ -174,11 +174,12 @@ func (s *Streams) read(ctx context.Context, q PullQuery) (PullPage, error) {
 	return page, nil
 }
 
-// Acknowledge records the result raw (exact bytes) for sequence. raw must
-// parse with siteprotocol.ParseResult (strict shape, matching digest); the
-// store applies the fencing and acknowledgement rules. A result never binds
+// RecordResult records the result raw (exact bytes) a Runtime sent for
+// sequence. raw must parse with siteprotocol.ParseResult (strict shape,
+// matching digest); ApplyResult applies the fencing and acknowledgement
+// rules. A result never binds
 // a stream: on an unbound stream it is domain.ErrInstallationMismatch.
-func (s *Streams) Acknowledge(ctx context.Context, environment, installation string, sequence int64, raw []byte) (Acknowledgement, error) {
+func (s *Streams) RecordResult(ctx context.Context, environment, installation string, sequence int64, raw []byte) (Acknowledgement, error) {
 	if _, err := s.Environment(environment); err != nil {
 		return Acknowledgement{}, err
 	}
@@ -190,7 +191,7 @@ func (s *Streams) Acknowledge(ctx context.Context, environment, installation str
 		ReceivedResult: domain.ReceivedResult{CommandID: r.CommandID, CommandDigest: r.CommandDigest, Sequence: r.Sequence, Digest: r.Digest},
 		Bytes:          raw,
 	}
-	return AcknowledgeResult(ctx, s.store, environment, installation, sequence, received, s.clock.Now())
+	return ApplyResult(ctx, s.store, environment, installation, sequence, received, s.clock.Now())
 }
 
 // State returns the stream's state for installation (fenced like every Site

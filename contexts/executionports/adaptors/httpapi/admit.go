@@ -3,25 +3,21 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"math"
-	"mime"
 	"net/http"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
 	"github.com/pharos-metallo/metallo/platform/auth"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
-	"github.com/pharos-metallo/metallo/platform/ijson"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
@@ -31,6 +27,7 @@ import (
 func (h *Handlers) siteAdmit() map[string]any {
 	m := httpserver.AdmitMetadata(httpserver.AdmitPathPrincipal(auth.KindEnvironment, "environment"))
 	maps.Copy(m, h.environmentLabel())
+	m[principalKey] = []string{auth.KindEnvironment + ":{environment}"}
 	return m
 }
 
@@ -47,8 +44,13 @@ func (h *Handlers) serviceAdmit() map[string]any {
 			fmt.Sprintf("%s may not use Execution's routes; they need one of the service keys %s", p, strings.Join(prefixed(h.Services), ", ")))
 	})
 	maps.Copy(m, h.environmentLabel())
+	m[principalKey] = prefixed(h.Services)
 	return m
 }
+
+// principalKey is the operation metadata naming the principals its admit
+// rule allows, documented by documentOperation.
+const principalKey = "execution_ports.principal"
 
 // environmentLabel labels a route's request metrics with its environment
 // path parameter when it names a configured environment
@@ -80,96 +82,47 @@ func (h *Handlers) knownEnvironment(ctx huma.Context, next func(huma.Context)) {
 // environmentID is the shape of an environment path parameter.
 var environmentID = regexp.MustCompile(httpserver.IDPattern)
 
-// jsonBody requires a request body declared as application/json (415
-// unsupported-media-type otherwise, also when the Content-Type is missing:
-// Huma would assume JSON, or decode CBOR) of at most limit bytes (413
-// payload-too-large naming limit, the protocol's bound: a body of exactly
-// limit bytes is read; the operation's MaxBodyBytes must exceed limit so
-// Huma never answers with its own, off-by-one bound). With strict it also
-// applies siteprotocol.CheckJSON to the body before Huma decodes it, naming
-// the rule and located at the member: 400 invalid-request for bytes that
-// are not one I-JSON text, 422 validation-failed for a null or a NUL
-// (malformedStatus): encoding/json
-// would otherwise keep one of two duplicate members silently and turn
-// invalid UTF-8 into U+FFFD. Raw command and result bodies are checked by
-// the codec instead (with their own reasons). A strict body that is an
-// object must also name every member of required: a missing one is 422
-// validation-failed located at body.<member> (Huma would locate it at
-// "body").
+// jsonBody is the execution routes' use of the one strict body guard
+// (httpserver.StrictJSONBody): a request body declared as application/json
+// (415 unsupported-media-type otherwise, also when the Content-Type is
+// missing: Huma would assume JSON, or decode CBOR) of at most limit bytes
+// (413 payload-too-large naming limit, the protocol's bound: a body of
+// exactly limit bytes is read; the operation's MaxBodyBytes must exceed
+// limit so Huma never answers with its own, off-by-one bound). With strict
+// it also applies siteprotocol.CheckJSON to the body before Huma decodes
+// it, naming the rule and located at the member: 400 invalid-request for
+// bytes that are not one I-JSON text, 422 validation-failed for a null or a
+// NUL (httpserver.JSONStatus): encoding/json would otherwise keep one of
+// two duplicate members silently and turn invalid UTF-8 into U+FFFD. Raw
+// command and result bodies are checked by the codec instead (with their
+// own reasons). A strict body that is an object must also name every
+// member of required: a missing one is 422 validation-failed located at
+// body.<member> (Huma would locate it at "body").
 func jsonBody(strict bool, limit int64, required ...string) func(huma.Context, func(huma.Context)) {
-	return func(ctx huma.Context, next func(huma.Context)) {
-		ct := ctx.Header("Content-Type")
-		mt, params, err := mime.ParseMediaType(ct)
-		if err != nil || mt != "application/json" || (params["charset"] != "" && !strings.EqualFold(params["charset"], "utf-8")) {
-			httpserver.WriteProblem(ctx, httpserver.NewProblem(http.StatusUnsupportedMediaType, httpserver.DefaultReason(http.StatusUnsupportedMediaType),
-				fmt.Sprintf("the request body must be application/json (UTF-8), not %q", bounded(ct))))
-			return
-		}
-		r, _ := humago.Unwrap(ctx)
-		body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-		if err != nil {
-			// 408 request-timeout past the server's body read deadline.
-			httpserver.WriteProblem(ctx, httpserver.BodyReadProblem(err))
-			return
-		}
-		if int64(len(body)) > limit {
-			httpserver.WriteProblem(ctx, httpserver.NewProblem(http.StatusRequestEntityTooLarge, httpserver.DefaultReason(http.StatusRequestEntityTooLarge),
-				fmt.Sprintf("the request body is larger than the limit of %d bytes", limit)))
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		if !strict {
-			next(ctx)
-			return
-		}
-		if err := siteprotocol.CheckJSON(body); err != nil {
-			status := malformedStatus(err)
-			httpserver.WriteProblem(ctx, httpserver.NewProblem(status, httpserver.DefaultReason(status), "the request body is not strict JSON: "+jsonRule(err),
-				&huma.ErrorDetail{Location: jsonLocation(err), Message: jsonRule(err)}))
-			return
-		}
-		if missing := missingMembers(body, required); len(missing) > 0 {
-			httpserver.WriteProblem(ctx, httpserver.NewProblem(http.StatusUnprocessableEntity, httpserver.DefaultReason(http.StatusUnprocessableEntity),
-				"validation failed", missing...))
-			return
-		}
-		next(ctx)
+	g := httpserver.StrictJSONBody{
+		Limit:    limit,
+		OnlyJSON: true,
+		UnsupportedDetail: func(ct string) string {
+			return fmt.Sprintf("the request body must be application/json (UTF-8), not %q", httpserver.Bounded(ct))
+		},
+		TooLargeDetail: fmt.Sprintf("the request body is larger than the limit of %d bytes", limit),
 	}
-}
-
-// jsonLocation locates a strictness error at its member ("body" for the
-// whole text).
-func jsonLocation(err error) string {
-	var je *ijson.Error
-	if errors.As(err, &je) {
-		return je.Path.Location("body")
+	if strict {
+		g.Check = siteprotocol.CheckJSON
+		g.Refuse = func(err error) *httpserver.Problem {
+			status := httpserver.JSONStatus(err)
+			return httpserver.NewProblem(status, httpserver.DefaultReason(status), "the request body is not strict JSON: "+httpserver.JSONRule(err),
+				&huma.ErrorDetail{Location: httpserver.JSONLocation(err), Message: httpserver.JSONRule(err)})
+		}
+		g.Then = func(_ huma.Context, body []byte) *httpserver.Problem {
+			if missing := missingMembers(body, required); len(missing) > 0 {
+				return httpserver.NewProblem(http.StatusUnprocessableEntity, httpserver.DefaultReason(http.StatusUnprocessableEntity),
+					"validation failed", missing...)
+			}
+			return nil
+		}
 	}
-	return "body"
-}
-
-// jsonRule states the strictness rule err breaks, without its location.
-func jsonRule(err error) string {
-	var je *ijson.Error
-	if errors.As(err, &je) {
-		return je.Description()
-	}
-	return "not strict JSON"
-}
-
-// maxEchoed bounds a value echoed in a problem's errors[].value or detail.
-const maxEchoed = 64
-
-// bounded cuts s to at most maxEchoed bytes (at a rune boundary), marked
-// with "…" when cut.
-func bounded(s string) string {
-	if len(s) <= maxEchoed {
-		return s
-	}
-	n := maxEchoed
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	return g.Middleware()
 }
 
 // bodyShape refuses, before Huma decodes a strict JSON object body, the
@@ -177,7 +130,7 @@ func bounded(s string) string {
 // body) as the error's value: a member not in known (422 located at
 // body.<member>, nothing echoed) and, for each member named in integers, a
 // value that is not an integer in the int64 range (422 located at
-// body.<member>.<key>, the number echoed at most maxEchoed bytes). Run it
+// body.<member>.<key>, the number echoed at most httpserver.MaxEchoed bytes). Run it
 // after jsonBody(strict).
 func bodyShape(known []string, integers ...string) func(huma.Context, func(huma.Context)) {
 	return func(ctx huma.Context, next func(huma.Context)) {
@@ -197,7 +150,7 @@ func bodyShape(known []string, integers ...string) func(huma.Context, func(huma.
 		var errs []*huma.ErrorDetail
 		for _, name := range names {
 			if !slices.Contains(known, name) {
-				errs = append(errs, &huma.ErrorDetail{Location: "body." + bounded(name), Message: "unknown member; expected one of " + strings.Join(known, ", ")})
+				errs = append(errs, &huma.ErrorDetail{Location: "body." + httpserver.Bounded(name), Message: "unknown member; expected one of " + strings.Join(known, ", ")})
 			}
 		}
 		for _, member := range integers {
@@ -214,8 +167,8 @@ func bodyShape(known []string, integers ...string) func(huma.Context, func(huma.
 			slices.Sort(keys)
 			for _, k := range keys {
 				if _, err := strconv.ParseInt(values[k].String(), 10, 64); err != nil {
-					errs = append(errs, &huma.ErrorDetail{Location: "body." + member + "." + bounded(k),
-						Message: fmt.Sprintf("must be an integer from 0 to %d", int64(math.MaxInt64)), Value: bounded(values[k].String())})
+					errs = append(errs, &huma.ErrorDetail{Location: "body." + member + "." + httpserver.Bounded(k),
+						Message: fmt.Sprintf("must be an integer from 0 to %d", int64(math.MaxInt64)), Value: httpserver.Bounded(values[k].String())})
 				}
 			}
 		}

@@ -66,48 +66,51 @@ type planOutput struct {
 	Body PlanBody
 }
 
-func registerPlans(api huma.API, h *Handlers) {
-	huma.Register(api, huma.Operation{
-		OperationID:  "plan-capacity",
-		Method:       http.MethodPost,
-		Path:         "/execution/v1/plans",
-		Summary:      "Plan a demand against a Project's allocation",
-		Description:  "Reads the Project's allocations at the environment's Site from their owner (resource_provisioning) live and answers admissible, refused (too_large with each resource's demand and limit, resource_suspended, not_ready with the lifecycle reasons, no_allocation, resource_ambiguous) or unavailable. CPU limits round down and CPU demands round up to whole cores; memory, storage and devices compare exactly; a demanded key without a limit has limit 0; a changing allocation plans against the applied limits still in force. Validation errors are 422 with each errors[].location naming the body field (body.project, body.environment, body.demand.<key>); the body must be application/json (415) and one I-JSON text: bytes that are not (not JSON, invalid UTF-8, a member twice, data after the value) are 400 invalid-request; a null or a NUL, a value of the wrong type and a number that does not fit its field are 422 validation-failed naming the member.",
-		Tags:         []string{Tag},
-		Security:     httpserver.Bearer(),
-		Metadata:     h.serviceAdmit(),
+func (h *Handlers) planCapacityOperation() huma.Operation {
+	return huma.Operation{
+		OperationID: "plan-capacity",
+		Method:      http.MethodPost,
+		Path:        "/execution/v1/plans",
+		Summary:     "Plan a demand against a Project's allocation",
+		Description: "Reads the Project's allocations at the environment's Site from their owner (resource_provisioning) live and answers admissible, refused (too_large with each resource's demand and limit, resource_suspended, not_ready with the lifecycle reasons, no_allocation, resource_ambiguous) or unavailable. CPU limits round down and CPU demands round up to whole cores; memory, storage and devices compare exactly; a demanded key without a limit has limit 0; a changing allocation plans against the applied limits still in force. Validation errors are 422 with each errors[].location naming the body field (body.project, body.environment, body.demand.<key>); the body must be application/json (415) and one I-JSON text: bytes that are not (not JSON, invalid UTF-8, a member twice, data after the value) are 400 invalid-request; a null or a NUL, a value of the wrong type and a number that does not fit its field are 422 validation-failed naming the member.",
+		Tags:        []string{Tag},
+		Security:    httpserver.Bearer(),
+		Metadata: withReasons(h.serviceAdmit(), map[int][]string{
+			400: {httpserver.DefaultReason(http.StatusBadRequest)}, 415: {httpserver.DefaultReason(http.StatusUnsupportedMediaType)}, 422: {httpserver.DefaultReason(http.StatusUnprocessableEntity), siteprotocol.ProblemUnknownEnvironment},
+		}),
 		MaxBodyBytes: MaxRequestBytes + 1, // jsonBody enforces MaxRequestBytes itself
 		Middlewares:  huma.Middlewares{jsonBody(true, MaxRequestBytes, "project", "environment", "demand"), bodyShape([]string{"project", "environment", "demand"}, "demand")},
 		Errors:       []int{400, 401, 403, 415, 422},
-	}, func(ctx context.Context, in *planInput) (*planOutput, error) {
-		if err := h.serviceAccess(ctx); err != nil {
-			return nil, err
-		}
-		if err := validateDemand(in.Body.Demand); err != nil {
-			return nil, err
-		}
-		body := PlanBody{Project: in.Body.Project, Environment: in.Body.Environment}
-		if env, err := h.Streams.Environment(in.Body.Environment); err == nil {
-			body.Site = env.Site
-		}
-		plan, err := h.Planner.Plan(ctx, in.Body.Project, in.Body.Environment, in.Body.Demand)
-		switch {
-		case errors.Is(err, domain.ErrUnknownEnvironment):
-			return nil, httpserver.NewProblem(http.StatusUnprocessableEntity, siteprotocol.ProblemUnknownEnvironment, err.Error(),
-				&huma.ErrorDetail{Location: "body.environment", Message: "no such environment is configured", Value: in.Body.Environment})
-		case errors.Is(err, application.ErrResourceLookupUnavailable):
-			// The cause (a driver's or the remote owner's text, which can
-			// name hosts, users and databases) is logged here, once; the
-			// answer carries only the fixed UnavailableDetail.
-			h.Log.Warn("planning: the allocation owner cannot be read", zap.String("owner", application.ResourcesOwner), zap.Error(err), zap.String("cause", database.LogCause(err)))
-			body.Answer, body.Detail = string(domain.PlanUnavailable), UnavailableDetail
-			return &planOutput{Body: body}, nil
-		case err != nil:
-			return nil, h.problem(err, "")
-		}
-		fillPlan(&body, plan)
+	}
+}
+
+// planCapacity answers whether a demand fits a Project's allocation at an
+// environment (docs/execution-ports.md#capacity-planning).
+func (h *Handlers) planCapacity(ctx context.Context, in *planInput) (*planOutput, error) {
+	if err := validateDemand(in.Body.Demand); err != nil {
+		return nil, err
+	}
+	body := PlanBody{Project: in.Body.Project, Environment: in.Body.Environment}
+	if env, err := h.Streams.Environment(in.Body.Environment); err == nil {
+		body.Site = env.Site
+	}
+	plan, err := h.Planner.Plan(ctx, in.Body.Project, in.Body.Environment, in.Body.Demand)
+	switch {
+	case errors.Is(err, domain.ErrUnknownEnvironment):
+		return nil, httpserver.NewProblem(http.StatusUnprocessableEntity, siteprotocol.ProblemUnknownEnvironment, err.Error(),
+			&huma.ErrorDetail{Location: "body.environment", Message: "no such environment is configured", Value: in.Body.Environment})
+	case errors.Is(err, application.ErrResourceLookupUnavailable):
+		// The cause (a driver's or the remote owner's text, which can
+		// name hosts, users and databases) is logged here, once; the
+		// answer carries only the fixed UnavailableDetail.
+		h.Log.Warn("planning: the allocation owner cannot be read", zap.String("owner", application.ResourcesOwner), zap.Error(err), zap.String("cause", database.LogCause(err)))
+		body.Answer, body.Detail = string(domain.PlanUnavailable), UnavailableDetail
 		return &planOutput{Body: body}, nil
-	})
+	case err != nil:
+		return nil, h.problem(err, "")
+	}
+	fillPlan(&body, plan)
+	return &planOutput{Body: body}, nil
 }
 
 func fillPlan(body *PlanBody, p domain.Plan) {

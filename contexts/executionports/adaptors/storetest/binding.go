@@ -36,7 +36,7 @@ func testBinding(t *testing.T, s application.StreamStore) {
 	if _, err := application.BindStream(ctx, s, "alpha-k8s", second, "environment:alpha-k8s", t0); !errors.Is(err, domain.ErrInstallationMismatch) {
 		t.Fatalf("second installation pull: got %v, want ErrInstallationMismatch", err)
 	}
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", second, 1, Result(t, cs[0], 1, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
+	if _, err := application.ApplyResult(ctx, s, "alpha-k8s", second, 1, Result(t, cs[0], 1, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
 		t.Fatalf("second installation ack: got %v, want ErrInstallationMismatch", err)
 	}
 	if st := mustState(t, s, "alpha-k8s"); st.AcknowledgedSequence != 0 || st.InstallationID != inst {
@@ -45,7 +45,7 @@ func testBinding(t *testing.T, s application.StreamStore) {
 	// A result on a never-pulled stream binds nothing: only a pull binds
 	// (docs/site-protocol.md#installation-fencing).
 	bs := appendN(t, s, "beta-k8s", 2, 1)
-	if _, err := application.AcknowledgeResult(ctx, s, "beta-k8s", second, 1, Result(t, bs[0], 1, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
+	if _, err := application.ApplyResult(ctx, s, "beta-k8s", second, 1, Result(t, bs[0], 1, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
 		t.Fatalf("ack on an unbound stream: got %v, want ErrInstallationMismatch", err)
 	}
 	if st := mustState(t, s, "beta-k8s"); st.InstallationID != "" || st.AcknowledgedSequence != 0 {
@@ -77,10 +77,10 @@ func testRebind(t *testing.T, s application.StreamStore) {
 	if b.PreviousInstallationID != inst || b.InstallationID != second || b.Principal != "service:operator" || b.Reason != "volume replaced" || !b.RecordedAt.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("rebind: %+v", b)
 	}
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 1, Result(t, cs[0], 1, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
+	if _, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 1, Result(t, cs[0], 1, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
 		t.Fatalf("old installation after rebind: got %v, want ErrInstallationMismatch", err)
 	}
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", second, 1, Result(t, cs[0], 1, "x"), t0); err != nil {
+	if _, err := application.ApplyResult(ctx, s, "alpha-k8s", second, 1, Result(t, cs[0], 1, "x"), t0); err != nil {
 		t.Fatalf("new installation after rebind: %v", err)
 	}
 	// Unbinding lets the next installation that pulls bind the stream.
@@ -91,7 +91,7 @@ func testRebind(t *testing.T, s application.StreamStore) {
 		t.Fatalf("after unbinding: bound to %q", st.InstallationID)
 	}
 	// A result after the unbind binds nothing (only a pull binds).
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", "third", 2, Result(t, cs[0], 2, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
+	if _, err := application.ApplyResult(ctx, s, "alpha-k8s", "third", 2, Result(t, cs[0], 2, "x"), t0); !errors.Is(err, domain.ErrInstallationMismatch) {
 		t.Fatalf("result after unbinding: got %v, want ErrInstallationMismatch", err)
 	}
 	if st := mustState(t, s, "alpha-k8s"); st.InstallationID != "" {

@@ -23,13 +23,13 @@ func testAcknowledgeInOrder(t *testing.T, s application.StreamStore) {
 	ctx := context.Background()
 	cs := appendN(t, s, "alpha-k8s", 1, 3)
 	mustBind(t, s, "alpha-k8s", inst)
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 2, Result(t, cs[1], 2, "two"), t0); !errors.Is(err, domain.ErrOutOfOrder) {
+	if _, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 2, Result(t, cs[1], 2, "two"), t0); !errors.Is(err, domain.ErrOutOfOrder) {
 		t.Fatalf("ack 2 before 1: got %v, want ErrOutOfOrder", err)
 	}
 	for i, c := range cs {
 		seq := int64(i + 1)
 		r := Result(t, c, seq, "done")
-		ack, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, seq, r, t0.Add(time.Duration(i)*time.Second))
+		ack, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, seq, r, t0.Add(time.Duration(i)*time.Second))
 		if err != nil {
 			t.Fatalf("ack %d: %v", seq, err)
 		}
@@ -38,7 +38,7 @@ func testAcknowledgeInOrder(t *testing.T, s application.StreamStore) {
 		}
 	}
 	c4, _ := Command(t, 1, 4)
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 4, Result(t, c4, 4, "x"), t0); !errors.Is(err, domain.ErrUnknownCommand) {
+	if _, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 4, Result(t, c4, 4, "x"), t0); !errors.Is(err, domain.ErrUnknownCommand) {
 		t.Fatalf("ack beyond the head: got %v, want ErrUnknownCommand", err)
 	}
 	if st := mustState(t, s, "alpha-k8s"); st.AcknowledgedSequence != 3 {
@@ -70,7 +70,7 @@ func testIdentityMismatch(t *testing.T, s application.StreamStore) {
 			return Result(t, c, 1, "x")
 		}(),
 	} {
-		if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 1, r, t0); !errors.Is(err, domain.ErrIdentityMismatch) {
+		if _, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 1, r, t0); !errors.Is(err, domain.ErrIdentityMismatch) {
 			t.Fatalf("%s: got %v, want ErrIdentityMismatch", name, err)
 		}
 	}
@@ -87,14 +87,14 @@ func testReplay(t *testing.T, s application.StreamStore) {
 	cs := appendN(t, s, "alpha-k8s", 1, 2)
 	mustBind(t, s, "alpha-k8s", inst)
 	r1 := Result(t, cs[0], 1, "one")
-	first, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 1, r1, t0)
+	first, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 1, r1, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 2, Result(t, cs[1], 2, "two"), t0); err != nil {
+	if _, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 2, Result(t, cs[1], 2, "two"), t0); err != nil {
 		t.Fatal(err)
 	}
-	again, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 1, r1, t0.Add(time.Minute))
+	again, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 1, r1, t0.Add(time.Minute))
 	if err != nil {
 		t.Fatalf("replay: %v", err)
 	}
@@ -111,11 +111,11 @@ func testResultConflict(t *testing.T, s application.StreamStore) {
 	cs := appendN(t, s, "alpha-k8s", 1, 1)
 	mustBind(t, s, "alpha-k8s", inst)
 	r1 := Result(t, cs[0], 1, "one")
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 1, r1, t0); err != nil {
+	if _, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 1, r1, t0); err != nil {
 		t.Fatal(err)
 	}
 	other := Result(t, cs[0], 1, "another outcome")
-	if _, err := application.AcknowledgeResult(ctx, s, "alpha-k8s", inst, 1, other, t0); !errors.Is(err, domain.ErrResultConflict) {
+	if _, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 1, other, t0); !errors.Is(err, domain.ErrResultConflict) {
 		t.Fatalf("got %v, want ErrResultConflict", err)
 	}
 	rec, err := s.Command(ctx, "alpha-k8s", cs[0].ID)

@@ -2,7 +2,7 @@
 // every storage engine's adaptor (SQLite, PostgreSQL) runs Exercise, so both
 // obey the same stream rules (docs/site-protocol.md;
 // docs/architecture.md#one-port-two-engines). Binding, acknowledgement and rebind run through
-// the application's flows (BindStream, AcknowledgeResult, RebindStream) over
+// the application's flows (BindStream, ApplyResult, RebindStream) over
 // the store's Locked transactions, as the service runs them.
 //
 // The suite is split by concern, one file each with its table of tests

@@ -1,12 +1,8 @@
 package httpapi
 
 import (
-	"bytes"
 	"errors"
-	"io"
-	"mime"
 	"net/http"
-	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -48,59 +44,39 @@ const ReasonMalformed = "malformed"
 // a fresh body of the operation's type and the intake's check of it, run
 // once the body is decoded into it.
 func guardJSONBody(reg huma.Registry, newBody func() (any, func() error)) func(huma.Context, func(huma.Context)) {
-	return func(ctx huma.Context, next func(huma.Context)) {
-		if ctx.Header("Content-Type") == "" {
+	return httpserver.StrictJSONBody{
+		// Limit 0: the operation's MaxBodyBytes; a body over it, an empty
+		// body or one of another media type is passed on for Huma to answer.
+		UnsupportedDetail: func(string) string {
 			// Huma would assume JSON; the execution API refuses it too.
-			httpserver.WriteProblem(ctx, httpserver.NewProblem(http.StatusUnsupportedMediaType, httpserver.DefaultReason(http.StatusUnsupportedMediaType),
-				"the request body must be declared application/json (no Content-Type was given); nothing was stored"))
-			return
-		}
-		op := ctx.Operation()
-		body := ctx.BodyReader()
-		if body == nil || op.MaxBodyBytes <= 0 || !jsonMediaType(ctx.Header("Content-Type")) {
-			next(ctx)
-			return
-		}
-		// The server's body read deadline bounds this read; past it Huma
-		// answers the read's timeout 408 request-timeout.
-		raw, err := io.ReadAll(io.LimitReader(body, op.MaxBodyBytes))
-		if err != nil || int64(len(raw)) >= op.MaxBodyBytes || len(bytes.TrimSpace(raw)) == 0 {
-			// Huma reads the same bytes (and the rest, and the error) and
-			// answers as it always does.
-			next(bodyContext{humaContext: ctx, body: io.MultiReader(bytes.NewReader(raw), errReader{err}, body)})
-			return
-		}
-		if p := checkJSONText(raw); p != nil {
-			httpserver.WriteProblem(ctx, p)
-			return
-		}
-		decoded, check := newBody()
-		if errs := bodyProblems(reg, op, raw, decoded, check); len(errs) > 0 {
-			httpserver.WriteProblem(ctx, httpserver.NewProblem(http.StatusUnprocessableEntity, domain.ReasonValidation,
-				"the body breaks a validation rule; nothing was stored", errs...))
-			return
-		}
-		next(bodyContext{humaContext: ctx, body: bytes.NewReader(raw)})
-	}
-}
-
-// jsonMediaType reports whether a Content-Type header names JSON.
-func jsonMediaType(header string) bool {
-	mt, _, err := mime.ParseMediaType(header)
-	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+			return "the request body must be declared application/json (no Content-Type was given); nothing was stored"
+		},
+		Check:  checkJSONText,
+		Refuse: jsonTextProblem,
+		Then: func(ctx huma.Context, raw []byte) *httpserver.Problem {
+			decoded, check := newBody()
+			if errs := bodyProblems(reg, ctx.Operation(), raw, decoded, check); len(errs) > 0 {
+				return httpserver.NewProblem(http.StatusUnprocessableEntity, domain.ReasonValidation,
+					"the body breaks a validation rule; nothing was stored", errs...)
+			}
+			return nil
+		},
+	}.Middleware()
 }
 
 // checkJSONText returns nil when raw is exactly one JSON value of valid
 // UTF-8 with no escaped lone surrogate, no member name repeated within an
 // object, no null and no control character in any string or member name
-// (ijson.Check refusing control characters); otherwise the problem (400
-// malformed or 422 validation-failed, see guardJSONBody) naming the first
-// offending location in Huma's notation ("body.reports[0].paused").
-func checkJSONText(raw []byte) *httpserver.Problem {
+// (ijson.Check refusing control characters); otherwise ijson's error.
+func checkJSONText(raw []byte) error {
 	_, err := ijson.Check(raw, ijson.Options{RefuseControl: true})
-	if err == nil {
-		return nil
-	}
+	return err
+}
+
+// jsonTextProblem is the answer to a body checkJSONText refused: 400
+// malformed or 422 validation-failed (see guardJSONBody), naming the first
+// offending location in Huma's notation ("body.reports[0].paused").
+func jsonTextProblem(err error) *httpserver.Problem {
 	var e *ijson.Error
 	if !errors.As(err, &e) {
 		return httpserver.NewProblem(http.StatusBadRequest, ReasonMalformed, err.Error())
@@ -110,28 +86,4 @@ func checkJSONText(raw []byte) *httpserver.Problem {
 		return httpserver.NewProblem(http.StatusUnprocessableEntity, domain.ReasonValidation, "the body breaks a JSON rule of this API; nothing was stored", detail)
 	}
 	return httpserver.NewProblem(http.StatusBadRequest, ReasonMalformed, "the body is not one well-formed JSON value (RFC 8259, I-JSON RFC 7493); nothing was stored", detail)
-}
-
-// humaContext names huma.Context for embedding: an embedded field named
-// Context would hide the interface's Context method.
-type humaContext = huma.Context
-
-// bodyContext is a request context with its body replaced.
-type bodyContext struct {
-	humaContext
-	body io.Reader
-}
-
-// BodyReader returns the replaced body.
-func (c bodyContext) BodyReader() io.Reader { return c.body }
-
-// errReader returns err, if any, once the bytes before it were read, so a
-// failed read reaches Huma as it happened.
-type errReader struct{ err error }
-
-func (r errReader) Read([]byte) (int, error) {
-	if r.err != nil {
-		return 0, r.err
-	}
-	return 0, io.EOF
 }

@@ -1,0 +1,66 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/pharos-metallo/metallo/platform/httpserver"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+type commandInput struct {
+	EnvironmentPath
+	ID string `path:"id" pattern:"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$" doc:"The command ID (a lower-case UUID, as appended)."`
+}
+
+// CommandRecordBody is Execution's read of one command (the shape of
+// siteprotocol.CommandRecord).
+type CommandRecordBody struct {
+	Command        StoredCommand  `json:"command" doc:"The command as the Runtime pulls it."`
+	Result         RecordedResult `json:"result,omitempty" doc:"The recorded result's exact bytes; absent until acknowledged."`
+	AcknowledgedAt string         `json:"acknowledged_at,omitempty" doc:"When the result was recorded (RFC 3339, UTC)."`
+}
+
+type commandOutput struct {
+	Body CommandRecordBody
+}
+
+func (h *Handlers) getCommandOperation() huma.Operation {
+	return huma.Operation{
+		OperationID: "get-command",
+		Method:      http.MethodGet,
+		Path:        "/execution/v1/streams/{environment}/commands/{id}",
+		Summary:     "Read a command and its result",
+		Description: "The command as stored (with its sequence and digest) and, once acknowledged, its exact result.",
+		Tags:        []string{Tag},
+		Security:    httpserver.Bearer(),
+		Metadata: withReasons(h.serviceAdmit(), map[int][]string{
+			404: {siteprotocol.ProblemUnknownEnvironment, siteprotocol.ProblemUnknownCommand}, 422: {httpserver.DefaultReason(http.StatusUnprocessableEntity)},
+		}),
+		Middlewares: huma.Middlewares{h.knownEnvironment},
+		Errors:      []int{401, 403, 404, 422, 503},
+	}
+}
+
+// getCommand answers a command as stored and, once acknowledged, its
+// exact result.
+func (h *Handlers) getCommand(ctx context.Context, in *commandInput) (*commandOutput, error) {
+	rec, err := h.Streams.Command(ctx, in.Environment, in.ID)
+	if err != nil {
+		return nil, h.problem(err, "")
+	}
+	cmd, err := siteprotocol.EncodeStored(rec.Command.Canonical, rec.Command.Sequence, rec.Command.Digest)
+	if err != nil {
+		return nil, h.problem(fmt.Errorf("serve stored command %s: %w", in.ID, err), "")
+	}
+	body := CommandRecordBody{Command: cmd}
+	if rec.Result != nil {
+		body.Result = rec.Result
+		body.AcknowledgedAt = rec.AcknowledgedAt.UTC().Format(time.RFC3339Nano)
+	}
+	return &commandOutput{Body: body}, nil
+}
