@@ -51,6 +51,8 @@ const MaxRequestBytes = 1 << 20
 type Handlers struct {
 	Streams *application.Streams
 	Planner *application.Planner
+	// Deliverer answers the binding deliveries read (deliveries.go).
+	Deliverer *application.Deliverer
 	// Services are the service principal IDs allowed on /execution/v1
 	// routes (default DefaultService).
 	Services []string
@@ -67,6 +69,7 @@ func Register(api huma.API, h *Handlers) {
 	}
 	registerSite(api, h)
 	registerExecution(api, h)
+	registerDeliveries(api, h)
 	documentDetails(api)
 }
 
