@@ -133,7 +133,9 @@ func Module(cfg Config) fx.Option {
 		),
 		fx.Invoke(func(application.ProjectResources, application.MemberAccounts, application.MemberBindings) {}),
 		fx.Invoke(listenForAppends),
-		fx.Invoke(func(lc fx.Lifecycle, d *application.Deliverer, log *zap.Logger) { RunDelivery(lc, d, cfg.DeliveryInterval, log) }),
+		fx.Invoke(func(lc fx.Lifecycle, d *application.Deliverer, log *zap.Logger) {
+			RunDelivery(lc, d, cfg.DeliveryInterval, log)
+		}),
 		fx.Invoke(stopWaitingPulls),
 	)
 }
