@@ -68,6 +68,30 @@ type streamCommand struct {
 	} `json:"payload"`
 }
 
+// readStream reads every command of alpha-k8s's stream at base with a
+// read-only pull (it binds nothing), or false when base does not answer.
+func readStream(base, envKey string) ([]streamCommand, bool) {
+	var all []streamCommand
+	after := int64(0)
+	for {
+		r, err := (executiontest.Client{Base: base}).Try(http.MethodGet, fmt.Sprintf("/site/v1/streams/alpha-k8s/commands?after=%d&limit=100&bind=false", after), envKey, "test-reader", nil)
+		if err != nil || r.Status != http.StatusOK {
+			return nil, false
+		}
+		var page struct {
+			Commands []streamCommand `json:"commands"`
+		}
+		if json.Unmarshal(r.Body, &page) != nil {
+			return nil, false
+		}
+		all = append(all, page.Commands...)
+		if len(page.Commands) < 100 {
+			return all, true
+		}
+		after = page.Commands[len(page.Commands)-1].Sequence
+	}
+}
+
 func TestDeliveryUnderKillsAppendsEveryBindingRevisionOnceInOrder(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and kills processes")
@@ -160,27 +184,8 @@ func TestDeliveryUnderKillsAppendsEveryBindingRevisionOnceInOrder(t *testing.T) 
 		}
 		mu.Unlock()
 		for _, base := range bases {
-			var all []streamCommand
-			after := int64(0)
-			ok := true
-			for ok {
-				r, err := (executiontest.Client{Base: base}).Try(http.MethodGet, fmt.Sprintf("/site/v1/streams/alpha-k8s/commands?after=%d&limit=100&bind=false", after), envKey, "test-reader", nil)
-				if err != nil || r.Status != http.StatusOK {
-					ok = false
-					break
-				}
-				var page struct {
-					Commands []streamCommand `json:"commands"`
-				}
-				if json.Unmarshal(r.Body, &page) != nil {
-					ok = false
-					break
-				}
-				all = append(all, page.Commands...)
-				if len(page.Commands) < 100 {
-					return all, true
-				}
-				after = page.Commands[len(page.Commands)-1].Sequence
+			if all, ok := readStream(base, envKey); ok {
+				return all, true
 			}
 		}
 		return nil, false
@@ -286,6 +291,30 @@ func TestDeliveryUnderKillsAppendsEveryBindingRevisionOnceInOrder(t *testing.T) 
 		if !ok {
 			t.Fatal("cannot read the stream")
 		}
+	}
+	// The read shows the binding's desired revision delivered.
+	mu.Lock()
+	var base string
+	for _, p := range live {
+		base = p.base
+	}
+	mu.Unlock()
+	r := (executiontest.Client{Base: base}).Call(t, http.MethodGet, "/execution/v1/streams/alpha-k8s/bindings", files.ServiceKey, "", nil)
+	executiontest.Want(t, r, http.StatusOK, "")
+	read := executiontest.Decode[struct {
+		Bindings []struct {
+			BindingID         string `json:"binding_id"`
+			DesiredRevision   int64  `json:"desired_revision"`
+			DesiredState      string `json:"desired_state"`
+			DeliveredRevision int64  `json:"delivered_revision"`
+			Operation         string `json:"operation"`
+			Sequence          int64  `json:"sequence"`
+		} `json:"bindings"`
+	}](t, r)
+	retiredRev, _ := desiredRevision()
+	if len(read.Bindings) != 1 || read.Bindings[0].BindingID != binding || read.Bindings[0].DesiredRevision != retiredRev || read.Bindings[0].DesiredState != "retired" ||
+		read.Bindings[0].DeliveredRevision != retiredRev || read.Bindings[0].Operation != "retire-member" || read.Bindings[0].Sequence != int64(len(cmds)) {
+		t.Fatalf("the deliveries read: %s", r)
 	}
 	var got []int64
 	seen := map[string]bool{}
