@@ -8,6 +8,7 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/executionports"
 	"github.com/pharos-metallo/metallo/contexts/executionports/adaptors/httpapi"
+	"github.com/pharos-metallo/metallo/contexts/executionports/application"
 	"github.com/pharos-metallo/metallo/platform/database"
 )
 
@@ -39,6 +40,7 @@ func ExecutionRole() Role {
 			fs.StringVar(&owner, "resource-owner", "", "how execution reads its owner resource_provisioning: in-process (with --role provisioning,execution) or http (with --provisioning-url and --provisioning-key-file); required")
 			fs.StringVar(&cfg.ProvisioningURL, "provisioning-url", "", "base URL of the provisioning role's API, for --resource-owner http")
 			fs.StringVar(&cfg.ProvisioningKeyFile, "provisioning-key-file", "", "file holding a service key of the provisioning role, for --resource-owner http")
+			fs.DurationVar(&cfg.DeliveryInterval, "binding-delivery-interval", application.DefaultDeliveryInterval, "period of the full reconcile that delivers member bindings (bind-member / retire-member) to each environment's stream: a retirement is appended within about this bound (docs/execution-ports.md#delivery-of-member-bindings)")
 			fs.StringSliceVar(&services, "execution-services", []string{httpapi.DefaultService}, "service principal IDs (service:<id> in keys.yaml) allowed on /execution/v1 routes")
 		},
 		Preflight: func(log *zap.Logger) error {

@@ -82,6 +82,9 @@ type Config struct {
 	// PullRecheck is how often a waiting pull re-reads without a wake-up
 	// (default application.DefaultRecheck).
 	PullRecheck time.Duration
+	// DeliveryInterval is the period of the binding delivery's full
+	// reconcile (default application.DefaultDeliveryInterval; delivery.go).
+	DeliveryInterval time.Duration
 }
 
 // ErrNoOwner is wrapped by Config.Validate's error when no owner adaptor is
@@ -108,6 +111,9 @@ func (c Config) DatabaseSettings() database.Settings {
 func (c Config) Validate() error {
 	if err := Database().Validate(c.DatabaseSettings()); err != nil {
 		return err
+	}
+	if c.DeliveryInterval < 0 {
+		return config.Invalid("binding-delivery-interval", c.DeliveryInterval.String(), errors.New("must not be negative (0: the default)"))
 	}
 	switch c.ResourceOwner {
 	case OwnerInProcess, OwnerHTTP:
@@ -137,10 +143,12 @@ func Module(cfg Config) fx.Option {
 			},
 			ownerAdaptors(cfg),
 			application.NewPlanner,
+			NewDeliveryStore,
+			newDeliverer,
 		),
 		fx.Provide(
-			httpserver.AsRegistrar(func(s *application.Streams, p *application.Planner, log *zap.Logger) httpserver.Registrar {
-				h := &httpapi.Handlers{Streams: s, Planner: p, Services: cfg.Services, Log: log}
+			httpserver.AsRegistrar(func(s *application.Streams, p *application.Planner, d *application.Deliverer, log *zap.Logger) httpserver.Registrar {
+				h := &httpapi.Handlers{Streams: s, Planner: p, Deliverer: d, Services: cfg.Services, Log: log}
 				return httpserver.RegistrarFunc(func(api huma.API) { httpapi.Register(api, h) })
 			}),
 			auth.AsAuthenticator(NewAuthenticator),
@@ -150,6 +158,9 @@ func Module(cfg Config) fx.Option {
 		),
 		fx.Invoke(func(application.ProjectResources, application.MemberAccounts, application.MemberBindings) {}),
 		fx.Invoke(listenForAppends),
+		fx.Invoke(func(lc fx.Lifecycle, d *application.Deliverer, log *zap.Logger) {
+			RunDelivery(lc, d, cfg.DeliveryInterval, log)
+		}),
 		fx.Invoke(stopWaitingPulls),
 	)
 }

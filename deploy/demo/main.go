@@ -8,8 +8,9 @@
 // ProjectChanged make the Project's allocation ready; Beto's site binding of
 // the member, the agent's account lookup and its report of the member's
 // real ServiceAccount (its UID) make the member's account ready and give
-// the binding the commands name; a Run is planned;
-// bind-member, prepare, start and observe commands are appended and the
+// the binding the commands name; delivery appends the member's bind-member
+// by itself (with the account's UID); a Run is planned;
+// prepare, start and observe commands are appended and the
 // Runtime performs them: the Job is created as the member (the audit log
 // says so) with the Site's scheduling flags, so its Pod lands on the local
 // cluster's real node (a kubelet with containerd and runc) and its
@@ -752,9 +753,19 @@ func (d *demo) commands(ctx context.Context, ns, project, member, binding string
 		d.say("#%d %-11s → %s / %s: %s %s", receipt.Sequence, op, r.Outcome, r.Reason, r.Message, compact(r.Detail))
 		return r, nil
 	}
-	if r, err := do(siteprotocol.OpBindMember, map[string]any{"party_id": member, "namespace": ns, "account": siteprotocol.MemberAccount(member),
-		"binding_id": binding, "revision": 1, "generation": 1}); err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
+	// The member's binding is not written by hand: delivery appends
+	// bind-member once the account is ready with its UID
+	// (docs/execution-ports.md#delivery-of-member-bindings).
+	delivered, err := d.delivered(ctx, binding)
+	if err != nil {
+		return err
+	}
+	if r, err := d.acknowledged(ctx, delivered.CommandID); err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
 		return failed("bind-member", r, err)
+	} else {
+		all = append(all, sent{id: delivered.CommandID, op: siteprotocol.OpBindMember, sequence: delivered.Sequence, result: r})
+		d.say("#%d %-11s → %s / %s: %s %s (appended by delivery; desired revision %d, applied %d)", delivered.Sequence, siteprotocol.OpBindMember,
+			r.Outcome, r.Reason, r.Message, compact(r.Detail), delivered.DesiredRevision, delivered.AppliedRevision)
 	}
 	if r, err := do(siteprotocol.OpPrepare, map[string]any{"workspace_size_bytes": 10 << 30}); err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
 		return failed("prepare", r, err)
@@ -843,6 +854,43 @@ func (d *demo) acknowledged(ctx context.Context, id string) (siteprotocol.Result
 		select {
 		case <-ctx.Done():
 			return siteprotocol.Result{}, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// bindingDelivery is one binding's entry of the delivery read.
+type bindingDelivery struct {
+	BindingID         string `json:"binding_id"`
+	DesiredRevision   int64  `json:"desired_revision"`
+	DeliveredRevision int64  `json:"delivered_revision"`
+	CommandID         string `json:"command_id"`
+	Sequence          int64  `json:"sequence"`
+	AppliedRevision   int64  `json:"applied_revision"`
+}
+
+// delivered waits until delivery appended binding's desired revision and
+// the Runtime applied it (GET /execution/v1/streams/{environment}/bindings).
+func (d *demo) delivered(ctx context.Context, binding string) (bindingDelivery, error) {
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		var read struct {
+			Bindings []bindingDelivery `json:"bindings"`
+		}
+		if _, _, err := d.call(ctx, http.MethodGet, "/execution/v1/streams/"+environment+"/bindings", d.keys["service:execution"], nil, &read); err != nil {
+			return bindingDelivery{}, err
+		}
+		for _, b := range read.Bindings {
+			if b.BindingID == binding && b.DesiredRevision > 0 && b.AppliedRevision == b.DesiredRevision {
+				return b, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return bindingDelivery{}, fmt.Errorf("binding %s was not delivered and applied within 3 minutes: %+v", binding, read.Bindings)
+		}
+		select {
+		case <-ctx.Done():
+			return bindingDelivery{}, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -14,6 +14,9 @@ type BindMemberPayload struct {
 	BindingID  string `json:"binding_id"`
 	Revision   int64  `json:"revision"`
 	Generation int64  `json:"generation"`
+	// AccountUID is the Site's immutable UID of the account (optional in
+	// the protocol; delivery always sends it).
+	AccountUID string `json:"account_uid,omitempty"`
 }
 
 // RetireMemberPayload retires a member binding generation.

@@ -47,6 +47,8 @@ const MaxRequestBytes = 1 << 20
 type Handlers struct {
 	Streams *application.Streams
 	Planner *application.Planner
+	// Deliverer answers the binding deliveries read (deliveries.go).
+	Deliverer *application.Deliverer
 	// Services are the service principal IDs allowed on /execution/v1
 	// routes (default DefaultService).
 	Services []string
@@ -78,6 +80,7 @@ func Register(api huma.API, h *Handlers) {
 	huma.Register(api, h.getCommandOperation(), h.getCommand)
 	huma.Register(api, h.rebindStreamOperation(), h.rebindStream)
 	huma.Register(api, h.planCapacityOperation(), h.planCapacity)
+	huma.Register(api, h.getBindingDeliveriesOperation(), h.getBindingDeliveries)
 }
 
 func principalOf(ctx context.Context) string {

@@ -85,3 +85,7 @@ func dropDatabase(t *testing.T, url string) {
 	_, err = admin.Exec(ctx, "DROP DATABASE "+pgx.Identifier{cfg.Database}.Sanitize()+" WITH (FORCE)")
 	dbtest.Must(t, err)
 }
+
+func TestPostgresStoreConformsToTheDeliveryRules(t *testing.T) {
+	storetest.ExerciseDelivery(t, func(t *testing.T) storetest.DeliveryStore { return pgstore.New(open(t).Pool) })
+}

@@ -31,6 +31,8 @@ type Store struct {
 	unprepared *sqlitedb.Queries
 	mu         sync.Mutex
 	prepared   *sqlitedb.Queries
+	// deliveryLocks holds each environment's delivery lock (delivery.go).
+	deliveryLocks sync.Map
 }
 
 var _ application.StreamStore = (*Store)(nil)

@@ -78,3 +78,7 @@ func migratedNoLock(t *testing.T, path string) *database.Handle {
 	t.Cleanup(h.Close)
 	return h
 }
+
+func TestSQLiteStoreConformsToTheDeliveryRules(t *testing.T) {
+	storetest.ExerciseDelivery(t, func(t *testing.T) storetest.DeliveryStore { return sqlitestore.New(open(t).DB) })
+}

@@ -8,6 +8,24 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type BindingDelivery struct {
+	Environment     string
+	BindingID       string
+	Revision        int64
+	Generation      int64
+	Operation       string
+	CommandID       string
+	Digest          string
+	Canonical       []byte
+	PlannedAt       pgtype.Timestamptz
+	Sequence        pgtype.Int8
+	AppendedAt      pgtype.Timestamptz
+	AppliedRevision pgtype.Int8
+	Outcome         pgtype.Text
+	Reason          pgtype.Text
+	AcknowledgedAt  pgtype.Timestamptz
+}
+
 type Command struct {
 	Environment    string
 	Sequence       int64

@@ -45,6 +45,12 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.commandsAfterStmt, err = db.PrepareContext(ctx, commandsAfter); err != nil {
 		return nil, fmt.Errorf("error preparing query CommandsAfter: %w", err)
 	}
+	if q.deliveryAtStmt, err = db.PrepareContext(ctx, deliveryAt); err != nil {
+		return nil, fmt.Errorf("error preparing query DeliveryAt: %w", err)
+	}
+	if q.deliveryByCommandStmt, err = db.PrepareContext(ctx, deliveryByCommand); err != nil {
+		return nil, fmt.Errorf("error preparing query DeliveryByCommand: %w", err)
+	}
 	if q.ensureStreamStmt, err = db.PrepareContext(ctx, ensureStream); err != nil {
 		return nil, fmt.Errorf("error preparing query EnsureStream: %w", err)
 	}
@@ -53,6 +59,18 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.insertCommandStmt, err = db.PrepareContext(ctx, insertCommand); err != nil {
 		return nil, fmt.Errorf("error preparing query InsertCommand: %w", err)
+	}
+	if q.insertDeliveryStmt, err = db.PrepareContext(ctx, insertDelivery); err != nil {
+		return nil, fmt.Errorf("error preparing query InsertDelivery: %w", err)
+	}
+	if q.latestDeliveriesStmt, err = db.PrepareContext(ctx, latestDeliveries); err != nil {
+		return nil, fmt.Errorf("error preparing query LatestDeliveries: %w", err)
+	}
+	if q.markDeliveryAcknowledgedStmt, err = db.PrepareContext(ctx, markDeliveryAcknowledged); err != nil {
+		return nil, fmt.Errorf("error preparing query MarkDeliveryAcknowledged: %w", err)
+	}
+	if q.markDeliveryAppendedStmt, err = db.PrepareContext(ctx, markDeliveryAppended); err != nil {
+		return nil, fmt.Errorf("error preparing query MarkDeliveryAppended: %w", err)
 	}
 	if q.recordResultStmt, err = db.PrepareContext(ctx, recordResult); err != nil {
 		return nil, fmt.Errorf("error preparing query RecordResult: %w", err)
@@ -103,6 +121,16 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing commandsAfterStmt: %w", cerr)
 		}
 	}
+	if q.deliveryAtStmt != nil {
+		if cerr := q.deliveryAtStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing deliveryAtStmt: %w", cerr)
+		}
+	}
+	if q.deliveryByCommandStmt != nil {
+		if cerr := q.deliveryByCommandStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing deliveryByCommandStmt: %w", cerr)
+		}
+	}
 	if q.ensureStreamStmt != nil {
 		if cerr := q.ensureStreamStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing ensureStreamStmt: %w", cerr)
@@ -116,6 +144,26 @@ func (q *Queries) Close() error {
 	if q.insertCommandStmt != nil {
 		if cerr := q.insertCommandStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing insertCommandStmt: %w", cerr)
+		}
+	}
+	if q.insertDeliveryStmt != nil {
+		if cerr := q.insertDeliveryStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing insertDeliveryStmt: %w", cerr)
+		}
+	}
+	if q.latestDeliveriesStmt != nil {
+		if cerr := q.latestDeliveriesStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing latestDeliveriesStmt: %w", cerr)
+		}
+	}
+	if q.markDeliveryAcknowledgedStmt != nil {
+		if cerr := q.markDeliveryAcknowledgedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing markDeliveryAcknowledgedStmt: %w", cerr)
+		}
+	}
+	if q.markDeliveryAppendedStmt != nil {
+		if cerr := q.markDeliveryAppendedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing markDeliveryAppendedStmt: %w", cerr)
 		}
 	}
 	if q.recordResultStmt != nil {
@@ -170,39 +218,51 @@ func (q *Queries) queryRow(ctx context.Context, stmt *sql.Stmt, query string, ar
 }
 
 type Queries struct {
-	db                      DBTX
-	tx                      *sql.Tx
-	advanceAcknowledgedStmt *sql.Stmt
-	advanceHeadStmt         *sql.Stmt
-	bindingsStmt            *sql.Stmt
-	commandAtStmt           *sql.Stmt
-	commandByIDStmt         *sql.Stmt
-	commandRecordStmt       *sql.Stmt
-	commandsAfterStmt       *sql.Stmt
-	ensureStreamStmt        *sql.Stmt
-	insertBindingStmt       *sql.Stmt
-	insertCommandStmt       *sql.Stmt
-	recordResultStmt        *sql.Stmt
-	setInstallationStmt     *sql.Stmt
-	streamStateStmt         *sql.Stmt
+	db                           DBTX
+	tx                           *sql.Tx
+	advanceAcknowledgedStmt      *sql.Stmt
+	advanceHeadStmt              *sql.Stmt
+	bindingsStmt                 *sql.Stmt
+	commandAtStmt                *sql.Stmt
+	commandByIDStmt              *sql.Stmt
+	commandRecordStmt            *sql.Stmt
+	commandsAfterStmt            *sql.Stmt
+	deliveryAtStmt               *sql.Stmt
+	deliveryByCommandStmt        *sql.Stmt
+	ensureStreamStmt             *sql.Stmt
+	insertBindingStmt            *sql.Stmt
+	insertCommandStmt            *sql.Stmt
+	insertDeliveryStmt           *sql.Stmt
+	latestDeliveriesStmt         *sql.Stmt
+	markDeliveryAcknowledgedStmt *sql.Stmt
+	markDeliveryAppendedStmt     *sql.Stmt
+	recordResultStmt             *sql.Stmt
+	setInstallationStmt          *sql.Stmt
+	streamStateStmt              *sql.Stmt
 }
 
 func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 	return &Queries{
-		db:                      tx,
-		tx:                      tx,
-		advanceAcknowledgedStmt: q.advanceAcknowledgedStmt,
-		advanceHeadStmt:         q.advanceHeadStmt,
-		bindingsStmt:            q.bindingsStmt,
-		commandAtStmt:           q.commandAtStmt,
-		commandByIDStmt:         q.commandByIDStmt,
-		commandRecordStmt:       q.commandRecordStmt,
-		commandsAfterStmt:       q.commandsAfterStmt,
-		ensureStreamStmt:        q.ensureStreamStmt,
-		insertBindingStmt:       q.insertBindingStmt,
-		insertCommandStmt:       q.insertCommandStmt,
-		recordResultStmt:        q.recordResultStmt,
-		setInstallationStmt:     q.setInstallationStmt,
-		streamStateStmt:         q.streamStateStmt,
+		db:                           tx,
+		tx:                           tx,
+		advanceAcknowledgedStmt:      q.advanceAcknowledgedStmt,
+		advanceHeadStmt:              q.advanceHeadStmt,
+		bindingsStmt:                 q.bindingsStmt,
+		commandAtStmt:                q.commandAtStmt,
+		commandByIDStmt:              q.commandByIDStmt,
+		commandRecordStmt:            q.commandRecordStmt,
+		commandsAfterStmt:            q.commandsAfterStmt,
+		deliveryAtStmt:               q.deliveryAtStmt,
+		deliveryByCommandStmt:        q.deliveryByCommandStmt,
+		ensureStreamStmt:             q.ensureStreamStmt,
+		insertBindingStmt:            q.insertBindingStmt,
+		insertCommandStmt:            q.insertCommandStmt,
+		insertDeliveryStmt:           q.insertDeliveryStmt,
+		latestDeliveriesStmt:         q.latestDeliveriesStmt,
+		markDeliveryAcknowledgedStmt: q.markDeliveryAcknowledgedStmt,
+		markDeliveryAppendedStmt:     q.markDeliveryAppendedStmt,
+		recordResultStmt:             q.recordResultStmt,
+		setInstallationStmt:          q.setInstallationStmt,
+		streamStateStmt:              q.streamStateStmt,
 	}
 }

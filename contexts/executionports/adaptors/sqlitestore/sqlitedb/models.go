@@ -8,6 +8,24 @@ import (
 	"database/sql"
 )
 
+type BindingDelivery struct {
+	Environment     string
+	BindingID       string
+	Revision        int64
+	Generation      int64
+	Operation       string
+	CommandID       string
+	Digest          string
+	Canonical       []byte
+	PlannedAt       string
+	Sequence        sql.NullInt64
+	AppendedAt      sql.NullString
+	AppliedRevision sql.NullInt64
+	Outcome         sql.NullString
+	Reason          sql.NullString
+	AcknowledgedAt  sql.NullString
+}
+
 type Command struct {
 	Environment    string
 	Sequence       int64
