@@ -62,6 +62,13 @@ func (a *Access) Authorize(ctx context.Context, cmd siteprotocol.Command, b doma
 	if r := domain.DecideNamespace(b.Namespace, project, labelled, cmd.ProjectID); r != nil {
 		return domain.StartIdentity{}, r, nil
 	}
+	uid, found, err := a.namespaces.MemberAccountUID(ctx, b.Namespace, b.Account)
+	if err != nil {
+		return domain.StartIdentity{}, nil, fmt.Errorf("read service account %s/%s: %w", b.Namespace, b.Account, err)
+	}
+	if r := domain.DecideAccount(b, uid, found); r != nil {
+		return domain.StartIdentity{}, r, nil
+	}
 	q := domain.PermissionQuery{MemberID: cmd.MemberID, ProjectID: cmd.ProjectID, Action: action, RunID: cmd.RunID, AttemptID: cmd.AttemptID}
 	p, err := a.permissions.Check(ctx, q)
 	switch {

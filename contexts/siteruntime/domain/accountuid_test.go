@@ -30,3 +30,22 @@ func TestABindingsAccountUIDChangesOnlyWithALaterRevision(t *testing.T) {
 		t.Fatalf("later revision, new UID: %+v", ch)
 	}
 }
+
+// The account check (docs/site-protocol.md#the-accounts-uid-in-a-binding):
+// a binding with a UID needs the live account with that UID; one without
+// is checked by name only, and the start's message says so.
+func TestTheLiveAccountMustCarryTheBindingsUID(t *testing.T) {
+	b := MemberBinding{BindingID: "b", Generation: 1, Revision: 1, Namespace: "project-a", Account: "member-p", AccountUID: "uid-1"}
+	if r := DecideAccount(b, "uid-1", true); r != nil || AccountCheckNote(b) != "" {
+		t.Fatalf("same UID: %+v, note %q", r, AccountCheckNote(b))
+	}
+	for live, found := range map[string]bool{"uid-2": true, "": false} {
+		if r := DecideAccount(b, live, found); r == nil || r.Reason != siteprotocol.ReasonBindingConflict {
+			t.Fatalf("live %q found %v: %+v", live, found, r)
+		}
+	}
+	b.AccountUID = ""
+	if r := DecideAccount(b, "uid-2", true); r != nil || AccountCheckNote(b) == "" {
+		t.Fatalf("by name only: %+v, note %q", r, AccountCheckNote(b))
+	}
+}
