@@ -538,3 +538,17 @@ func (f *batchFixture) accountUIDs(applied, live string) {
 		}
 	}
 }
+
+// The workspace claim is created as the member too, so prepare checks the
+// live account's UID as start does: another UID is binding-conflict and
+// nothing is created (docs/site-protocol.md#the-accounts-uid-in-a-binding).
+func TestAPrepareForARecreatedAccountIsBindingConflictAndCreatesNothing(t *testing.T) {
+	f := newBatchFixture(t, time.Second)
+	f.accountUIDs("uid-applied", "uid-recreated")
+	expect(t, f.run(t, f.cmd(t, siteprotocol.OpPrepare, map[string]any{"workspace_size_bytes": 1 << 20}), false), siteprotocol.OutcomeRefused, siteprotocol.ReasonBindingConflict)
+	if len(f.native.creates) != 0 {
+		t.Fatalf("%d creates after a refused prepare", len(f.native.creates))
+	}
+	f.accountUIDs("uid-recreated", "uid-recreated")
+	expect(t, f.run(t, f.cmd(t, siteprotocol.OpPrepare, map[string]any{"workspace_size_bytes": 1 << 20}), false), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
+}
