@@ -55,6 +55,9 @@ func TestRuntimeReachesOnlyWhatItNeedsInItsProjectNamespaces(t *testing.T) {
 	expectAccess(t, "the Runtime", rt, map[access]bool{
 		{verb: "get", resource: "namespaces", name: ns, namespace: ns}:                               true,
 		{verb: "impersonate", resource: "serviceaccounts", name: "member-" + s.alice, namespace: ns}: true,
+		{verb: "get", resource: "serviceaccounts", name: "member-" + s.alice, namespace: ns}:         true,
+		{verb: "list", resource: "serviceaccounts", namespace: ns}:                                   false,
+		{verb: "get", resource: "serviceaccounts", name: "job-controller", namespace: "kube-system"}: false,
 		{verb: "list", group: "batch", resource: "jobs", namespace: ns}:                              true,
 		{verb: "watch", resource: "pods", namespace: ns}:                                             true,
 		{verb: "delete", resource: "persistentvolumeclaims", namespace: ns}:                          true,

@@ -14,8 +14,11 @@ type BindMemberPayload struct {
 	BindingID  string `json:"binding_id"`
 	Revision   int64  `json:"revision"`
 	Generation int64  `json:"generation"`
-	// AccountUID is the Site's immutable UID of the account (optional in
-	// the protocol; delivery always sends it).
+	// AccountUID is the Kubernetes UID of the service account Account the
+	// binding names, a lower-case UUID; optional, so bindings written before
+	// delivery sent it stay valid (such a binding is checked by name only).
+	// The Runtime compares it with the live account before every create as
+	// the member (docs/site-protocol.md#operations).
 	AccountUID string `json:"account_uid,omitempty"`
 }
 

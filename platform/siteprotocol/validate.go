@@ -207,6 +207,9 @@ func ValidatePayload(c Command) error {
 			if p.Generation < 1 {
 				ck.add("payload.generation", "must be at least 1")
 			}
+			if p.AccountUID != "" && !IsUUID(p.AccountUID) {
+				ck.add("payload.account_uid", "must be a Kubernetes UID (a lower-case UUID) or left out")
+			}
 		}
 	case OpRetireMember:
 		var p RetireMemberPayload

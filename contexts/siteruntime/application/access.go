@@ -13,7 +13,10 @@ import (
 // (docs/site-runtime.md#access-before-every-native-start): the binding for the command's account
 // reference must be stored and current (same generation, not retired) for
 // the command's member and Project; the binding's namespace must carry the
-// command's Project in its project-id label; the permission provider must
+// command's Project in its project-id label; the live service account the
+// binding names must carry the binding's account UID (by name only for a
+// binding applied without one; docs/site-protocol.md#the-accounts-uid-in-a-binding);
+// the permission provider must
 // allow the action now (a fresh answer, used only before its valid_until).
 // Each refusal is a refused Answer with its precise reason, and nothing may
 // be created after one.
@@ -60,6 +63,13 @@ func (a *Access) Authorize(ctx context.Context, cmd siteprotocol.Command, b doma
 		return domain.StartIdentity{}, nil, fmt.Errorf("read namespace %s: %w", b.Namespace, err)
 	}
 	if r := domain.DecideNamespace(b.Namespace, project, labelled, cmd.ProjectID); r != nil {
+		return domain.StartIdentity{}, r, nil
+	}
+	uid, found, err := a.namespaces.MemberAccountUID(ctx, b.Namespace, b.Account)
+	if err != nil {
+		return domain.StartIdentity{}, nil, fmt.Errorf("read service account %s/%s: %w", b.Namespace, b.Account, err)
+	}
+	if r := domain.DecideAccount(b, uid, found); r != nil {
 		return domain.StartIdentity{}, r, nil
 	}
 	q := domain.PermissionQuery{MemberID: cmd.MemberID, ProjectID: cmd.ProjectID, Action: action, RunID: cmd.RunID, AttemptID: cmd.AttemptID}

@@ -203,7 +203,7 @@ func (e *BatchExecutor) start(ctx context.Context, cmd siteprotocol.Command, rec
 		return orAnswer(refusal), err
 	}
 	return domain.Succeeded(siteprotocol.ReasonCreated,
-		fmt.Sprintf("%s %s created in namespace %s as %s", obj.Kind, obj.Name, obj.Namespace, b.Account),
+		fmt.Sprintf("%s %s created in namespace %s as %s%s", obj.Kind, obj.Name, obj.Namespace, b.Account, domain.AccountCheckNote(b)),
 		siteprotocol.StateDetail{State: siteprotocol.StateQueued}, obj.Ref(uid)), nil
 }
 

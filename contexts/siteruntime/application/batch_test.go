@@ -55,6 +55,7 @@ type fakeNative struct {
 	neverGone   bool  // WaitGone blocks until its context ends
 	nsRead      int
 	observation application.Observation
+	accounts    map[string]string // namespace/account → the live account's UID ("": the account is gone)
 }
 
 type fakeObject struct {
@@ -68,6 +69,18 @@ func newFakeNative() *fakeNative {
 }
 
 func key(kind, ns, name string) string { return kind + "/" + ns + "/" + name }
+
+// MemberAccountUID answers from f.accounts (namespace/account → UID); an
+// account not listed exists with no UID known to the fake.
+func (f *fakeNative) MemberAccountUID(_ context.Context, namespace, account string) (string, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	uid, ok := f.accounts[namespace+"/"+account]
+	if !ok {
+		return "", true, nil
+	}
+	return uid, uid != "", nil
+}
 
 func (f *fakeNative) NamespaceProject(context.Context, string) (string, bool, error) {
 	f.mu.Lock()
@@ -357,6 +370,10 @@ func TestAccessRefusalsComeInOrderAndCreateNothing(t *testing.T) {
 			f.run(t, retireCmd(t, 950, bindingID, 1), false)
 		}, siteprotocol.ReasonBindingRetired, false, false},
 		{"namespace of another Project", func(f *batchFixture) { f.native.project = uuidN(77) }, siteprotocol.ReasonProjectMismatch, true, false},
+		// The account recreated under the same name: another UID than the
+		// binding's (docs/site-protocol.md#the-accounts-uid-in-a-binding).
+		{"account recreated", func(f *batchFixture) { f.accountUIDs("uid-applied", "uid-recreated") }, siteprotocol.ReasonBindingConflict, true, false},
+		{"account gone", func(f *batchFixture) { f.accountUIDs("uid-applied", "") }, siteprotocol.ReasonBindingConflict, true, false},
 		{"unlabelled namespace", func(f *batchFixture) { f.native.project = "" }, siteprotocol.ReasonProjectMismatch, true, false},
 		{"denied", func(f *batchFixture) { f.perms.answer.Allowed = false }, siteprotocol.ReasonPermissionDenied, true, true},
 		{"expired answer", func(f *batchFixture) { f.perms.answer.ValidUntil = now }, siteprotocol.ReasonPermissionUnavailable, true, true},
@@ -504,4 +521,34 @@ func TestACancelOfAJobRemovedOutOfBandSaysItIsGoneWhoeverRemovedIt(t *testing.T)
 	if len(g.native.deletes) != 1 {
 		t.Fatalf("%d deletes", len(g.native.deletes))
 	}
+}
+
+// accountUIDs gives the fixture's stored binding the account UID applied
+// and its live account the UID live ("": the account is gone).
+func (f *batchFixture) accountUIDs(applied, live string) {
+	mb := f.bindings
+	for id, gens := range mb.rows {
+		for g, b := range gens {
+			b.AccountUID = applied
+			mb.rows[id][g] = b
+			if f.native.accounts == nil {
+				f.native.accounts = map[string]string{}
+			}
+			f.native.accounts[b.Namespace+"/"+b.Account] = live
+		}
+	}
+}
+
+// The workspace claim is created as the member too, so prepare checks the
+// live account's UID as start does: another UID is binding-conflict and
+// nothing is created (docs/site-protocol.md#the-accounts-uid-in-a-binding).
+func TestAPrepareForARecreatedAccountIsBindingConflictAndCreatesNothing(t *testing.T) {
+	f := newBatchFixture(t, time.Second)
+	f.accountUIDs("uid-applied", "uid-recreated")
+	expect(t, f.run(t, f.cmd(t, siteprotocol.OpPrepare, map[string]any{"workspace_size_bytes": 1 << 20}), false), siteprotocol.OutcomeRefused, siteprotocol.ReasonBindingConflict)
+	if len(f.native.creates) != 0 {
+		t.Fatalf("%d creates after a refused prepare", len(f.native.creates))
+	}
+	f.accountUIDs("uid-recreated", "uid-recreated")
+	expect(t, f.run(t, f.cmd(t, siteprotocol.OpPrepare, map[string]any{"workspace_size_bytes": 1 << 20}), false), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
 }

@@ -55,7 +55,7 @@ func (e *MemberExecutor) Execute(ctx context.Context, cmd siteprotocol.Command) 
 		change = domain.DecideBind(known, domain.MemberBinding{
 			BindingID: p.BindingID, Generation: p.Generation, Revision: p.Revision,
 			PartyID: p.PartyID, ProjectID: cmd.ProjectID, Namespace: p.Namespace, Account: p.Account,
-			AppliedBy: cmd.ID,
+			AccountUID: p.AccountUID, AppliedBy: cmd.ID,
 		})
 	case siteprotocol.OpRetireMember:
 		p, err := siteprotocol.DecodePayload[siteprotocol.RetireMemberPayload](cmd)

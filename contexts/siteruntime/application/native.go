@@ -45,6 +45,10 @@ type ProjectNamespaces interface {
 	// NamespaceProject returns the namespace's project-id label; labelled is
 	// false when the namespace does not exist or carries no such label.
 	NamespaceProject(ctx context.Context, namespace string) (projectID string, labelled bool, err error)
+	// MemberAccountUID returns the UID of the live service account
+	// account in namespace; found is false when it does not exist (or the
+	// Runtime may not read it). docs/site-protocol.md#the-accounts-uid-in-a-binding
+	MemberAccountUID(ctx context.Context, namespace, account string) (uid string, found bool, err error)
 }
 
 // NativeObject is an object the Runtime rendered: its deterministic

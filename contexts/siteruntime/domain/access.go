@@ -114,3 +114,38 @@ func DecidePermission(q PermissionQuery, p Permission, now time.Time) *Answer {
 	}
 	return &a
 }
+
+// DecideAccount compares the live service account the binding names with
+// the account UID the binding was applied with
+// (docs/site-protocol.md#the-accounts-uid-in-a-binding): a binding applied
+// with a UID needs the live account to exist with that UID, otherwise
+// binding-conflict (an account deleted and made again under the same name
+// is another account). A binding applied without a UID is checked by name
+// only: the create acts as the named account, as before UIDs were
+// delivered. nil means the account matches.
+func DecideAccount(b MemberBinding, liveUID string, found bool) *Answer {
+	var a Answer
+	switch {
+	case b.AccountUID == "":
+		return nil
+	case !found:
+		a = Refused(siteprotocol.ReasonBindingConflict, "service account %s/%s of binding %s generation %d (UID %s) does not exist", b.Namespace, b.Account, b.BindingID, b.Generation, b.AccountUID)
+	case liveUID != b.AccountUID:
+		a = Refused(siteprotocol.ReasonBindingConflict, "service account %s/%s has UID %s, but binding %s generation %d revision %d was applied for UID %s; apply a binding with the new UID",
+			b.Namespace, b.Account, liveUID, b.BindingID, b.Generation, b.Revision, b.AccountUID)
+	default:
+		return nil
+	}
+	return &a
+}
+
+// AccountCheckNote is what a start's message adds about the account check
+// of binding b: nothing for a binding applied with an account UID (checked
+// by UID), and a note that the account was checked by name only for one
+// applied without (docs/site-protocol.md#the-accounts-uid-in-a-binding).
+func AccountCheckNote(b MemberBinding) string {
+	if b.AccountUID != "" {
+		return ""
+	}
+	return " (account checked by name only: binding " + b.BindingID + " was applied without an account UID)"
+}

@@ -21,6 +21,10 @@ type MemberBinding struct {
 	ProjectID  string
 	Namespace  string
 	Account    string
+	// AccountUID is the Kubernetes UID of Account the binding was applied
+	// with; empty for a binding applied without one, which is checked by
+	// name only (docs/site-protocol.md#the-accounts-uid-in-a-binding).
+	AccountUID string
 	Retired    bool
 	// AppliedBy is the command ID that last changed the binding.
 	AppliedBy string
@@ -80,8 +84,8 @@ func DecideBind(known []MemberBinding, want MemberBinding) BindingChange {
 		case same.PartyID != want.PartyID || same.ProjectID != want.ProjectID || same.Account != want.Account:
 			a := Refused(siteprotocol.ReasonBindingConflict, "binding %s generation %d is bound to party %s, Project %s, account %s", want.BindingID, want.Generation, same.PartyID, same.ProjectID, same.Account)
 			return BindingChange{Refusal: &a}
-		case same.Revision == want.Revision && same.Namespace != want.Namespace:
-			a := Refused(siteprotocol.ReasonBindingConflict, "binding %s generation %d revision %d is applied with namespace %s", want.BindingID, want.Generation, want.Revision, same.Namespace)
+		case same.Revision == want.Revision && (same.Namespace != want.Namespace || same.AccountUID != want.AccountUID):
+			a := Refused(siteprotocol.ReasonBindingConflict, "binding %s generation %d revision %d is applied with namespace %s, account UID %q", want.BindingID, want.Generation, want.Revision, same.Namespace, same.AccountUID)
 			return BindingChange{Refusal: &a}
 		case same.Revision >= want.Revision:
 			return BindingChange{Write: write, AppliedRevision: same.Revision}

@@ -39,8 +39,14 @@ func pendingDigest(seq int64, command []byte, commandDigest string, result []byt
 }
 
 func memberDigest(m deliverydb.MemberBinding) string {
-	return rowDigest("member_bindings").S(m.BindingID).I(m.Generation).I(m.Revision).S(m.PartyID).S(m.ProjectID).
-		S(m.Namespace).S(m.Account).I(m.Retired).S(m.AppliedBy).Sum()
+	d := rowDigest("member_bindings").S(m.BindingID).I(m.Generation).I(m.Revision).S(m.PartyID).S(m.ProjectID).
+		S(m.Namespace).S(m.Account).I(m.Retired).S(m.AppliedBy)
+	// account_uid (schema version 3) joins the digest only when set, so a
+	// row written before it keeps its digest through the upgrade.
+	if m.AccountUid != "" {
+		d = d.S(m.AccountUid)
+	}
+	return d.Sum()
 }
 
 func recordDigest(r recordsdb.NativeRecord) string {
@@ -94,7 +100,7 @@ func recordsMeta(ctx context.Context, q *recordsdb.Queries) func() (metaRow, err
 
 // readDelivery reads and verifies every row of delivery.sqlite and returns
 // the checkpoint it holds.
-func readDelivery(ctx context.Context, q *deliverydb.Queries) (domain.Checkpoint, error) {
+func readDelivery(ctx context.Context, q *deliverydb.Queries, version int64) (domain.Checkpoint, error) {
 	const file = domain.DeliveryFile
 	var cp domain.Checkpoint
 	m, err := checkMeta(file, deliveryMeta(ctx, q))
@@ -134,7 +140,7 @@ func readDelivery(ctx context.Context, q *deliverydb.Queries) (domain.Checkpoint
 		}
 		cp.Pending = p
 	}
-	members, err := q.ListMemberBindings(ctx)
+	members, err := listMembers(ctx, q, version)
 	if err != nil {
 		return cp, integrity(file, "member_bindings", "cannot be read: %v", err)
 	}
@@ -256,7 +262,7 @@ func checkFile(ctx context.Context, db *sql.DB, file string) (metaRow, domain.Ch
 		if err != nil {
 			return m, domain.Checkpoint{}, err
 		}
-		cp, err := readDelivery(ctx, q)
+		cp, err := readDelivery(ctx, q, m.SchemaVersion)
 		return m, cp, err
 	}
 	q := recordsdb.New(db)
@@ -382,4 +388,20 @@ func copyFile(from, to string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// listMembers reads every member binding of a delivery.sqlite at version
+// (before version 3 there is no account_uid column; it reads as empty).
+func listMembers(ctx context.Context, q *deliverydb.Queries, version int64) ([]deliverydb.MemberBinding, error) {
+	if version >= 3 {
+		return q.ListMemberBindings(ctx)
+	}
+	rows, err := q.ListMemberBindingsV2(ctx)
+	out := make([]deliverydb.MemberBinding, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, deliverydb.MemberBinding{BindingID: r.BindingID, Generation: r.Generation, Revision: r.Revision,
+			PartyID: r.PartyID, ProjectID: r.ProjectID, Namespace: r.Namespace, Account: r.Account, Retired: r.Retired,
+			AppliedBy: r.AppliedBy, Digest: r.Digest})
+	}
+	return out, err
 }

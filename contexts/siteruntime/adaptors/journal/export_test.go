@@ -49,10 +49,16 @@ func HoldTx(ctx context.Context, j *Journal, name, stmt string, started chan<- s
 }
 
 // DowngradeToVersion1 rewrites every journal file of the closed set in dir
-// as schema version 1 has it — jobs.sqlite and services.sqlite without
-// terminal_states, every journal_meta row at version 1 with its digest —
-// so tests can upgrade a version-1 set holding rows of every kind.
-func DowngradeToVersion1(ctx context.Context, dir string) error {
+// as schema version 1 has it (DowngradeTo).
+func DowngradeToVersion1(ctx context.Context, dir string) error { return DowngradeTo(ctx, dir, 1) }
+
+// DowngradeTo rewrites every journal file of the closed set in dir as
+// schema version (1 or 2) has it — before version 3 delivery.sqlite's
+// member_bindings without account_uid, before version 2 jobs.sqlite and
+// services.sqlite without terminal_states, every journal_meta row at
+// version with its digest — so tests can upgrade an earlier set holding
+// rows of every kind.
+func DowngradeTo(ctx context.Context, dir string, version int64) error {
 	for _, f := range domain.JournalFiles() {
 		db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, f)+"?mode=rw")
 		if err != nil {
@@ -60,11 +66,14 @@ func DowngradeToVersion1(ctx context.Context, dir string) error {
 		}
 		var id string
 		err = db.QueryRowContext(ctx, "SELECT installation_id FROM journal_meta").Scan(&id)
-		if err == nil && f != domain.DeliveryFile {
+		if err == nil && f != domain.DeliveryFile && version < 2 {
 			_, err = db.ExecContext(ctx, "DROP TABLE terminal_states")
 		}
+		if err == nil && f == domain.DeliveryFile && version < 3 {
+			_, err = db.ExecContext(ctx, "ALTER TABLE member_bindings DROP COLUMN account_uid")
+		}
 		if err == nil {
-			_, err = db.ExecContext(ctx, "UPDATE journal_meta SET schema_version = 1, digest = ?", metaDigest(f, 1, id))
+			_, err = db.ExecContext(ctx, "UPDATE journal_meta SET schema_version = ?, digest = ?", version, metaDigest(f, version, id))
 		}
 		if err = errors.Join(err, db.Close()); err != nil {
 			return err

@@ -41,7 +41,7 @@ import (
 // creates and opens: version 1 and each explicit upgrade after it
 // (upgradeSteps). A set of an earlier version is upgraded by `metallo
 // runtime install` (Set.Upgrade); Open refuses it, naming the upgrade.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // IntegrityError says which file and row failed which check. It wraps
 // application.ErrJournalIntegrity and the cause.

@@ -345,7 +345,7 @@ func (j *Journal) Restore(ctx context.Context) (domain.Checkpoint, error) {
 	var cp domain.Checkpoint
 	err := j.readDelivery(ctx, func(ctx context.Context, q *deliverydb.Queries) error {
 		var err error
-		cp, err = readDelivery(ctx, q)
+		cp, err = readDelivery(ctx, q, SchemaVersion)
 		return err
 	})
 	return cp, err
@@ -552,6 +552,7 @@ func (j *Journal) Save(ctx context.Context, rows []domain.MemberBinding) error {
 			r := deliverydb.MemberBinding{
 				BindingID: b.BindingID, Generation: b.Generation, Revision: b.Revision, PartyID: b.PartyID,
 				ProjectID: b.ProjectID, Namespace: b.Namespace, Account: b.Account, AppliedBy: b.AppliedBy,
+				AccountUid: b.AccountUID,
 			}
 			if b.Retired {
 				r.Retired = 1
@@ -572,6 +573,7 @@ func memberFromRow(r deliverydb.MemberBinding) (domain.MemberBinding, error) {
 	return domain.MemberBinding{
 		BindingID: r.BindingID, Generation: r.Generation, Revision: r.Revision, PartyID: r.PartyID,
 		ProjectID: r.ProjectID, Namespace: r.Namespace, Account: r.Account, Retired: r.Retired == 1, AppliedBy: r.AppliedBy,
+		AccountUID: r.AccountUid,
 	}, nil
 }
 

@@ -44,6 +44,10 @@ func upgradeSteps() []upgradeStep {
 		To:   2,
 		What: "terminal_states in jobs.sqlite and services.sqlite: the terminal state of a watched object, reported once it is gone",
 		SQL:  map[string]string{domain.JobsFile: "schema/upgrade-2-records.sql", domain.ServicesFile: "schema/upgrade-2-records.sql"},
+	}, {
+		To:   3,
+		What: "account_uid in delivery.sqlite's member_bindings: the UID of the member's account a binding was applied with",
+		SQL:  map[string]string{domain.DeliveryFile: "schema/upgrade-3-delivery.sql"},
 	}}
 }
 

@@ -24,6 +24,13 @@ import (
 // member binding and a native record.
 func version1(t *testing.T) string {
 	t.Helper()
+	return setAt(t, 1)
+}
+
+// setAt returns a closed journal set at schema version (1 or 2) holding
+// the rows version1 describes.
+func setAt(t *testing.T, version int64) string {
+	t.Helper()
 	dir := populated(t, true)
 	j := open(t, dir)
 	if err := j.Save(context.Background(), []domain.MemberBinding{{BindingID: "b1", Generation: 1, Revision: 2, PartyID: "p", ProjectID: "q",
@@ -33,7 +40,7 @@ func version1(t *testing.T) string {
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := journal.DowngradeToVersion1(context.Background(), dir); err != nil {
+	if err := journal.DowngradeTo(context.Background(), dir, version); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -51,8 +58,18 @@ func rows(t *testing.T, dir string) map[string][]string {
 		}
 		tables := query(t, db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'journal_meta' ORDER BY name")
 		for _, tb := range tables {
+			cols := query(t, db, "SELECT name FROM pragma_table_info('"+tb[0]+"') ORDER BY cid")
 			for _, r := range query(t, db, "SELECT * FROM "+tb[0]+" ORDER BY 1, 2") {
-				out[f+"/"+tb[0]] = append(out[f+"/"+tb[0]], strings.Join(r, "|"))
+				var kept []string
+				for i, v := range r {
+					// A column an upgrade added reads as its default in
+					// every row the upgrade kept (version 3's account_uid).
+					if cols[i][0] == "account_uid" && v == "" {
+						continue
+					}
+					kept = append(kept, v)
+				}
+				out[f+"/"+tb[0]] = append(out[f+"/"+tb[0]], strings.Join(kept, "|"))
 			}
 		}
 		_ = db.Close()
@@ -139,7 +156,8 @@ func TestAVersion1SetIsRefusedNamingTheUpgradeAndTheUpgradeKeepsEveryRow(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"delivery.sqlite 1→2", "jobs.sqlite 1→2", "services.sqlite 1→2"}
+	v := journal.SchemaVersion
+	want := []string{fmt.Sprintf("delivery.sqlite 1→%d", v), fmt.Sprintf("jobs.sqlite 1→%d", v), fmt.Sprintf("services.sqlite 1→%d", v)}
 	slices.Sort(done)
 	if !slices.Equal(done, want) {
 		t.Fatalf("upgraded %q, want %q", done, want)
@@ -148,7 +166,7 @@ func TestAVersion1SetIsRefusedNamingTheUpgradeAndTheUpgradeKeepsEveryRow(t *test
 		t.Fatalf("a second upgrade: %q, %v", again, err)
 	}
 	_ = set.Close()
-	if v := versions(t, dir); !slices.Equal(v, []int{2, 2, 2}) {
+	if v := versions(t, dir); !slices.Equal(v, []int{int(journal.SchemaVersion), int(journal.SchemaVersion), int(journal.SchemaVersion)}) {
 		t.Fatalf("versions after the upgrade: %v", v)
 	}
 	after := rows(t, dir)
@@ -221,52 +239,105 @@ func upgradeChild(dir string) error {
 	return err
 }
 
-// An upgrade SIGKILLed after each file's durable upgrade leaves files at
+// An upgrade SIGKILLed after each file's durable upgrade, from version 1 and
+// from version 2 (the previous release), leaves files at
 // two versions: serve refuses the set naming the upgrade, and the next
 // upgrade finishes it with every row and digest kept.
 func TestAnUpgradeKilledAfterEachFileIsFinishedByTheNextKeepingEveryRow(t *testing.T) {
-	for n := 1; n <= 3; n++ {
-		t.Run(fmt.Sprintf("%s@%d", application.FailUpgradeAfterFile, n), func(t *testing.T) {
-			ctx := context.Background()
-			dir := version1(t)
-			before := rows(t, dir)
-			cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.count=1")
-			cmd.Env = append(os.Environ(), upgradeHelperEnv+"="+dir, fmt.Sprintf("%s=%s@%d", failpoint.EnvVar, application.FailUpgradeAfterFile, n))
-			out, err := cmd.CombinedOutput()
-			var exit *exec.ExitError
-			if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-				t.Fatalf("the upgrade was not killed after file %d: %v\n%s", n, err, out)
-			}
-			// Files upgraded in order: jobs, services, delivery.
-			order := map[string]int{domain.JobsFile: 1, domain.ServicesFile: 2, domain.DeliveryFile: 3}
-			for i, f := range domain.JournalFiles() {
-				want := 1
-				if order[f] <= n {
-					want = 2
+	for _, from := range []int64{1, 2} {
+		for n := 1; n <= 3; n++ {
+			t.Run(fmt.Sprintf("from version %d/%s@%d", from, application.FailUpgradeAfterFile, n), func(t *testing.T) {
+				ctx := context.Background()
+				dir := setAt(t, from)
+				before := rows(t, dir)
+				cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.count=1")
+				cmd.Env = append(os.Environ(), upgradeHelperEnv+"="+dir, fmt.Sprintf("%s=%s@%d", failpoint.EnvVar, application.FailUpgradeAfterFile, n))
+				out, err := cmd.CombinedOutput()
+				var exit *exec.ExitError
+				if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+					t.Fatalf("the upgrade was not killed after file %d: %v\n%s", n, err, out)
 				}
-				if v := versions(t, dir)[i]; v != want {
-					t.Fatalf("killed after file %d: %s at version %d, want %d", n, f, v, want)
+				// Files upgraded in order: jobs, services, delivery.
+				order := map[string]int{domain.JobsFile: 1, domain.ServicesFile: 2, domain.DeliveryFile: 3}
+				for i, f := range domain.JournalFiles() {
+					want := from
+					if order[f] <= n {
+						want = journal.SchemaVersion
+					}
+					if v := int64(versions(t, dir)[i]); v != want {
+						t.Fatalf("killed after file %d: %s at version %d, want %d", n, f, v, want)
+					}
 				}
-			}
-			if n < 3 {
-				if _, err := journal.Open(ctx, dir, journal.Options{}); !errors.Is(err, journal.ErrUpgradeRequired) {
-					t.Fatalf("Open of a half-upgraded set: %v", err)
+				if n < 3 {
+					if _, err := journal.Open(ctx, dir, journal.Options{}); !errors.Is(err, journal.ErrUpgradeRequired) {
+						t.Fatalf("Open of a half-upgraded set: %v", err)
+					}
 				}
-			}
-			set, err := journal.OpenSet(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			done, err := set.Upgrade(ctx)
-			_ = set.Close()
-			if err != nil || len(done) != 3-n {
-				t.Fatalf("the next upgrade: %q, %v", done, err)
-			}
-			sameRows(t, before, rows(t, dir))
-			j := open(t, dir)
-			if cp, err := j.Restore(ctx); err != nil || cp.Pending == nil || cp.Pending.Result == nil {
-				t.Fatalf("restored: %+v, %v", cp, err)
-			}
-		})
+				set, err := journal.OpenSet(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				done, err := set.Upgrade(ctx)
+				_ = set.Close()
+				if err != nil || len(done) != 3-n {
+					t.Fatalf("the next upgrade: %q, %v", done, err)
+				}
+				sameRows(t, before, rows(t, dir))
+				j := open(t, dir)
+				if cp, err := j.Restore(ctx); err != nil || cp.Pending == nil || cp.Pending.Result == nil {
+					t.Fatalf("restored: %+v, %v", cp, err)
+				}
+			})
+		}
+	}
+}
+
+// A journal set of the previous release (schema version 2, before
+// delivery.sqlite's account_uid): serve refuses it naming the upgrade and
+// what version 3 adds; the installation hook adds the column,
+// raising every file to version 3, keeping every row and digest; the upgraded set stores and reads back a
+// binding's account UID (docs/site-runtime.md#schema-versions-and-upgrades).
+func TestAVersion2SetUpgradesDeliveryKeepingEveryRowAndThenStoresTheAccountUID(t *testing.T) {
+	ctx := context.Background()
+	dir := populated(t, true)
+	j := open(t, dir)
+	if err := j.Save(ctx, []domain.MemberBinding{{BindingID: "b1", Generation: 1, Revision: 2, PartyID: "p", ProjectID: "q",
+		Namespace: "project-a", Account: "member-p", AppliedBy: "c"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := journal.DowngradeTo(ctx, dir, 2); err != nil {
+		t.Fatal(err)
+	}
+	before := rows(t, dir)
+	_, err := journal.Open(ctx, dir, journal.Options{})
+	var up *journal.UpgradeRequiredError
+	if !errors.As(err, &up) || up.Version != 2 || !strings.Contains(err.Error(), "account_uid") {
+		t.Fatalf("Open of a version-2 set: %v; want the upgrade to version 3 named", err)
+	}
+	set, err := journal.OpenSet(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := set.Upgrade(ctx)
+	_ = set.Close()
+	if err != nil || !slices.Equal(done, []string{"jobs.sqlite 2→3", "services.sqlite 2→3", "delivery.sqlite 2→3"}) {
+		t.Fatalf("upgrade of a version-2 set: %q, %v", done, err)
+	}
+	sameRows(t, before, rows(t, dir))
+	j = open(t, dir)
+	got, err := j.Generations(ctx, "b1")
+	if err != nil || len(got) != 1 || got[0].AccountUID != "" || got[0].Revision != 2 {
+		t.Fatalf("the kept binding: %+v, %v", got, err)
+	}
+	uid := "b3c1a2d4-5e6f-4a7b-8c9d-0e1f2a3b4c5d"
+	if err := j.Save(ctx, []domain.MemberBinding{{BindingID: "b1", Generation: 1, Revision: 3, PartyID: "p", ProjectID: "q",
+		Namespace: "project-a", Account: "member-p", AccountUID: uid, AppliedBy: "d"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := j.Generations(ctx, "b1"); err != nil || len(got) != 1 || got[0].AccountUID != uid {
+		t.Fatalf("the binding with its account UID: %+v, %v", got, err)
 	}
 }

@@ -54,6 +54,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.listMemberBindingsStmt, err = db.PrepareContext(ctx, listMemberBindings); err != nil {
 		return nil, fmt.Errorf("error preparing query ListMemberBindings: %w", err)
 	}
+	if q.listMemberBindingsV2Stmt, err = db.PrepareContext(ctx, listMemberBindingsV2); err != nil {
+		return nil, fmt.Errorf("error preparing query ListMemberBindingsV2: %w", err)
+	}
 	if q.listPendingStmt, err = db.PrepareContext(ctx, listPending); err != nil {
 		return nil, fmt.Errorf("error preparing query ListPending: %w", err)
 	}
@@ -119,6 +122,11 @@ func (q *Queries) Close() error {
 	if q.listMemberBindingsStmt != nil {
 		if cerr := q.listMemberBindingsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing listMemberBindingsStmt: %w", cerr)
+		}
+	}
+	if q.listMemberBindingsV2Stmt != nil {
+		if cerr := q.listMemberBindingsV2Stmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listMemberBindingsV2Stmt: %w", cerr)
 		}
 	}
 	if q.listPendingStmt != nil {
@@ -190,6 +198,7 @@ type Queries struct {
 	insertPendingStmt          *sql.Stmt
 	listBindingGenerationsStmt *sql.Stmt
 	listMemberBindingsStmt     *sql.Stmt
+	listMemberBindingsV2Stmt   *sql.Stmt
 	listPendingStmt            *sql.Stmt
 	setCheckpointStmt          *sql.Stmt
 	setPendingResultStmt       *sql.Stmt
@@ -210,6 +219,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		insertPendingStmt:          q.insertPendingStmt,
 		listBindingGenerationsStmt: q.listBindingGenerationsStmt,
 		listMemberBindingsStmt:     q.listMemberBindingsStmt,
+		listMemberBindingsV2Stmt:   q.listMemberBindingsV2Stmt,
 		listPendingStmt:            q.listPendingStmt,
 		setCheckpointStmt:          q.setCheckpointStmt,
 		setPendingResultStmt:       q.setPendingResultStmt,

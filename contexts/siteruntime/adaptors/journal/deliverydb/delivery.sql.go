@@ -62,7 +62,7 @@ func (q *Queries) GetCheckpoint(ctx context.Context) (GetCheckpointRow, error) {
 }
 
 const getMemberBinding = `-- name: GetMemberBinding :many
-SELECT binding_id, generation, revision, party_id, project_id, namespace, account, retired, applied_by, digest
+SELECT binding_id, generation, revision, party_id, project_id, namespace, account, retired, applied_by, digest, account_uid
 FROM member_bindings WHERE binding_id = ? AND generation = ?
 `
 
@@ -91,6 +91,7 @@ func (q *Queries) GetMemberBinding(ctx context.Context, arg GetMemberBindingPara
 			&i.Retired,
 			&i.AppliedBy,
 			&i.Digest,
+			&i.AccountUid,
 		); err != nil {
 			return nil, err
 		}
@@ -148,7 +149,7 @@ func (q *Queries) InsertPending(ctx context.Context, arg InsertPendingParams) er
 }
 
 const listBindingGenerations = `-- name: ListBindingGenerations :many
-SELECT binding_id, generation, revision, party_id, project_id, namespace, account, retired, applied_by, digest
+SELECT binding_id, generation, revision, party_id, project_id, namespace, account, retired, applied_by, digest, account_uid
 FROM member_bindings WHERE binding_id = ? ORDER BY generation
 `
 
@@ -172,6 +173,7 @@ func (q *Queries) ListBindingGenerations(ctx context.Context, bindingID string) 
 			&i.Retired,
 			&i.AppliedBy,
 			&i.Digest,
+			&i.AccountUid,
 		); err != nil {
 			return nil, err
 		}
@@ -187,7 +189,7 @@ func (q *Queries) ListBindingGenerations(ctx context.Context, bindingID string) 
 }
 
 const listMemberBindings = `-- name: ListMemberBindings :many
-SELECT binding_id, generation, revision, party_id, project_id, namespace, account, retired, applied_by, digest
+SELECT binding_id, generation, revision, party_id, project_id, namespace, account, retired, applied_by, digest, account_uid
 FROM member_bindings ORDER BY binding_id, generation
 `
 
@@ -200,6 +202,61 @@ func (q *Queries) ListMemberBindings(ctx context.Context) ([]MemberBinding, erro
 	var items []MemberBinding
 	for rows.Next() {
 		var i MemberBinding
+		if err := rows.Scan(
+			&i.BindingID,
+			&i.Generation,
+			&i.Revision,
+			&i.PartyID,
+			&i.ProjectID,
+			&i.Namespace,
+			&i.Account,
+			&i.Retired,
+			&i.AppliedBy,
+			&i.Digest,
+			&i.AccountUid,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listMemberBindingsV2 = `-- name: ListMemberBindingsV2 :many
+SELECT binding_id, generation, revision, party_id, project_id, namespace, account, retired, applied_by, digest
+FROM member_bindings ORDER BY binding_id, generation
+`
+
+type ListMemberBindingsV2Row struct {
+	BindingID  string
+	Generation int64
+	Revision   int64
+	PartyID    string
+	ProjectID  string
+	Namespace  string
+	Account    string
+	Retired    int64
+	AppliedBy  string
+	Digest     string
+}
+
+// The member bindings of a file at schema version 2 (no account_uid yet),
+// read by the upgrade's read-only verification.
+func (q *Queries) ListMemberBindingsV2(ctx context.Context) ([]ListMemberBindingsV2Row, error) {
+	rows, err := q.query(ctx, q.listMemberBindingsV2Stmt, listMemberBindingsV2)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListMemberBindingsV2Row
+	for rows.Next() {
+		var i ListMemberBindingsV2Row
 		if err := rows.Scan(
 			&i.BindingID,
 			&i.Generation,
@@ -308,12 +365,12 @@ func (q *Queries) SetPendingResult(ctx context.Context, arg SetPendingResultPara
 }
 
 const upsertMemberBinding = `-- name: UpsertMemberBinding :exec
-INSERT INTO member_bindings (binding_id, generation, revision, party_id, project_id, namespace, account, retired, applied_by, digest)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO member_bindings (binding_id, generation, revision, party_id, project_id, namespace, account, retired, applied_by, digest, account_uid)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (binding_id, generation) DO UPDATE SET
     revision = excluded.revision, party_id = excluded.party_id, project_id = excluded.project_id,
     namespace = excluded.namespace, account = excluded.account, retired = excluded.retired,
-    applied_by = excluded.applied_by, digest = excluded.digest
+    applied_by = excluded.applied_by, digest = excluded.digest, account_uid = excluded.account_uid
 `
 
 type UpsertMemberBindingParams struct {
@@ -327,6 +384,7 @@ type UpsertMemberBindingParams struct {
 	Retired    int64
 	AppliedBy  string
 	Digest     string
+	AccountUid string
 }
 
 func (q *Queries) UpsertMemberBinding(ctx context.Context, arg UpsertMemberBindingParams) error {
@@ -341,6 +399,7 @@ func (q *Queries) UpsertMemberBinding(ctx context.Context, arg UpsertMemberBindi
 		arg.Retired,
 		arg.AppliedBy,
 		arg.Digest,
+		arg.AccountUid,
 	)
 	return err
 }

@@ -41,6 +41,7 @@ type MemberBinding struct {
 	Retired    int64
 	AppliedBy  string
 	Digest     string
+	AccountUid string
 }
 
 type Pending struct {

@@ -23,22 +23,28 @@ UPDATE pending SET result = ?, result_digest = ?, digest = ? WHERE id = 1 AND se
 -- name: DeletePending :execrows
 DELETE FROM pending WHERE id = 1 AND sequence = ?;
 
--- name: ListMemberBindings :many
+-- name: ListMemberBindingsV2 :many
+-- The member bindings of a file at schema version 2 (no account_uid yet),
+-- read by the upgrade's read-only verification.
 SELECT binding_id, generation, revision, party_id, project_id, namespace, account, retired, applied_by, digest
 FROM member_bindings ORDER BY binding_id, generation;
 
+-- name: ListMemberBindings :many
+SELECT binding_id, generation, revision, party_id, project_id, namespace, account, retired, applied_by, digest, account_uid
+FROM member_bindings ORDER BY binding_id, generation;
+
 -- name: ListBindingGenerations :many
-SELECT binding_id, generation, revision, party_id, project_id, namespace, account, retired, applied_by, digest
+SELECT binding_id, generation, revision, party_id, project_id, namespace, account, retired, applied_by, digest, account_uid
 FROM member_bindings WHERE binding_id = ? ORDER BY generation;
 
 -- name: GetMemberBinding :many
-SELECT binding_id, generation, revision, party_id, project_id, namespace, account, retired, applied_by, digest
+SELECT binding_id, generation, revision, party_id, project_id, namespace, account, retired, applied_by, digest, account_uid
 FROM member_bindings WHERE binding_id = ? AND generation = ?;
 
 -- name: UpsertMemberBinding :exec
-INSERT INTO member_bindings (binding_id, generation, revision, party_id, project_id, namespace, account, retired, applied_by, digest)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO member_bindings (binding_id, generation, revision, party_id, project_id, namespace, account, retired, applied_by, digest, account_uid)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (binding_id, generation) DO UPDATE SET
     revision = excluded.revision, party_id = excluded.party_id, project_id = excluded.project_id,
     namespace = excluded.namespace, account = excluded.account, retired = excluded.retired,
-    applied_by = excluded.applied_by, digest = excluded.digest;
+    applied_by = excluded.applied_by, digest = excluded.digest, account_uid = excluded.account_uid;
