@@ -10,7 +10,9 @@ const bindCmd = `{"id":"3f9a6c1e-2b7d-4e5f-9a10-6c2d8e4b7f01","issued_at":"2026-
 
 // TestBindMemberAccountUIDIsOptionalAndShapeChecked covers the optional
 // account_uid of bind-member (docs/site-protocol.md#the-accounts-uid-in-a-binding):
-// absent is valid and decodes empty, a UID is kept, another shape is refused.
+// absent is valid and decodes empty, a UID is kept as the Site reported it
+// (any text resource_provisioning accepts), a control character, an
+// over-long text or a non-string is refused.
 func TestBindMemberAccountUIDIsOptionalAndShapeChecked(t *testing.T) {
 	withUID := func(uid string) string {
 		return strings.Replace(bindCmd, `"revision":1}`, `"revision":1,"account_uid":`+uid+`}`, 1)
@@ -28,7 +30,7 @@ func TestBindMemberAccountUIDIsOptionalAndShapeChecked(t *testing.T) {
 			t.Fatalf("%s: account_uid = %q, want %q", name, p.AccountUID, want)
 		}
 	}
-	for _, bad := range []string{`"not-a-uid"`, `"B3C1A2D4-5E6F-4A7B-8C9D-0E1F2A3B4C5D"`, `7`} {
+	for _, bad := range []string{`"uid\u0007"`, `"` + strings.Repeat("u", MaxAccountUIDBytes+1) + `"`, `7`} {
 		_, _, err := ParseAppend([]byte(withUID(bad)))
 		if !errors.Is(err, ErrInvalid) {
 			t.Fatalf("account_uid %s: want ErrInvalid, got %v", bad, err)

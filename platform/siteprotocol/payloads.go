@@ -15,7 +15,7 @@ type BindMemberPayload struct {
 	Revision   int64  `json:"revision"`
 	Generation int64  `json:"generation"`
 	// AccountUID is the Kubernetes UID of the service account Account the
-	// binding names, a lower-case UUID; optional, so bindings written before
+	// binding names, as the Site reported it (at most MaxAccountUIDBytes); optional, so bindings written before
 	// delivery sent it stay valid (such a binding is checked by name only).
 	// The Runtime compares it with the live account before every create as
 	// the member (docs/site-protocol.md#operations).

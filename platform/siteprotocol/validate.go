@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/pharos-metallo/metallo/platform/ijson"
 )
@@ -61,6 +63,10 @@ var (
 	commitRe    = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
 	imageRe     = regexp.MustCompile(`^[^\s@]+@sha256:[0-9a-f]{64}$`)
 )
+
+// MaxAccountUIDBytes bounds bind-member's account_uid, as
+// resource_provisioning bounds the UID a Site's agent reports.
+const MaxAccountUIDBytes = 256
 
 // IsUUID reports whether s is a lower-case canonical UUID.
 func IsUUID(s string) bool { return uuidRe.MatchString(s) }
@@ -207,8 +213,13 @@ func ValidatePayload(c Command) error {
 			if p.Generation < 1 {
 				ck.add("payload.generation", "must be at least 1")
 			}
-			if p.AccountUID != "" && !IsUUID(p.AccountUID) {
-				ck.add("payload.account_uid", "must be a Kubernetes UID (a lower-case UUID) or left out")
+			// The UID as the Site's agent reported it (resource_provisioning
+			// keeps any text there): the Runtime compares it byte for byte
+			// with the live account's, so a shape check here could only
+			// strand a delivery, never protect an identity
+			// (docs/site-protocol.md#the-accounts-uid-in-a-binding).
+			if len(p.AccountUID) > MaxAccountUIDBytes || !utf8.ValidString(p.AccountUID) || strings.ContainsFunc(p.AccountUID, unicode.IsControl) {
+				ck.add("payload.account_uid", "must be the account's UID as its Site reports it (at most %d bytes of UTF-8 without control characters) or left out", MaxAccountUIDBytes)
 			}
 		}
 	case OpRetireMember:

@@ -169,12 +169,21 @@ func (d *Deliverer) reconcileLocked(ctx context.Context, environment string) (in
 	if err != nil {
 		return appended, err
 	}
+	// A binding whose command the protocol refuses (its owner's facts do
+	// not make a valid command) is reported and passed over, so it never
+	// holds back the other bindings of the environment; each pass reports
+	// it again until its owner's facts change.
+	var undeliverable []error
 	for _, b := range desired.Bindings {
 		prev, delivered := byBinding[b.BindingID]
 		if delivered && prev.Revision >= b.Revision {
 			continue
 		}
 		next, ok, err := d.plan(environment, b, delivered)
+		if errors.Is(err, siteprotocol.ErrInvalid) {
+			undeliverable = append(undeliverable, fmt.Errorf("binding %s revision %d is not deliverable: %w", b.BindingID, b.Revision, err))
+			continue
+		}
 		if err != nil {
 			return appended, err
 		}
@@ -190,7 +199,7 @@ func (d *Deliverer) reconcileLocked(ctx context.Context, environment string) (in
 		}
 		appended++
 	}
-	return appended, d.recordResults(ctx, environment)
+	return appended, errors.Join(append(undeliverable, d.recordResults(ctx, environment))...)
 }
 
 // plan builds the delivery of b's revision, or false when b is not

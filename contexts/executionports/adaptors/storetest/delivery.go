@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -41,6 +43,7 @@ func ExerciseDelivery(t *testing.T, newStore NewDeliveryStore) {
 		{"APlannedButUnappendedDeliveryIsAppendedWithItsStoredBytes", testDeliveryResumes},
 		{"ConcurrentDeliverersAppendEachRevisionOnce", testConcurrentDeliverers},
 		{"AnAcknowledgedResultRecordsTheAppliedRevision", testAppliedRevision},
+		{"AnUndeliverableBindingDoesNotHoldBackTheOthers", testUndeliverableBinding},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
@@ -361,4 +364,25 @@ func testAppliedRevision(t *testing.T, s DeliveryStore) {
 	if got.AppliedRevision != 1 || got.Outcome != "succeeded" || got.Reason != "applied" || got.AcknowledgedAt.IsZero() {
 		t.Fatalf("after the result: %+v", got)
 	}
+}
+
+// testUndeliverableBinding: a ready binding whose owner's facts make no
+// valid command (a namespace that is not a Kubernetes name) is reported by
+// every pass and passed over; the environment's other bindings are
+// delivered.
+func testUndeliverableBinding(t *testing.T, s DeliveryStore) {
+	owner := &scriptedBindings{}
+	d, _ := deliverer(s, owner)
+	bad := application.MemberBinding{
+		PartyID: uuidFor(9, 10), ProjectID: project, Environment: deliveryEnv, Namespace: "Not_A_Namespace", Account: siteprotocol.MemberAccount(uuidFor(9, 10)),
+		BindingID: uuidFor(9, 11), Revision: 1, Generation: 1, State: "ready", AccountUID: "uid-bad",
+	}
+	owner.set(bad, ready(1, 1, "uid-1"))
+	for range 2 {
+		_, err := d.ReconcileAll(context.Background())
+		if !errors.Is(err, siteprotocol.ErrInvalid) || !strings.Contains(err.Error(), bad.BindingID) {
+			t.Fatalf("pass with an undeliverable binding: %v, want it reported as invalid", err)
+		}
+	}
+	equalOps(t, streamOps(t, s), "bind-member r1 uid-1")
 }
