@@ -38,6 +38,15 @@ func TestAJobRemovedByATTLOfZeroRightAfterItSucceededIsObservedSucceededSayingIt
 		t.Fatal(err)
 	}
 	s.waitPodRunning(attempt)
+	// started_at is the Job's status.startTime, which the Job controller
+	// writes in a status update of its own: on a loaded machine the Pod can
+	// run before that write lands, so wait for it, as observe reports it.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, long, true, func(ctx context.Context) (bool, error) {
+		j, err := s.e.Client.BatchV1().Jobs(s.ns).Get(ctx, job.Name, metav1.GetOptions{})
+		return err == nil && j.Status.StartTime != nil, nil
+	}); err != nil {
+		t.Fatalf("the Job controller did not set the Job's startTime: %v", err)
+	}
 	running := detail[siteprotocol.ObserveDetail](t, s.simple(siteprotocol.OpObserve, attempt))
 	if running.State != siteprotocol.StateRunning || running.StartedAt == "" {
 		t.Fatalf("while its Pod runs: %+v", running)
