@@ -14,10 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap/zaptest"
-
-	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/telemetry"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/application"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
 )
@@ -58,15 +54,7 @@ var memberTests = []testCase{
 // members returns e with a service that knows the suite's environments.
 func (e *env) members(t *testing.T) *env {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	tel, err := telemetry.New(zaptest.NewLogger(t), reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := application.NewService(e.sub.Store, e.clock, tel, application.Config{WaldurInstance: Instance, Freshness: 15 * time.Minute, Environments: Environments})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc, reg := newService(t, e.sub, e.clock, Environments)
 	return &env{sub: e.sub, svc: svc, clock: e.clock, reg: reg, ctx: e.ctx}
 }
 
