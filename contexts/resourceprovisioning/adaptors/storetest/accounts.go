@@ -35,7 +35,7 @@ const (
 )
 
 // memberTests are the suite's native member account cases; Exercise runs
-// them with the others.
+// them with the others, each in e.members (withMembers).
 var memberTests = []testCase{
 	{"BindingsAreOnePerPartyProjectAndEnvironment", testBindingIdentity},
 	{"RemovedThenAddedAgainRetiresThenGivesGenerationTwoAndARecreatedAccountIsANewRow", testGenerationsAndRecreatedAccount},
@@ -49,6 +49,16 @@ var memberTests = []testCase{
 	{"ConcurrentFirstAccountReportsOfOneAllocationAreDecidedOneAfterTheOther", testConcurrentFirstAccountReports},
 	{"ConcurrentEventsMissNoBinding", testConcurrentEventsAndReports},
 	{"MemberReadsAndAccountReportsAreUnavailableWithTheDatabase", testMembersUnavailable},
+}
+
+// withMembers returns cases that each run in e.members: the member
+// account cases need a service that knows the suite's environments.
+func withMembers(cases []testCase) []testCase {
+	out := make([]testCase, 0, len(cases))
+	for _, tc := range cases {
+		out = append(out, testCase{tc.name, func(t *testing.T, e *env) { tc.fn(t, e.members(t)) }})
+	}
+	return out
 }
 
 // members returns e with a service that knows the suite's environments.

@@ -77,7 +77,7 @@ func Exercise(t *testing.T, newSubject func(t *testing.T) Subject) {
 	tests = append(tests, feedTests...)
 	tests = append(tests, concurrencyTests...)
 	tests = append(tests, availabilityTests...)
-	tests = append(tests, memberTests...)
+	tests = append(tests, withMembers(memberTests)...)
 	tests = append(tests, inconsistencyTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
