@@ -7,21 +7,15 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"go.uber.org/fx"
-	"go.uber.org/fx/fxtest"
-	"go.uber.org/zap/zaptest"
-
 	"github.com/pharos-metallo/metallo/contexts/executionports/executiontest"
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/database/dbtest"
-	"github.com/pharos-metallo/metallo/platform/httpserver"
 	"github.com/pharos-metallo/metallo/platform/testsetup"
 )
 
@@ -102,20 +96,11 @@ func TestDeliveryUnderKillsAppendsEveryBindingRevisionOnceInOrder(t *testing.T) 
 	files := executiontest.WriteFiles(t, dir, []executiontest.Environment{{ID: "alpha-k8s", Site: "alpha", Authority: "https://metallo.example.org"}},
 		"site:alpha", "service:beto")
 	clk := clock.NewManual(time.Date(2026, 8, 20, 10, 30, 0, 0, time.UTC))
-	var provSrv *httpserver.Server
-	prov := fxtest.New(t,
-		Compose([]Role{configured(t, ProvisioningRole(), "--provisioning-database-url", "sqlite:"+filepath.Join(dir, "provisioning.sqlite"), "--waldur-instance", waldurInstance,
-			"--environment-site", "alpha-k8s=alpha")},
-			Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, Migrate: true}, zaptest.NewLogger(t)),
-		fx.Decorate(func(clock.Clock) clock.Clock { return clk }),
-		fx.Populate(&provSrv),
-	)
-	prov.RequireStart()
-	defer prov.RequireStop()
+	prov := startProvisioningOwner(t, dir, files, clk, "--environment-site", "alpha-k8s=alpha")
+	defer prov.app.RequireStop()
+	provSrv, keyFile := prov.srv, prov.keyFile
 	provC := executiontest.Client{Base: "http://" + provSrv.Addr()}
 	binding := seedMembers(t, provC, files)
-	keyFile := filepath.Join(dir, "provisioning.key")
-	dbtest.Must(t, os.WriteFile(keyFile, []byte(files.ServiceKey+"\n"), 0o600))
 	dbURL := dbtest.NewPostgres(t)
 	args := []string{"--role", "execution", "--migrate", "--keys-file", files.KeysFile, "--environments-file", files.EnvironmentsFile,
 		"--execution-database-url", dbURL, "--resource-owner", "http", "--provisioning-url", provC.Base, "--provisioning-key-file", keyFile,

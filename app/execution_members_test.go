@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -136,20 +135,9 @@ func TestMemberPortsReadTheProvisioningRoleOverHTTPAndAreUnavailableWhenItIsGone
 	files := executiontest.WriteFiles(t, dir, []executiontest.Environment{{ID: "alpha-k8s", Site: "alpha", Authority: "https://metallo.example.org"}},
 		"site:alpha", "service:beto")
 	clk := clock.NewManual(time.Date(2026, 8, 20, 10, 30, 0, 0, time.UTC))
-	var provSrv *httpserver.Server
-	prov := fxtest.New(t,
-		Compose([]Role{configured(t, ProvisioningRole(), "--provisioning-database-url", "sqlite:"+filepath.Join(dir, "provisioning.sqlite"), "--waldur-instance", waldurInstance,
-			"--environment-site", "alpha-k8s=alpha")},
-			Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, Migrate: true}, zaptest.NewLogger(t)),
-		fx.Decorate(func(clock.Clock) clock.Clock { return clk }),
-		fx.Populate(&provSrv),
-	)
-	prov.RequireStart()
-	keyFile := filepath.Join(dir, "provisioning.key")
-	if err := os.WriteFile(keyFile, []byte(files.ServiceKey+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	o, err := executionports.NewHTTPOwner("http://"+provSrv.Addr(), keyFile)
+	prov := startProvisioningOwner(t, dir, files, clk, "--environment-site", "alpha-k8s=alpha")
+	provSrv := prov.srv
+	o, err := executionports.NewHTTPOwner("http://"+provSrv.Addr(), prov.keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +148,7 @@ func TestMemberPortsReadTheProvisioningRoleOverHTTPAndAreUnavailableWhenItIsGone
 	if a, err := p.accounts.ReadyAccount(context.Background(), memberParty, memberProject, "alpha"); err != nil || a.Fresh || a.UID != "uid-1" {
 		t.Fatalf("an account not confirmed for 16 minutes: %+v %v", a, err)
 	}
-	prov.RequireStop()
+	prov.app.RequireStop()
 	if _, err := p.accounts.ReadyAccount(context.Background(), memberParty, memberProject, "alpha"); !errors.Is(err, epapp.ErrResourceLookupUnavailable) || errors.Is(err, epapp.ErrNoReadyAccount) {
 		t.Fatalf("owner gone: %v", err)
 	}

@@ -36,6 +36,36 @@ func configured(t testing.TB, r Role, args ...string) Role {
 	return r
 }
 
+// provisioningOwner is the provisioning role started alone, as the
+// resource owner an execution role reads over HTTP.
+type provisioningOwner struct {
+	app *fxtest.App
+	srv *httpserver.Server
+	// keyFile holds the service key of the files the role was started
+	// with (for --provisioning-key-file).
+	keyFile string
+}
+
+// startProvisioningOwner starts the provisioning role on SQLite in dir,
+// with the keys of files, the clock clk and the further flags args, and
+// writes files' service key to dir/provisioning.key. The caller stops it.
+func startProvisioningOwner(t *testing.T, dir string, files executiontest.Files, clk clock.Clock, args ...string) provisioningOwner {
+	t.Helper()
+	p := provisioningOwner{keyFile: filepath.Join(dir, "provisioning.key")}
+	args = append([]string{"--provisioning-database-url", "sqlite:" + filepath.Join(dir, "provisioning.sqlite"), "--waldur-instance", waldurInstance}, args...)
+	p.app = fxtest.New(t,
+		Compose([]Role{configured(t, ProvisioningRole(), args...)},
+			Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, Migrate: true}, zaptest.NewLogger(t)),
+		fx.Decorate(func(clock.Clock) clock.Clock { return clk }),
+		fx.Populate(&p.srv),
+	)
+	p.app.RequireStart()
+	if err := os.WriteFile(p.keyFile, []byte(files.ServiceKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // planningProcess is `serve --role provisioning,execution` composed in this
 // test process (so its clock can be injected) on SQLite files, with the
 // execution role reading its owner in process.
@@ -310,18 +340,9 @@ func TestHTTPOwnerReadsTheProvisioningRoleLiveAndAnswersUnavailableWhenItIsGone(
 	files := executiontest.WriteFiles(t, dir, []executiontest.Environment{{ID: "alpha-k8s", Site: "alpha", Authority: "https://metallo.example.org"}},
 		"site:alpha", "service:beto")
 	clk := clock.NewManual(time.Date(2026, 8, 20, 10, 30, 0, 0, time.UTC))
-	var provSrv, execSrv *httpserver.Server
-	prov := fxtest.New(t,
-		Compose([]Role{configured(t, ProvisioningRole(), "--provisioning-database-url", "sqlite:"+filepath.Join(dir, "provisioning.sqlite"), "--waldur-instance", waldurInstance)},
-			Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, Migrate: true}, zaptest.NewLogger(t)),
-		fx.Decorate(func(clock.Clock) clock.Clock { return clk }),
-		fx.Populate(&provSrv),
-	)
-	prov.RequireStart()
-	keyFile := filepath.Join(dir, "provisioning.key")
-	if err := os.WriteFile(keyFile, []byte(files.ServiceKey+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	prov := startProvisioningOwner(t, dir, files, clk)
+	provSrv, keyFile := prov.srv, prov.keyFile
+	var execSrv *httpserver.Server
 	exec := fxtest.New(t,
 		Compose([]Role{configured(t, ExecutionRole(), "--execution-database-url", "sqlite:"+filepath.Join(dir, "execution.sqlite"), "--environments-file", files.EnvironmentsFile,
 			"--resource-owner", "http", "--provisioning-url", "http://"+provSrv.Addr(), "--provisioning-key-file", keyFile)},
@@ -352,7 +373,7 @@ func TestHTTPOwnerReadsTheProvisioningRoleLiveAndAnswersUnavailableWhenItIsGone(
 	if a := p.plan(t, project, map[string]int64{"cpu": 1000}); a.Reason != "not_ready" || !slices.Contains(a.LifecycleReasons, "stale") {
 		t.Fatalf("unseen for 16 minutes over HTTP: %+v", a)
 	}
-	prov.RequireStop()
+	prov.app.RequireStop()
 	if a := p.plan(t, project, map[string]int64{"cpu": 1000}); a.Answer != "unavailable" {
 		t.Fatalf("owner gone: %+v", a)
 	}

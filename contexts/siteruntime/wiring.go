@@ -46,12 +46,35 @@ func NewSiteClient(c Config, installationID string) (*sitehttp.Client, error) {
 		TokenFile: path, CAFile: c.CAFile})
 }
 
-// providerSource is a parsed provider flag: http:<url> or <fileKind>:<file>
-// (PermissionsSource, GrantsSource).
-type providerSource struct {
+// ProviderSource is a parsed provider flag (--permissions,
+// --repository-grants): http:<url> or <fileKind>:<file>.
+type ProviderSource struct {
+	// Kind is "http" or the flag's file kind ("policy", "file").
 	Kind string
-	URL  string
+	// URL is the provider's base URL (http).
+	URL string
+	// File is the provider's file (the file kind).
 	File string
+}
+
+// newProvider returns the adaptor a provider flag's value chooses, read
+// by parse: overHTTP of the base URL for http:<url>, else fromFile of the
+// file. Errors are config.Invalid naming flag and value.
+func newProvider[T any](flag, value string, parse func(string) (ProviderSource, error),
+	overHTTP func(url string) T, fromFile func(file string) (T, error)) (T, error) {
+	var none T
+	src, err := parse(value)
+	if err != nil {
+		return none, config.Invalid(flag, value, err)
+	}
+	if src.Kind == "http" {
+		return overHTTP(src.URL), nil
+	}
+	p, err := fromFile(src.File)
+	if err != nil {
+		return none, config.Invalid(flag, value, err)
+	}
+	return p, nil
 }
 
 // parseProvider reads a provider flag value s: http:<url> (an absolute
@@ -60,22 +83,22 @@ type providerSource struct {
 // There is no default: a missing provider is an error. provider names the
 // provider in messages, needs what fileKind:<file> lacks when the file is
 // empty, and file the file when it cannot be read.
-func parseProvider(s, provider, fileKind, needs, file string) (providerSource, error) {
+func parseProvider(s, provider, fileKind, needs, file string) (ProviderSource, error) {
 	kind, rest, _ := strings.Cut(s, ":")
 	switch kind {
 	case "http":
 		if _, err := sitehttp.ParseAuthority(rest); err != nil {
-			return providerSource{}, fmt.Errorf("http:<url> needs the %s's base URL: %w", provider, err)
+			return ProviderSource{}, fmt.Errorf("http:<url> needs the %s's base URL: %w", provider, err)
 		}
-		return providerSource{Kind: kind, URL: rest}, nil
+		return ProviderSource{Kind: kind, URL: rest}, nil
 	case fileKind:
 		if rest == "" {
-			return providerSource{}, fmt.Errorf("%s:<file> needs %s", fileKind, needs)
+			return ProviderSource{}, fmt.Errorf("%s:<file> needs %s", fileKind, needs)
 		}
 		if _, err := os.Stat(rest); err != nil {
-			return providerSource{}, fmt.Errorf("%s: %w", file, err)
+			return ProviderSource{}, fmt.Errorf("%s: %w", file, err)
 		}
-		return providerSource{Kind: kind, File: rest}, nil
+		return ProviderSource{Kind: kind, File: rest}, nil
 	}
-	return providerSource{}, fmt.Errorf("choose the %s explicitly: http:<url> or %s:<file>", provider, fileKind)
+	return ProviderSource{}, fmt.Errorf("choose the %s explicitly: http:<url> or %s:<file>", provider, fileKind)
 }

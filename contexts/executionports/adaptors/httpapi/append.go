@@ -23,32 +23,27 @@ type appendOutput struct {
 
 func (h *Handlers) appendCommandOperation(reg huma.Registry) huma.Operation {
 	receipt := reg.Schema(reflect.TypeFor[siteprotocol.AppendReceipt](), true, "AppendReceipt")
-	return huma.Operation{
-		OperationID:      "append-command",
-		Method:           http.MethodPost,
-		Path:             "/execution/v1/streams/{environment}/commands",
+	op := h.serviceOperation(huma.Operation{
+		OperationID: "append-command", Method: http.MethodPost, Path: "/execution/v1/streams/{environment}/commands",
 		Summary:          "Append a command",
 		Description:      "Appends a command (no sequence; digest optional and checked) and answers its sequence: 201 when created; 200 with the original sequence and created false when the same id was appended with the same content (compared by the digest of its JCS form); 409 conflicting-retry for the same id with other content. The server stores the received object's canonical form. The body is at most 1048576 bytes (413).",
-		Tags:             []string{Tag},
-		Security:         httpserver.Bearer(),
 		DefaultStatus:    http.StatusCreated,
 		MaxBodyBytes:     siteprotocol.MaxCommandBytes + 1, // jsonBody enforces MaxCommandBytes itself
 		SkipValidateBody: true,
-		Metadata: withRawBody(withReasons(h.serviceAdmit(), map[int][]string{
-			400: {siteprotocol.ProblemInvalidCommand}, 404: {siteprotocol.ProblemUnknownEnvironment},
-			409: {siteprotocol.ProblemConflictingRetry}, 413: {httpserver.DefaultReason(http.StatusRequestEntityTooLarge)}, 415: {httpserver.DefaultReason(http.StatusUnsupportedMediaType)},
-			422: {siteprotocol.ProblemInvalidCommand, httpserver.DefaultReason(http.StatusUnprocessableEntity)},
-		}), commandSchema(reg),
-			"The command to append, without sequence."),
 		Responses: map[string]*huma.Response{
 			"200": {
 				Description: "An idempotent retry: the command was already appended with this content; its original sequence, created false.",
 				Content:     map[string]*huma.MediaType{"application/json": {Schema: receipt}},
 			},
 		},
-		Middlewares: huma.Middlewares{h.knownEnvironment, jsonBody(false, siteprotocol.MaxCommandBytes)},
-		Errors:      []int{400, 401, 403, 404, 409, 413, 415, 422, 503},
-	}
+		Middlewares: huma.Middlewares{jsonBody(false, siteprotocol.MaxCommandBytes)},
+	}, map[int][]string{
+		400: {siteprotocol.ProblemInvalidCommand}, 404: {siteprotocol.ProblemUnknownEnvironment},
+		409: {siteprotocol.ProblemConflictingRetry}, 413: {httpserver.DefaultReason(http.StatusRequestEntityTooLarge)}, 415: {httpserver.DefaultReason(http.StatusUnsupportedMediaType)},
+		422: {siteprotocol.ProblemInvalidCommand, httpserver.DefaultReason(http.StatusUnprocessableEntity)},
+	})
+	op.Metadata = withRawBody(op.Metadata, commandSchema(reg), "The command to append, without sequence.")
+	return op
 }
 
 // appendCommand appends a command to the environment's stream: 201 when

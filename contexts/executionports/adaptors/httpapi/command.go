@@ -30,20 +30,13 @@ type commandOutput struct {
 }
 
 func (h *Handlers) getCommandOperation() huma.Operation {
-	return huma.Operation{
-		OperationID: "get-command",
-		Method:      http.MethodGet,
-		Path:        "/execution/v1/streams/{environment}/commands/{id}",
+	return h.serviceOperation(huma.Operation{
+		OperationID: "get-command", Method: http.MethodGet, Path: "/execution/v1/streams/{environment}/commands/{id}",
 		Summary:     "Read a command and its result",
 		Description: "The command as stored (with its sequence and digest) and, once acknowledged, its exact result.",
-		Tags:        []string{Tag},
-		Security:    httpserver.Bearer(),
-		Metadata: withReasons(h.serviceAdmit(), map[int][]string{
-			404: {siteprotocol.ProblemUnknownEnvironment, siteprotocol.ProblemUnknownCommand}, 422: {httpserver.DefaultReason(http.StatusUnprocessableEntity)},
-		}),
-		Middlewares: huma.Middlewares{h.knownEnvironment},
-		Errors:      []int{401, 403, 404, 422, 503},
-	}
+	}, map[int][]string{
+		404: {siteprotocol.ProblemUnknownEnvironment, siteprotocol.ProblemUnknownCommand}, 422: {httpserver.DefaultReason(http.StatusUnprocessableEntity)},
+	})
 }
 
 // getCommand answers a command as stored and, once acknowledged, its

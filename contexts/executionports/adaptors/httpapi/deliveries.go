@@ -49,20 +49,13 @@ type deliveriesOutput struct {
 }
 
 func (h *Handlers) getBindingDeliveriesOperation() huma.Operation {
-	return huma.Operation{
-		OperationID: "get-binding-deliveries",
-		Method:      http.MethodGet,
-		Path:        "/execution/v1/streams/{environment}/bindings",
+	return h.serviceOperation(huma.Operation{
+		OperationID: "get-binding-deliveries", Method: http.MethodGet, Path: "/execution/v1/streams/{environment}/bindings",
 		Summary:     "Read the delivery of member bindings",
 		Description: "Per member binding of the environment, the desired revision (read live from resource_provisioning) and the newest delivered revision, its command, its sequence and the revision the Runtime's result acknowledges as applied. 503 when the owner or the store cannot be read.",
-		Tags:        []string{Tag},
-		Security:    httpserver.Bearer(),
-		Metadata: withReasons(h.serviceAdmit(), map[int][]string{
-			404: {siteprotocol.ProblemUnknownEnvironment}, 422: {httpserver.DefaultReason(http.StatusUnprocessableEntity)},
-		}),
-		Middlewares: huma.Middlewares{h.knownEnvironment},
-		Errors:      []int{401, 403, 404, 422, 503},
-	}
+	}, map[int][]string{
+		404: {siteprotocol.ProblemUnknownEnvironment}, 422: {httpserver.DefaultReason(http.StatusUnprocessableEntity)},
+	})
 }
 
 // getBindingDeliveries answers, per member binding of an environment, the

@@ -11,7 +11,9 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 
 	"github.com/danielgtaylor/huma/v2"
 	"go.uber.org/zap"
@@ -81,6 +83,54 @@ func Register(api huma.API, h *Handlers) {
 	huma.Register(api, h.rebindStreamOperation(), h.rebindStream)
 	huma.Register(api, h.planCapacityOperation(), h.planCapacity)
 	huma.Register(api, h.getBindingDeliveriesOperation(), h.getBindingDeliveries)
+}
+
+// operation completes the document of one route, op giving what differs
+// (ID, method, path, texts, the handler's own fields), with what every
+// operation here shares: the tag, bearer security, the admit rule with the
+// reasons answered per problem status (withReasons) and the errors
+// declared: the statuses of reasons, 401 and 403 of the admit rule.
+func operation(op huma.Operation, admit map[string]any, reasons map[int][]string) huma.Operation {
+	op.Tags = []string{Tag}
+	op.Security = httpserver.Bearer()
+	op.Metadata = withReasons(admit, reasons)
+	op.Errors = slices.Sorted(maps.Keys(reasons))
+	op.Errors = append(op.Errors, http.StatusUnauthorized, http.StatusForbidden)
+	return op
+}
+
+// streamOperation is operation for a route of a stream
+// (…/streams/{environment}…): an environment that is not configured is 404
+// before anything else runs (knownEnvironment, ahead of op's own
+// middlewares), and the stream store can be unavailable (503).
+func (h *Handlers) streamOperation(op huma.Operation, admit map[string]any, reasons map[int][]string) huma.Operation {
+	op.Middlewares = append(huma.Middlewares{h.knownEnvironment}, op.Middlewares...)
+	op = operation(op, admit, reasons)
+	op.Errors = append(op.Errors, http.StatusServiceUnavailable)
+	return op
+}
+
+// siteOperation is the document of a Site protocol route: a stream route
+// admitting the principal environment:<id> (siteAdmit) and documenting the
+// Metallo-Installation header (installationParameters).
+func (h *Handlers) siteOperation(op huma.Operation, reasons map[int][]string) huma.Operation {
+	op.Parameters = installationParameters()
+	return h.streamOperation(op, h.siteAdmit(), reasons)
+}
+
+// serviceOperation is the document of one of Execution's stream routes,
+// admitting a configured service principal (serviceAdmit).
+func (h *Handlers) serviceOperation(op huma.Operation, reasons map[int][]string) huma.Operation {
+	return h.streamOperation(op, h.serviceAdmit(), reasons)
+}
+
+// siteReadReasons are the reasons of a Site read (the stream's state, a
+// pull) per problem status.
+func siteReadReasons() map[int][]string {
+	return map[int][]string{
+		400: {siteprotocol.ProblemInstallationRequired}, 404: {siteprotocol.ProblemUnknownEnvironment},
+		409: {siteprotocol.ProblemInstallationMismatch}, 422: {httpserver.DefaultReason(http.StatusUnprocessableEntity)},
+	}
 }
 
 func principalOf(ctx context.Context) string {

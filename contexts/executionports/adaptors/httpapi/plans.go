@@ -67,21 +67,17 @@ type planOutput struct {
 }
 
 func (h *Handlers) planCapacityOperation() huma.Operation {
-	return huma.Operation{
-		OperationID: "plan-capacity",
-		Method:      http.MethodPost,
-		Path:        "/execution/v1/plans",
-		Summary:     "Plan a demand against a Project's allocation",
-		Description: "Reads the Project's allocations at the environment's Site from their owner (resource_provisioning) live and answers admissible, refused (too_large with each resource's demand and limit, resource_suspended, not_ready with the lifecycle reasons, no_allocation, resource_ambiguous) or unavailable. CPU limits round down and CPU demands round up to whole cores; memory, storage and devices compare exactly; a demanded key without a limit has limit 0; a changing allocation plans against the applied limits still in force. Validation errors are 422 with each errors[].location naming the body field (body.project, body.environment, body.demand.<key>); the body must be application/json (415) and one I-JSON text: bytes that are not (not JSON, invalid UTF-8, a member twice, data after the value) are 400 invalid-request; a null or a NUL, a value of the wrong type and a number that does not fit its field are 422 validation-failed naming the member.",
-		Tags:        []string{Tag},
-		Security:    httpserver.Bearer(),
-		Metadata: withReasons(h.serviceAdmit(), map[int][]string{
-			400: {httpserver.DefaultReason(http.StatusBadRequest)}, 415: {httpserver.DefaultReason(http.StatusUnsupportedMediaType)}, 422: {httpserver.DefaultReason(http.StatusUnprocessableEntity), siteprotocol.ProblemUnknownEnvironment},
-		}),
+	// Not a stream route: no environment path, and an unreadable owner
+	// is the answer unavailable, not 503.
+	return operation(huma.Operation{
+		OperationID: "plan-capacity", Method: http.MethodPost, Path: "/execution/v1/plans",
+		Summary:      "Plan a demand against a Project's allocation",
+		Description:  "Reads the Project's allocations at the environment's Site from their owner (resource_provisioning) live and answers admissible, refused (too_large with each resource's demand and limit, resource_suspended, not_ready with the lifecycle reasons, no_allocation, resource_ambiguous) or unavailable. CPU limits round down and CPU demands round up to whole cores; memory, storage and devices compare exactly; a demanded key without a limit has limit 0; a changing allocation plans against the applied limits still in force. Validation errors are 422 with each errors[].location naming the body field (body.project, body.environment, body.demand.<key>); the body must be application/json (415) and one I-JSON text: bytes that are not (not JSON, invalid UTF-8, a member twice, data after the value) are 400 invalid-request; a null or a NUL, a value of the wrong type and a number that does not fit its field are 422 validation-failed naming the member.",
 		MaxBodyBytes: MaxRequestBytes + 1, // jsonBody enforces MaxRequestBytes itself
 		Middlewares:  huma.Middlewares{jsonBody(true, MaxRequestBytes, "project", "environment", "demand"), bodyShape([]string{"project", "environment", "demand"}, "demand")},
-		Errors:       []int{400, 401, 403, 415, 422},
-	}
+	}, h.serviceAdmit(), map[int][]string{
+		400: {httpserver.DefaultReason(http.StatusBadRequest)}, 415: {httpserver.DefaultReason(http.StatusUnsupportedMediaType)}, 422: {httpserver.DefaultReason(http.StatusUnprocessableEntity), siteprotocol.ProblemUnknownEnvironment},
+	})
 }
 
 // planCapacity answers whether a demand fits a Project's allocation at an

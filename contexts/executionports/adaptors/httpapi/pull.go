@@ -8,8 +8,6 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/pharos-metallo/metallo/contexts/executionports/application"
-	"github.com/pharos-metallo/metallo/platform/httpserver"
-	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
 type pullInput struct {
@@ -32,22 +30,11 @@ type pullOutput struct {
 }
 
 func (h *Handlers) pullCommandsOperation() huma.Operation {
-	return huma.Operation{
-		OperationID: "pull-commands",
-		Method:      http.MethodGet,
-		Path:        "/site/v1/streams/{environment}/commands",
+	return h.siteOperation(huma.Operation{
+		OperationID: "pull-commands", Method: http.MethodGet, Path: "/site/v1/streams/{environment}/commands",
 		Summary:     "Pull commands",
 		Description: "Commands with sequence > after, oldest first, at most limit, whose encoded sizes add up to at most 8 MiB (MaxPullBytes) — except that the next command is always answered, so a large command never stalls the stream; waits up to wait seconds when none is ready. The first installation that pulls an unbound stream binds it (bind=true, the default). bind=false is a read-only pull (`metallo runtime check`): it never binds an unbound stream, and a stream bound to another installation is still 409 installation-mismatch.",
-		Tags:        []string{Tag},
-		Security:    httpserver.Bearer(),
-		Metadata: withReasons(h.siteAdmit(), map[int][]string{
-			400: {siteprotocol.ProblemInstallationRequired}, 404: {siteprotocol.ProblemUnknownEnvironment},
-			409: {siteprotocol.ProblemInstallationMismatch}, 422: {httpserver.DefaultReason(http.StatusUnprocessableEntity)},
-		}),
-		Parameters:  installationParameters(),
-		Middlewares: huma.Middlewares{h.knownEnvironment},
-		Errors:      []int{400, 401, 403, 404, 409, 422, 503},
-	}
+	}, siteReadReasons())
 }
 
 // pullCommands answers the commands after in.After, binding an unbound

@@ -38,21 +38,15 @@ type rebindOutput struct {
 }
 
 func (h *Handlers) rebindStreamOperation() huma.Operation {
-	return huma.Operation{
-		OperationID: "rebind-stream",
-		Method:      http.MethodPost,
-		Path:        "/execution/v1/streams/{environment}/rebind",
-		Summary:     "Rebind a stream to a Runtime installation",
-		Description: "An operator's explicit rebind: binds the stream to installation_id, or unbinds it with unbind: true (exactly one of the two; both, neither or an empty installation_id is 422 validation-failed), recorded with the calling principal, the time and the reason. The previously bound installation is refused from then on. The body must be application/json (415) and one I-JSON text: bytes that are not (not JSON, invalid UTF-8, a member twice, data after the value) are 400 invalid-request; a null or a NUL, a value of the wrong type and a number that does not fit its field are 422 validation-failed naming the member.",
-		Tags:        []string{Tag},
-		Security:    httpserver.Bearer(),
-		Metadata: withReasons(h.serviceAdmit(), map[int][]string{
-			400: {httpserver.DefaultReason(http.StatusBadRequest)}, 404: {siteprotocol.ProblemUnknownEnvironment}, 415: {httpserver.DefaultReason(http.StatusUnsupportedMediaType)}, 422: {httpserver.DefaultReason(http.StatusUnprocessableEntity)},
-		}),
+	return h.serviceOperation(huma.Operation{
+		OperationID: "rebind-stream", Method: http.MethodPost, Path: "/execution/v1/streams/{environment}/rebind",
+		Summary:      "Rebind a stream to a Runtime installation",
+		Description:  "An operator's explicit rebind: binds the stream to installation_id, or unbinds it with unbind: true (exactly one of the two; both, neither or an empty installation_id is 422 validation-failed), recorded with the calling principal, the time and the reason. The previously bound installation is refused from then on. The body must be application/json (415) and one I-JSON text: bytes that are not (not JSON, invalid UTF-8, a member twice, data after the value) are 400 invalid-request; a null or a NUL, a value of the wrong type and a number that does not fit its field are 422 validation-failed naming the member.",
 		MaxBodyBytes: MaxRequestBytes + 1, // jsonBody enforces MaxRequestBytes itself
-		Middlewares:  huma.Middlewares{h.knownEnvironment, jsonBody(true, MaxRequestBytes), bodyShape([]string{"installation_id", "unbind", "reason"})},
-		Errors:       []int{400, 401, 403, 404, 415, 422, 503},
-	}
+		Middlewares:  huma.Middlewares{jsonBody(true, MaxRequestBytes), bodyShape([]string{"installation_id", "unbind", "reason"})},
+	}, map[int][]string{
+		400: {httpserver.DefaultReason(http.StatusBadRequest)}, 404: {siteprotocol.ProblemUnknownEnvironment}, 415: {httpserver.DefaultReason(http.StatusUnsupportedMediaType)}, 422: {httpserver.DefaultReason(http.StatusUnprocessableEntity)},
+	})
 }
 
 // rebindStream binds the stream to an installation, or unbinds it, on an

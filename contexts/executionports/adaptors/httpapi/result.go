@@ -21,26 +21,21 @@ type ackOutput struct {
 }
 
 func (h *Handlers) recordResultOperation(reg huma.Registry) huma.Operation {
-	return huma.Operation{
-		OperationID:      "record-result",
-		Method:           http.MethodPut,
-		Path:             "/site/v1/streams/{environment}/commands/{sequence}/result",
+	op := h.siteOperation(huma.Operation{
+		OperationID: "record-result", Method: http.MethodPut, Path: "/site/v1/streams/{environment}/commands/{sequence}/result",
 		Summary:          "Record a command's result",
 		Description:      "Only the installation the stream is bound to may send results: a stream is bound by a pull, never by a result, so a result on an unbound stream (never pulled, or unbound by an operator) or from another installation is 409 installation-mismatch and records nothing. A result whose body sequence differs from the path's is 409 identity-mismatch. The sequence must be acknowledged + 1 and the result must name the stored command's id and digest (else 409 out-of-order / identity-mismatch). The body is at most 4194304 bytes (413). A result for an acknowledged sequence is accepted only if byte-identical (same digest): 200 with the same acknowledgement; otherwise 409 result-conflict and nothing changes. The result's exact bytes are stored.",
-		Tags:             []string{Tag},
-		Security:         httpserver.Bearer(),
 		MaxBodyBytes:     MaxResultBytes + 1, // jsonBody enforces MaxResultBytes itself
 		SkipValidateBody: true,
-		Metadata: withRawBody(withReasons(h.siteAdmit(), map[int][]string{
-			400: {siteprotocol.ProblemInstallationRequired, siteprotocol.ProblemInvalidResult},
-			404: {siteprotocol.ProblemUnknownEnvironment, siteprotocol.ProblemUnknownCommand},
-			409: {siteprotocol.ProblemInstallationMismatch, siteprotocol.ProblemOutOfOrder, siteprotocol.ProblemIdentityMismatch, siteprotocol.ProblemResultConflict},
-			413: {httpserver.DefaultReason(http.StatusRequestEntityTooLarge)}, 415: {httpserver.DefaultReason(http.StatusUnsupportedMediaType)}, 422: {siteprotocol.ProblemInvalidResult, httpserver.DefaultReason(http.StatusUnprocessableEntity)},
-		}), resultSchema(reg), "A result exactly as the Runtime saved it (JCS with its digest)."),
-		Parameters:  installationParameters(),
-		Middlewares: huma.Middlewares{h.knownEnvironment, jsonBody(false, MaxResultBytes)},
-		Errors:      []int{400, 401, 403, 404, 409, 413, 415, 422, 503},
-	}
+		Middlewares:      huma.Middlewares{jsonBody(false, MaxResultBytes)},
+	}, map[int][]string{
+		400: {siteprotocol.ProblemInstallationRequired, siteprotocol.ProblemInvalidResult},
+		404: {siteprotocol.ProblemUnknownEnvironment, siteprotocol.ProblemUnknownCommand},
+		409: {siteprotocol.ProblemInstallationMismatch, siteprotocol.ProblemOutOfOrder, siteprotocol.ProblemIdentityMismatch, siteprotocol.ProblemResultConflict},
+		413: {httpserver.DefaultReason(http.StatusRequestEntityTooLarge)}, 415: {httpserver.DefaultReason(http.StatusUnsupportedMediaType)}, 422: {siteprotocol.ProblemInvalidResult, httpserver.DefaultReason(http.StatusUnprocessableEntity)},
+	})
+	op.Metadata = withRawBody(op.Metadata, resultSchema(reg), "A result exactly as the Runtime saved it (JCS with its digest).")
+	return op
 }
 
 // recordResult records the exact bytes of a Runtime's result and answers

@@ -7,7 +7,6 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/pharos-metallo/metallo/contexts/executionports/domain"
-	"github.com/pharos-metallo/metallo/platform/httpserver"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
@@ -16,22 +15,11 @@ type stateOutput struct {
 }
 
 func (h *Handlers) getStreamStateOperation() huma.Operation {
-	return huma.Operation{
-		OperationID: "get-stream-state",
-		Method:      http.MethodGet,
-		Path:        "/site/v1/streams/{environment}",
+	return h.siteOperation(huma.Operation{
+		OperationID: "get-stream-state", Method: http.MethodGet, Path: "/site/v1/streams/{environment}",
 		Summary:     "Read a stream's state",
 		Description: "The environment, its Site and authority, the acknowledged and head sequences and the bound installation. `metallo runtime check` reads it; it never binds the stream.",
-		Tags:        []string{Tag},
-		Security:    httpserver.Bearer(),
-		Metadata: withReasons(h.siteAdmit(), map[int][]string{
-			400: {siteprotocol.ProblemInstallationRequired}, 404: {siteprotocol.ProblemUnknownEnvironment},
-			409: {siteprotocol.ProblemInstallationMismatch}, 422: {httpserver.DefaultReason(http.StatusUnprocessableEntity)},
-		}),
-		Parameters:  installationParameters(),
-		Middlewares: huma.Middlewares{h.knownEnvironment},
-		Errors:      []int{400, 401, 403, 404, 409, 422, 503},
-	}
+	}, siteReadReasons())
 }
 
 // getStreamState answers the stream's state for the installation of the

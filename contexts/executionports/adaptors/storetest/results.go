@@ -21,8 +21,7 @@ var resultTests = []testCase{
 
 func testAcknowledgeInOrder(t *testing.T, s application.StreamStore) {
 	ctx := context.Background()
-	cs := appendN(t, s, "alpha-k8s", 1, 3)
-	mustBind(t, s, "alpha-k8s", inst)
+	cs := boundStream(t, s, 3)
 	if _, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 2, Result(t, cs[1], 2, "two"), t0); !errors.Is(err, domain.ErrOutOfOrder) {
 		t.Fatalf("ack 2 before 1: got %v, want ErrOutOfOrder", err)
 	}
@@ -59,8 +58,7 @@ func testAcknowledgeInOrder(t *testing.T, s application.StreamStore) {
 
 func testIdentityMismatch(t *testing.T, s application.StreamStore) {
 	ctx := context.Background()
-	cs := appendN(t, s, "alpha-k8s", 1, 2)
-	mustBind(t, s, "alpha-k8s", inst)
+	cs := boundStream(t, s, 2)
 	for name, r := range map[string]application.ReceivedResult{
 		"another command's result":   Result(t, cs[1], 1, "x"),
 		"the wrong sequence in body": Result(t, cs[0], 2, "x"),
@@ -84,16 +82,10 @@ func testIdentityMismatch(t *testing.T, s application.StreamStore) {
 
 func testReplay(t *testing.T, s application.StreamStore) {
 	ctx := context.Background()
-	cs := appendN(t, s, "alpha-k8s", 1, 2)
-	mustBind(t, s, "alpha-k8s", inst)
+	cs := boundStream(t, s, 2)
 	r1 := Result(t, cs[0], 1, "one")
-	first, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 1, r1, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 2, Result(t, cs[1], 2, "two"), t0); err != nil {
-		t.Fatal(err)
-	}
+	first := mustApply(t, s, 1, r1)
+	mustApply(t, s, 2, Result(t, cs[1], 2, "two"))
 	again, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 1, r1, t0.Add(time.Minute))
 	if err != nil {
 		t.Fatalf("replay: %v", err)
@@ -108,12 +100,9 @@ func testReplay(t *testing.T, s application.StreamStore) {
 
 func testResultConflict(t *testing.T, s application.StreamStore) {
 	ctx := context.Background()
-	cs := appendN(t, s, "alpha-k8s", 1, 1)
-	mustBind(t, s, "alpha-k8s", inst)
+	cs := boundStream(t, s, 1)
 	r1 := Result(t, cs[0], 1, "one")
-	if _, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 1, r1, t0); err != nil {
-		t.Fatal(err)
-	}
+	mustApply(t, s, 1, r1)
 	other := Result(t, cs[0], 1, "another outcome")
 	if _, err := application.ApplyResult(ctx, s, "alpha-k8s", inst, 1, other, t0); !errors.Is(err, domain.ErrResultConflict) {
 		t.Fatalf("got %v, want ErrResultConflict", err)

@@ -112,4 +112,24 @@ func mustBind(t *testing.T, s application.StreamStore, env, installation string)
 	}
 }
 
+// boundStream appends n commands (salt 1) to alpha-k8s's stream and binds
+// it to inst, the start of the result cases.
+func boundStream(t *testing.T, s application.StreamStore, n int) []application.NewCommand {
+	t.Helper()
+	cs := appendN(t, s, "alpha-k8s", 1, n)
+	mustBind(t, s, "alpha-k8s", inst)
+	return cs
+}
+
+// mustApply records r at sequence on alpha-k8s's stream from inst at t0,
+// failing the test if it is refused.
+func mustApply(t *testing.T, s application.StreamStore, sequence int64, r application.ReceivedResult) application.Acknowledgement {
+	t.Helper()
+	ack, err := application.ApplyResult(context.Background(), s, "alpha-k8s", inst, sequence, r, t0)
+	if err != nil {
+		t.Fatalf("ack %d: %v", sequence, err)
+	}
+	return ack
+}
+
 const inst = "6a0f3c1e-0000-4000-8000-000000000001"

@@ -15,7 +15,6 @@ import (
 )
 
 func testBindingIdentity(t *testing.T, e *env) {
-	e = e.members(t)
 	for _, env := range []string{EnvK8s, EnvHPC} {
 		e.event(t, SiteBindingEvent(siteBindingID(PartyID, env), PartyID, env, "alice", domain.SiteBindingVerified, 1, 0))
 	}
@@ -52,7 +51,6 @@ func testBindingIdentity(t *testing.T, e *env) {
 }
 
 func testGenerationsAndRecreatedAccount(t *testing.T, e *env) {
-	e = e.members(t)
 	e.setUp(t, PartyID)
 	id := bindingID(PartyID, ProjectA, EnvK8s)
 	user := "user-" + PartyID[:8]
@@ -127,7 +125,6 @@ func testGenerationsAndRecreatedAccount(t *testing.T, e *env) {
 }
 
 func testSiteBindingReplaced(t *testing.T, e *env) {
-	e = e.members(t)
 	e.setUp(t, PartyID)
 	id := bindingID(PartyID, ProjectA, EnvK8s)
 	e.accounts(t, "r1", time.Minute, ready(PartyID, "uid-1", id, 1))
@@ -155,7 +152,6 @@ func testSiteBindingReplaced(t *testing.T, e *env) {
 }
 
 func testAllocationMovesAccounts(t *testing.T, e *env) {
-	e = e.members(t)
 	e.setUp(t, PartyID)
 	id := bindingID(PartyID, ProjectA, EnvK8s)
 	e.accounts(t, "r1", time.Minute, ready(PartyID, "uid-1", id, 1))

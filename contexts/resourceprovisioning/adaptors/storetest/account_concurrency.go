@@ -18,7 +18,6 @@ import (
 )
 
 func testConcurrentFirstAccountReports(t *testing.T, e *env) {
-	e = e.members(t)
 	e.setUp(t, PartyID, PartyB)
 	a, b := bindingID(PartyID, ProjectA, EnvK8s), bindingID(PartyB, ProjectA, EnvK8s)
 	reports := []domain.AccountReport{
@@ -93,7 +92,6 @@ func checkFeedRevisions(t *testing.T, e *env) {
 }
 
 func testConcurrentEventsAndReports(t *testing.T, e *env) {
-	e = e.members(t)
 	const n = 12
 	parties := make([]string, n)
 	for i := range parties {
@@ -200,7 +198,6 @@ func testConcurrentEventsAndReports(t *testing.T, e *env) {
 }
 
 func testMembersUnavailable(t *testing.T, e *env) {
-	e = e.members(t)
 	e.setUp(t, PartyID)
 	e.sub.Break()
 	ctx := context.WithoutCancel(e.ctx)

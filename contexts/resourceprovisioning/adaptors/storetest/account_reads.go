@@ -14,7 +14,6 @@ import (
 )
 
 func testLookup(t *testing.T, e *env) {
-	e = e.members(t)
 	// Before anything is known.
 	if l := e.lookup(t, Site, EnvK8s, "alice", "pp1"); l.State != application.LookupUnknown || !slices.Equal(l.Reasons, []string{application.LookupUnknownUsername}) {
 		t.Fatalf("%+v", l)
@@ -86,7 +85,6 @@ func isValidation(err error, location string) bool {
 }
 
 func testDesiredBindings(t *testing.T, e *env) {
-	e = e.members(t)
 	parties := []string{PartyID, PartyB, PartyC, "3f5a8b4d-3e0c-4b6f-9d9a-5c4b3f2e1d0a", "4a6b9c5e-4f1d-4c7a-8eab-6d5c4a3f2e1b"}
 	e.setUp(t, parties[:4]...)
 	// The fifth member has no site binding: no binding, and the read says
@@ -157,7 +155,6 @@ func testDesiredBindings(t *testing.T, e *env) {
 }
 
 func testBindingFeed(t *testing.T, e *env) {
-	e = e.members(t)
 	e.setUp(t, PartyID, PartyB)
 	a, b := bindingID(PartyID, ProjectA, EnvK8s), bindingID(PartyB, ProjectA, EnvK8s)
 	e.accounts(t, "r1", time.Minute, ready(PartyID, "uid-1", a, 1), ready(PartyB, "uid-2", b, 1))

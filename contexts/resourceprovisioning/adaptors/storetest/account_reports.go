@@ -13,7 +13,6 @@ import (
 )
 
 func testAccountReportOrder(t *testing.T, e *env) {
-	e = e.members(t)
 	e.setUp(t, PartyID, PartyB)
 	a, b := bindingID(PartyID, ProjectA, EnvK8s), bindingID(PartyB, ProjectA, EnvK8s)
 	e.accounts(t, "r1", 2*time.Minute, ready(PartyID, "uid-1", a, 1), ready(PartyB, "uid-2", b, 1))
@@ -66,7 +65,6 @@ func testAccountReportOrder(t *testing.T, e *env) {
 }
 
 func testAccountRefusals(t *testing.T, e *env) {
-	e = e.members(t)
 	partyD := "3f5a8b4d-3e0c-4b6f-9d9a-5c4b3f2e1d0a"
 	e.setUp(t, PartyID, PartyB)
 	e.event(t, SiteBindingEvent(siteBindingID(partyD, EnvBeta), partyD, EnvBeta, "dora", domain.SiteBindingVerified, 1, 0))

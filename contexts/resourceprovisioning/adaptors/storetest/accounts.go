@@ -14,10 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap/zaptest"
-
-	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/telemetry"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/application"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
 )
@@ -39,7 +35,7 @@ const (
 )
 
 // memberTests are the suite's native member account cases; Exercise runs
-// them with the others.
+// them with the others, each in e.members (withMembers).
 var memberTests = []testCase{
 	{"BindingsAreOnePerPartyProjectAndEnvironment", testBindingIdentity},
 	{"RemovedThenAddedAgainRetiresThenGivesGenerationTwoAndARecreatedAccountIsANewRow", testGenerationsAndRecreatedAccount},
@@ -55,18 +51,20 @@ var memberTests = []testCase{
 	{"MemberReadsAndAccountReportsAreUnavailableWithTheDatabase", testMembersUnavailable},
 }
 
+// withMembers returns cases that each run in e.members: the member
+// account cases need a service that knows the suite's environments.
+func withMembers(cases []testCase) []testCase {
+	out := make([]testCase, 0, len(cases))
+	for _, tc := range cases {
+		out = append(out, testCase{tc.name, func(t *testing.T, e *env) { tc.fn(t, e.members(t)) }})
+	}
+	return out
+}
+
 // members returns e with a service that knows the suite's environments.
 func (e *env) members(t *testing.T) *env {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	tel, err := telemetry.New(zaptest.NewLogger(t), reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := application.NewService(e.sub.Store, e.clock, tel, application.Config{WaldurInstance: Instance, Freshness: 15 * time.Minute, Environments: Environments})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc, reg := newService(t, e.sub, e.clock, Environments)
 	return &env{sub: e.sub, svc: svc, clock: e.clock, reg: reg, ctx: e.ctx}
 }
 

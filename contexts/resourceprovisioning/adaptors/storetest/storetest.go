@@ -77,7 +77,7 @@ func Exercise(t *testing.T, newSubject func(t *testing.T) Subject) {
 	tests = append(tests, feedTests...)
 	tests = append(tests, concurrencyTests...)
 	tests = append(tests, availabilityTests...)
-	tests = append(tests, memberTests...)
+	tests = append(tests, withMembers(memberTests)...)
 	tests = append(tests, inconsistencyTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,17 +99,26 @@ type env struct {
 
 func newEnv(t *testing.T, sub Subject) *env {
 	t.Helper()
+	clk := clock.NewManual(T0.Add(time.Minute))
+	svc, reg := newService(t, sub, clk, nil)
+	return &env{sub: sub, svc: svc, clock: clk, reg: reg, ctx: t.Context()}
+}
+
+// newService returns the application service over sub's store on clk,
+// configured with the suite's Waldur instance, a freshness of 15 minutes
+// and environments (nil: none), and the registry of its metrics.
+func newService(t *testing.T, sub Subject, clk *clock.Manual, environments map[string]string) (*application.Service, *prometheus.Registry) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	tel, err := telemetry.New(zaptest.NewLogger(t), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := clock.NewManual(T0.Add(time.Minute))
-	svc, err := application.NewService(sub.Store, clk, tel, application.Config{WaldurInstance: Instance, Freshness: 15 * time.Minute})
+	svc, err := application.NewService(sub.Store, clk, tel, application.Config{WaldurInstance: Instance, Freshness: 15 * time.Minute, Environments: environments})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{sub: sub, svc: svc, clock: clk, reg: reg, ctx: t.Context()}
+	return svc, reg
 }
 
 // Report returns a ready report (OK, limits applied as configured) of
