@@ -47,8 +47,8 @@ type DeliverySchedule struct {
 // every environment at start and every Interval after the previous one
 // ended, and in between it follows feed, running a pass of an environment
 // as soon as a member-binding change of it is read. An environment whose
-// pass failed or was skipped (another deliverer held its lock) is passed
-// again at the next feed read. A feed that cannot be read is read again
+// pass was skipped (another deliverer held its lock) is passed again at the
+// next feed read; a failed pass is retried by the full reconcile. A feed that cannot be read is read again
 // from its head once it answers, with a pass of every environment, since
 // changes may have been missed; the full reconcile covers every case
 // meanwhile. The cursor is kept in memory only: the full reconcile at start
@@ -98,8 +98,8 @@ type follower struct {
 	log     *zap.Logger
 	cursor  string
 	feedErr error
-	// pending are the environments with a change read but no pass yet
-	// that ran and succeeded.
+	// pending are the environments with a change read and no pass run
+	// since.
 	pending map[string]bool
 }
 
@@ -110,16 +110,16 @@ func (f *follower) passAll(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// pass runs one pass of env; env stays pending unless it ran and
-// succeeded.
+// pass runs one pass of env; env stays pending only when the pass was
+// skipped (another deliverer held its lock, perhaps reading the bindings
+// before the change). A failed pass is left to the full reconcile, so a
+// lasting failure is not retried at every feed read.
 func (f *follower) pass(ctx context.Context, env string, fields ...zap.Field) {
 	p, err := f.d.Reconcile(ctx, env)
-	switch {
-	case err != nil:
-		if ctx.Err() == nil {
-			f.log.Warn("binding delivery pass failed; retrying", append([]zap.Field{zap.String("environment", env), zap.Error(err)}, fields...)...)
-		}
-	case !p.Skipped:
+	if err != nil && ctx.Err() == nil {
+		f.log.Warn("binding delivery pass failed; the full reconcile retries it", append([]zap.Field{zap.String("environment", env), zap.Error(err)}, fields...)...)
+	}
+	if err != nil || !p.Skipped {
 		delete(f.pending, env)
 	}
 	if p.Appended > 0 {
