@@ -163,7 +163,8 @@ func Module(cfg Config) fx.Option {
 				return Database().ReadinessCheck(h, log)
 			}),
 		),
-		fx.Invoke(func(application.ProjectResources, application.MemberAccounts, application.MemberBindings, application.BindingFeed) {}),
+		fx.Invoke(func(application.ProjectResources, application.MemberAccounts, application.MemberBindings, application.BindingFeed) {
+		}),
 		fx.Invoke(listenForAppends),
 		fx.Invoke(func(lc fx.Lifecycle, d *application.Deliverer, feed application.BindingFeed, log *zap.Logger) {
 			RunDelivery(lc, d, feed, DeliverySchedule{Interval: cfg.DeliveryInterval, FeedInterval: cfg.FeedInterval}, log)
