@@ -136,7 +136,7 @@ func TestDeliveryFollowsTheChangeFeedOverHTTP(t *testing.T) {
 
 // checkFeedDelivery seeds the member at the provisioning API prov after the
 // execution role at execBase started (its start's full reconcile found
-// nothing, or found the seed: either way revision 2 arrives), then makes
+// nothing, or found the seeded member: either way revision 2 arrives), then makes
 // the account again under new UIDs: each new revision is appended once,
 // read from the feed, the full reconcile being an hour away.
 func checkFeedDelivery(t *testing.T, prov executiontest.Client, execBase string, files executiontest.Files, clk *clock.Manual) {
