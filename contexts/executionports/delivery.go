@@ -48,12 +48,12 @@ type DeliverySchedule struct {
 // ended, and in between it follows feed, running a pass of an environment
 // as soon as a member-binding change of it is read. An environment whose
 // pass was skipped (another deliverer held its lock) is passed again at the
-// next feed read; a failed pass is retried by the full reconcile. A feed that cannot be read is read again
-// from its head once it answers, with a pass of every environment, since
-// changes may have been missed; the full reconcile covers every case
-// meanwhile. The cursor is kept in memory only: the full reconcile at start
-// covers a restart. A failed pass is logged; nothing it did is lost (each
-// delivery's bytes are stored before the append).
+// next feed read; a failed pass is logged and left to the full reconcile.
+// A feed that cannot be read is read again from its head once it answers,
+// with a pass of every environment, since changes may have been missed;
+// the full reconcile delivers meanwhile. The cursor is kept in memory
+// only: the full reconcile at start covers a restart. Nothing a failed pass
+// did is lost (each delivery's bytes are stored before the append).
 func RunDelivery(lc fx.Lifecycle, d *application.Deliverer, feed application.BindingFeed, sched DeliverySchedule, log *zap.Logger) {
 	if sched.Interval <= 0 {
 		sched.Interval = application.DefaultDeliveryInterval
