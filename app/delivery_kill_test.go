@@ -231,8 +231,8 @@ func TestDeliveryUnderKillsAppendsEveryBindingRevisionOnceInOrder(t *testing.T) 
 		// The account made again under its name: a new UID, a new revision.
 		clk.Advance(time.Second)
 		observed := clk.Now().Add(-time.Second).Format(time.RFC3339Nano)
-		body := fmt.Sprintf(`{"provider_resource_id":"r1","observed_at":%q,"accounts":[{"party_id":%q,"account":"member-%s","uid":"uid-%d","binding_id":%q,"generation":1,"state":"ready"}]}`,
-			observed, memberParty, memberParty, i, binding)
+		body := fmt.Sprintf(`{"provider_resource_id":"r1","observed_at":%q,"accounts":[{"party_id":%q,"account":"member-%s","uid":%q,"binding_id":%q,"generation":1,"state":"ready"}]}`,
+			observed, memberParty, memberParty, memberUID(i), binding)
 		mu.Lock()
 		k0 := kills
 		mu.Unlock()

@@ -41,6 +41,7 @@ func ExecutionRole() Role {
 			fs.StringVar(&cfg.ProvisioningURL, "provisioning-url", "", "base URL of the provisioning role's API, for --resource-owner http")
 			fs.StringVar(&cfg.ProvisioningKeyFile, "provisioning-key-file", "", "file holding a service key of the provisioning role, for --resource-owner http")
 			fs.DurationVar(&cfg.DeliveryInterval, "binding-delivery-interval", application.DefaultDeliveryInterval, "period of the full reconcile that delivers member bindings (bind-member / retire-member) to each environment's stream: a retirement is appended within about this bound (docs/execution-ports.md#delivery-of-member-bindings)")
+			fs.DurationVar(&cfg.FeedInterval, "binding-feed-interval", application.DefaultFeedInterval, "how often binding delivery reads the owner's change feed when caught up: a member-binding change is delivered within about this bound, the full reconcile of --binding-delivery-interval being the safety net (docs/execution-ports.md#following-the-change-feed)")
 			fs.StringSliceVar(&services, "execution-services", []string{httpapi.DefaultService}, "service principal IDs (service:<id> in keys.yaml) allowed on /execution/v1 routes")
 		},
 		Preflight: func(log *zap.Logger) error {

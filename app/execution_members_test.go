@@ -36,10 +36,15 @@ const (
 	memberWaldur  = "0a1b2c3d4e5f40718293a4b5c6d7e8f9"
 )
 
+// memberUID is the i-th Kubernetes UID (a lower-case UUID, as bind-member's
+// account_uid must be) of memberParty's account.
+func memberUID(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", i) }
+
 // memberPorts are the execution role's member ports.
 type memberPorts struct {
 	accounts epapp.MemberAccounts
 	bindings epapp.MemberBindings
+	feed     epapp.BindingFeed
 }
 
 // seedMembers drives the provisioning API at c as Beto and Site alpha's
@@ -69,8 +74,8 @@ func seedMembers(t *testing.T, c executiontest.Client, files executiontest.Files
 	if lookup.State != "bound" || lookup.Generation != 1 {
 		t.Fatalf("lookup %s", r)
 	}
-	body := fmt.Sprintf(`{"provider_resource_id":"r1","observed_at":"2026-08-20T10:29:30Z","accounts":[{"party_id":%q,"account":"member-%s","uid":"uid-1","binding_id":%q,"generation":1,"state":"ready"}]}`,
-		memberParty, memberParty, lookup.BindingID)
+	body := fmt.Sprintf(`{"provider_resource_id":"r1","observed_at":"2026-08-20T10:29:30Z","accounts":[{"party_id":%q,"account":"member-%s","uid":%q,"binding_id":%q,"generation":1,"state":"ready"}]}`,
+		memberParty, memberParty, memberUID(1), lookup.BindingID)
 	executiontest.Want(t, c.Call(t, http.MethodPost, "/resource-provisioning/alpha/accounts", site, "", []byte(body)), http.StatusOK, "")
 	return lookup.BindingID
 }
@@ -80,7 +85,7 @@ func checkMemberPorts(t *testing.T, p memberPorts, binding string) {
 	t.Helper()
 	ctx := context.Background()
 	a, err := p.accounts.ReadyAccount(ctx, memberParty, memberProject, "alpha")
-	if err != nil || a.UID != "uid-1" || a.BindingID != binding || a.Generation != 1 || a.Namespace != "ns-alpha" || a.Environment != "alpha-k8s" || a.Account != "member-"+memberParty || !a.Fresh {
+	if err != nil || a.UID != memberUID(1) || a.BindingID != binding || a.Generation != 1 || a.Namespace != "ns-alpha" || a.Environment != "alpha-k8s" || a.Account != "member-"+memberParty || !a.Fresh {
 		t.Fatalf("ready account %+v %v", a, err)
 	}
 	var nre *epapp.NoReadyAccountError
@@ -91,12 +96,41 @@ func checkMemberPorts(t *testing.T, p memberPorts, binding string) {
 	if err != nil || d.Site != "alpha" || d.ChangesCursor == "" || len(d.Bindings) != 1 || len(d.Unbound) != 0 {
 		t.Fatalf("desired bindings %+v %v", d, err)
 	}
-	if b := d.Bindings[0]; b.BindingID != binding || b.Retired || b.Generation != 1 || b.Revision != 2 || b.AccountUID != "uid-1" || b.Namespace != "ns-alpha" ||
+	if b := d.Bindings[0]; b.BindingID != binding || b.Retired || b.Generation != 1 || b.Revision != 2 || b.AccountUID != memberUID(1) || b.Namespace != "ns-alpha" ||
 		b.BindingID != (domain.BindingKey{PartyID: memberParty, ProjectID: memberProject, Environment: "alpha-k8s"}).ID() {
 		t.Fatalf("binding %+v", b)
 	}
 	if _, err := p.bindings.DesiredBindings(ctx, "gamma-k8s"); !errors.Is(err, epapp.ErrResourceLookupUnavailable) {
 		t.Fatalf("an environment the owner does not know: %v", err)
+	}
+	checkFeed(t, p.feed, binding, d.ChangesCursor)
+}
+
+// checkFeed asserts what the feed port answers after seedMembers: its head
+// is the desired-binding read's changes cursor, nothing is after it, and
+// from the feed's start the binding's changes come in revision order
+// (allocation changes passed over); a cursor the owner did not issue is
+// unavailable, never a restart.
+func checkFeed(t *testing.T, feed epapp.BindingFeed, binding, changesCursor string) {
+	t.Helper()
+	ctx := context.Background()
+	head, err := feed.FeedHead(ctx)
+	if err != nil || head != changesCursor {
+		t.Fatalf("feed head %q %v, want the desired read's %q", head, err, changesCursor)
+	}
+	if p, err := feed.BindingChanges(ctx, head); err != nil || len(p.Changes) != 0 || p.Next != head || p.More {
+		t.Fatalf("after the head: %+v %v", p, err)
+	}
+	p, err := feed.BindingChanges(ctx, rpapp.FeedCursor(0))
+	if err != nil || p.Next != head || p.More {
+		t.Fatalf("from the start: %+v %v", p, err)
+	}
+	want := []epapp.BindingChange{{Environment: "alpha-k8s", BindingID: binding, Revision: 1}, {Environment: "alpha-k8s", BindingID: binding, Revision: 2}}
+	if fmt.Sprint(p.Changes) != fmt.Sprint(want) {
+		t.Fatalf("binding changes %+v, want %+v", p.Changes, want)
+	}
+	if _, err := feed.BindingChanges(ctx, "bm90LWEtY3Vyc29y"); !errors.Is(err, epapp.ErrResourceLookupUnavailable) {
+		t.Fatalf("a cursor the owner did not issue: %v", err)
 	}
 }
 
@@ -125,7 +159,7 @@ func TestMemberPortsReadTheProvisioningRoleInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := memberPorts{accounts: o, bindings: o}
+	p := memberPorts{accounts: o, bindings: o, feed: o}
 	binding := seedMembers(t, executiontest.Client{Base: "http://" + srv.Addr()}, files)
 	checkMemberPorts(t, p, binding)
 }
@@ -141,11 +175,11 @@ func TestMemberPortsReadTheProvisioningRoleOverHTTPAndAreUnavailableWhenItIsGone
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := memberPorts{accounts: o, bindings: o}
+	p := memberPorts{accounts: o, bindings: o, feed: o}
 	binding := seedMembers(t, executiontest.Client{Base: "http://" + provSrv.Addr()}, files)
 	checkMemberPorts(t, p, binding)
 	clk.Advance(16 * time.Minute) // the owner judges freshness when execution reads
-	if a, err := p.accounts.ReadyAccount(context.Background(), memberParty, memberProject, "alpha"); err != nil || a.Fresh || a.UID != "uid-1" {
+	if a, err := p.accounts.ReadyAccount(context.Background(), memberParty, memberProject, "alpha"); err != nil || a.Fresh || a.UID != memberUID(1) {
 		t.Fatalf("an account not confirmed for 16 minutes: %+v %v", a, err)
 	}
 	prov.app.RequireStop()
@@ -154,5 +188,11 @@ func TestMemberPortsReadTheProvisioningRoleOverHTTPAndAreUnavailableWhenItIsGone
 	}
 	if d, err := p.bindings.DesiredBindings(context.Background(), "alpha-k8s"); !errors.Is(err, epapp.ErrResourceLookupUnavailable) || d.Bindings != nil {
 		t.Fatalf("owner gone: %+v %v", d, err)
+	}
+	if _, err := p.feed.FeedHead(context.Background()); !errors.Is(err, epapp.ErrResourceLookupUnavailable) {
+		t.Fatalf("owner gone: feed head %v", err)
+	}
+	if _, err := p.feed.BindingChanges(context.Background(), rpapp.FeedCursor(0)); !errors.Is(err, epapp.ErrResourceLookupUnavailable) {
+		t.Fatalf("owner gone: feed %v", err)
 	}
 }

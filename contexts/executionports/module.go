@@ -85,6 +85,10 @@ type Config struct {
 	// DeliveryInterval is the period of the binding delivery's full
 	// reconcile (default application.DefaultDeliveryInterval; delivery.go).
 	DeliveryInterval time.Duration
+	// FeedInterval is how often binding delivery reads the owner's change
+	// feed when it is caught up (default application.DefaultFeedInterval;
+	// delivery.go).
+	FeedInterval time.Duration
 }
 
 // ErrNoOwner is wrapped by Config.Validate's error when no owner adaptor is
@@ -114,6 +118,9 @@ func (c Config) Validate() error {
 	}
 	if c.DeliveryInterval < 0 {
 		return config.Invalid("binding-delivery-interval", c.DeliveryInterval.String(), errors.New("must not be negative (0: the default)"))
+	}
+	if c.FeedInterval < 0 {
+		return config.Invalid("binding-feed-interval", c.FeedInterval.String(), errors.New("must not be negative (0: the default)"))
 	}
 	switch c.ResourceOwner {
 	case OwnerInProcess, OwnerHTTP:
@@ -156,10 +163,11 @@ func Module(cfg Config) fx.Option {
 				return Database().ReadinessCheck(h, log)
 			}),
 		),
-		fx.Invoke(func(application.ProjectResources, application.MemberAccounts, application.MemberBindings) {}),
+		fx.Invoke(func(application.ProjectResources, application.MemberAccounts, application.MemberBindings, application.BindingFeed) {
+		}),
 		fx.Invoke(listenForAppends),
-		fx.Invoke(func(lc fx.Lifecycle, d *application.Deliverer, log *zap.Logger) {
-			RunDelivery(lc, d, cfg.DeliveryInterval, log)
+		fx.Invoke(func(lc fx.Lifecycle, d *application.Deliverer, feed application.BindingFeed, log *zap.Logger) {
+			RunDelivery(lc, d, feed, DeliverySchedule{Interval: cfg.DeliveryInterval, FeedInterval: cfg.FeedInterval}, log)
 		}),
 		fx.Invoke(stopWaitingPulls),
 	)

@@ -9,12 +9,13 @@ import (
 
 // ownerPorts are the owner ports one owner adaptor answers
 // (docs/execution-ports.md#owner-adaptors): allocations, member accounts
-// and member bindings, all from resource_provisioning.
+// and member bindings, and the change feed, all from resource_provisioning.
 type ownerPorts struct {
 	fx.Out
 	Resources application.ProjectResources
 	Accounts  application.MemberAccounts
 	Bindings  application.MemberBindings
+	Feed      application.BindingFeed
 }
 
 // owner is what an owner adaptor implements.
@@ -22,9 +23,10 @@ type owner interface {
 	application.ProjectResources
 	application.MemberAccounts
 	application.MemberBindings
+	application.BindingFeed
 }
 
-func portsOf(o owner) ownerPorts { return ownerPorts{Resources: o, Accounts: o, Bindings: o} }
+func portsOf(o owner) ownerPorts { return ownerPorts{Resources: o, Accounts: o, Bindings: o, Feed: o} }
 
 // ownerAdaptors returns the constructor of the owner ports' adaptor cfg
 // chooses (Config.Validate has accepted cfg).

@@ -105,6 +105,15 @@ func NewDeliverer(store DeliveryStore, streams *Streams, owner MemberBindings, c
 	return &Deliverer{store: store, streams: streams, owner: owner, clock: clock, environments: envs}
 }
 
+// Environments returns the environments d delivers to, in ID order.
+func (d *Deliverer) Environments() []string { return append([]string(nil), d.environments...) }
+
+// Delivers reports whether d delivers to environment.
+func (d *Deliverer) Delivers(environment string) bool {
+	i := sort.SearchStrings(d.environments, environment)
+	return i < len(d.environments) && d.environments[i] == environment
+}
+
 // DeliveryPass is what one pass over an environment did.
 type DeliveryPass struct {
 	Environment string

@@ -157,6 +157,10 @@ func (s *Service) Allocations(ctx context.Context, after string, limit int) (All
 	return page, nil
 }
 
+// MemberBindingChangedType is the Type of a binding change in a ChangePage
+// (domain.MemberBindingChangedType, for readers outside this context).
+const MemberBindingChangedType = domain.MemberBindingChangedType
+
 // ChangePage is a slice of the change feed.
 type ChangePage struct {
 	Changes []domain.Change

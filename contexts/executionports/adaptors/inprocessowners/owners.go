@@ -25,10 +25,12 @@ type Provisioning interface {
 	ProjectAllocations(ctx context.Context, projectID, site string) ([]rpapp.AllocationView, error)
 	ProjectAccounts(ctx context.Context, projectID, site, partyID string) ([]rpapp.AccountView, error)
 	DesiredBindings(ctx context.Context, environment, after string, limit int) (rpapp.BindingPage, error)
+	Allocations(ctx context.Context, after string, limit int) (rpapp.AllocationPage, error)
+	Changes(ctx context.Context, after int64, limit int) (rpapp.ChangePage, error)
 }
 
-// Resources implements application.ProjectResources, MemberAccounts and
-// MemberBindings in process.
+// Resources implements application.ProjectResources, MemberAccounts,
+// MemberBindings and BindingFeed in process.
 type Resources struct {
 	owner Provisioning
 }

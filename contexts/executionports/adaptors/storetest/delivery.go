@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -199,8 +200,28 @@ var (
 func ready(revision, generation int64, uid string) application.MemberBinding {
 	return application.MemberBinding{
 		PartyID: party, ProjectID: project, Environment: deliveryEnv, Namespace: "project-a", Account: siteprotocol.MemberAccount(party),
-		BindingID: binding, Revision: revision, Generation: generation, State: "ready", AccountUID: uid,
+		BindingID: binding, Revision: revision, Generation: generation, State: "ready", AccountUID: kubeUID(uid),
 	}
+}
+
+// uidPrefix makes a test's UID label ("uid-3") a Kubernetes UID (a
+// lower-case UUID, as bind-member's account_uid must be); streamOps shows
+// the label again.
+const uidPrefix = "00000000-0000-4000-8000-"
+
+func kubeUID(label string) string {
+	n, err := strconv.ParseInt(strings.TrimPrefix(label, "uid-"), 10, 64)
+	if err != nil {
+		return label
+	}
+	return fmt.Sprintf("%s%012d", uidPrefix, n)
+}
+
+func uidLabel(uid string) string {
+	if n, err := strconv.ParseInt(strings.TrimPrefix(uid, uidPrefix), 10, 64); strings.HasPrefix(uid, uidPrefix) && err == nil {
+		return "uid-" + itoa(n)
+	}
+	return uid
 }
 
 // streamOps returns the stream's commands as (operation, revision or
@@ -227,7 +248,7 @@ func streamOps(t *testing.T, s DeliveryStore) []string {
 		}
 		seen[v.ID] = true
 		if v.Operation == "bind-member" {
-			out = append(out, v.Operation+" r"+itoa(v.Payload.Revision)+" "+v.Payload.AccountUID)
+			out = append(out, v.Operation+" r"+itoa(v.Payload.Revision)+" "+uidLabel(v.Payload.AccountUID))
 		} else {
 			out = append(out, v.Operation+" g"+itoa(v.Payload.Generation))
 		}
