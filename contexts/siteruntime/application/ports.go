@@ -222,9 +222,11 @@ type JournalSet interface {
 	DiscardUnfinished(ctx context.Context, want domain.Binding) ([]string, error)
 	// Upgrade brings every journal file of the complete set to the
 	// Runtime's schema version by the journal's explicit, versioned
-	// upgrade, keeping every row, and returns what it upgraded (none when
-	// the set is current); it verifies the set first and is safe to run
-	// again after a crash (docs/site-runtime.md#schema-versions-and-upgrades).
+	// upgrade, atomically as a set (a crash leaves the old set or the new
+	// one, never a mix), keeping every row, and returns what it upgraded
+	// (none when the set is current); it verifies the set first and is
+	// safe to run again after a crash
+	// (docs/site-runtime.md#schema-versions-and-upgrades).
 	Upgrade(ctx context.Context) ([]string, error)
 }
 

@@ -94,7 +94,7 @@ func (e *UpgradeRequiredError) Error() string {
 		}
 	}
 	return fmt.Sprintf("journal %s is at schema version %d; this Runtime needs version %d (%s): run the installation hook, "+
-		"`metallo runtime install`, which upgrades the journal set in place and keeps every row (docs/operations.md#upgrades)",
+		"`metallo runtime install`, which upgrades the journal set atomically and keeps every row (docs/operations.md#upgrades)",
 		e.File, e.Version, SchemaVersion, strings.Join(adds, "; "))
 }
 
