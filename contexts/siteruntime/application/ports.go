@@ -397,6 +397,10 @@ type Delivery struct {
 	Outcome   siteprotocol.Outcome
 	Reason    siteprotocol.Reason
 	Path      DeliveryPath
+	// Note is the executor's note for the command's log line
+	// (domain.Answer.Note), e.g. that a start's account was checked by
+	// name only; empty for a replayed result.
+	Note string
 }
 
 // Steps of the worker that retry transient failures (the step label of
