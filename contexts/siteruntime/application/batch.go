@@ -202,9 +202,12 @@ func (e *BatchExecutor) start(ctx context.Context, cmd siteprotocol.Command, rec
 	if refusal != nil || err != nil {
 		return orAnswer(refusal), err
 	}
-	return domain.Succeeded(siteprotocol.ReasonCreated,
+	a := domain.Succeeded(siteprotocol.ReasonCreated,
 		fmt.Sprintf("%s %s created in namespace %s as %s%s", obj.Kind, obj.Name, obj.Namespace, b.Account, domain.AccountCheckNote(b)),
-		siteprotocol.StateDetail{State: siteprotocol.StateQueued}, obj.Ref(uid)), nil
+		siteprotocol.StateDetail{State: siteprotocol.StateQueued}, obj.Ref(uid))
+	// The start's log line says so too (Delivery.Note).
+	a.Note = domain.AccountCheckedByNameOnly(b)
+	return a, nil
 }
 
 // ensureCreated makes sure obj exists, created by cmd: see BatchExecutor.

@@ -552,3 +552,26 @@ func TestAPrepareForARecreatedAccountIsBindingConflictAndCreatesNothing(t *testi
 	f.accountUIDs("uid-recreated", "uid-recreated")
 	expect(t, f.run(t, f.cmd(t, siteprotocol.OpPrepare, map[string]any{"workspace_size_bytes": 1 << 20}), false), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
 }
+
+// A start under a binding applied without an account UID is checked by
+// name only: its result's message and its log line's note (Answer.Note)
+// say so; under a binding applied with the live account's UID neither does
+// (docs/site-protocol.md#the-accounts-uid-in-a-binding).
+func TestAStartCheckedByNameOnlySaysSoInItsMessageAndItsLogNote(t *testing.T) {
+	f := newBatchFixture(t, time.Second)
+	f.prepared(t)
+	f.accountUIDs("", "uid-live")
+	a, err := f.reg.Execute(context.Background(), f.cmd(t, siteprotocol.OpStart, startBody))
+	if err != nil || a.Reason != siteprotocol.ReasonCreated || !strings.Contains(a.Message, "checked by name only") ||
+		!strings.Contains(a.Note, "checked by name only: binding "+bindingID) {
+		t.Fatalf("start by name only: %+v, %v", a, err)
+	}
+
+	g := newBatchFixture(t, time.Second)
+	g.prepared(t)
+	g.accountUIDs("uid-live", "uid-live")
+	a, err = g.reg.Execute(context.Background(), g.cmd(t, siteprotocol.OpStart, startBody))
+	if err != nil || a.Reason != siteprotocol.ReasonCreated || strings.Contains(a.Message, "by name only") || a.Note != "" {
+		t.Fatalf("start checked by UID: %+v, %v", a, err)
+	}
+}

@@ -313,8 +313,9 @@ type effectExecutor struct {
 	effects    map[string]int // command ID -> times performed
 	executes   int
 	recovers   int
-	failExec   error // returned once by Execute, after performing the effect
-	recoverErr error // returned by every Recover when set
+	failExec   error  // returned once by Execute, after performing the effect
+	recoverErr error  // returned by every Recover when set
+	note       string // every answer's Note
 }
 
 func newEffectExecutor() *effectExecutor { return &effectExecutor{effects: map[string]int{}} }
@@ -345,7 +346,9 @@ func (e *effectExecutor) Recover(_ context.Context, cmd siteprotocol.Command) (d
 }
 
 func (e *effectExecutor) answer(cmd siteprotocol.Command) domain.Answer {
-	return domain.Succeeded(siteprotocol.ReasonObserved, "observed "+cmd.AttemptID, siteprotocol.ObserveDetail{State: siteprotocol.StateRunning})
+	a := domain.Succeeded(siteprotocol.ReasonObserved, "observed "+cmd.AttemptID, siteprotocol.ObserveDetail{State: siteprotocol.StateRunning})
+	a.Note = e.note
+	return a
 }
 
 func (e *effectExecutor) counts() (executes, recovers int, effects map[string]int) {

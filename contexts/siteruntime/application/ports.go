@@ -222,9 +222,11 @@ type JournalSet interface {
 	DiscardUnfinished(ctx context.Context, want domain.Binding) ([]string, error)
 	// Upgrade brings every journal file of the complete set to the
 	// Runtime's schema version by the journal's explicit, versioned
-	// upgrade, keeping every row, and returns what it upgraded (none when
-	// the set is current); it verifies the set first and is safe to run
-	// again after a crash (docs/site-runtime.md#schema-versions-and-upgrades).
+	// upgrade, atomically as a set (a crash leaves the old set or the new
+	// one, never a mix), keeping every row, and returns what it upgraded
+	// (none when the set is current); it verifies the set first and is
+	// safe to run again after a crash
+	// (docs/site-runtime.md#schema-versions-and-upgrades).
 	Upgrade(ctx context.Context) ([]string, error)
 }
 
@@ -286,14 +288,32 @@ const (
 	// FailInstallAfterLink: a journal file is linked into the journal
 	// directory and the directory synced.
 	FailInstallAfterLink = "install-after-link"
-	// FailUpgradeAfterFile: a journal file's upgrade is durable
-	// (JournalSet.Upgrade; the n-th file upgraded).
-	FailUpgradeAfterFile = "upgrade-after-file"
+)
+
+// Failpoints of the journal set's upgrade (JournalSet.Upgrade), in the
+// order the upgrade reaches them; name@n counts the n-th file upgraded
+// (docs/site-runtime.md#schema-versions-and-upgrades).
+const (
+	// FailUpgradeBeforeCopies: the set is verified, nothing is written yet.
+	FailUpgradeBeforeCopies = "upgrade-before-copies"
+	// FailUpgradeAfterCopy: an upgraded copy of a journal file is complete
+	// and synced beside its original.
+	FailUpgradeAfterCopy = "upgrade-after-copy"
+	// FailUpgradeAfterMarker: the commit marker is durable; the upgrade is
+	// decided and every later step rolls forward.
+	FailUpgradeAfterMarker = "upgrade-after-marker"
+	// FailUpgradeAfterRename: an upgraded copy has replaced its original
+	// and the directory is synced.
+	FailUpgradeAfterRename = "upgrade-after-rename"
+	// FailUpgradeBeforeMarkerRemoval: every copy has replaced its original;
+	// the commit marker is still there.
+	FailUpgradeBeforeMarkerRemoval = "upgrade-before-marker-removal"
 )
 
 // InstallFailpointNames lists the failpoints of `metallo runtime install`.
 func InstallFailpointNames() []string {
-	return []string{FailInstallAfterBuild, FailInstallAfterLink, FailUpgradeAfterFile}
+	return []string{FailInstallAfterBuild, FailInstallAfterLink, FailUpgradeBeforeCopies, FailUpgradeAfterCopy,
+		FailUpgradeAfterMarker, FailUpgradeAfterRename, FailUpgradeBeforeMarkerRemoval}
 }
 
 // FailpointNames lists every failpoint of the worker.
@@ -377,6 +397,10 @@ type Delivery struct {
 	Outcome   siteprotocol.Outcome
 	Reason    siteprotocol.Reason
 	Path      DeliveryPath
+	// Note is the executor's note for the command's log line
+	// (domain.Answer.Note), e.g. that a start's account was checked by
+	// name only; empty for a replayed result.
+	Note string
 }
 
 // Steps of the worker that retry transient failures (the step label of

@@ -289,7 +289,7 @@ func (w *Worker) resume(ctx context.Context) error {
 	if err := w.saveResult(ctx, p, a); err != nil {
 		return err
 	}
-	return w.send(ctx, p, false, Delivery{Outcome: a.Outcome, Reason: a.Reason, Path: PathRecovered})
+	return w.send(ctx, p, false, Delivery{Outcome: a.Outcome, Reason: a.Reason, Path: PathRecovered, Note: a.Note})
 }
 
 // deliver takes the next pulled command through commit #1, Execute,
@@ -331,7 +331,7 @@ func (w *Worker) deliver(ctx context.Context, raw []byte, more bool) error {
 	if err := w.saveResult(ctx, p, a); err != nil {
 		return err
 	}
-	return w.send(ctx, p, more, Delivery{Outcome: a.Outcome, Reason: a.Reason, Path: path})
+	return w.send(ctx, p, more, Delivery{Outcome: a.Outcome, Reason: a.Reason, Path: path, Note: a.Note})
 }
 
 // recover calls Recover until it answers.

@@ -520,3 +520,26 @@ func TestWorkerReportsHeadPendingRetryEndsAndShutdown(t *testing.T) {
 		}
 	}
 }
+
+// An executor's note for the command's log line (a start's account checked
+// by name only) reaches Events with the delivery; it is no part of the
+// exact result the server receives.
+func TestAnExecutorsNoteReachesTheDeliverysEventNotTheResult(t *testing.T) {
+	h := newHarness()
+	h.exec.note = "account checked by name only: binding b1 was applied without an account UID"
+	appendObserves(t, h, 1, 1)
+	stop := h.start(t)
+	waitAcked(t, h, 1)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	h.events.mu.Lock()
+	defer h.events.mu.Unlock()
+	if len(h.events.deliveries) != 1 || h.events.deliveries[0].Note != h.exec.note {
+		t.Fatalf("deliveries %+v, want one with the executor's note", h.events.deliveries)
+	}
+	_, _, results := h.site.state()
+	if len(results) != 1 || strings.Contains(string(results[1]), "by name only") {
+		t.Fatalf("results sent %d: %s, want one without the note", len(results), results[1])
+	}
+}

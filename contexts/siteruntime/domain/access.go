@@ -141,11 +141,22 @@ func DecideAccount(b MemberBinding, liveUID string, found bool) *Answer {
 
 // AccountCheckNote is what a start's message adds about the account check
 // of binding b: nothing for a binding applied with an account UID (checked
-// by UID), and a note that the account was checked by name only for one
-// applied without (docs/site-protocol.md#the-accounts-uid-in-a-binding).
+// by UID), and " (AccountCheckedByNameOnly(b))" for one applied without
+// (docs/site-protocol.md#the-accounts-uid-in-a-binding).
 func AccountCheckNote(b MemberBinding) string {
+	if n := AccountCheckedByNameOnly(b); n != "" {
+		return " (" + n + ")"
+	}
+	return ""
+}
+
+// AccountCheckedByNameOnly says, for a binding b applied without an
+// account UID, that the account was checked by name only, naming the
+// binding; it is empty for a binding applied with a UID. It is the note of
+// a start's log line (Answer.Note).
+func AccountCheckedByNameOnly(b MemberBinding) string {
 	if b.AccountUID != "" {
 		return ""
 	}
-	return " (account checked by name only: binding " + b.BindingID + " was applied without an account UID)"
+	return "account checked by name only: binding " + b.BindingID + " was applied without an account UID"
 }

@@ -21,6 +21,10 @@ type Answer struct {
 	Detail any
 	// NativeRefs names the native objects the operation touched.
 	NativeRefs []siteprotocol.NativeRef
+	// Note is for the Runtime's log line of the command and is not part of
+	// the exact result, e.g. that a start's account was checked by name
+	// only (AccountCheckedByNameOnly); empty when there is nothing to note.
+	Note string
 }
 
 // Refused returns a refused Answer with reason and a formatted message.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"os"
 	"path/filepath"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
@@ -76,6 +77,59 @@ func DowngradeTo(ctx context.Context, dir string, version int64) error {
 			_, err = db.ExecContext(ctx, "UPDATE journal_meta SET schema_version = ?, digest = ?", version, metaDigest(f, version, id))
 		}
 		if err = errors.Join(err, db.Close()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DowngradeToCrashImage downgrades the closed set in dir to version as
+// DowngradeTo does, but with every file's log left un-checkpointed
+// (wal_autocheckpoint off): while the connections are still open it copies
+// the directory, -wal and -shm included, to image, as a crash of a Runtime
+// of that version leaves it.
+func DowngradeToCrashImage(ctx context.Context, dir, image string, version int64) error {
+	var dbs []*sql.DB
+	defer func() {
+		for _, db := range dbs {
+			_ = db.Close()
+		}
+	}()
+	for _, f := range domain.JournalFiles() {
+		db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, f)+"?mode=rw&_pragma=journal_mode(WAL)&_pragma=wal_autocheckpoint(0)")
+		if err != nil {
+			return err
+		}
+		db.SetMaxOpenConns(1)
+		dbs = append(dbs, db)
+		var id string
+		err = db.QueryRowContext(ctx, "SELECT installation_id FROM journal_meta").Scan(&id)
+		if err == nil && f != domain.DeliveryFile && version < 2 {
+			_, err = db.ExecContext(ctx, "DROP TABLE terminal_states")
+		}
+		if err == nil && f == domain.DeliveryFile && version < 3 {
+			_, err = db.ExecContext(ctx, "ALTER TABLE member_bindings DROP COLUMN account_uid")
+		}
+		if err == nil {
+			_, err = db.ExecContext(ctx, "UPDATE journal_meta SET schema_version = ?, digest = ?", version, metaDigest(f, version, id))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(image, 0o750); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(image, e.Name()), b, 0o640); err != nil {
 			return err
 		}
 	}

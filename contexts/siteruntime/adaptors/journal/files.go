@@ -6,9 +6,10 @@
 //   - A fixed schema per version (SchemaVersion), created by `metallo
 //     runtime install` (Set.Initialise), never goose-migrated: an earlier
 //     version is converted only by the installation hook's explicit,
-//     versioned upgrade (Set.Upgrade, upgrade.go), one durable transaction
-//     per file that keeps every row and digest; Open refuses a set that is
-//     not at SchemaVersion, naming the upgrade.
+//     versioned upgrade (Set.Upgrade, upgrade.go), atomic as a set
+//     (upgraded copies, a commit marker, renames; recovered on every open)
+//     and keeping every row and digest; Open refuses a set that is not at
+//     SchemaVersion, naming the upgrade.
 //   - WAL, synchronous=FULL, a busy timeout and foreign keys on every
 //     connection; every write is one transaction (BEGIN IMMEDIATE) and one
 //     durable commit.

@@ -90,8 +90,11 @@ type Options struct {
 // differs from Options.Expect.
 var ErrBindingMismatch = errors.New("binding mismatch")
 
-// Open locks dir, verifies the complete journal set read-only and opens it
-// for writing. It never creates a journal. It fails with ErrLocked when
+// Open locks dir, finishes or undoes a journal upgrade a kill interrupted
+// (recoverUpgrade: it touches only the upgrade's own copies, its commit
+// marker and, rolling forward, the files the marker names), verifies the
+// complete journal set read-only and opens it for writing. It never
+// creates a journal. It fails with ErrLocked when
 // another Runtime holds the directory, ErrNotInstalled when no journal
 // exists, and an *IntegrityError naming the file and row when a check
 // fails; the directory is unchanged in every failure. A damaged last
@@ -100,6 +103,12 @@ var ErrBindingMismatch = errors.New("binding mismatch")
 func Open(ctx context.Context, dir string, opts Options) (*Journal, error) {
 	lock, err := lockDir(dir)
 	if err != nil {
+		return nil, err
+	}
+	// An upgrade a kill interrupted is finished or undone first, so the set
+	// read is the old one or the new one, never a mix.
+	if err := recoverUpgrade(dir); err != nil {
+		_ = lock.Unlock()
 		return nil, err
 	}
 	cp, err := verifySet(ctx, dir)

@@ -32,14 +32,19 @@ type Set struct {
 	fp   application.Failpoints
 }
 
-// OpenSet creates dir if missing (the hook prepares a fresh volume) and
-// takes its lock; it fails with ErrLocked when a Runtime holds it.
+// OpenSet creates dir if missing (the hook prepares a fresh volume), takes
+// its lock and finishes or undoes a journal upgrade a kill interrupted
+// (recoverUpgrade); it fails with ErrLocked when a Runtime holds the lock.
 func OpenSet(dir string) (*Set, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("journal directory: %w", err)
 	}
 	lock, err := lockDir(dir)
 	if err != nil {
+		return nil, err
+	}
+	if err := recoverUpgrade(dir); err != nil {
+		_ = lock.Unlock()
 		return nil, err
 	}
 	return &Set{dir: dir, lock: lock}, nil

@@ -3,9 +3,12 @@ package journal
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -91,7 +94,7 @@ func (e *UpgradeRequiredError) Error() string {
 		}
 	}
 	return fmt.Sprintf("journal %s is at schema version %d; this Runtime needs version %d (%s): run the installation hook, "+
-		"`metallo runtime install`, which upgrades the journal set in place and keeps every row (docs/operations.md#upgrades)",
+		"`metallo runtime install`, which upgrades the journal set atomically and keeps every row (docs/operations.md#upgrades)",
 		e.File, e.Version, SchemaVersion, strings.Join(adds, "; "))
 }
 
@@ -115,41 +118,292 @@ func verifySet(ctx context.Context, dir string) (domain.Checkpoint, error) {
 }
 
 // Upgrade brings every journal file to SchemaVersion
-// (application.JournalSet): it verifies the complete set read-only first
-// (each file at its own known version; a damaged set is refused before
-// anything is written), then upgrades jobs.sqlite, services.sqlite and
-// delivery.sqlite in that order, each file in one durable transaction per
-// step (its SQL, then its journal_meta row at the new version with that
-// row's digest), checking inside the transaction that the file is still at
-// the step's previous version. No other row is written, so every row and
-// row digest is kept. A crash between two commits leaves files at
-// different versions; the next Upgrade continues from there. It returns
-// the upgrades made ("jobs.sqlite 1→2"), none when the set was current.
-// The failpoint application.FailUpgradeAfterFile is hit after each file's
-// commit.
+// (application.JournalSet) atomically as a set: a kill at any point leaves
+// either the old set or the new one, never a mix
+// (docs/site-runtime.md#schema-versions-and-upgrades). It first finishes
+// or undoes an interrupted upgrade (recoverUpgrade) and verifies the
+// complete set read-only (each file at its own known version; a damaged
+// set or a file of an unknown version is refused before anything is
+// written). Then, for each file not at SchemaVersion (jobs.sqlite,
+// services.sqlite, delivery.sqlite in that order), it checkpoints the
+// original's write-ahead log into it (held by the directory lock, no
+// Runtime writes it meanwhile), copies it with VACUUM INTO to .<file>.upgrade
+// beside it, runs the upgrade steps on the copy (one durable transaction per
+// step), closes and syncs it and verifies it read-only at the new version.
+// With every copy complete and the directory synced it writes the commit
+// marker .upgrade-commit (naming the installation, the version and the
+// files; synced, then the directory), renames each copy over its original
+// (the directory synced after each) and removes the marker. Only
+// journal_meta rows are written, so every other row and its digest are
+// kept. It returns the upgrades made ("jobs.sqlite 1→3"), none when the set
+// was current. The failpoints application.FailUpgrade* are hit after each
+// of those steps.
 func (s *Set) Upgrade(ctx context.Context) ([]string, error) {
-	_, versions, err := verifySetVersions(ctx, s.dir)
+	if err := recoverUpgrade(s.dir); err != nil {
+		return nil, err
+	}
+	cp, versions, err := verifySetVersions(ctx, s.dir)
 	if err != nil {
 		return nil, err
 	}
-	var done []string
+	var todo, done []string
 	// delivery.sqlite last, as in Initialise.
 	for _, f := range []string{domain.JobsFile, domain.ServicesFile, domain.DeliveryFile} {
-		from := versions[f]
-		if from == SchemaVersion {
-			continue
+		if versions[f] != SchemaVersion {
+			todo = append(todo, f)
+			done = append(done, fmt.Sprintf("%s %d→%d", f, versions[f], SchemaVersion))
 		}
-		if err := upgradeFile(ctx, filepath.Join(s.dir, f), f, from); err != nil {
-			return done, err
+	}
+	if len(todo) == 0 {
+		return nil, nil
+	}
+	s.hit(application.FailUpgradeBeforeCopies)
+	for _, f := range todo {
+		if err := upgradeCopy(ctx, s.dir, f, versions[f]); err != nil {
+			// Nothing is decided yet: the originals are the set.
+			return nil, errors.Join(err, rollBack(s.dir))
 		}
-		done = append(done, fmt.Sprintf("%s %d→%d", f, from, SchemaVersion))
-		s.hit(application.FailUpgradeAfterFile)
+		s.hit(application.FailUpgradeAfterCopy)
+	}
+	if err := syncDir(s.dir); err != nil {
+		return nil, errors.Join(fmt.Errorf("upgrade: sync %s: %w", s.dir, err), rollBack(s.dir))
+	}
+	m := upgradeMarker{InstallationID: cp.Binding.InstallationID, To: SchemaVersion, Files: todo}
+	if err := writeMarker(s.dir, m); err != nil {
+		return nil, errors.Join(err, rollBack(s.dir))
+	}
+	s.hit(application.FailUpgradeAfterMarker)
+	// From here on the upgrade is decided: a failure leaves the marker, and
+	// the next open or install finishes the renames.
+	if err := rollForward(s.dir, m, s.hit); err != nil {
+		return nil, err
 	}
 	return done, nil
 }
 
-// upgradeFile runs every step after version from on one file, one durable
-// transaction per step, and closes it (SQLite checkpoints its WAL away).
+// The upgrade's files beside the journals: each file's upgraded copy and
+// the commit marker (with its temporary name while it is written).
+const (
+	upgradeCopySuffix = ".upgrade"
+	upgradeMarkerName = ".upgrade-commit"
+	upgradeMarkerTemp = ".upgrade-commit.tmp"
+)
+
+func copyPath(dir, file string) string { return filepath.Join(dir, "."+file+upgradeCopySuffix) }
+
+// upgradeMarker is the commit marker's content (JSON): the set's
+// installation, the version its upgraded files are at and which files the
+// upgrade replaces.
+type upgradeMarker struct {
+	InstallationID string   `json:"installation_id"`
+	To             int64    `json:"schema_version"`
+	Files          []string `json:"files"`
+}
+
+// upgradeCopy makes the upgraded copy of file: the original's log
+// checkpointed into it and removed, VACUUM INTO the copy, every step after
+// version from run on the copy, the copy closed, synced and verified
+// read-only at SchemaVersion.
+func upgradeCopy(ctx context.Context, dir, file string, from int64) error {
+	path, cpath := filepath.Join(dir, file), copyPath(dir, file)
+	db, err := sql.Open("sqlite", database.SQLiteDSN(path, 10*time.Second, "synchronous(FULL)")+"&mode=rw")
+	if err != nil {
+		return fmt.Errorf("upgrade %s: %w", file, err)
+	}
+	db.SetMaxOpenConns(1)
+	var busy, logFrames, checkpointed int
+	err = db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &checkpointed)
+	if err == nil && busy != 0 {
+		err = errors.New("the checkpoint of its write-ahead log was blocked")
+	}
+	if err == nil {
+		_, err = db.ExecContext(ctx, "VACUUM INTO ?", cpath)
+	}
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("upgrade %s: copy to %s: %w", file, filepath.Base(cpath), err)
+	}
+	// Closed by its last connection, the original has no log left: nothing
+	// of it is outside the copy, and no stale log can meet the copy once it
+	// is renamed.
+	if wal, err := exists(path + "-wal"); err != nil || wal {
+		return errors.Join(err, fmt.Errorf("upgrade %s: its write-ahead log is still there after the checkpoint", file))
+	}
+	if err := upgradeFile(ctx, cpath, file, from); err != nil {
+		return err
+	}
+	for _, suffix := range []string{"-wal", "-shm", "-journal"} {
+		if left, err := exists(cpath + suffix); err != nil || left {
+			return errors.Join(err, fmt.Errorf("upgrade %s: the copy still has its %s after it was closed", file, suffix))
+		}
+	}
+	m, _, err := verifyFileReadOnly(ctx, cpath, file)
+	if err != nil {
+		return fmt.Errorf("upgrade %s: the upgraded copy: %w", file, err)
+	}
+	if m.SchemaVersion != SchemaVersion {
+		return integrity(file, "journal_meta", "the upgraded copy is at version %d, not %d", m.SchemaVersion, SchemaVersion)
+	}
+	return nil
+}
+
+// writeMarker makes the commit marker durable: written under a temporary
+// name and synced, renamed into place, the directory synced; it appears
+// whole or not at all.
+func writeMarker(dir string, m upgradeMarker) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, upgradeMarkerTemp)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
+	if err != nil {
+		return fmt.Errorf("upgrade: commit marker: %w", err)
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err = errors.Join(err, f.Close()); err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, upgradeMarkerName))
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("upgrade: commit marker: %w", err)
+	}
+	return nil
+}
+
+// recoverUpgrade finishes or undoes an upgrade a kill interrupted; Open and
+// OpenSet run it under the directory lock before they read any journal.
+// With the commit marker present every copy was complete before it was
+// written: the renames are finished (rollForward). Without it nothing was
+// decided: the copies and a partly written marker are removed (rollBack)
+// and the originals are the set. Without either it changes nothing.
+func recoverUpgrade(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, upgradeMarkerName))
+	if errors.Is(err, os.ErrNotExist) {
+		return rollBack(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("journal upgrade marker %s: %w", upgradeMarkerName, err)
+	}
+	var m upgradeMarker
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("journal upgrade marker %s cannot be read: %w", upgradeMarkerName, err)
+	}
+	for _, f := range m.Files {
+		if !slices.Contains(domain.JournalFiles(), f) {
+			return fmt.Errorf("journal upgrade marker %s names %q, not a journal file", upgradeMarkerName, f)
+		}
+	}
+	return rollForward(dir, m, nil)
+}
+
+// rollBack removes every upgraded copy (with any -wal/-shm/-journal of its
+// own) and a partly written marker; the directory is synced when anything
+// was removed.
+func rollBack(dir string) error {
+	removed := false
+	names := []string{filepath.Join(dir, upgradeMarkerTemp)}
+	for _, f := range domain.JournalFiles() {
+		for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+			names = append(names, copyPath(dir, f)+suffix)
+		}
+	}
+	for _, n := range names {
+		err := os.Remove(n)
+		switch {
+		case err == nil:
+			removed = true
+		case !errors.Is(err, os.ErrNotExist):
+			return fmt.Errorf("undo the interrupted journal upgrade: %w", err)
+		}
+	}
+	if !removed {
+		return nil
+	}
+	return syncDir(dir)
+}
+
+// rollForward renames each of m's copies that is still there over its
+// original, the directory synced after each, checks every file of m is
+// then at m's version and installation, and removes the marker. Before a
+// copy replaces its original, the original's -shm and -journal are
+// removed and so is its -wal when empty: the original was checkpointed and
+// closed before its copy was made, so they hold nothing (a -wal that holds
+// frames is refused: something wrote the original after the copy). hit, when
+// set, is the Upgrade's failpoints.
+func rollForward(dir string, m upgradeMarker, hit func(string)) error {
+	if hit == nil {
+		hit = func(string) {}
+	}
+	for _, f := range m.Files {
+		path, cpath := filepath.Join(dir, f), copyPath(dir, f)
+		there, err := exists(cpath)
+		if err != nil {
+			return err
+		}
+		if !there {
+			continue // renamed before the interruption
+		}
+		if st, err := os.Stat(path + "-wal"); err == nil && st.Size() > 0 {
+			return integrity(f+"-wal", "", "written after its upgrade was committed (%s); the upgraded copy %s is kept, nothing replaced",
+				upgradeMarkerName, filepath.Base(cpath))
+		}
+		for _, suffix := range []string{"-wal", "-shm", "-journal"} {
+			if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("finish the journal upgrade: %w", err)
+			}
+		}
+		if err := os.Rename(cpath, path); err != nil {
+			return fmt.Errorf("finish the journal upgrade: %w", err)
+		}
+		if err := syncDir(dir); err != nil {
+			return fmt.Errorf("finish the journal upgrade: %w", err)
+		}
+		hit(application.FailUpgradeAfterRename)
+	}
+	for _, f := range m.Files {
+		if err := upgradedTo(dir, f, m); err != nil {
+			return err
+		}
+	}
+	hit(application.FailUpgradeBeforeMarkerRemoval)
+	if err := os.Remove(filepath.Join(dir, upgradeMarkerName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("finish the journal upgrade: %w", err)
+	}
+	return syncDir(dir)
+}
+
+// upgradedTo checks, read-only, that file's journal_meta names m's version
+// and installation.
+func upgradedTo(dir, file string, m upgradeMarker) error {
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, file)+"?mode=ro&immutable=1&_pragma=query_only(1)")
+	if err != nil {
+		return integrity(file, "", "cannot be opened: %v", err)
+	}
+	defer db.Close()
+	var version int64
+	var id string
+	if err := db.QueryRow("SELECT schema_version, installation_id FROM journal_meta WHERE id = 1").Scan(&version, &id); err != nil {
+		return integrity(file, "journal_meta", "cannot be read after the upgrade: %v", err)
+	}
+	if version != m.To || id != m.InstallationID {
+		return integrity(file, "journal_meta", "at version %d of installation %s after the upgrade %s records (version %d of installation %s)",
+			version, id, upgradeMarkerName, m.To, m.InstallationID)
+	}
+	return nil
+}
+
+// upgradeFile runs every step after version from on the file at path
+// (named file in its journal_meta row: an upgraded copy), one durable
+// transaction per step, closes it (SQLite checkpoints its WAL away) and
+// syncs it.
 func upgradeFile(ctx context.Context, path, file string, from int64) error {
 	db, err := sql.Open("sqlite", database.SQLiteDSN(path, 10*time.Second, "synchronous(FULL)")+"&mode=rw&_txlock=immediate")
 	if err != nil {

@@ -239,57 +239,206 @@ func upgradeChild(dir string) error {
 	return err
 }
 
-// An upgrade SIGKILLed after each file's durable upgrade, from version 1 and
-// from version 2 (the previous release), leaves files at
-// two versions: serve refuses the set naming the upgrade, and the next
-// upgrade finishes it with every row and digest kept.
-func TestAnUpgradeKilledAfterEachFileIsFinishedByTheNextKeepingEveryRow(t *testing.T) {
+// upgradeLeftovers lists the upgrade's own files left in dir: upgraded
+// copies and the commit marker.
+func upgradeLeftovers(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".upgrade") || strings.Contains(e.Name(), ".sqlite.upgrade") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// An upgrade SIGKILLed at every step of its sequence — before the copies,
+// after each upgraded copy, after the commit marker, after each rename and
+// before the marker's removal — from version 1 and from version 2 (the
+// previous release): the recovery every open runs (serve's Open for one,
+// the installation hook's OpenSet for the other) leaves every file at the
+// old version (killed before the marker) or every file at the new one
+// (after it), never a mix, with no copy or marker left and every row and
+// digest kept; serve refuses the old set naming the upgrade and opens the
+// new one, and the next install completes (upgrading the old set, nothing
+// to do for the new one) (docs/site-runtime.md#schema-versions-and-upgrades).
+func TestAnUpgradeKilledAtEveryStepLeavesTheOldSetOrTheNewOneNeverAMix(t *testing.T) {
+	type point struct {
+		name      string
+		n         int
+		committed bool
+	}
+	points := []point{{application.FailUpgradeBeforeCopies, 1, false}}
+	for n := 1; n <= 3; n++ {
+		points = append(points, point{application.FailUpgradeAfterCopy, n, false})
+	}
+	points = append(points, point{application.FailUpgradeAfterMarker, 1, true})
+	for n := 1; n <= 3; n++ {
+		points = append(points, point{application.FailUpgradeAfterRename, n, true})
+	}
+	points = append(points, point{application.FailUpgradeBeforeMarkerRemoval, 1, true})
 	for _, from := range []int64{1, 2} {
-		for n := 1; n <= 3; n++ {
-			t.Run(fmt.Sprintf("from version %d/%s@%d", from, application.FailUpgradeAfterFile, n), func(t *testing.T) {
+		for _, p := range points {
+			t.Run(fmt.Sprintf("from version %d/%s@%d", from, p.name, p.n), func(t *testing.T) {
 				ctx := context.Background()
 				dir := setAt(t, from)
 				before := rows(t, dir)
 				cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.count=1")
-				cmd.Env = append(os.Environ(), upgradeHelperEnv+"="+dir, fmt.Sprintf("%s=%s@%d", failpoint.EnvVar, application.FailUpgradeAfterFile, n))
+				cmd.Env = append(os.Environ(), upgradeHelperEnv+"="+dir, fmt.Sprintf("%s=%s@%d", failpoint.EnvVar, p.name, p.n))
 				out, err := cmd.CombinedOutput()
 				var exit *exec.ExitError
 				if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-					t.Fatalf("the upgrade was not killed after file %d: %v\n%s", n, err, out)
+					t.Fatalf("the upgrade was not killed at %s@%d: %v\n%s", p.name, p.n, err, out)
 				}
-				// Files upgraded in order: jobs, services, delivery.
-				order := map[string]int{domain.JobsFile: 1, domain.ServicesFile: 2, domain.DeliveryFile: 3}
-				for i, f := range domain.JournalFiles() {
-					want := from
-					if order[f] <= n {
-						want = journal.SchemaVersion
+				want := from
+				if p.committed {
+					want = journal.SchemaVersion
+				}
+				// Recovery: serve's Open for version 1, the hook's OpenSet
+				// for version 2.
+				if from == 1 {
+					j, err := journal.Open(ctx, dir, journal.Options{})
+					switch {
+					case p.committed && err != nil:
+						t.Fatalf("Open of a set whose upgrade was committed: %v", err)
+					case p.committed:
+						_ = j.Close()
+					case !errors.Is(err, journal.ErrUpgradeRequired):
+						t.Fatalf("Open of a set whose upgrade was not committed: %v; want the upgrade named", err)
 					}
-					if v := int64(versions(t, dir)[i]); v != want {
-						t.Fatalf("killed after file %d: %s at version %d, want %d", n, f, v, want)
+				} else {
+					set, err := journal.OpenSet(dir)
+					if err != nil {
+						t.Fatal(err)
+					}
+					_ = set.Close()
+				}
+				if left := upgradeLeftovers(t, dir); len(left) != 0 {
+					t.Fatalf("left after the recovery: %q", left)
+				}
+				for i, v := range versions(t, dir) {
+					if int64(v) != want {
+						t.Fatalf("killed at %s@%d: %s at version %d, want every file at %d: %v", p.name, p.n,
+							domain.JournalFiles()[i], v, want, versions(t, dir))
 					}
 				}
-				if n < 3 {
-					if _, err := journal.Open(ctx, dir, journal.Options{}); !errors.Is(err, journal.ErrUpgradeRequired) {
-						t.Fatalf("Open of a half-upgraded set: %v", err)
-					}
-				}
+				sameRows(t, before, rows(t, dir))
+
 				set, err := journal.OpenSet(dir)
 				if err != nil {
 					t.Fatal(err)
 				}
 				done, err := set.Upgrade(ctx)
 				_ = set.Close()
-				if err != nil || len(done) != 3-n {
-					t.Fatalf("the next upgrade: %q, %v", done, err)
+				if wantDone := map[bool]int{false: 3, true: 0}[p.committed]; err != nil || len(done) != wantDone {
+					t.Fatalf("the next install's upgrade: %q, %v; want %d files upgraded", done, err, wantDone)
+				}
+				if v := versions(t, dir); !slices.Equal(v, []int{journal.SchemaVersion, journal.SchemaVersion, journal.SchemaVersion}) {
+					t.Fatalf("versions after the next install: %v", v)
 				}
 				sameRows(t, before, rows(t, dir))
 				j := open(t, dir)
-				if cp, err := j.Restore(ctx); err != nil || cp.Pending == nil || cp.Pending.Result == nil {
+				if cp, err := j.Restore(ctx); err != nil || cp.Acknowledged != 2 || cp.Pending == nil || cp.Pending.Result == nil {
 					t.Fatalf("restored: %+v, %v", cp, err)
 				}
 			})
 		}
 	}
+}
+
+// A version-2 crash image — the previous release's Runtime killed with
+// committed transactions still in each file's write-ahead log and its
+// index (-shm) — upgrades with every row its log holds: the originals'
+// logs are checkpointed before they are copied, and no stale -wal or -shm
+// is left to meet a renamed copy, so the upgraded set opens.
+func TestAnUpgradeOfACrashImageKeepsWhatTheLogsHoldAndLeavesNoStaleLog(t *testing.T) {
+	ctx := context.Background()
+	image := filepath.Join(t.TempDir(), "image")
+	if err := journal.DowngradeToCrashImage(ctx, populated(t, true), image, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range domain.JournalFiles() {
+		if _, err := os.Stat(filepath.Join(image, f+"-wal")); err != nil {
+			t.Fatalf("the crash image has no log for %s: %v", f, err)
+		}
+	}
+	set, err := journal.OpenSet(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := rowsThroughLog(t, image)
+	done, err := set.Upgrade(ctx)
+	_ = set.Close()
+	if err != nil || len(done) != 3 || done[0] != fmt.Sprintf("jobs.sqlite 2→%d", journal.SchemaVersion) {
+		t.Fatalf("upgrade of the crash image: %q, %v", done, err)
+	}
+	for _, f := range domain.JournalFiles() {
+		for _, suffix := range []string{"-wal", "-shm"} {
+			if _, err := os.Stat(filepath.Join(image, f+suffix)); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("%s%s is left beside the upgraded file: %v", f, suffix, err)
+			}
+		}
+	}
+	sameRows(t, before, rows(t, image))
+	j := open(t, image)
+	if cp, err := j.Restore(ctx); err != nil || cp.Acknowledged != 2 || cp.Pending == nil || cp.Pending.Result == nil {
+		t.Fatalf("restored: %+v, %v", cp, err)
+	}
+}
+
+// rowsThroughLog is rows of a copy of dir that SQLite has read through
+// its logs (the copy opened read-write once, which checkpoints them).
+func rowsThroughLog(t *testing.T, dir string) map[string][]string {
+	t.Helper()
+	cp := filepath.Join(t.TempDir(), "read")
+	if err := os.Mkdir(cp, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cp, e.Name()), b, 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range domain.JournalFiles() {
+		db, err := sql.Open("sqlite", "file:"+filepath.Join(cp, f)+"?mode=rw")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+			t.Fatal(err)
+		}
+		_ = db.Close()
+	}
+	return rows(t, cp)
+}
+
+// A set with one file of an unknown schema version: the upgrade refuses it
+// naming the file and the version, and writes nothing (no copy, no
+// marker, every byte as it was).
+func TestAnUpgradeRefusesAFileOfAnUnknownVersionAndWritesNothing(t *testing.T) {
+	dir := setAt(t, 2)
+	setVersion(t, filepath.Join(dir, domain.ServicesFile), 99)
+	files := snapshot(t, dir)
+	set, err := journal.OpenSet(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := set.Upgrade(context.Background())
+	_ = set.Close()
+	if err == nil || !errors.Is(err, application.ErrJournalIntegrity) || !strings.Contains(err.Error(), "unknown schema version 99") ||
+		!strings.Contains(err.Error(), domain.ServicesFile) || len(done) != 0 {
+		t.Fatalf("upgrade of a set with a file at version 99: %q, %v", done, err)
+	}
+	sameSnapshot(t, files, snapshot(t, dir))
 }
 
 // A journal set of the previous release (schema version 2, before

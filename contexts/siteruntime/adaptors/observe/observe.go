@@ -218,18 +218,25 @@ func (e *Events) Pending(sequence int64) { e.pending.Set(float64(sequence)) }
 
 // Delivered counts an acknowledged result and logs it: one line per
 // result, at debug for an executed one (a busy stream delivers hundreds a
-// second), at info for a recovered or replayed one.
+// second), at info for a recovered or replayed one and for one with a
+// note (a start whose account was checked by name only,
+// docs/site-protocol.md#the-accounts-uid-in-a-binding), the note in its
+// "note" field.
 func (e *Events) Delivered(d application.Delivery) {
 	e.acked.Set(float64(d.Sequence))
 	e.pending.Set(0)
 	e.results.WithLabelValues(string(d.Outcome), string(d.Path)).Inc()
 	level := zapcore.InfoLevel
-	if d.Path == application.PathExecuted {
+	if d.Path == application.PathExecuted && d.Note == "" {
 		level = zapcore.DebugLevel
 	}
 	if ce := e.log.Check(level, "result delivered"); ce != nil {
-		ce.Write(zap.Int64("sequence", d.Sequence), zap.String("command", d.CommandID), zap.String("operation", string(d.Operation)),
-			zap.String("outcome", string(d.Outcome)), zap.String("reason", string(d.Reason)), zap.String("path", string(d.Path)))
+		fields := []zap.Field{zap.Int64("sequence", d.Sequence), zap.String("command", d.CommandID), zap.String("operation", string(d.Operation)),
+			zap.String("outcome", string(d.Outcome)), zap.String("reason", string(d.Reason)), zap.String("path", string(d.Path))}
+		if d.Note != "" {
+			fields = append(fields, zap.String("note", d.Note))
+		}
+		ce.Write(fields...)
 	}
 }
 

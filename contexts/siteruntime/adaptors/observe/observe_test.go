@@ -168,11 +168,22 @@ func TestRuntimeGaugesAndRetriesFromTheStart(t *testing.T) {
 		delivered[1].ContextMap()["command"] != "c6" || delivered[1].ContextMap()["reason"] != string(siteprotocol.ReasonObserved) {
 		t.Fatalf("delivered lines %+v", delivered)
 	}
+	if _, ok := delivered[1].ContextMap()["note"]; ok {
+		t.Fatalf("a delivery without a note logged one: %+v", delivered[1])
+	}
+	// An executed start with a note (its account checked by name only) is
+	// logged at info, the note in its own field.
+	note := "account checked by name only: binding b1 was applied without an account UID"
+	e.Delivered(application.Delivery{Sequence: 7, CommandID: "c7", Operation: siteprotocol.OpStart, Outcome: siteprotocol.OutcomeSucceeded,
+		Reason: siteprotocol.ReasonCreated, Path: application.PathExecuted, Note: note})
+	if got := logs.FilterMessage("result delivered").All(); len(got) != 3 || got[2].Level != zapcore.InfoLevel || got[2].ContextMap()["note"] != note {
+		t.Fatalf("delivered line with a note %+v", got)
+	}
 	if v, _ := gauge(t, reg, "metallo_runtime_pending_sequence", nil); v != 0 {
 		t.Fatalf("pending = %v after delivery", v)
 	}
-	e.ShutDown(domain.Checkpoint{Acknowledged: 6})
-	if got := logs.FilterMessageSnippet("shut down").All(); len(got) != 1 || got[0].ContextMap()["checkpoint"] != int64(6) {
+	e.ShutDown(domain.Checkpoint{Acknowledged: 7})
+	if got := logs.FilterMessageSnippet("shut down").All(); len(got) != 1 || got[0].ContextMap()["checkpoint"] != int64(7) {
 		t.Fatalf("shutdown logged as %+v", got)
 	}
 }
