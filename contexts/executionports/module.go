@@ -137,40 +137,69 @@ func (c Config) Validate() error {
 // resource_provisioning is composed in the same process.
 func Module(cfg Config) fx.Option {
 	return fx.Module(Name,
-		fx.Decorate(func(log *zap.Logger) *zap.Logger { return log.With(zap.String("context", Name)) }),
+		fx.Decorate(contextLogger),
+		fx.Supply(fx.Private, cfg),
 		fx.Provide(
 			fx.Private,
 			Database().Provide(cfg.DatabaseSettings()),
 			NewStore,
-			func() (*environments.Set, error) { return LoadEnvironments(cfg.EnvironmentsFile) },
-			func(s *environments.Set) application.Environments { return s },
+			newEnvironments,
+			asEnvironments,
 			application.NewWakeups,
-			func(store application.StreamStore, envs application.Environments, c clock.Clock, w *application.Wakeups) *application.Streams {
-				return application.NewStreams(store, envs, c, w, cfg.PullRecheck)
-			},
+			newStreams,
 			ownerAdaptors(cfg),
 			application.NewPlanner,
 			NewDeliveryStore,
 			newDeliverer,
 		),
 		fx.Provide(
-			httpserver.AsRegistrar(func(s *application.Streams, p *application.Planner, d *application.Deliverer, log *zap.Logger) httpserver.Registrar {
-				h := &httpapi.Handlers{Streams: s, Planner: p, Deliverer: d, Services: cfg.Services, Log: log}
-				return httpserver.RegistrarFunc(func(api huma.API) { httpapi.Register(api, h) })
-			}),
+			httpserver.AsRegistrar(newRegistrar),
 			auth.AsAuthenticator(NewAuthenticator),
-			httpserver.AsReadinessCheck(func(h *database.Handle, log *zap.Logger) httpserver.ReadinessCheck {
-				return Database().ReadinessCheck(h, log)
-			}),
+			httpserver.AsReadinessCheck(newReadinessCheck),
 		),
-		fx.Invoke(func(application.ProjectResources, application.MemberAccounts, application.MemberBindings, application.BindingFeed) {
-		}),
+		fx.Invoke(requireOwnerPorts),
 		fx.Invoke(listenForAppends),
-		fx.Invoke(func(lc fx.Lifecycle, d *application.Deliverer, feed application.BindingFeed, log *zap.Logger) {
-			RunDelivery(lc, d, feed, DeliverySchedule{Interval: cfg.DeliveryInterval, FeedInterval: cfg.FeedInterval}, log)
-		}),
+		fx.Invoke(runDelivery),
 		fx.Invoke(stopWaitingPulls),
 	)
+}
+
+// contextLogger names the context on every log line of its components.
+func contextLogger(log *zap.Logger) *zap.Logger { return log.With(zap.String("context", Name)) }
+
+// newEnvironments loads the configured environments.yaml.
+func newEnvironments(cfg Config) (*environments.Set, error) {
+	return LoadEnvironments(cfg.EnvironmentsFile)
+}
+
+// asEnvironments is the loaded set as the application's port.
+func asEnvironments(s *environments.Set) application.Environments { return s }
+
+// newStreams is the Site protocol's stream service over the store.
+func newStreams(cfg Config, store application.StreamStore, envs application.Environments, c clock.Clock, w *application.Wakeups) *application.Streams {
+	return application.NewStreams(store, envs, c, w, cfg.PullRecheck)
+}
+
+// newRegistrar registers the context's HTTP operations (adaptors/httpapi).
+func newRegistrar(cfg Config, s *application.Streams, p *application.Planner, d *application.Deliverer, log *zap.Logger) httpserver.Registrar {
+	h := &httpapi.Handlers{Streams: s, Planner: p, Deliverer: d, Services: cfg.Services, Log: log}
+	return httpserver.RegistrarFunc(func(api huma.API) { httpapi.Register(api, h) })
+}
+
+// newReadinessCheck is the context database's readiness check.
+func newReadinessCheck(h *database.Handle, log *zap.Logger) httpserver.ReadinessCheck {
+	return Database().ReadinessCheck(h, log)
+}
+
+// requireOwnerPorts builds every owner port at start, so a missing owner
+// fails the start rather than the first request.
+func requireOwnerPorts(application.ProjectResources, application.MemberAccounts, application.MemberBindings, application.BindingFeed) {
+}
+
+// runDelivery runs the delivery of member bindings for the process's
+// lifetime (delivery.go).
+func runDelivery(cfg Config, lc fx.Lifecycle, d *application.Deliverer, feed application.BindingFeed, log *zap.Logger) {
+	RunDelivery(lc, d, feed, DeliverySchedule{Interval: cfg.DeliveryInterval, FeedInterval: cfg.FeedInterval}, log)
 }
 
 // NewStore returns the stream store of the handle's engine.

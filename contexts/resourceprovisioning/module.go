@@ -162,33 +162,50 @@ func NewService(store application.Store, clk application.Clock, log *zap.Logger,
 // database handle and store are private.
 func Module(cfg Config) fx.Option {
 	return fx.Module(Name,
-		fx.Decorate(func(log *zap.Logger) *zap.Logger { return log.With(zap.String("context", Name)) }),
+		fx.Decorate(contextLogger),
+		fx.Supply(fx.Private, cfg),
 		fx.Provide(
 			fx.Private,
 			Database().Provide(cfg.DatabaseSettings()),
-			func(lc fx.Lifecycle, h *database.Handle, log *zap.Logger) (Store, error) {
-				s, err := NewStore(h)
-				if err != nil {
-					return nil, err
-				}
-				if seq, ok := s.(sequencer); ok {
-					sweep(lc, seq, log)
-				}
-				lc.Append(fx.StopHook(s.Close))
-				return s, nil
-			},
+			newSweptStore,
 		),
 		fx.Provide(
-			func(s Store, clk clock.Clock, log *zap.Logger, reg prometheus.Registerer) (*application.Service, error) {
-				return NewService(s, clk, log, reg, cfg)
-			},
-			httpserver.AsRegistrar(func(svc *application.Service, log *zap.Logger) httpserver.Registrar {
-				return httpapi.New(svc, log)
-			}),
-			// The service pings the store's write connection and its read pool.
-			httpserver.AsReadinessCheck(func(svc *application.Service, log *zap.Logger) httpserver.ReadinessCheck {
-				return Database().ReadinessCheck(svc, log)
-			}),
+			newService,
+			httpserver.AsRegistrar(newRegistrar),
+			httpserver.AsReadinessCheck(newReadinessCheck),
 		),
 	)
+}
+
+// contextLogger names the context on every log line of its components.
+func contextLogger(log *zap.Logger) *zap.Logger { return log.With(zap.String("context", Name)) }
+
+// newSweptStore opens the store of the handle's engine, runs the change
+// feed's sweep where the engine needs one (PostgreSQL's sequencer) and
+// closes the store at stop.
+func newSweptStore(lc fx.Lifecycle, h *database.Handle, log *zap.Logger) (Store, error) {
+	s, err := NewStore(h)
+	if err != nil {
+		return nil, err
+	}
+	if seq, ok := s.(sequencer); ok {
+		sweep(lc, seq, log)
+	}
+	lc.Append(fx.StopHook(s.Close))
+	return s, nil
+}
+
+// newService is the context's application service for the configuration.
+func newService(cfg Config, s Store, clk clock.Clock, log *zap.Logger, reg prometheus.Registerer) (*application.Service, error) {
+	return NewService(s, clk, log, reg, cfg)
+}
+
+// newRegistrar registers the context's HTTP operations (adaptors/httpapi).
+func newRegistrar(svc *application.Service, log *zap.Logger) httpserver.Registrar {
+	return httpapi.New(svc, log)
+}
+
+// newReadinessCheck pings the store's write connection and its read pool.
+func newReadinessCheck(svc *application.Service, log *zap.Logger) httpserver.ReadinessCheck {
+	return Database().ReadinessCheck(svc, log)
 }
