@@ -19,7 +19,7 @@ type BindMemberPayload struct {
 	// delivery sent it stay valid (such a binding is checked by name only).
 	// The Runtime compares it with the live account before every create as
 	// the member (docs/site-protocol.md#operations).
-	AccountUID string `json:"account_uid,omitempty"`
+	AccountUID string `json:"account_uid,omitempty" maxLength:"256" doc:"The Kubernetes UID of the member-<party_id> service account, as the Site's agent reported it; optional. The Runtime compares it with the live account's UID before every create as the member: another UID is refused binding-conflict."`
 }
 
 // RetireMemberPayload retires a member binding generation.

@@ -75,6 +75,22 @@ func commandSchema(reg huma.Registry) *huma.Schema {
 		p.Description = "The operation. Known: " + strings.Join(known, ", ") + ". The server also accepts an operation it does not know " +
 			"and stores it; the Runtime answers it refused unsupported-operation."
 	}
+	// The known operations' payloads, as components the payload's
+	// description names (docs/site-protocol.md#operations); the server
+	// checks a known operation's payload on append.
+	for _, t := range []reflect.Type{
+		reflect.TypeFor[siteprotocol.BindMemberPayload](), reflect.TypeFor[siteprotocol.RetireMemberPayload](),
+		reflect.TypeFor[siteprotocol.PreparePayload](), reflect.TypeFor[siteprotocol.StartPayload](),
+		reflect.TypeFor[siteprotocol.ReadLogsPayload](), reflect.TypeFor[siteprotocol.ReadFilePayload](),
+		reflect.TypeFor[siteprotocol.ProxyPayload](),
+	} {
+		reg.Schema(t, true, t.Name())
+	}
+	if p := s.Properties["payload"]; p != nil {
+		p.Description = "The operation's payload object: BindMemberPayload (bind-member; account_uid optional), RetireMemberPayload (retire-member), " +
+			"PreparePayload (prepare), StartPayload (start), ReadLogsPayload (read-logs), ReadFilePayload (read-file), ProxyPayload (proxy); " +
+			"observe, cancel and cleanup take an empty object. A known operation's payload is checked on append (422 invalid-command naming the member)."
+	}
 	return ref
 }
 
