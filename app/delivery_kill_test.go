@@ -88,9 +88,6 @@ func readStream(base, envKey string) ([]streamCommand, bool) {
 }
 
 func TestDeliveryUnderKillsAppendsEveryBindingRevisionOnceInOrder(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary and kills processes")
-	}
 	bin := testsetup.Binary(t)
 	dir := t.TempDir()
 	files := executiontest.WriteFiles(t, dir, []executiontest.Environment{{ID: "alpha-k8s", Site: "alpha", Authority: "https://metallo.example.org"}},
