@@ -141,7 +141,10 @@ type discardLane struct {
 }
 
 func newDiscardLane(t *testing.T, e *kubetest.Env) *discardLane {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// A bound against a hang, not a speed target: the setup builds the
+	// binary once per test binary, which on a loaded two-core machine can
+	// take most of a minute by itself.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	l := &discardLane{e: e, project: uuid.NewString(), member: uuid.NewString(), binding: uuid.NewString(), runs: map[string]string{}}
 	if err := siteagent.Project(ctx, e.Client, e.Namespace, l.project, true); err != nil {
