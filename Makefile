@@ -40,7 +40,7 @@ run: build
 	$(BIN) serve --role $(SERVE_ROLES) --keys-file var/keys.yaml --migrate --log-format console $(SERVE_FLAGS)
 
 ## test: every lane (unit, SQLite, PostgreSQL, Kubernetes, Git host, and a short fuzz pass); fails when a lane runs no test or skips one
-test: services git-tools githost-build cluster-up
+test: services git-tools browser-tools githost-build cluster-up
 	@mkdir -p var
 	$(GO) vet ./...
 	@unformatted=$$(gofmt -l app contexts platform sql deploy/policytest 2>/dev/null); if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
@@ -101,6 +101,15 @@ git-tools:
 	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq git git-lfs; \
 	fi
 	@git lfs version
+
+## browser-tools: Debian's chromium (the browser lane renders /docs headless without network; docs/testing.md#the-browser-lane)
+.PHONY: browser-tools
+browser-tools:
+	@if ! command -v chromium >/dev/null; then \
+	  echo "installing chromium"; sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq chromium; \
+	fi
+	@chromium --version
 
 ## githost-build: build the tests' Git host (Gitea, deploy/githost) into ~/.cache/metallo/githost, keyed by its go.mod and go.sum
 githost-build:

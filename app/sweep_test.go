@@ -488,6 +488,7 @@ func stringKeys(m map[string]string) func(func(string) bool) {
 type sweepAnswer struct {
 	status int
 	took   time.Duration
+	reason string // a 4xx problem's
 }
 
 // send sends r and checks the answer's shape: a 2xx, or a 4xx problem
@@ -539,6 +540,7 @@ func (s *sweepProcess) send(t *testing.T, r sweepRequest) sweepAnswer {
 			t.Errorf("%s %.100s (%s): %d is not a problem with a reason: %.300s", r.method, r.path, r.name, resp.StatusCode, raw)
 			break
 		}
+		a.reason = p.Reason
 		texts := []string{p.Detail}
 		for _, e := range p.Errors {
 			texts = append(texts, e.Message)
@@ -585,6 +587,22 @@ func (s *sweepProcess) slowBody(t *testing.T, op *huma.Operation) int {
 	return resp.StatusCode
 }
 
+// reasonDocumented reports whether op's document lists reason for status
+// in the response's x-reasons. Only the execution role's operations list
+// their reasons per status; resource_provisioning's name theirs in prose
+// and are not checked here yet (docs/testing.md#the-route-sweep).
+func reasonDocumented(op *huma.Operation, status int, reason string) bool {
+	if len(op.Tags) == 0 || op.Tags[0] != "execution_ports" {
+		return true
+	}
+	resp := op.Responses[fmt.Sprint(status)]
+	if resp == nil {
+		return false
+	}
+	listed, _ := resp.Extensions["x-reasons"].([]string)
+	return slices.Contains(listed, reason)
+}
+
 // sweep runs every generated request on s in order (one seeded draw, so
 // both engines get the same requests) and returns each one's status.
 func sweep(t *testing.T, s *sweepProcess) map[string]int {
@@ -600,6 +618,9 @@ func sweep(t *testing.T, s *sweepProcess) map[string]int {
 		for _, r := range generate(t, s, op, rng) {
 			a := s.send(t, r)
 			n++
+			if a.status >= 400 && a.status < 500 && !reasonDocumented(op, a.status, a.reason) {
+				t.Errorf("%s %s (%s): answered %d %s, which the route's documentation does not list", op.Method, op.Path, r.name, a.status, a.reason)
+			}
 			statuses[fmt.Sprintf("%s %s %s", op.Method, op.Path, r.name)] = a.status
 			after := s.digest(t)
 			if a.status >= 400 && after != before {

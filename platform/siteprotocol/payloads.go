@@ -7,13 +7,13 @@ package siteprotocol
 
 // BindMemberPayload applies a member binding in the Runtime's journal.
 type BindMemberPayload struct {
-	PartyID   string `json:"party_id"`
-	Namespace string `json:"namespace"`
+	PartyID   string `json:"party_id" doc:"The member's Party (a lower-case UUID); equals the command's member_id."`
+	Namespace string `json:"namespace" doc:"The allocation's Kubernetes namespace (a DNS-1123 label), e.g. project-0a1b2c3d."`
 	// Account is the native account, always "member-<party_id>".
-	Account    string `json:"account"`
-	BindingID  string `json:"binding_id"`
-	Revision   int64  `json:"revision"`
-	Generation int64  `json:"generation"`
+	Account    string `json:"account" doc:"The member's service account: exactly member-<party_id>."`
+	BindingID  string `json:"binding_id" doc:"The member binding (a lower-case UUID, as resource_provisioning names it); commands acting as the member carry it in account_ref."`
+	Revision   int64  `json:"revision" doc:"The binding's revision at its owner (at least 1); a newer one replaces an older in the journal."`
+	Generation int64  `json:"generation" doc:"The binding's generation (at least 1): commands name it in account_ref.generation."`
 	// AccountUID is the Kubernetes UID of the service account Account the
 	// binding names, as the Site reported it (at most MaxAccountUIDBytes); optional, so bindings written before
 	// delivery sent it stay valid (such a binding is checked by name only).
@@ -24,35 +24,35 @@ type BindMemberPayload struct {
 
 // RetireMemberPayload retires a member binding generation.
 type RetireMemberPayload struct {
-	BindingID  string `json:"binding_id"`
-	Generation int64  `json:"generation"`
+	BindingID  string `json:"binding_id" doc:"The member binding to retire (a lower-case UUID)."`
+	Generation int64  `json:"generation" doc:"The generation retired (at least 1)."`
 }
 
 // BindingDetail answers bind-member and retire-member.
 type BindingDetail struct {
-	AppliedRevision int64 `json:"applied_revision"`
+	AppliedRevision int64 `json:"applied_revision" doc:"The binding revision now in the Runtime's journal."`
 }
 
 // Repository is an exact Git commit to check out into the workspace.
 type Repository struct {
-	URL    string `json:"url"`
-	Commit string `json:"commit"`
-	LFS    bool   `json:"lfs,omitempty"`
+	URL    string `json:"url" doc:"The repository's http(s) URL, e.g. https://git.example.org/lab/model.git."`
+	Commit string `json:"commit" doc:"The exact commit: a full lower-case SHA-1 (40 hex) or SHA-256 (64 hex) hash, never a branch."`
+	LFS    bool   `json:"lfs,omitempty" doc:"Fetch the commit's Git LFS objects too (a pointer file left behind fails lfs-missing)."`
 }
 
 // Readiness is a service's HTTP readiness probe.
 type Readiness struct {
-	Path                string `json:"path"`
-	InitialDelaySeconds int32  `json:"initial_delay_seconds,omitempty"`
-	PeriodSeconds       int32  `json:"period_seconds,omitempty"`
+	Path                string `json:"path" doc:"The HTTP path probed for readiness, e.g. /v2/health/ready."`
+	InitialDelaySeconds int32  `json:"initial_delay_seconds,omitempty" doc:"Seconds before the first probe."`
+	PeriodSeconds       int32  `json:"period_seconds,omitempty" doc:"Seconds between probes."`
 }
 
 // ModelSpec is an inference service's model: the KServe model format and
 // the saved model arguments (the runtime's own prefix is not included).
 type ModelSpec struct {
-	Format  string   `json:"format"`
-	Runtime string   `json:"runtime,omitempty"`
-	Args    []string `json:"args"`
+	Format  string   `json:"format" doc:"The KServe model format, e.g. huggingface."`
+	Runtime string   `json:"runtime,omitempty" doc:"The KServe serving runtime, e.g. kserve-huggingfaceserver; absent: the one serving the format."`
+	Args    []string `json:"args" doc:"The saved model arguments (at least one), after the runtime's own --model_name prefix, e.g. --model_id=…"`
 }
 
 // ServiceKind is the kind of a long-running service.
@@ -68,37 +68,37 @@ const (
 // saves the rendered specification.
 type PreparePayload struct {
 	// Repository is the checkout; absent prepares an empty workspace.
-	Repository         *Repository `json:"repository,omitempty"`
-	WorkspaceSizeBytes int64       `json:"workspace_size_bytes"`
-	ServiceKind        ServiceKind `json:"service_kind,omitempty"`
+	Repository         *Repository `json:"repository,omitempty" doc:"The checkout into the workspace; absent prepares an empty workspace."`
+	WorkspaceSizeBytes int64       `json:"workspace_size_bytes" doc:"The workspace claim's size in bytes (at least 1), e.g. 1073741824 for 1 GiB."`
+	ServiceKind        ServiceKind `json:"service_kind,omitempty" enum:"application,inference" doc:"A service's kind, equal to the family; absent for batch."`
 	// Image is the application image (application services only).
-	Image string `json:"image,omitempty"`
+	Image string `json:"image,omitempty" doc:"An application service's image, pinned by digest (…@sha256:<64 hex>)."`
 	// Model is the inference model (inference services only).
-	Model     *ModelSpec       `json:"model,omitempty"`
-	Port      int32            `json:"port,omitempty"`
-	Readiness *Readiness       `json:"readiness,omitempty"`
-	Demand    map[string]int64 `json:"demand,omitempty"`
+	Model     *ModelSpec       `json:"model,omitempty" doc:"An inference service's model."`
+	Port      int32            `json:"port,omitempty" doc:"The service's TCP port (1-65535)."`
+	Readiness *Readiness       `json:"readiness,omitempty" doc:"The service's HTTP readiness probe."`
+	Demand    map[string]int64 `json:"demand,omitempty" doc:"A service's demand in canonical units: cpu in millicores and memory in bytes (both required, positive), gpu.<vendor> in devices."`
 }
 
 // WorkspaceRef names the Attempt's workspace claim.
 type WorkspaceRef struct {
-	ClaimName string `json:"claim_name"`
-	UID       string `json:"uid"`
+	ClaimName string `json:"claim_name" doc:"The workspace's PersistentVolumeClaim name."`
+	UID       string `json:"uid" doc:"The claim's Kubernetes UID."`
 }
 
 // PrepareDetail answers prepare.
 type PrepareDetail struct {
 	Workspace  WorkspaceRef `json:"workspace"`
-	SpecDigest string       `json:"spec_digest"`
+	SpecDigest string       `json:"spec_digest" doc:"Lower-case hex SHA-256 of the saved rendered specification (a service's; batch: of the workspace)."`
 }
 
 // StartPayload starts a batch Attempt (services start what prepare saved
 // and carry an empty payload).
 type StartPayload struct {
-	Demand           map[string]int64  `json:"demand,omitempty"`
-	TimeLimitSeconds int64             `json:"time_limit_seconds,omitempty"`
-	Argv             []string          `json:"argv,omitempty"`
-	Env              map[string]string `json:"env,omitempty"`
+	Demand           map[string]int64  `json:"demand,omitempty" doc:"A batch Attempt's demand in canonical units: cpu in millicores and memory in bytes (both required, positive), gpu.<vendor> in devices."`
+	TimeLimitSeconds int64             `json:"time_limit_seconds,omitempty" doc:"The Attempt's time limit in seconds (at least 1): the Job's activeDeadlineSeconds."`
+	Argv             []string          `json:"argv,omitempty" doc:"The program and its arguments (at least the program)."`
+	Env              map[string]string `json:"env,omitempty" doc:"Environment variables (names non-empty, without = or NUL)."`
 }
 
 // StateDetail answers start.
@@ -137,39 +137,39 @@ type CleanupDetail struct {
 
 // ReadLogsPayload reads a container's log tail.
 type ReadLogsPayload struct {
-	Container string `json:"container,omitempty"`
-	TailBytes int64  `json:"tail_bytes"`
+	Container string `json:"container,omitempty" doc:"The container (a DNS-1123 label); absent: the workload's main container."`
+	TailBytes int64  `json:"tail_bytes" doc:"The most bytes of the log's end to answer (1-1048576)."`
 }
 
 // ReadLogsDetail answers read-logs.
 type ReadLogsDetail struct {
-	Text      string `json:"text"`
-	Truncated bool   `json:"truncated"`
+	Text      string `json:"text" doc:"The log's tail."`
+	Truncated bool   `json:"truncated" doc:"true when the log is longer than tail_bytes."`
 }
 
 // ReadFilePayload reads a workspace file.
 type ReadFilePayload struct {
-	Path     string `json:"path"`
-	MaxBytes int64  `json:"max_bytes"`
+	Path     string `json:"path" doc:"A clean relative path inside the workspace (no .., not absolute)."`
+	MaxBytes int64  `json:"max_bytes" doc:"The most bytes to answer (1-1048576)."`
 }
 
 // ReadFileDetail answers read-file.
 type ReadFileDetail struct {
-	ContentBase64 string `json:"content_base64"`
-	Truncated     bool   `json:"truncated"`
+	ContentBase64 string `json:"content_base64" doc:"The file's first max_bytes bytes, standard base64."`
+	Truncated     bool   `json:"truncated" doc:"true when the file is longer than max_bytes."`
 }
 
 // ProxyPayload proxies one HTTP request to a service endpoint.
 type ProxyPayload struct {
-	Method     string            `json:"method"`
-	Path       string            `json:"path"`
-	Headers    map[string]string `json:"headers,omitempty"`
-	BodyBase64 string            `json:"body_base64,omitempty"`
+	Method     string            `json:"method" enum:"GET,HEAD,POST,PUT,PATCH,DELETE,OPTIONS" doc:"The HTTP method."`
+	Path       string            `json:"path" doc:"The absolute request path at the service, without .., e.g. /v2/models/m/infer."`
+	Headers    map[string]string `json:"headers,omitempty" doc:"Request headers."`
+	BodyBase64 string            `json:"body_base64,omitempty" doc:"The request body, standard base64 (at most 1048576 bytes decoded)."`
 }
 
 // ProxyDetail answers proxy.
 type ProxyDetail struct {
-	Status     int               `json:"status"`
+	Status     int               `json:"status" doc:"The service's HTTP status."`
 	Headers    map[string]string `json:"headers,omitempty"`
 	BodyBase64 string            `json:"body_base64,omitempty"`
 }

@@ -95,6 +95,11 @@ const (
 	StateMissing   State = "missing"
 )
 
+// States lists every defined state.
+func States() []State {
+	return []State{StateQueued, StateRunning, StateHealthy, StateSucceeded, StateFailed, StateMissing}
+}
+
 // Valid reports whether s is a defined state.
 func (s State) Valid() bool {
 	switch s {

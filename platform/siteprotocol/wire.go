@@ -4,8 +4,8 @@ import "encoding/json"
 
 // AccountRef is the native account binding a command acts through.
 type AccountRef struct {
-	BindingID  string `json:"binding_id"`
-	Generation int64  `json:"generation"`
+	BindingID  string `json:"binding_id" doc:"The member binding (a lower-case UUID), as bind-member delivered it."`
+	Generation int64  `json:"generation" doc:"The binding's generation (at least 1)."`
 }
 
 // Command is a command as appended and pulled. Optional fields are absent
@@ -15,15 +15,15 @@ type Command struct {
 	// Sequence is assigned by the server (absent when appending).
 	Sequence int64 `json:"sequence,omitempty"`
 	// ID is the command identity, a UUID chosen by Execution.
-	ID        string    `json:"id"`
+	ID        string    `json:"id" doc:"The command identity, a lower-case UUID chosen by Execution; appending it again with the same content is an idempotent retry."`
 	Operation Operation `json:"operation"`
 	// IssuedAt is RFC 3339 in UTC with "Z".
-	IssuedAt   string          `json:"issued_at"`
-	RunID      string          `json:"run_id,omitempty"`
-	AttemptID  string          `json:"attempt_id,omitempty"`
-	MemberID   string          `json:"member_id,omitempty"`
-	ProjectID  string          `json:"project_id,omitempty"`
-	AccountRef *AccountRef     `json:"account_ref,omitempty"`
+	IssuedAt   string          `json:"issued_at" doc:"When Execution issued it: RFC 3339 in UTC with Z, e.g. 2026-08-20T10:31:00Z."`
+	RunID      string          `json:"run_id,omitempty" doc:"The Run (a lower-case UUID); required by every known operation but bind-member and retire-member."`
+	AttemptID  string          `json:"attempt_id,omitempty" doc:"The Attempt (a lower-case UUID); native objects are named after it. Required like run_id."`
+	MemberID   string          `json:"member_id,omitempty" doc:"The member's Party (a lower-case UUID); required by every known operation."`
+	ProjectID  string          `json:"project_id,omitempty" doc:"The canonical Project (a lower-case UUID); required by every known operation."`
+	AccountRef *AccountRef     `json:"account_ref,omitempty" doc:"The member binding the command acts through; required by prepare and start."`
 	Family     Family          `json:"family,omitempty"`
 	Payload    json.RawMessage `json:"payload,omitempty"`
 	// Digest is lower-case hex SHA-256 (set by the server when appending).
@@ -32,7 +32,7 @@ type Command struct {
 
 // NativeRef names a native object a result touched.
 type NativeRef struct {
-	Kind      string `json:"kind"`
+	Kind      string `json:"kind" doc:"The Kubernetes kind, e.g. Job, Deployment, InferenceService, PersistentVolumeClaim."`
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name"`
 	UID       string `json:"uid,omitempty"`
@@ -42,14 +42,14 @@ type NativeRef struct {
 // of every other field (ResultDigest). The Runtime saves the exact bytes it
 // sends and resends them unchanged on replay.
 type Result struct {
-	CommandID     string          `json:"command_id"`
-	CommandDigest string          `json:"command_digest"`
-	Sequence      int64           `json:"sequence"`
+	CommandID     string          `json:"command_id" doc:"The answered command's id."`
+	CommandDigest string          `json:"command_digest" doc:"The answered command's digest, as pulled."`
+	Sequence      int64           `json:"sequence" doc:"The answered command's sequence; equals the path's."`
 	Outcome       Outcome         `json:"outcome"`
 	Reason        Reason          `json:"reason"`
-	Message       string          `json:"message"`
+	Message       string          `json:"message" doc:"A human-readable sentence; never decided on."`
 	Detail        json.RawMessage `json:"detail,omitempty"`
-	NativeRefs    []NativeRef     `json:"native_refs,omitempty"`
+	NativeRefs    []NativeRef     `json:"native_refs,omitempty" doc:"The native objects the operation created or touched."`
 	Digest        string          `json:"digest,omitempty"`
 }
 

@@ -38,7 +38,7 @@ func (h *Handlers) appendCommandOperation(reg huma.Registry) huma.Operation {
 		},
 		Middlewares: huma.Middlewares{jsonBody(false, siteprotocol.MaxCommandBytes)},
 	}, map[int][]string{
-		400: {siteprotocol.ProblemInvalidCommand}, 404: {siteprotocol.ProblemUnknownEnvironment},
+		400: {siteprotocol.ProblemInvalidCommand, httpserver.DefaultReason(http.StatusBadRequest)}, 404: {siteprotocol.ProblemUnknownEnvironment},
 		409: {siteprotocol.ProblemConflictingRetry}, 413: {httpserver.DefaultReason(http.StatusRequestEntityTooLarge)}, 415: {httpserver.DefaultReason(http.StatusUnsupportedMediaType)},
 		422: {siteprotocol.ProblemInvalidCommand, httpserver.DefaultReason(http.StatusUnprocessableEntity)},
 	})

@@ -75,23 +75,143 @@ func commandSchema(reg huma.Registry) *huma.Schema {
 		p.Description = "The operation. Known: " + strings.Join(known, ", ") + ". The server also accepts an operation it does not know " +
 			"and stores it; the Runtime answers it refused unsupported-operation."
 	}
-	// The known operations' payloads, as components the payload's
-	// description names (docs/site-protocol.md#operations); the server
-	// checks a known operation's payload on append.
+	s.Description += " On append the server checks the envelope — id a lower-case UUID, operation kebab-case (at most 64 characters), issued_at RFC 3339 in UTC with Z, " +
+		"run_id and attempt_id (lower-case UUIDs) on every known operation but bind-member and retire-member, member_id and project_id on every known operation, " +
+		"account_ref on prepare and start, family as below, digest if sent — and, for a known operation, its payload against the operation's schema (x-payload-schemas) " +
+		"and the rules each schema's description states; every broken rule is named in one 422 invalid-command. It does not check what only the Site knows " +
+		"(that the binding exists, that prepare came before start, that the namespace or account exists): the Runtime answers those in the result's reason."
+	if p := s.Properties["payload"]; p != nil {
+		*p = *payloadSchema(reg)
+	}
+	return ref
+}
+
+// payloadSchemaNames names, per known operation, the component of its
+// payload: one name for every family, or one per family where the shapes
+// differ (prepare and start). A known operation missing here fails the
+// document's test, so a new operation joins it.
+func payloadSchemaNames() map[siteprotocol.Operation]map[siteprotocol.Family]string {
+	every := func(name string) map[siteprotocol.Family]string { return map[siteprotocol.Family]string{"": name} }
+	return map[siteprotocol.Operation]map[siteprotocol.Family]string{
+		siteprotocol.OpBindMember:   every("BindMemberPayload"),
+		siteprotocol.OpRetireMember: every("RetireMemberPayload"),
+		siteprotocol.OpPrepare: {
+			siteprotocol.FamilyBatch: "PrepareBatchPayload", siteprotocol.FamilyApplication: "PrepareApplicationPayload",
+			siteprotocol.FamilyInference: "PrepareInferencePayload",
+		},
+		siteprotocol.OpStart: {
+			siteprotocol.FamilyBatch: "StartBatchPayload", siteprotocol.FamilyApplication: "EmptyPayload", siteprotocol.FamilyInference: "EmptyPayload",
+		},
+		siteprotocol.OpObserve:  every("EmptyPayload"),
+		siteprotocol.OpCancel:   every("EmptyPayload"),
+		siteprotocol.OpCleanup:  every("EmptyPayload"),
+		siteprotocol.OpReadLogs: every("ReadLogsPayload"),
+		siteprotocol.OpReadFile: every("ReadFilePayload"),
+		siteprotocol.OpProxy:    every("ProxyPayload"),
+	}
+}
+
+// detailSchemaNames names, per known operation, the component of its
+// result's detail (the same for every family; observe's exit_code is a
+// batch Attempt's).
+func detailSchemaNames() map[siteprotocol.Operation]string {
+	return map[siteprotocol.Operation]string{
+		siteprotocol.OpBindMember: "BindingDetail", siteprotocol.OpRetireMember: "BindingDetail", siteprotocol.OpPrepare: "PrepareDetail",
+		siteprotocol.OpStart: "StateDetail", siteprotocol.OpObserve: "ObserveDetail", siteprotocol.OpCancel: "CancelDetail",
+		siteprotocol.OpCleanup: "CleanupDetail", siteprotocol.OpReadLogs: "ReadLogsDetail", siteprotocol.OpReadFile: "ReadFileDetail",
+		siteprotocol.OpProxy: "ProxyDetail",
+	}
+}
+
+// schemaRef is the document's reference to component name.
+func schemaRef(name string) string { return "#/components/schemas/" + name }
+
+// knownShapes returns the anyOf of the named components (sorted, once
+// each) and a generic object described by other, and the x- mapping of
+// operations (and families) to components.
+func knownShapes(names map[siteprotocol.Operation]map[siteprotocol.Family]string, other string) ([]*huma.Schema, map[string]any) {
+	seen := map[string]bool{}
+	byOp := map[string]any{}
+	for _, op := range siteprotocol.Operations() {
+		fams := names[op]
+		if name, ok := fams[""]; ok && len(fams) == 1 {
+			byOp[string(op)] = schemaRef(name)
+			seen[name] = true
+			continue
+		}
+		byFam := map[string]string{}
+		for f, name := range fams {
+			byFam[string(f)] = schemaRef(name)
+			seen[name] = true
+		}
+		byOp[string(op)] = byFam
+	}
+	var shapes []*huma.Schema
+	for _, name := range slices.Sorted(maps.Keys(seen)) {
+		shapes = append(shapes, &huma.Schema{Ref: schemaRef(name)})
+	}
+	shapes = append(shapes, &huma.Schema{Type: huma.TypeObject, Description: other})
+	return shapes, byOp
+}
+
+// payloadSchema registers the payload components (those of the family
+// variants derived from PreparePayload and StartPayload) and returns the
+// schema of Command.payload: anyOf the known payloads and a generic object
+// (an operation the server does not know is stored unchecked), with
+// x-payload-schemas naming each known operation's (per family where they
+// differ). The anyOf claims no check beyond "an object": the server's
+// checks are the payload's schema for a known operation (and the rules in
+// its description), which the mapping names.
+func payloadSchema(reg huma.Registry) *huma.Schema {
 	for _, t := range []reflect.Type{
 		reflect.TypeFor[siteprotocol.BindMemberPayload](), reflect.TypeFor[siteprotocol.RetireMemberPayload](),
 		reflect.TypeFor[siteprotocol.PreparePayload](), reflect.TypeFor[siteprotocol.StartPayload](),
 		reflect.TypeFor[siteprotocol.ReadLogsPayload](), reflect.TypeFor[siteprotocol.ReadFilePayload](),
-		reflect.TypeFor[siteprotocol.ProxyPayload](),
+		reflect.TypeFor[siteprotocol.ProxyPayload](), reflect.TypeFor[siteprotocol.EmptyPayload](),
 	} {
 		reg.Schema(t, true, t.Name())
 	}
-	if p := s.Properties["payload"]; p != nil {
-		p.Description = "The operation's payload object: BindMemberPayload (bind-member; account_uid optional), RetireMemberPayload (retire-member), " +
-			"PreparePayload (prepare), StartPayload (start), ReadLogsPayload (read-logs), ReadFilePayload (read-file), ProxyPayload (proxy); " +
-			"observe, cancel and cleanup take an empty object. A known operation's payload is checked on append (422 invalid-command naming the member)."
+	m := reg.Map()
+	m["EmptyPayload"].Description = "The payload of observe, cancel and cleanup, and of an application or inference start (a service starts what prepare saved): an empty object, or left out."
+	if prep := m["PreparePayload"]; prep != nil {
+		prep.Description = "Every member prepare takes; which ones a family takes is PrepareBatchPayload, PrepareApplicationPayload or PrepareInferencePayload."
+		derive := func(name, desc string, props, required []string, kind siteprotocol.ServiceKind) {
+			d := &huma.Schema{Type: huma.TypeObject, Description: desc, AdditionalProperties: false, Properties: map[string]*huma.Schema{}, Required: required}
+			for _, p := range props {
+				if prop := prep.Properties[p]; prop != nil {
+					cp := *prop
+					d.Properties[p] = &cp
+				}
+			}
+			if sk := d.Properties["service_kind"]; sk != nil && kind != "" {
+				sk.Enum = []any{string(kind)}
+				sk.Description = "Must equal the family."
+			}
+			m[name] = d
+		}
+		derive("PrepareBatchPayload", "prepare of a batch Attempt: its private workspace, empty or checked out from an exact commit. Nothing else (a service member is 422).",
+			[]string{"repository", "workspace_size_bytes"}, []string{"workspace_size_bytes"}, "")
+		derive("PrepareApplicationPayload", "prepare of an application service: its workspace and the rendered specification saved for start (image pinned by digest, port, readiness, demand with cpu and memory).",
+			[]string{"repository", "workspace_size_bytes", "service_kind", "image", "port", "readiness", "demand"},
+			[]string{"workspace_size_bytes", "service_kind", "image", "port", "demand"}, siteprotocol.ServiceApplication)
+		derive("PrepareInferencePayload", "prepare of an inference service (a KServe InferenceService): its workspace and the model saved for start (no image: the pinned serving runtime runs it).",
+			[]string{"repository", "workspace_size_bytes", "service_kind", "model", "port", "readiness", "demand"},
+			[]string{"workspace_size_bytes", "service_kind", "model", "port", "demand"}, siteprotocol.ServiceInference)
 	}
-	return ref
+	if start := m["StartPayload"]; start != nil {
+		start.Description = "Every member start takes: a batch start's (StartBatchPayload); a service's start takes none (EmptyPayload)."
+		d := *start
+		d.Description = "start of a batch Attempt: the Job's demand (cpu and memory required), time limit and command."
+		d.Required = []string{"demand", "time_limit_seconds", "argv"}
+		m["StartBatchPayload"] = &d
+	}
+	shapes, byOp := knownShapes(payloadSchemaNames(), "The payload of an operation the server does not know: stored as sent (strict JSON); the Runtime answers the command refused unsupported-operation.")
+	return &huma.Schema{
+		Description: "The operation's payload object (x-payload-schemas names each known operation's, per family where they differ). " +
+			"A known operation's payload is checked on append against its schema and rules (422 invalid-command naming the member); observe, cancel and cleanup take an empty object or none.",
+		AnyOf:      shapes,
+		Extensions: map[string]any{"x-payload-schemas": byOp},
+	}
 }
 
 // RecordedResult is a result exactly as the Runtime sent it; its schema is
@@ -196,7 +316,7 @@ func withRawBody(m map[string]any, schema *huma.Schema, description string) map[
 // x-principal and said in its description, and an operation whose
 // metadata names a raw body (withRawBody) documents it as application/json
 // of its schema instead of the bytes Huma reads.
-func documentOperation(_ *huma.OpenAPI, op *huma.Operation) {
+func documentOperation(oapi *huma.OpenAPI, op *huma.Operation) {
 	if principals, ok := op.Metadata[principalKey].([]string); ok {
 		if op.Extensions == nil {
 			op.Extensions = map[string]any{}
@@ -223,6 +343,7 @@ func documentOperation(_ *huma.OpenAPI, op *huma.Operation) {
 	}
 	op.RequestBody.Description = rb.description
 	op.RequestBody.Content = map[string]*huma.MediaType{"application/json": {Schema: rb.schema}}
+	httpserver.DocumentExamples(oapi, op) // the new media type's examples
 }
 
 // resultSchema returns the reference to the Result schema, registering it
@@ -253,9 +374,26 @@ func resultSchema(reg huma.Registry) *huma.Schema {
 	if !slices.Contains(s.Required, "digest") {
 		s.Required = append(s.Required, "digest")
 	}
-	s.Properties["detail"].Description = "The operation's detail object: BindingDetail (bind-member, retire-member), PrepareDetail (prepare), " +
-		"StateDetail (start), ObserveDetail (observe; exit_code for a finished batch Attempt), CancelDetail (cancel), " +
-		"CleanupDetail (cleanup), ReadLogsDetail (read-logs), ReadFileDetail (read-file), ProxyDetail (proxy)."
+	details := map[siteprotocol.Operation]map[siteprotocol.Family]string{}
+	for op, name := range detailSchemaNames() {
+		details[op] = map[siteprotocol.Family]string{"": name}
+	}
+	shapes, byOp := knownShapes(details, "The detail of an operation the server does not know, or any other object: the server records a detail as the Runtime sent it.")
+	s.Properties["detail"] = &huma.Schema{
+		Description: "The operation's detail object (x-detail-schemas names each known operation's; the same for every family, observe's exit_code being a batch Attempt's). " +
+			"The server checks only that it is an object and records it as sent; a refused result usually carries none.",
+		AnyOf:      shapes,
+		Extensions: map[string]any{"x-detail-schemas": byOp},
+	}
+	states := make([]string, 0, len(siteprotocol.States()))
+	for _, st := range siteprotocol.States() {
+		states = append(states, string(st))
+	}
+	for _, name := range []string{"StateDetail", "CancelDetail", "ObserveDetail"} {
+		if d := reg.Map()[name]; d != nil && d.Properties["state"] != nil {
+			d.Properties["state"].Description = "The native state observed: one of " + strings.Join(states, ", ") + " (the Runtime's vocabulary; the server does not check it)."
+		}
+	}
 	outcomes := []siteprotocol.Outcome{siteprotocol.OutcomeSucceeded, siteprotocol.OutcomeFailed, siteprotocol.OutcomeRefused}
 	s.Properties["outcome"].Enum = nil
 	for _, o := range outcomes {

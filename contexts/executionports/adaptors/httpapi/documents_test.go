@@ -8,6 +8,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/pharos-metallo/metallo/platform/httpserver"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
 // TestEveryOperationDocumentsItsPrincipalAndTheReasonsOfEachProblemStatus
@@ -40,5 +41,47 @@ func TestEveryOperationDocumentsItsPrincipalAndTheReasonsOfEachProblemStatus(t *
 	}
 	if ops == 0 {
 		t.Fatal("no operation documented")
+	}
+}
+
+// TestEveryKnownOperationNamesItsPayloadAndDetailSchemas requires every
+// operation of the protocol's vocabulary (siteprotocol.Operations, so a new
+// one joins) to name, for every family it takes, a registered payload
+// component, and a registered detail component, and the Command and
+// Result schemas to list each in their anyOf.
+func TestEveryKnownOperationNamesItsPayloadAndDetailSchemas(t *testing.T) {
+	api := httpserver.NewAPI(http.NewServeMux(), "execution")
+	Register(api, &Handlers{})
+	schemas := api.OpenAPI().Components.Schemas.Map()
+	listed := func(s *huma.Schema) map[string]bool {
+		out := map[string]bool{}
+		for _, a := range s.AnyOf {
+			out[a.Ref] = true
+		}
+		return out
+	}
+	payloads, details := listed(schemas["Command"].Properties["payload"]), listed(schemas["Result"].Properties["detail"])
+	families := []siteprotocol.Family{siteprotocol.FamilyBatch, siteprotocol.FamilyApplication, siteprotocol.FamilyInference}
+	for _, op := range siteprotocol.Operations() {
+		names := payloadSchemaNames()[op]
+		if len(names) == 0 {
+			t.Errorf("operation %s names no payload schema", op)
+		}
+		for _, f := range families {
+			name, ok := names[f]
+			if !ok {
+				name, ok = names[""]
+			}
+			if !ok || schemas[name] == nil || !payloads[schemaRef(name)] {
+				t.Errorf("operation %s (family %s): payload schema %q is not registered or not in Command.payload's anyOf", op, f, name)
+			}
+		}
+		name := detailSchemaNames()[op]
+		if schemas[name] == nil || !details[schemaRef(name)] {
+			t.Errorf("operation %s: detail schema %q is not registered or not in Result.detail's anyOf", op, name)
+		}
+	}
+	if got := len(schemas["Result"].Properties["reason"].Enum); got != len(siteprotocol.Reasons()) {
+		t.Errorf("Result.reason lists %d reasons, the vocabulary has %d", got, len(siteprotocol.Reasons()))
 	}
 }

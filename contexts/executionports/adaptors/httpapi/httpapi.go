@@ -73,16 +73,23 @@ func Register(api huma.API, h *Handlers) {
 	reg := api.OpenAPI().Components.Schemas
 
 	// Site protocol routes (principal environment:<id>).
-	huma.Register(api, h.getStreamStateOperation(), h.getStreamState)
-	huma.Register(api, h.pullCommandsOperation(), h.pullCommands)
-	huma.Register(api, h.recordResultOperation(reg), h.recordResult)
+	huma.Register(api, withExamples(h.getStreamStateOperation(), streamStateExamples()), h.getStreamState)
+	huma.Register(api, withExamples(h.pullCommandsOperation(), pullExamples()), h.pullCommands)
+	huma.Register(api, withExamples(h.recordResultOperation(reg), resultExamples()), h.recordResult)
 
 	// Execution's routes (a configured service principal).
-	huma.Register(api, h.appendCommandOperation(reg), h.appendCommand)
-	huma.Register(api, h.getCommandOperation(), h.getCommand)
-	huma.Register(api, h.rebindStreamOperation(), h.rebindStream)
-	huma.Register(api, h.planCapacityOperation(), h.planCapacity)
-	huma.Register(api, h.getBindingDeliveriesOperation(), h.getBindingDeliveries)
+	huma.Register(api, withExamples(h.appendCommandOperation(reg), appendExamples()), h.appendCommand)
+	huma.Register(api, withExamples(h.getCommandOperation(), commandExamples()), h.getCommand)
+	huma.Register(api, withExamples(h.rebindStreamOperation(), rebindExamples()), h.rebindStream)
+	huma.Register(api, withExamples(h.planCapacityOperation(), planExamples()), h.planCapacity)
+	huma.Register(api, withExamples(h.getBindingDeliveriesOperation(), deliveriesExamples()), h.getBindingDeliveries)
+}
+
+// withExamples returns op with its documented examples (examples.go),
+// written into the document by httpserver.DocumentExamples.
+func withExamples(op huma.Operation, ex []httpserver.Example) huma.Operation {
+	op.Metadata = httpserver.WithExamples(op.Metadata, ex...)
+	return op
 }
 
 // operation completes the document of one route, op giving what differs

@@ -29,7 +29,7 @@ func (h *Handlers) recordResultOperation(reg huma.Registry) huma.Operation {
 		SkipValidateBody: true,
 		Middlewares:      huma.Middlewares{jsonBody(false, MaxResultBytes)},
 	}, map[int][]string{
-		400: {siteprotocol.ProblemInstallationRequired, siteprotocol.ProblemInvalidResult},
+		400: {siteprotocol.ProblemInstallationRequired, siteprotocol.ProblemInvalidResult, httpserver.DefaultReason(http.StatusBadRequest)},
 		404: {siteprotocol.ProblemUnknownEnvironment, siteprotocol.ProblemUnknownCommand},
 		409: {siteprotocol.ProblemInstallationMismatch, siteprotocol.ProblemOutOfOrder, siteprotocol.ProblemIdentityMismatch, siteprotocol.ProblemResultConflict},
 		413: {httpserver.DefaultReason(http.StatusRequestEntityTooLarge)}, 415: {httpserver.DefaultReason(http.StatusUnsupportedMediaType)}, 422: {siteprotocol.ProblemInvalidResult, httpserver.DefaultReason(http.StatusUnprocessableEntity)},

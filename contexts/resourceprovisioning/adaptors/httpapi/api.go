@@ -185,6 +185,7 @@ func (a *API) Register(api huma.API) {
 	}, a.bindingConflicts)
 	a.registerInconsistencies(api, errs)
 	a.registerMembers(api, reg, errs)
+	documentExamples(api)
 }
 
 // problem maps an application error to a problem; unexpected errors are
