@@ -29,10 +29,13 @@ const (
 	PhaseRemoved  = "removed"
 )
 
-// Native kinds the batch executors record.
+// Native kinds the executors record: batch a Job and its workspace claim,
+// an application service a Deployment, a Service and its workspace claim.
 const (
-	KindJob       = "Job"
-	KindWorkspace = "PersistentVolumeClaim"
+	KindJob        = "Job"
+	KindWorkspace  = "PersistentVolumeClaim"
+	KindDeployment = "Deployment"
+	KindService    = "Service"
 )
 
 // FindRecord returns the record of kind among records, or nil.
