@@ -167,8 +167,10 @@ func TestMismatchNamesEachChangedFieldOfADeploymentAndAService(t *testing.T) {
 		t.Fatalf("the Deployment as the server returns it: %q %v", m, err)
 	}
 	for field, edit := range map[string]func(map[string]any){
-		"image":     func(m map[string]any) { container0(m)["image"] = "other" },
-		"resources": func(m map[string]any) { container0(m)["resources"].(map[string]any)["limits"].(map[string]any)["memory"] = "1Gi" },
+		"image": func(m map[string]any) { container0(m)["image"] = "other" },
+		"resources": func(m map[string]any) {
+			container0(m)["resources"].(map[string]any)["limits"].(map[string]any)["memory"] = "1Gi"
+		},
 		"serviceAccountName": func(m map[string]any) {
 			podSpecOf(m)["serviceAccountName"] = "member-other"
 		},
@@ -255,7 +257,9 @@ func TestMismatchAcceptsOnlyTheOmittedZeroInitialDelayOfAReadinessProbe(t *testi
 		}
 		return d
 	}
-	dropDelay := func(m map[string]any) { delete(container0(m)["readinessProbe"].(map[string]any), "initialDelaySeconds") }
+	dropDelay := func(m map[string]any) {
+		delete(container0(m)["readinessProbe"].(map[string]any), "initialDelaySeconds")
+	}
 	zero := withDelay("0")
 	if m, err := kube.Mismatch(zero.Spec, liveDeployment(t, zero, dropDelay)); err != nil || m != "" {
 		t.Fatalf("initialDelaySeconds 0 omitted by the server: %q %v", m, err)
