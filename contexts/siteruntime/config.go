@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -66,6 +67,10 @@ type Config struct {
 	// tolerations as key[=value][:effect] (kube.ParseTolerations).
 	PodNodeSelector map[string]string
 	PodTolerations  []string
+	// ProgressDeadline is every application service Deployment's
+	// progressDeadlineSeconds (whole seconds, default 600 s), part of the
+	// rendered specification (docs/site-runtime.md#application-services-on-kubernetes).
+	ProgressDeadline time.Duration
 	// DeletionWait bounds how long cancel and cleanup wait for a deleted
 	// object to be gone (then failed / deletion-pending).
 	DeletionWait time.Duration
@@ -237,6 +242,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := kube.ParseTolerations(c.PodTolerations); err != nil {
 		errs.bad("pod-tolerations", strings.Join(c.PodTolerations, ","), err)
+	}
+	if c.ProgressDeadline < time.Second || c.ProgressDeadline%time.Second != 0 || c.ProgressDeadline > math.MaxInt32*time.Second {
+		errs.bad("progress-deadline", c.ProgressDeadline.String(), errors.New("must be whole seconds, at least 1s: it is the Deployment's progressDeadlineSeconds"))
 	}
 	errs.positive("deletion-wait", c.DeletionWait, "how long cancel and cleanup wait for a deleted object")
 	errs.positive("permissions-bound", c.PermissionsBound, "how long an unavailable permission provider is retried")
