@@ -264,7 +264,7 @@ func (c Config) Validate() error {
 	if c.LivenessBound > 0 && c.LivenessBound <= c.PullWait+c.BackoffMax {
 		errs.bad("liveness-bound", c.LivenessBound.String(), fmt.Errorf("must exceed --pull-wait plus --backoff-max (%s): an idle or waiting worker beats at least that often", c.PullWait+c.BackoffMax))
 	}
-	if _, err := failpoint.Parse(c.Failpoints, application.FailpointNames(), nil); err != nil {
+	if _, err := failpoint.Parse(c.Failpoints, application.RuntimeFailpointNames(), nil); err != nil {
 		errs.bad("failpoints", c.Failpoints, err)
 	}
 	return errors.Join(errs...)

@@ -75,8 +75,9 @@ func Module(cfg Config, j *journal.Journal) fx.Option {
 		fx.Provide(
 			AsExecutors(memberRegistrations),
 			AsExecutors(batchRegistrations),
+			AsExecutors(applicationRegistrations),
 		),
-		fx.Provide(fx.Private, newBatchExecutor),
+		fx.Provide(fx.Private, newBatchExecutor, newApplicationExecutor),
 		fx.Provide(
 			fx.Private,
 			newRegistry,
@@ -95,7 +96,7 @@ func contextLogger(log *zap.Logger) *zap.Logger { return log.With(zap.String("co
 // newFailpoints arms --failpoints (METALLO_FAILPOINTS), warning when any
 // is armed; a value that does not parse is an error naming the flag.
 func newFailpoints(cfg Config, log *zap.Logger) (application.Failpoints, error) {
-	fp, err := failpoint.Parse(cfg.Failpoints, application.FailpointNames(), os.Stderr)
+	fp, err := failpoint.Parse(cfg.Failpoints, application.RuntimeFailpointNames(), os.Stderr)
 	if err != nil {
 		return nil, config.Invalid("failpoints", cfg.Failpoints, err)
 	}
@@ -132,6 +133,17 @@ func memberRegistrations(b application.MemberBindings, fp application.Failpoints
 // batchRegistrations routes the batch family's operations.
 func batchRegistrations(e *application.BatchExecutor) []application.Registration {
 	return e.Registrations()
+}
+
+// applicationRegistrations routes the application family's operations.
+func applicationRegistrations(e *application.ApplicationExecutor) []application.Registration {
+	return e.Registrations()
+}
+
+// newApplicationExecutor is NewApplicationExecutor over services.sqlite.
+func newApplicationExecutor(cfg Config, b application.MemberBindings, r application.ServiceRecords, fp application.Failpoints,
+	c clock.Clock) (*application.ApplicationExecutor, error) {
+	return NewApplicationExecutor(cfg, b, r, fp, c)
 }
 
 // newBatchExecutor is NewBatchExecutor with the watch of the Runtime's

@@ -63,6 +63,10 @@ func resourceOf(kind string) (schema.GroupVersionResource, bool) {
 		return schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, true
 	case domain.KindWorkspace:
 		return schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}, true
+	case domain.KindDeployment:
+		return schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, true
+	case domain.KindService:
+		return schema.GroupVersionResource{Version: "v1", Resource: "services"}, true
 	}
 	return schema.GroupVersionResource{}, false
 }
@@ -147,12 +151,9 @@ func (w *Workloads) Create(ctx context.Context, as domain.StartIdentity, obj app
 	if err := json.Unmarshal(obj.Spec, &u.Object); err != nil {
 		return "", fmt.Errorf("decode the rendered %s: %w", obj.Kind, err)
 	}
-	ann := u.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
+	if err := stampSpecDigest(u, siteprotocol.Digest(obj.Spec)); err != nil {
+		return "", fmt.Errorf("annotate the rendered %s: %w", obj.Kind, err)
 	}
-	ann[AnnotationSpecDigest] = siteprotocol.Digest(obj.Spec)
-	u.SetAnnotations(ann)
 	client, err := w.member(as)
 	if err != nil {
 		return "", err

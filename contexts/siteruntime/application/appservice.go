@@ -1,0 +1,454 @@
+package application
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+// FailAtCompensatingDelete: a start's compensating delete of its
+// Deployment (the Service create was refused) is recorded in phase
+// deleting; the delete call has not been made.
+const FailAtCompensatingDelete = "at-compensating-delete"
+
+// ServiceFailpointNames lists the failpoints only the service executors
+// reach (the worker's are FailpointNames).
+func ServiceFailpointNames() []string { return []string{FailAtCompensatingDelete} }
+
+// RuntimeFailpointNames lists every failpoint of a serving Runtime: the
+// worker's and the service executors'.
+func RuntimeFailpointNames() []string { return append(FailpointNames(), ServiceFailpointNames()...) }
+
+// ApplicationConfig configures the application service executors.
+type ApplicationConfig struct {
+	// DeletionWait bounds the wait for a deleted object (default
+	// DefaultDeletionWait).
+	DeletionWait time.Duration
+	// ProgressDeadline is the Deployment's progressDeadlineSeconds
+	// (default DefaultProgressDeadline), rendered at prepare.
+	ProgressDeadline time.Duration
+}
+
+// DeploymentObserver reads an application service's native state.
+type DeploymentObserver interface {
+	// ObserveDeployment reports the state of the Deployment ref names (its
+	// ReplicaSets and Pods by controller UID lineage); found is false when
+	// no Deployment with ref's name and UID exists.
+	ObserveDeployment(ctx context.Context, ref siteprotocol.NativeRef) (obs Observation, found bool, err error)
+}
+
+// ApplicationExecutor performs the application family's prepare, start,
+// observe, cancel and cleanup
+// (docs/site-runtime.md#application-services-on-kubernetes):
+//
+//   - prepare creates the Attempt's workspace claim as the member (as for
+//     batch), then renders the Deployment and the ClusterIP Service and
+//     saves both specifications in services.sqlite (phase prepared) before
+//     answering; a prepare of an Attempt already prepared by another
+//     command is refused attempt-conflict, whatever it asks for, so a later
+//     command can never change the service kind or the specification;
+//   - start creates exactly what prepare saved, the Deployment and then the
+//     Service, as the member after a fresh access check. When the Service
+//     is refused after the Deployment exists, the Deployment is deleted by
+//     its UID (recorded before and after) and the start is refused with the
+//     Service's refusal: nothing of the Attempt is left;
+//   - observe reports the Deployment's state (DeploymentObserver);
+//     native-missing when the Deployment or the Service is gone;
+//   - cancel (Deployment, Service) and cleanup (also the claim) delete as
+//     the Runtime by exact UID with foreground propagation, bounded wait,
+//     foreign objects listed and never touched.
+//
+// Creates, adoption on recovery and deletes follow the batch executor's
+// protocol exactly (record before the create, adopt only on a full match,
+// otherwise ErrUnexplained; see BatchExecutor), which this executor reuses.
+type ApplicationExecutor struct {
+	access    *Access
+	native    NativeWorkloads
+	observer  DeploymentObserver
+	specs     ApplicationSpecs
+	records   NativeRecords
+	fp        Failpoints
+	cfg       ApplicationConfig
+	lifecycle *BatchExecutor
+}
+
+// NewApplicationExecutor returns the application service executors;
+// records is services.sqlite.
+func NewApplicationExecutor(access *Access, native NativeWorkloads, observer DeploymentObserver, specs ApplicationSpecs, records ServiceRecords, fp Failpoints, cfg ApplicationConfig) *ApplicationExecutor {
+	if fp == nil {
+		fp = NoFailpoints{}
+	}
+	if cfg.DeletionWait <= 0 {
+		cfg.DeletionWait = DefaultDeletionWait
+	}
+	if cfg.ProgressDeadline <= 0 {
+		cfg.ProgressDeadline = DefaultProgressDeadline
+	}
+	kinded := applicationRecords{records}
+	return &ApplicationExecutor{access: access, native: native, observer: observer, specs: specs, records: kinded, fp: fp, cfg: cfg,
+		lifecycle: NewBatchExecutor(access, native, nil, nil, kinded, fp, BatchConfig{DeletionWait: cfg.DeletionWait})}
+}
+
+// applicationRecords saves every record with service kind application.
+type applicationRecords struct{ ServiceRecords }
+
+func (r applicationRecords) SaveRecord(ctx context.Context, rec domain.NativeRecord) error {
+	rec.ServiceKind = string(siteprotocol.ServiceApplication)
+	return r.ServiceRecords.SaveRecord(ctx, rec)
+}
+
+// Registrations routes the application family's operations to e.
+func (e *ApplicationExecutor) Registrations() []Registration {
+	var regs []Registration
+	for _, op := range []siteprotocol.Operation{siteprotocol.OpPrepare, siteprotocol.OpStart, siteprotocol.OpObserve, siteprotocol.OpCancel, siteprotocol.OpCleanup} {
+		regs = append(regs, Registration{Operation: op, Family: siteprotocol.FamilyApplication, Executor: e})
+	}
+	return regs
+}
+
+// Execute performs a new command; errors are as BatchExecutor.Execute's.
+func (e *ApplicationExecutor) Execute(ctx context.Context, cmd siteprotocol.Command) (domain.Answer, error) {
+	return e.perform(ctx, cmd, false)
+}
+
+// Recover answers a command whose effect is uncertain; see
+// ApplicationExecutor.
+func (e *ApplicationExecutor) Recover(ctx context.Context, cmd siteprotocol.Command) (domain.Answer, error) {
+	return e.perform(ctx, cmd, true)
+}
+
+func (e *ApplicationExecutor) perform(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {
+	switch cmd.Operation {
+	case siteprotocol.OpPrepare:
+		return e.prepare(ctx, cmd, recovering)
+	case siteprotocol.OpStart:
+		return e.start(ctx, cmd, recovering)
+	case siteprotocol.OpObserve:
+		return e.observe(ctx, cmd)
+	case siteprotocol.OpCancel:
+		return e.remove(ctx, cmd, domain.KindDeployment, domain.KindService)
+	case siteprotocol.OpCleanup:
+		return e.remove(ctx, cmd, domain.KindDeployment, domain.KindService, domain.KindWorkspace)
+	}
+	return domain.Refused(siteprotocol.ReasonUnsupportedOperation, "the application executor does not perform %s", cmd.Operation), nil
+}
+
+func (e *ApplicationExecutor) prepare(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {
+	p, err := siteprotocol.DecodePayload[siteprotocol.PreparePayload](cmd)
+	if err != nil {
+		return domain.Refused(siteprotocol.ReasonInvalidPayload, "prepare payload: %v", err), nil
+	}
+	if p.Repository != nil {
+		return domain.Refused(siteprotocol.ReasonUnsupportedOperation,
+			"this Runtime cannot check out repositories yet (%s at %s); prepare an empty workspace (no repository)", p.Repository.URL, p.Repository.Commit), nil
+	}
+	spec, err := ApplicationSpecOf(p)
+	if err != nil {
+		return domain.Refused(siteprotocol.ReasonInvalidPayload, "prepare payload: %v", err), nil
+	}
+	records, err := e.records.Records(ctx, cmd.AttemptID)
+	if err != nil {
+		return domain.Answer{}, err
+	}
+	if refusal, err := e.preparedElsewhere(cmd, records); refusal != nil || err != nil {
+		return orAnswer(refusal), err
+	}
+	b, refusal, err := e.access.Binding(ctx, cmd)
+	if refusal != nil || err != nil {
+		return orAnswer(refusal), err
+	}
+	ws, err := e.specs.RenderWorkspace(WorkspaceSpec{Identity: IdentityOf(cmd), Namespace: b.Namespace, SizeBytes: p.WorkspaceSizeBytes})
+	if err != nil {
+		return domain.Answer{}, fmt.Errorf("render the workspace claim: %w", err)
+	}
+	ws, wsUID, refusal, err := e.lifecycle.ensureCreated(ctx, cmd, b, domain.FindRecord(records, domain.KindWorkspace), ws, recovering)
+	if refusal != nil || err != nil {
+		return orAnswer(refusal), err
+	}
+	spec.Identity, spec.Namespace, spec.ServiceAccount, spec.WorkspaceClaim = IdentityOf(cmd), b.Namespace, b.Account, ws.Name
+	spec.ProgressDeadlineSeconds = int32(e.cfg.ProgressDeadline.Seconds())
+	dep, err := e.savePrepared(ctx, cmd, domain.FindRecord(records, domain.KindDeployment), func() (NativeObject, error) { return e.specs.RenderDeployment(spec) })
+	if err != nil {
+		return e.renderRefusal(err)
+	}
+	_, err = e.savePrepared(ctx, cmd, domain.FindRecord(records, domain.KindService), func() (NativeObject, error) { return e.specs.RenderService(spec) })
+	if err != nil {
+		return e.renderRefusal(err)
+	}
+	return domain.Succeeded(siteprotocol.ReasonPrepared,
+		fmt.Sprintf("workspace claim %s created in namespace %s as %s; Deployment and Service %s rendered and saved", ws.Name, ws.Namespace, b.Account, dep.Name),
+		siteprotocol.PrepareDetail{Workspace: siteprotocol.WorkspaceRef{ClaimName: ws.Name, UID: wsUID}, SpecDigest: siteprotocol.Digest(dep.Spec)},
+		ws.Ref(wsUID)), nil
+}
+
+func (e *ApplicationExecutor) renderRefusal(err error) (domain.Answer, error) {
+	if errors.Is(err, ErrUnsupportedDemand) {
+		return domain.Refused(siteprotocol.ReasonInvalidPayload, "prepare payload: %v", err), nil
+	}
+	return domain.Answer{}, err
+}
+
+// preparedElsewhere refuses a prepare of an Attempt whose service
+// specification another command saved (its Deployment's command label
+// names the prepare that rendered it), or that holds a record of another
+// service kind: a later command never changes either.
+func (e *ApplicationExecutor) preparedElsewhere(cmd siteprotocol.Command, records []domain.NativeRecord) (*domain.Answer, error) {
+	for _, r := range records {
+		if r.ServiceKind != "" && r.ServiceKind != string(siteprotocol.ServiceApplication) {
+			a := domain.Refused(siteprotocol.ReasonAttemptConflict, "attempt %s was prepared as a %s service (%s %s); a later prepare cannot change its service kind",
+				cmd.AttemptID, r.ServiceKind, r.Kind, r.Name)
+			return &a, nil
+		}
+		if r.Kind != domain.KindDeployment && r.Kind != domain.KindService {
+			continue
+		}
+		id, err := e.specs.Identity(r.Spec)
+		if err != nil {
+			return nil, fmt.Errorf("read the identity of attempt %s's %s record: %w", cmd.AttemptID, r.Kind, err)
+		}
+		if id.CommandID != cmd.ID {
+			a := domain.Refused(siteprotocol.ReasonAttemptConflict,
+				"attempt %s was already prepared by command %s; a later prepare cannot change its service kind or specification", cmd.AttemptID, id.CommandID)
+			return &a, nil
+		}
+	}
+	return nil, nil
+}
+
+// savePrepared saves the specification render gives in phase prepared,
+// unless rec (this command's, from before a crash) holds it already: the
+// saved specification is never rendered again.
+func (e *ApplicationExecutor) savePrepared(ctx context.Context, cmd siteprotocol.Command, rec *domain.NativeRecord, render func() (NativeObject, error)) (NativeObject, error) {
+	if rec != nil {
+		return savedObject(*rec), nil
+	}
+	obj, err := render()
+	if err != nil {
+		return NativeObject{}, err
+	}
+	if err := e.lifecycle.save(ctx, cmd, obj, "", domain.PhasePrepared); err != nil {
+		return NativeObject{}, err
+	}
+	e.fp.Hit(FailAfterNativeRecord)
+	return obj, nil
+}
+
+func (e *ApplicationExecutor) start(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {
+	if _, err := siteprotocol.DecodePayload[siteprotocol.StartPayload](cmd); err != nil {
+		return domain.Refused(siteprotocol.ReasonInvalidPayload, "start payload: %v", err), nil
+	}
+	records, err := e.records.Records(ctx, cmd.AttemptID)
+	if err != nil {
+		return domain.Answer{}, err
+	}
+	ws := domain.FindRecord(records, domain.KindWorkspace)
+	depRec, svcRec := domain.FindRecord(records, domain.KindDeployment), domain.FindRecord(records, domain.KindService)
+	if ws == nil || ws.Phase != domain.PhaseCreated || depRec == nil || svcRec == nil {
+		return domain.Refused(siteprotocol.ReasonNotPrepared, "attempt %s has no prepared workspace and saved service specification; send prepare first", cmd.AttemptID), nil
+	}
+	if compensating(cmd, depRec, svcRec) {
+		// A start whose Service was refused, interrupted while it removed
+		// its Deployment: finish that, and answer the refusal.
+		return e.compensate(ctx, cmd, *depRec, *svcRec, "")
+	}
+	b, refusal, err := e.access.Binding(ctx, cmd)
+	if refusal != nil || err != nil {
+		return orAnswer(refusal), err
+	}
+	id, err := e.specs.Identity(depRec.Spec)
+	if err != nil {
+		return domain.Answer{}, fmt.Errorf("read the identity of attempt %s's Deployment record: %w", cmd.AttemptID, err)
+	}
+	if id.RunID != cmd.RunID || id.MemberID != cmd.MemberID || id.ProjectID != cmd.ProjectID {
+		return domain.Refused(siteprotocol.ReasonAttemptConflict,
+			"attempt %s was prepared for run %s, member %s, project %s; this start names run %s, member %s, project %s",
+			cmd.AttemptID, id.RunID, id.MemberID, id.ProjectID, cmd.RunID, cmd.MemberID, cmd.ProjectID), nil
+	}
+	if ws.Namespace != b.Namespace || depRec.Namespace != b.Namespace {
+		return domain.Refused(siteprotocol.ReasonNotPrepared, "attempt %s was prepared in namespace %s; binding %s now names namespace %s",
+			cmd.AttemptID, depRec.Namespace, b.BindingID, b.Namespace), nil
+	}
+	dep, depUID, refusal, err := e.lifecycle.ensureCreated(ctx, cmd, b, startRecord(cmd, depRec), savedObject(*depRec), recovering)
+	if refusal != nil || err != nil {
+		return orAnswer(refusal), err
+	}
+	svc, svcUID, refusal, err := e.lifecycle.ensureCreated(ctx, cmd, b, startRecord(cmd, svcRec), savedObject(*svcRec), recovering)
+	if err != nil {
+		return domain.Answer{}, err
+	}
+	if refusal != nil {
+		// Nothing of a refused start is left behind: the Deployment goes.
+		if err := e.lifecycle.save(ctx, cmd, svc, "", domain.PhaseRefused); err != nil {
+			return domain.Answer{}, err
+		}
+		rec := domain.NativeRecord{AttemptID: cmd.AttemptID, Kind: dep.Kind, Namespace: dep.Namespace, Name: dep.Name, UID: depUID, Spec: dep.Spec, Phase: domain.PhaseCreated, CommandID: cmd.ID}
+		svcSaved := domain.NativeRecord{AttemptID: cmd.AttemptID, Kind: svc.Kind, Namespace: svc.Namespace, Name: svc.Name, Spec: svc.Spec, Phase: domain.PhaseRefused, CommandID: cmd.ID}
+		return e.compensate(ctx, cmd, rec, svcSaved, refusal.Message)
+	}
+	return domain.Succeeded(siteprotocol.ReasonCreated,
+		fmt.Sprintf("Deployment %s and Service %s created in namespace %s as %s%s", dep.Name, svc.Name, dep.Namespace, b.Account, domain.AccountCheckNote(b)),
+		siteprotocol.StateDetail{State: siteprotocol.StateQueued}, dep.Ref(depUID), svc.Ref(svcUID)), nil
+}
+
+// startRecord is the record ensureCreated continues from: none while the
+// object is only prepared (start creates it, recording its own phases).
+func startRecord(cmd siteprotocol.Command, rec *domain.NativeRecord) *domain.NativeRecord {
+	if rec.Phase == domain.PhasePrepared && rec.CommandID != cmd.ID {
+		return nil
+	}
+	return rec
+}
+
+// compensating reports whether cmd's start saw its Service refused after
+// it had created the Deployment.
+func compensating(cmd siteprotocol.Command, dep, svc *domain.NativeRecord) bool {
+	return cmd.Operation == siteprotocol.OpStart && svc.CommandID == cmd.ID && svc.Phase == domain.PhaseRefused &&
+		dep.CommandID == cmd.ID && dep.UID != "" && dep.Phase != domain.PhaseRefused
+}
+
+// compensate deletes the Deployment dep that cmd created, by its UID, as
+// the Runtime — recorded in phase deleting before the delete
+// (FailAtCompensatingDelete) and removed once it is gone — and answers the
+// start refused native-request-denied with no native reference. why is
+// the Service's refusal as the API server gave it ("" when recovering it
+// from the records).
+func (e *ApplicationExecutor) compensate(ctx context.Context, cmd siteprotocol.Command, dep, svc domain.NativeRecord, why string) (domain.Answer, error) {
+	if dep.Phase != domain.PhaseRemoved {
+		if dep.Phase != domain.PhaseDeleting {
+			if err := e.lifecycle.saveRecord(ctx, cmd, dep, domain.PhaseDeleting); err != nil {
+				return domain.Answer{}, err
+			}
+			dep.Phase = domain.PhaseDeleting
+		}
+		e.fp.Hit(FailAtCompensatingDelete)
+		asCleanup := cmd
+		asCleanup.Operation = siteprotocol.OpCleanup
+		_, pending, err := e.lifecycle.delete(ctx, asCleanup, dep)
+		if err != nil {
+			return domain.Answer{}, err
+		}
+		if pending != nil {
+			// Still being deleted: the outcome is not known yet; the
+			// worker recovers the start, which waits again.
+			return domain.Answer{}, fmt.Errorf("the compensating delete of Deployment %s/%s uid %s is still pending after %s", dep.Namespace, dep.Name, dep.UID, e.cfg.DeletionWait)
+		}
+	}
+	if why == "" {
+		why = "refused by the API server"
+	}
+	return domain.Refused(siteprotocol.ReasonNativeRequestDenied,
+		"Service %s/%s was %s; the Deployment %s created before it was deleted by its UID %s: nothing of attempt %s remains",
+		svc.Namespace, svc.Name, trimRefused(why, svc), dep.Name, dep.UID, cmd.AttemptID), nil
+}
+
+// trimRefused turns ensureCreated's refusal message ("Service ns/name was
+// refused: …") into the part after the object's name.
+func trimRefused(msg string, svc domain.NativeRecord) string {
+	prefix := fmt.Sprintf("%s %s/%s was ", svc.Kind, svc.Namespace, svc.Name)
+	if len(msg) > len(prefix) && msg[:len(prefix)] == prefix {
+		return msg[len(prefix):]
+	}
+	return msg
+}
+
+func (e *ApplicationExecutor) observe(ctx context.Context, cmd siteprotocol.Command) (domain.Answer, error) {
+	records, err := e.records.Records(ctx, cmd.AttemptID)
+	if err != nil {
+		return domain.Answer{}, err
+	}
+	dep, svc := domain.FindRecord(records, domain.KindDeployment), domain.FindRecord(records, domain.KindService)
+	if dep == nil || dep.UID == "" || svc == nil || svc.UID == "" {
+		return domain.Refused(siteprotocol.ReasonNotStarted, "attempt %s has no application service", cmd.AttemptID), nil
+	}
+	depRef, svcRef := recordRef(*dep), recordRef(*svc)
+	for _, r := range []*domain.NativeRecord{dep, svc} {
+		if r.Phase == domain.PhaseRemoved {
+			return missing(recordRef(*r), "was removed by command "+r.CommandID), nil
+		}
+	}
+	obs, found, err := e.observer.ObserveDeployment(ctx, depRef)
+	if err != nil {
+		return domain.Answer{}, fmt.Errorf("observe Deployment %s/%s: %w", depRef.Namespace, depRef.Name, err)
+	}
+	if !found {
+		return missing(depRef, "no longer exists"), nil
+	}
+	live, found, err := e.native.Lookup(ctx, savedObject(*svc))
+	if err != nil {
+		return domain.Answer{}, fmt.Errorf("read Service %s/%s: %w", svcRef.Namespace, svcRef.Name, err)
+	}
+	if !found || live.UID != svc.UID {
+		return missing(svcRef, "no longer exists"), nil
+	}
+	msg := fmt.Sprintf("%s %s is %s", depRef.Kind, depRef.Name, obs.State)
+	if obs.Reason != "" {
+		msg += " (" + obs.Reason + ")"
+	}
+	return domain.Succeeded(siteprotocol.ReasonObserved, msg, siteprotocol.ObserveDetail{
+		State: obs.State, Reason: obs.Reason, Message: obs.Message, StartedAt: obs.StartedAt, FinishedAt: obs.FinishedAt,
+	}, depRef, svcRef), nil
+}
+
+// remove deletes the Attempt's recorded objects of kinds, in order, as the
+// Runtime, as the batch executor's cancel and cleanup do (exact UID,
+// foreground, recorded deleting then removed, bounded wait, foreign
+// objects listed, the same bytes whoever removed an object).
+func (e *ApplicationExecutor) remove(ctx context.Context, cmd siteprotocol.Command, kinds ...string) (domain.Answer, error) {
+	records, err := e.records.Records(ctx, cmd.AttemptID)
+	if err != nil {
+		return domain.Answer{}, err
+	}
+	var removed, foreign []siteprotocol.NativeRef
+	for _, kind := range kinds {
+		rec := domain.FindRecord(records, kind)
+		if rec == nil || rec.UID == "" {
+			continue
+		}
+		if rec.Phase != domain.PhaseRemoved {
+			// The delete's wait answers deletion-pending on its own; as a
+			// cleanup it never reads the object as a Job.
+			asCleanup := cmd
+			asCleanup.Operation = siteprotocol.OpCleanup
+			out, pending, err := e.lifecycle.delete(ctx, asCleanup, *rec)
+			if err != nil {
+				return domain.Answer{}, err
+			}
+			if pending != nil {
+				if cmd.Operation == siteprotocol.OpCancel {
+					state := siteprotocol.StateMissing
+					if dep := domain.FindRecord(records, domain.KindDeployment); dep != nil && dep.UID != "" {
+						obs, found, oerr := e.observer.ObserveDeployment(ctx, recordRef(*dep))
+						if oerr != nil {
+							return domain.Answer{}, fmt.Errorf("observe Deployment %s/%s being deleted: %w", dep.Namespace, dep.Name, oerr)
+						}
+						if found {
+							state = obs.State
+						}
+					}
+					pending.Detail = siteprotocol.CancelDetail{State: state}
+				}
+				return *pending, nil
+			}
+			if out.Foreign != nil {
+				foreign = append(foreign, *out.Foreign)
+			}
+		}
+		removed = append(removed, recordRef(*rec))
+	}
+	if cmd.Operation == siteprotocol.OpCancel {
+		if len(removed) == 0 {
+			return domain.Refused(siteprotocol.ReasonNotStarted, "attempt %s has no application service to cancel", cmd.AttemptID), nil
+		}
+		return domain.Succeeded(siteprotocol.ReasonDeleted, fmt.Sprintf("%d objects of attempt %s are gone", len(removed), cmd.AttemptID),
+			siteprotocol.CancelDetail{State: siteprotocol.StateMissing, ForeignObjects: foreign}, removed...), nil
+	}
+	if removed == nil {
+		removed = []siteprotocol.NativeRef{}
+	}
+	return domain.Succeeded(siteprotocol.ReasonDeleted, fmt.Sprintf("%d objects of attempt %s are gone", len(removed), cmd.AttemptID),
+		siteprotocol.CleanupDetail{Removed: removed, ForeignObjects: foreign}, removed...), nil
+}
