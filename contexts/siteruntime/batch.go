@@ -9,36 +9,55 @@ import (
 	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 )
 
-// NewBatchExecutor builds the batch family's executors (issue 6) from the
-// role's configuration: the Kubernetes adaptor acting as the Runtime's
-// identity from --kubeconfig (the Pod's service account when empty; a
-// Runtime outside a cluster without --kubeconfig fails here), creates
-// impersonating the member; the chosen permission provider; the pinned
-// batch image; records in jobs.sqlite.
+// NewNativeObjects returns the one Kubernetes workload client every
+// executor family shares (docs/site-runtime.md#one-lifecycle-for-every-family):
+// the Kubernetes adaptor acting as the Runtime's identity from
+// --kubeconfig (the Pod's service account when empty; a Runtime outside a
+// cluster without --kubeconfig fails here, naming the flag), its creates
+// impersonating the member.
+func NewNativeObjects(c Config) (*kube.Workloads, error) {
+	rc, err := kubeconfig.Load(c.Kubeconfig)
+	if err != nil {
+		return nil, config.Invalid("kubeconfig", c.Kubeconfig, fmt.Errorf("%w (outside a cluster give --kubeconfig)", err))
+	}
+	return kube.New(rc)
+}
+
+// NewAccess returns the one access check every executor family shares
+// (docs/site-runtime.md#access-before-every-native-start): the stored
+// bindings, the namespaces and service accounts as native reads them, and
+// the permission provider --permissions chooses (an error naming the flag
+// when none is usable).
+func NewAccess(c Config, bindings application.MemberBindings, native application.ProjectNamespaces, clk application.Clock) (*application.Access, error) {
+	perms, err := NewPermissions(c, clk)
+	if err != nil {
+		return nil, err
+	}
+	return application.NewAccess(bindings, native, perms, clk), nil
+}
+
+// BatchNative is what the batch family needs of the shared workload
+// client: its objects, its Jobs' observation and their watch.
+type BatchNative interface {
+	application.BatchNatives
+	application.JobWatches
+}
+
+// NewBatchExecutorOn builds the batch family's executors (issue 6) on the
+// shared workload client and access check, with the pinned batch image
+// (--batch-image), the Site's scheduling and GPU flags and records in
+// jobs.sqlite.
 //
 // With states (jobs.sqlite's terminal states) it also returns the
 // Runtime's watch of its Jobs, which the executor uses and the caller
 // starts (docs/site-runtime.md#terminal-states-of-jobs-that-are-gone);
 // events receives what the watch does. With states nil there is no watch.
-func NewBatchExecutor(c Config, bindings application.MemberBindings, records application.BatchRecords, fp application.Failpoints, clk application.Clock,
-	states application.TerminalStates, events application.WatchEvents) (*application.BatchExecutor, *application.JobWatcher, error) {
-	rc, err := kubeconfig.Load(c.Kubeconfig)
-	if err != nil {
-		return nil, nil, config.Invalid("kubeconfig", c.Kubeconfig, fmt.Errorf("%w (outside a cluster give --kubeconfig)", err))
-	}
-	native, err := kube.New(rc)
-	if err != nil {
-		return nil, nil, err
-	}
-	perms, err := NewPermissions(c, clk)
-	if err != nil {
-		return nil, nil, err
-	}
+func NewBatchExecutorOn(c Config, native BatchNative, access *application.Access, records application.BatchRecords, fp application.Failpoints,
+	clk application.Clock, states application.TerminalStates, events application.WatchEvents) (*application.BatchExecutor, *application.JobWatcher, error) {
 	images, err := NewStaticImages(c.BatchImage)
 	if err != nil {
 		return nil, nil, err
 	}
-	access := application.NewAccess(bindings, native, perms, clk)
 	specs := kube.NewRenderer(c.GPUResources, c.BatchPodAnnotations)
 	if specs.Scheduling, err = c.Scheduling(); err != nil {
 		return nil, nil, err
@@ -49,4 +68,21 @@ func NewBatchExecutor(c Config, bindings application.MemberBindings, records app
 	}
 	w := application.NewJobWatcher(native, states, records, clk, events, 0)
 	return e.WithTerminalStates(states, w, clk), w, nil
+}
+
+// NewBatchExecutor builds the batch family's executors without Fx: its
+// own workload client (NewNativeObjects) and access check (NewAccess),
+// then NewBatchExecutorOn. The runtime role's Module builds the client and
+// the check once for every family instead.
+func NewBatchExecutor(c Config, bindings application.MemberBindings, records application.BatchRecords, fp application.Failpoints, clk application.Clock,
+	states application.TerminalStates, events application.WatchEvents) (*application.BatchExecutor, *application.JobWatcher, error) {
+	native, err := NewNativeObjects(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	access, err := NewAccess(c, bindings, native, clk)
+	if err != nil {
+		return nil, nil, err
+	}
+	return NewBatchExecutorOn(c, native, access, records, fp, clk, states, events)
 }

@@ -10,8 +10,9 @@
 // the journal set bound to it and runs the install and check hooks;
 // permissions.go and repositories.go choose the permission and repository
 // grant providers; wiring.go holds the pieces every executor family shares
-// (pinned images, the heartbeat, the Site client); batch.go builds the
-// batch family; module.go is the Fx wiring, one named provider each.
+// (pinned images, the heartbeat, the Site client); batch.go builds the one
+// Kubernetes workload client and access check every family shares and the
+// batch family on them; module.go is the Fx wiring, one named provider each.
 package siteruntime
 
 import (
@@ -28,6 +29,7 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/heartbeat"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/observe"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/sitehttp"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
@@ -77,6 +79,8 @@ func Module(cfg Config, j *journal.Journal) fx.Option {
 			AsExecutors(batchRegistrations),
 			AsExecutors(applicationRegistrations),
 		),
+		// One workload client and one access check for every family.
+		fx.Provide(fx.Private, newNativeObjects, newAccess),
 		fx.Provide(fx.Private, newBatchExecutor, newApplicationExecutor),
 		fx.Provide(
 			fx.Private,
@@ -140,17 +144,29 @@ func applicationRegistrations(e *application.ApplicationExecutor) []application.
 	return e.Registrations()
 }
 
-// newApplicationExecutor is NewApplicationExecutor over services.sqlite.
-func newApplicationExecutor(cfg Config, b application.MemberBindings, r application.ServiceRecords, fp application.Failpoints,
-	c clock.Clock) (*application.ApplicationExecutor, error) {
-	return NewApplicationExecutor(cfg, b, r, fp, c)
+// newApplicationExecutor is NewApplicationExecutor over the shared client
+// and access check, with records in services.sqlite.
+func newApplicationExecutor(cfg Config, native *kube.Workloads, access *application.Access, r application.ServiceRecords,
+	fp application.Failpoints) (*application.ApplicationExecutor, error) {
+	return NewApplicationExecutor(cfg, native, access, r, fp)
 }
 
-// newBatchExecutor is NewBatchExecutor with the watch of the Runtime's
-// Jobs over jobs.sqlite, logging what the watch does.
-func newBatchExecutor(cfg Config, j *journal.Journal, b application.MemberBindings, r application.BatchRecords, fp application.Failpoints,
-	c clock.Clock, log *zap.Logger) (*application.BatchExecutor, *application.JobWatcher, error) {
-	return NewBatchExecutor(cfg, b, r, fp, c, j.Batch(), watchLog{log: log})
+// newNativeObjects is NewNativeObjects: the one Kubernetes workload
+// client of every executor family.
+func newNativeObjects(cfg Config) (*kube.Workloads, error) { return NewNativeObjects(cfg) }
+
+// newAccess is NewAccess over the shared workload client: the one access
+// check (and permission provider) of every executor family.
+func newAccess(cfg Config, b application.MemberBindings, native *kube.Workloads, c clock.Clock) (*application.Access, error) {
+	return NewAccess(cfg, b, native, c)
+}
+
+// newBatchExecutor is NewBatchExecutorOn over the shared client and
+// access check, with the watch of the Runtime's Jobs over jobs.sqlite,
+// logging what the watch does.
+func newBatchExecutor(cfg Config, j *journal.Journal, native *kube.Workloads, access *application.Access, r application.BatchRecords,
+	fp application.Failpoints, c clock.Clock, log *zap.Logger) (*application.BatchExecutor, *application.JobWatcher, error) {
+	return NewBatchExecutorOn(cfg, native, access, r, fp, c, j.Batch(), watchLog{log: log})
 }
 
 // registryParams are the registrations of ExecutorsGroup.

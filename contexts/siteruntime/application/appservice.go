@@ -41,44 +41,45 @@ type DeploymentObserver interface {
 	ObserveDeployment(ctx context.Context, ref siteprotocol.NativeRef) (obs Observation, found bool, err error)
 }
 
+// ApplicationNatives is what the application family uses of the native
+// system: the shared native objects and its Deployments' observation.
+type ApplicationNatives interface {
+	NativeObjects
+	DeploymentObserver
+}
+
 // ApplicationExecutor performs the application family's prepare, start,
-// observe, cancel and cleanup
-// (docs/site-runtime.md#application-services-on-kubernetes):
+// observe, cancel and cleanup on the shared Lifecycle
+// (docs/site-runtime.md#application-services-on-kubernetes,
+// docs/site-runtime.md#one-lifecycle-for-every-family):
 //
 //   - prepare creates the Attempt's workspace claim as the member (as for
 //     batch), then renders the Deployment and the ClusterIP Service and
 //     saves both specifications in services.sqlite (phase prepared) before
 //     answering; a prepare of an Attempt already prepared by another
 //     command is refused attempt-conflict, whatever it asks for, so a later
-//     command can never change the service kind or the specification;
+//     command never changes the service kind or the specification;
 //   - start creates exactly what prepare saved, the Deployment and then the
 //     Service, as the member after a fresh access check. When the Service
 //     is refused after the Deployment exists, the Deployment is deleted by
-//     its UID (recorded before and after) and the start is refused with the
-//     Service's refusal: nothing of the Attempt is left;
+//     its UID (recorded before and after; FailAtCompensatingDelete) and the
+//     start is refused with the Service's refusal: nothing of the Attempt is
+//     left;
 //   - observe reports the Deployment's state (DeploymentObserver);
 //     native-missing when the Deployment or the Service is gone;
-//   - cancel (Deployment, Service) and cleanup (also the claim) delete as
-//     the Runtime by exact UID with foreground propagation, bounded wait,
-//     foreign objects listed and never touched.
-//
-// Creates, adoption on recovery and deletes follow the batch executor's
-// protocol exactly (record before the create, adopt only on a full match,
-// otherwise ErrUnexplained; see BatchExecutor), which this executor reuses.
+//   - cancel (Deployment, then Service) and cleanup (also the claim) are the
+//     Lifecycle's UID-bound foreground deletes as the Runtime.
 type ApplicationExecutor struct {
-	access    *Access
-	native    NativeWorkloads
-	observer  DeploymentObserver
-	specs     ApplicationSpecs
-	records   NativeRecords
-	fp        Failpoints
-	cfg       ApplicationConfig
-	lifecycle *BatchExecutor
+	life   *Lifecycle
+	native ApplicationNatives
+	specs  ApplicationSpecs
+	fp     Failpoints
+	cfg    ApplicationConfig
 }
 
 // NewApplicationExecutor returns the application service executors;
 // records is services.sqlite.
-func NewApplicationExecutor(access *Access, native NativeWorkloads, observer DeploymentObserver, specs ApplicationSpecs, records ServiceRecords, fp Failpoints, cfg ApplicationConfig) *ApplicationExecutor {
+func NewApplicationExecutor(access *Access, native ApplicationNatives, specs ApplicationSpecs, records ServiceRecords, fp Failpoints, cfg ApplicationConfig) *ApplicationExecutor {
 	if fp == nil {
 		fp = NoFailpoints{}
 	}
@@ -88,17 +89,25 @@ func NewApplicationExecutor(access *Access, native NativeWorkloads, observer Dep
 	if cfg.ProgressDeadline <= 0 {
 		cfg.ProgressDeadline = DefaultProgressDeadline
 	}
-	kinded := applicationRecords{records}
-	return &ApplicationExecutor{access: access, native: native, observer: observer, specs: specs, records: kinded, fp: fp, cfg: cfg,
-		lifecycle: NewBatchExecutor(access, native, nil, nil, kinded, fp, BatchConfig{DeletionWait: cfg.DeletionWait})}
+	life := NewLifecycle(access, native, records, fp, LifecycleConfig{
+		DeletionWait: cfg.DeletionWait, ServiceKind: string(siteprotocol.ServiceApplication),
+		Workload: []string{domain.KindDeployment, domain.KindService},
+		Owned:    []string{domain.KindDeployment, domain.KindService, domain.KindWorkspace},
+		State:    deploymentState(native),
+	})
+	return &ApplicationExecutor{life: life, native: native, specs: specs, fp: fp, cfg: cfg}
 }
 
-// applicationRecords saves every record with service kind application.
-type applicationRecords struct{ ServiceRecords }
-
-func (r applicationRecords) SaveRecord(ctx context.Context, rec domain.NativeRecord) error {
-	rec.ServiceKind = string(siteprotocol.ServiceApplication)
-	return r.ServiceRecords.SaveRecord(ctx, rec)
+// deploymentState is cancel's reading of a Deployment still being deleted
+// (a Service has no state of its own: missing).
+func deploymentState(obs DeploymentObserver) WorkloadState {
+	return func(ctx context.Context, ref siteprotocol.NativeRef) (siteprotocol.State, bool, error) {
+		if ref.Kind != domain.KindDeployment {
+			return "", false, nil
+		}
+		o, found, err := obs.ObserveDeployment(ctx, ref)
+		return o.State, found, err
+	}
 }
 
 // Registrations routes the application family's operations to e.
@@ -130,9 +139,9 @@ func (e *ApplicationExecutor) perform(ctx context.Context, cmd siteprotocol.Comm
 	case siteprotocol.OpObserve:
 		return e.observe(ctx, cmd)
 	case siteprotocol.OpCancel:
-		return e.remove(ctx, cmd, domain.KindDeployment, domain.KindService)
+		return e.life.Cancel(ctx, cmd)
 	case siteprotocol.OpCleanup:
-		return e.remove(ctx, cmd, domain.KindDeployment, domain.KindService, domain.KindWorkspace)
+		return e.life.Cleanup(ctx, cmd)
 	}
 	return domain.Refused(siteprotocol.ReasonUnsupportedOperation, "the application executor does not perform %s", cmd.Operation), nil
 }
@@ -150,24 +159,24 @@ func (e *ApplicationExecutor) prepare(ctx context.Context, cmd siteprotocol.Comm
 	if err != nil {
 		return domain.Refused(siteprotocol.ReasonInvalidPayload, "prepare payload: %v", err), nil
 	}
-	records, err := e.records.Records(ctx, cmd.AttemptID)
+	records, err := e.life.Records(ctx, cmd.AttemptID)
 	if err != nil {
 		return domain.Answer{}, err
 	}
 	if refusal, err := e.preparedElsewhere(cmd, records); refusal != nil || err != nil {
-		return orAnswer(refusal), err
+		return OrAnswer(refusal), err
 	}
-	b, refusal, err := e.access.Binding(ctx, cmd)
+	b, refusal, err := e.life.Access().Binding(ctx, cmd)
 	if refusal != nil || err != nil {
-		return orAnswer(refusal), err
+		return OrAnswer(refusal), err
 	}
 	ws, err := e.specs.RenderWorkspace(WorkspaceSpec{Identity: IdentityOf(cmd), Namespace: b.Namespace, SizeBytes: p.WorkspaceSizeBytes})
 	if err != nil {
 		return domain.Answer{}, fmt.Errorf("render the workspace claim: %w", err)
 	}
-	ws, wsUID, refusal, err := e.lifecycle.ensureCreated(ctx, cmd, b, domain.FindRecord(records, domain.KindWorkspace), ws, recovering)
+	ws, wsUID, refusal, err := e.life.EnsureCreated(ctx, cmd, b, domain.FindRecord(records, domain.KindWorkspace), ws, recovering)
 	if refusal != nil || err != nil {
-		return orAnswer(refusal), err
+		return OrAnswer(refusal), err
 	}
 	spec.Identity, spec.Namespace, spec.ServiceAccount, spec.WorkspaceClaim = IdentityOf(cmd), b.Namespace, b.Account, ws.Name
 	spec.ProgressDeadlineSeconds = int32(e.cfg.ProgressDeadline.Seconds())
@@ -224,13 +233,13 @@ func (e *ApplicationExecutor) preparedElsewhere(cmd siteprotocol.Command, record
 // saved specification is never rendered again.
 func (e *ApplicationExecutor) savePrepared(ctx context.Context, cmd siteprotocol.Command, rec *domain.NativeRecord, render func() (NativeObject, error)) (NativeObject, error) {
 	if rec != nil {
-		return savedObject(*rec), nil
+		return SavedObject(*rec), nil
 	}
 	obj, err := render()
 	if err != nil {
 		return NativeObject{}, err
 	}
-	if err := e.lifecycle.save(ctx, cmd, obj, "", domain.PhasePrepared); err != nil {
+	if err := e.life.Save(ctx, cmd, obj, "", domain.PhasePrepared); err != nil {
 		return NativeObject{}, err
 	}
 	e.fp.Hit(FailAfterNativeRecord)
@@ -241,7 +250,7 @@ func (e *ApplicationExecutor) start(ctx context.Context, cmd siteprotocol.Comman
 	if _, err := siteprotocol.DecodePayload[siteprotocol.StartPayload](cmd); err != nil {
 		return domain.Refused(siteprotocol.ReasonInvalidPayload, "start payload: %v", err), nil
 	}
-	records, err := e.records.Records(ctx, cmd.AttemptID)
+	records, err := e.life.Records(ctx, cmd.AttemptID)
 	if err != nil {
 		return domain.Answer{}, err
 	}
@@ -255,9 +264,9 @@ func (e *ApplicationExecutor) start(ctx context.Context, cmd siteprotocol.Comman
 		// its Deployment: finish that, and answer the refusal.
 		return e.compensate(ctx, cmd, *depRec, *svcRec, "")
 	}
-	b, refusal, err := e.access.Binding(ctx, cmd)
+	b, refusal, err := e.life.Access().Binding(ctx, cmd)
 	if refusal != nil || err != nil {
-		return orAnswer(refusal), err
+		return OrAnswer(refusal), err
 	}
 	id, err := e.specs.Identity(depRec.Spec)
 	if err != nil {
@@ -272,17 +281,17 @@ func (e *ApplicationExecutor) start(ctx context.Context, cmd siteprotocol.Comman
 		return domain.Refused(siteprotocol.ReasonNotPrepared, "attempt %s was prepared in namespace %s; binding %s now names namespace %s",
 			cmd.AttemptID, depRec.Namespace, b.BindingID, b.Namespace), nil
 	}
-	dep, depUID, refusal, err := e.lifecycle.ensureCreated(ctx, cmd, b, startRecord(cmd, depRec), savedObject(*depRec), recovering)
+	dep, depUID, refusal, err := e.life.EnsureCreated(ctx, cmd, b, startRecord(cmd, depRec), SavedObject(*depRec), recovering)
 	if refusal != nil || err != nil {
-		return orAnswer(refusal), err
+		return OrAnswer(refusal), err
 	}
-	svc, svcUID, refusal, err := e.lifecycle.ensureCreated(ctx, cmd, b, startRecord(cmd, svcRec), savedObject(*svcRec), recovering)
+	svc, svcUID, refusal, err := e.life.EnsureCreated(ctx, cmd, b, startRecord(cmd, svcRec), SavedObject(*svcRec), recovering)
 	if err != nil {
 		return domain.Answer{}, err
 	}
 	if refusal != nil {
 		// Nothing of a refused start is left behind: the Deployment goes.
-		if err := e.lifecycle.save(ctx, cmd, svc, "", domain.PhaseRefused); err != nil {
+		if err := e.life.Save(ctx, cmd, svc, "", domain.PhaseRefused); err != nil {
 			return domain.Answer{}, err
 		}
 		rec := domain.NativeRecord{AttemptID: cmd.AttemptID, Kind: dep.Kind, Namespace: dep.Namespace, Name: dep.Name, UID: depUID, Spec: dep.Spec, Phase: domain.PhaseCreated, CommandID: cmd.ID}
@@ -319,15 +328,13 @@ func compensating(cmd siteprotocol.Command, dep, svc *domain.NativeRecord) bool 
 func (e *ApplicationExecutor) compensate(ctx context.Context, cmd siteprotocol.Command, dep, svc domain.NativeRecord, why string) (domain.Answer, error) {
 	if dep.Phase != domain.PhaseRemoved {
 		if dep.Phase != domain.PhaseDeleting {
-			if err := e.lifecycle.saveRecord(ctx, cmd, dep, domain.PhaseDeleting); err != nil {
+			if err := e.life.SaveRecord(ctx, cmd, dep, domain.PhaseDeleting); err != nil {
 				return domain.Answer{}, err
 			}
 			dep.Phase = domain.PhaseDeleting
 		}
 		e.fp.Hit(FailAtCompensatingDelete)
-		asCleanup := cmd
-		asCleanup.Operation = siteprotocol.OpCleanup
-		_, pending, err := e.lifecycle.delete(ctx, asCleanup, dep)
+		_, pending, err := e.life.Delete(ctx, cmd, dep)
 		if err != nil {
 			return domain.Answer{}, err
 		}
@@ -356,7 +363,7 @@ func trimRefused(msg string, svc domain.NativeRecord) string {
 }
 
 func (e *ApplicationExecutor) observe(ctx context.Context, cmd siteprotocol.Command) (domain.Answer, error) {
-	records, err := e.records.Records(ctx, cmd.AttemptID)
+	records, err := e.life.Records(ctx, cmd.AttemptID)
 	if err != nil {
 		return domain.Answer{}, err
 	}
@@ -364,25 +371,25 @@ func (e *ApplicationExecutor) observe(ctx context.Context, cmd siteprotocol.Comm
 	if dep == nil || dep.UID == "" || svc == nil || svc.UID == "" {
 		return domain.Refused(siteprotocol.ReasonNotStarted, "attempt %s has no application service", cmd.AttemptID), nil
 	}
-	depRef, svcRef := recordRef(*dep), recordRef(*svc)
+	depRef, svcRef := RecordRef(*dep), RecordRef(*svc)
 	for _, r := range []*domain.NativeRecord{dep, svc} {
 		if r.Phase == domain.PhaseRemoved {
-			return missing(recordRef(*r), "was removed by command "+r.CommandID), nil
+			return Missing(RecordRef(*r), "was removed by command "+r.CommandID), nil
 		}
 	}
-	obs, found, err := e.observer.ObserveDeployment(ctx, depRef)
+	obs, found, err := e.native.ObserveDeployment(ctx, depRef)
 	if err != nil {
 		return domain.Answer{}, fmt.Errorf("observe Deployment %s/%s: %w", depRef.Namespace, depRef.Name, err)
 	}
 	if !found {
-		return missing(depRef, "no longer exists"), nil
+		return Missing(depRef, "no longer exists"), nil
 	}
-	live, found, err := e.native.Lookup(ctx, savedObject(*svc))
+	live, found, err := e.native.Lookup(ctx, SavedObject(*svc))
 	if err != nil {
 		return domain.Answer{}, fmt.Errorf("read Service %s/%s: %w", svcRef.Namespace, svcRef.Name, err)
 	}
 	if !found || live.UID != svc.UID {
-		return missing(svcRef, "no longer exists"), nil
+		return Missing(svcRef, "no longer exists"), nil
 	}
 	msg := fmt.Sprintf("%s %s is %s", depRef.Kind, depRef.Name, obs.State)
 	if obs.Reason != "" {
@@ -391,64 +398,4 @@ func (e *ApplicationExecutor) observe(ctx context.Context, cmd siteprotocol.Comm
 	return domain.Succeeded(siteprotocol.ReasonObserved, msg, siteprotocol.ObserveDetail{
 		State: obs.State, Reason: obs.Reason, Message: obs.Message, StartedAt: obs.StartedAt, FinishedAt: obs.FinishedAt,
 	}, depRef, svcRef), nil
-}
-
-// remove deletes the Attempt's recorded objects of kinds, in order, as the
-// Runtime, as the batch executor's cancel and cleanup do (exact UID,
-// foreground, recorded deleting then removed, bounded wait, foreign
-// objects listed, the same bytes whoever removed an object).
-func (e *ApplicationExecutor) remove(ctx context.Context, cmd siteprotocol.Command, kinds ...string) (domain.Answer, error) {
-	records, err := e.records.Records(ctx, cmd.AttemptID)
-	if err != nil {
-		return domain.Answer{}, err
-	}
-	var removed, foreign []siteprotocol.NativeRef
-	for _, kind := range kinds {
-		rec := domain.FindRecord(records, kind)
-		if rec == nil || rec.UID == "" {
-			continue
-		}
-		if rec.Phase != domain.PhaseRemoved {
-			// The delete's wait answers deletion-pending on its own; as a
-			// cleanup it never reads the object as a Job.
-			asCleanup := cmd
-			asCleanup.Operation = siteprotocol.OpCleanup
-			out, pending, err := e.lifecycle.delete(ctx, asCleanup, *rec)
-			if err != nil {
-				return domain.Answer{}, err
-			}
-			if pending != nil {
-				if cmd.Operation == siteprotocol.OpCancel {
-					state := siteprotocol.StateMissing
-					if dep := domain.FindRecord(records, domain.KindDeployment); dep != nil && dep.UID != "" {
-						obs, found, oerr := e.observer.ObserveDeployment(ctx, recordRef(*dep))
-						if oerr != nil {
-							return domain.Answer{}, fmt.Errorf("observe Deployment %s/%s being deleted: %w", dep.Namespace, dep.Name, oerr)
-						}
-						if found {
-							state = obs.State
-						}
-					}
-					pending.Detail = siteprotocol.CancelDetail{State: state}
-				}
-				return *pending, nil
-			}
-			if out.Foreign != nil {
-				foreign = append(foreign, *out.Foreign)
-			}
-		}
-		removed = append(removed, recordRef(*rec))
-	}
-	if cmd.Operation == siteprotocol.OpCancel {
-		if len(removed) == 0 {
-			return domain.Refused(siteprotocol.ReasonNotStarted, "attempt %s has no application service to cancel", cmd.AttemptID), nil
-		}
-		return domain.Succeeded(siteprotocol.ReasonDeleted, fmt.Sprintf("%d objects of attempt %s are gone", len(removed), cmd.AttemptID),
-			siteprotocol.CancelDetail{State: siteprotocol.StateMissing, ForeignObjects: foreign}, removed...), nil
-	}
-	if removed == nil {
-		removed = []siteprotocol.NativeRef{}
-	}
-	return domain.Succeeded(siteprotocol.ReasonDeleted, fmt.Sprintf("%d objects of attempt %s are gone", len(removed), cmd.AttemptID),
-		siteprotocol.CleanupDetail{Removed: removed, ForeignObjects: foreign}, removed...), nil
 }

@@ -45,11 +45,7 @@ type ApplicationServiceSpec struct {
 // deterministically: the same input always gives the same bytes. Both
 // fail wrapping ErrUnsupportedDemand for a demand the Site cannot express.
 type ApplicationSpecs interface {
-	// RenderWorkspace renders the Attempt's workspace claim (as for batch).
-	RenderWorkspace(s WorkspaceSpec) (NativeObject, error)
-	// Identity reads the identity a saved specification was rendered
-	// for; it fails when spec is not one this renderer produced.
-	Identity(spec []byte) (ObjectIdentity, error)
+	WorkspaceSpecs
 	// RenderDeployment renders the Deployment attempt-<attempt>.
 	RenderDeployment(s ApplicationServiceSpec) (NativeObject, error)
 	// RenderService renders the ClusterIP Service attempt-<attempt>

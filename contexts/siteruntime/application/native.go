@@ -15,12 +15,12 @@ var (
 	// is refused permission-unavailable.
 	ErrPermissionUnavailable = errors.New("permission provider unavailable")
 	// ErrNativeRequestDenied is returned (wrapped, with the native system's
-	// message) by NativeWorkloads.Create when the native system refused the
+	// message) by NativeObjects.Create when the native system refused the
 	// create itself — an object-count quota, RBAC, an admission policy, a
 	// missing namespace — so that nothing exists. The command is refused
 	// native-request-denied (Execution may retry with a new Attempt).
 	ErrNativeRequestDenied = errors.New("native request denied")
-	// ErrNativeExists is returned (wrapped) by NativeWorkloads.Create when an
+	// ErrNativeExists is returned (wrapped) by NativeObjects.Create when an
 	// object with the deterministic name already exists.
 	ErrNativeExists = errors.New("native object exists")
 	// ErrUnsupportedDemand is returned (wrapped) by BatchSpecs.RenderJob for
@@ -105,31 +105,6 @@ type Observation struct {
 	ExitCode *int32
 }
 
-// NativeWorkloads submits and removes an Attempt's native objects
-// (docs/site-runtime.md#batch-on-kubernetes). Creates act as the member's
-// account; reads and deletes act as the Runtime itself.
-type NativeWorkloads interface {
-	ProjectNamespaces
-	// Create creates obj as the member account of as. Errors: wrapping
-	// ErrNativeRequestDenied when the native system refused it (nothing
-	// exists), wrapping ErrNativeExists when the name is taken; any other
-	// error leaves the effect uncertain.
-	Create(ctx context.Context, as domain.StartIdentity, obj NativeObject) (uid string, err error)
-	// Lookup reads the object under obj's name and compares it with obj's
-	// specification; found is false when no object has the name.
-	Lookup(ctx context.Context, obj NativeObject) (live LiveObject, found bool, err error)
-	// Delete deletes the object ref names only if it still has ref.UID,
-	// with foreground propagation. A missing object is Gone; an object of
-	// the name with another UID is Gone and Foreign.
-	Delete(ctx context.Context, ref siteprotocol.NativeRef) (DeleteOutcome, error)
-	// WaitGone waits until the object with ref.UID no longer exists, or ctx
-	// ends (its error is returned).
-	WaitGone(ctx context.Context, ref siteprotocol.NativeRef) (DeleteOutcome, error)
-	// ObserveJob reports a batch workload's state; found is false when no
-	// object with ref's name and UID exists.
-	ObserveJob(ctx context.Context, ref siteprotocol.NativeRef) (obs Observation, found bool, err error)
-}
-
 // ObjectIdentity is what every rendered object is labelled with.
 type ObjectIdentity struct {
 	RunID     string
@@ -170,13 +145,35 @@ type BatchJobSpec struct {
 	Env              map[string]string
 }
 
-// BatchSpecs renders the batch family's native objects deterministically:
-// the same input always gives the same bytes.
-type BatchSpecs interface {
+// JobObserver reads the batch family's workload, a Kubernetes Job
+// (docs/site-runtime.md#batch-on-kubernetes).
+type JobObserver interface {
+	// ObserveJob reports a batch workload's state; found is false when no
+	// object with ref's name and UID exists.
+	ObserveJob(ctx context.Context, ref siteprotocol.NativeRef) (obs Observation, found bool, err error)
+}
+
+// BatchNatives is what the batch family uses of the native system: the
+// shared objects port and its own observer.
+type BatchNatives interface {
+	NativeObjects
+	JobObserver
+}
+
+// WorkspaceSpecs renders an Attempt's private workspace claim, which every
+// family's prepare creates, deterministically: the same input always gives
+// the same bytes.
+type WorkspaceSpecs interface {
 	RenderWorkspace(s WorkspaceSpec) (NativeObject, error)
 	// Identity reads the identity a saved specification was rendered
 	// for; it fails when spec is not one this renderer produced.
 	Identity(spec []byte) (ObjectIdentity, error)
+}
+
+// BatchSpecs renders the batch family's native objects deterministically:
+// the same input always gives the same bytes.
+type BatchSpecs interface {
+	WorkspaceSpecs
 	// RenderJob fails wrapping ErrUnsupportedDemand for a demand the Site
 	// cannot express.
 	RenderJob(s BatchJobSpec) (NativeObject, error)

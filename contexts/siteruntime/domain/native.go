@@ -32,13 +32,16 @@ const (
 	PhaseRemoved  = "removed"
 )
 
-// Native kinds the executors record: batch a Job and its workspace claim,
-// an application service a Deployment, a Service and its workspace claim.
+// Native kinds the Runtime records or reads (the Kubernetes kinds):
+// batch's Job, every family's workspace claim, the application family's
+// Deployment and Service, and the ReplicaSets a Deployment owns (read
+// only).
 const (
 	KindJob        = "Job"
 	KindWorkspace  = "PersistentVolumeClaim"
 	KindDeployment = "Deployment"
 	KindService    = "Service"
+	KindReplicaSet = "ReplicaSet"
 )
 
 // FindRecord returns the record of kind among records, or nil.

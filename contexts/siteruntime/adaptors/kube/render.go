@@ -4,7 +4,7 @@
 // the batch family's objects (application.BatchSpecs), creates them with
 // client-go impersonation of the member's service account, and reads,
 // compares, observes and deletes them as the Runtime itself
-// (application.NativeWorkloads).
+// (application.NativeObjects, application.JobObserver).
 package kube
 
 import (

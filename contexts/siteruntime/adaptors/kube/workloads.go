@@ -56,22 +56,41 @@ func ImpersonateMember(cfg *rest.Config, user string) *rest.Config {
 	return c
 }
 
-// resourceOf returns the resource of a kind the Runtime creates.
-func resourceOf(kind string) (schema.GroupVersionResource, bool) {
-	switch kind {
-	case domain.KindJob:
-		return schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, true
-	case domain.KindWorkspace:
-		return schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}, true
-	case domain.KindDeployment:
-		return schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, true
-	case domain.KindService:
-		return schema.GroupVersionResource{Version: "v1", Resource: "services"}, true
-	}
-	return schema.GroupVersionResource{}, false
+// kindResource is how the adaptor reaches one native kind.
+type kindResource struct {
+	gvr schema.GroupVersionResource
+	// managed is true for kinds the Runtime creates (as the member) and
+	// deletes (as itself); the others it only reads.
+	managed bool
 }
 
-// Workloads is application.NativeWorkloads on a Kubernetes cluster. Its
+// resources is the adaptor's table of native kinds, for every family
+// (docs/site-runtime.md#one-lifecycle-for-every-family): batch's Jobs, the
+// application family's Deployments and Services, every family's workspace
+// claims, and the ReplicaSets a Deployment owns (read only: the
+// Deployment controller creates and deletes them).
+var resources = map[string]kindResource{
+	domain.KindJob:        {gvr: schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, managed: true},
+	domain.KindWorkspace:  {gvr: schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}, managed: true},
+	domain.KindDeployment: {gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, managed: true},
+	domain.KindService:    {gvr: schema.GroupVersionResource{Version: "v1", Resource: "services"}, managed: true},
+	domain.KindReplicaSet: {gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}},
+}
+
+// resourceOf returns the resource of a kind the Runtime creates and
+// deletes.
+func resourceOf(kind string) (schema.GroupVersionResource, bool) {
+	r, ok := resources[kind]
+	return r.gvr, ok && r.managed
+}
+
+// readableOf returns the resource of a kind the Runtime reads.
+func readableOf(kind string) (schema.GroupVersionResource, bool) {
+	r, ok := resources[kind]
+	return r.gvr, ok
+}
+
+// Workloads is application.NativeObjects (and each family's observer) on a Kubernetes cluster. Its
 // own identity (the Runtime's service account, with the cluster role
 // metallo-runtime) reads namespaces, reads and deletes objects; creates
 // impersonate system:serviceaccount:<namespace>:member-<party> with the
@@ -171,7 +190,7 @@ func (w *Workloads) Create(ctx context.Context, as domain.StartIdentity, obj app
 }
 
 func (w *Workloads) get(ctx context.Context, kind, namespace, name string) (*unstructured.Unstructured, bool, error) {
-	gvr, ok := resourceOf(kind)
+	gvr, ok := readableOf(kind)
 	if !ok {
 		return nil, false, fmt.Errorf("the Runtime does not manage %s objects", kind)
 	}
@@ -533,6 +552,7 @@ func timestamp(t *metav1.Time) string {
 
 // Interface checks.
 var (
-	_ application.NativeWorkloads = (*Workloads)(nil)
-	_ application.BatchSpecs      = (*Renderer)(nil)
+	_ application.NativeObjects = (*Workloads)(nil)
+	_ application.BatchNatives  = (*Workloads)(nil)
+	_ application.BatchSpecs    = (*Renderer)(nil)
 )
