@@ -24,8 +24,9 @@ import (
 // fields the Runtime did not set (nulls and empty objects in the rendered
 // JSON, and everything absent from it: server and controller defaults,
 // status, uid) are ignored; the one rendered field whose absence is
-// accepted is the seed's exception (omittedDefault). The live object's spec-digest annotation — a
-// Deployment's also on its Pod template — must equal the SHA-256 of spec.
+// accepted is a readiness probe's initialDelaySeconds: 0 (omittedDefault).
+// The live object's spec-digest annotation — a Deployment's also on its
+// Pod template — must equal the SHA-256 of spec.
 func Mismatch(spec []byte, live map[string]any) (string, error) {
 	var rendered map[string]any
 	dec := json.NewDecoder(bytes.NewReader(spec))
@@ -132,7 +133,7 @@ func subset(path string, rendered, live any) string {
 }
 
 // omittedDefault reports the one rendered field whose absence from the
-// live object is no mismatch, the seed's exception
+// live object is no mismatch, the omitted-default exception
 // (docs/site-runtime.md#the-spec-comparison): a readiness probe's
 // initialDelaySeconds of exactly 0, which the API server omits. Any other
 // value, and any other missing field, is still a mismatch.

@@ -239,7 +239,7 @@ func TestMismatchNamesEachChangedFieldOfADeploymentAndAService(t *testing.T) {
 	}
 }
 
-// The seed's one exception: a saved readiness probe with
+// The one omitted-default exception (docs/site-runtime.md#the-spec-comparison): a saved readiness probe with
 // initialDelaySeconds 0, which the API server omits, is accepted when the
 // live probe lacks the field; a nonzero delay that is missing, another
 // missing probe field, or another delay still fails. No cluster involved.
