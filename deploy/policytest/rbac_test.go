@@ -66,6 +66,13 @@ func TestRuntimeReachesOnlyWhatItNeedsInItsProjectNamespaces(t *testing.T) {
 		{verb: "get", resource: "pods", subresource: "log", namespace: ns}:                           true,
 		{verb: "list", resource: "events", namespace: ns}:                                            true,
 		{verb: "get", resource: "resourcequotas", namespace: ns}:                                     true,
+		{verb: "get", group: "apps", resource: "deployments", namespace: ns}:                         true,
+		{verb: "watch", group: "apps", resource: "deployments", namespace: ns}:                       true,
+		{verb: "delete", group: "apps", resource: "deployments", namespace: ns}:                      true,
+		{verb: "list", group: "apps", resource: "replicasets", namespace: ns}:                        true,
+		{verb: "delete", group: "apps", resource: "replicasets", namespace: ns}:                      true,
+		{verb: "list", resource: "services", namespace: ns}:                                          true,
+		{verb: "delete", resource: "services", namespace: ns}:                                        true,
 
 		{verb: "list", resource: "secrets", namespace: ns}:                                                   false,
 		{verb: "create", group: "batch", resource: "jobs", namespace: ns}:                                    false,
@@ -73,6 +80,17 @@ func TestRuntimeReachesOnlyWhatItNeedsInItsProjectNamespaces(t *testing.T) {
 		{verb: "create", resource: "pods", namespace: ns}:                                                    false,
 		{verb: "create", resource: "pods", subresource: "exec", namespace: ns}:                               false,
 		{verb: "deletecollection", group: "batch", resource: "jobs", namespace: ns}:                          false,
+		{verb: "create", group: "apps", resource: "deployments", namespace: ns}:                              false,
+		{verb: "patch", group: "apps", resource: "deployments", namespace: ns}:                               false,
+		{verb: "update", group: "apps", resource: "deployments", subresource: "scale", namespace: ns}:        false,
+		{verb: "create", group: "apps", resource: "replicasets", namespace: ns}:                              false,
+		{verb: "patch", group: "apps", resource: "replicasets", namespace: ns}:                               false,
+		{verb: "create", resource: "services", namespace: ns}:                                                false,
+		{verb: "update", resource: "services", namespace: ns}:                                                false,
+		{verb: "create", resource: "endpoints", namespace: ns}:                                               false,
+		{verb: "create", group: "discovery.k8s.io", resource: "endpointslices", namespace: ns}:               false,
+		{verb: "list", group: "apps", resource: "deployments", namespace: "kube-system"}:                     false,
+		{verb: "list", resource: "services", namespace: "kube-system"}:                                       false,
 		{verb: "create", resource: "serviceaccounts", subresource: "token", namespace: ns}:                   false,
 		{verb: "create", group: "rbac.authorization.k8s.io", resource: "rolebindings", namespace: ns}:        false,
 		{verb: "list", resource: "namespaces"}:                                                               false,
@@ -102,7 +120,8 @@ func TestRuntimeReachesOnlyWhatItNeedsInItsProjectNamespaces(t *testing.T) {
 	waitRefusedByRBAC(t, "the Runtime creating a Job as itself", createJob(rt, ns, s.attempt(s.alice).job("1")))
 }
 
-// A member may only create its Attempts' Jobs, claims, credentials and helper Pods: it reads,
+// A member may only create its Attempts' Jobs, claims, credentials, helper Pods, application
+// Deployments and Services: it reads,
 // changes and deletes nothing, so a second member of the Project cannot read the first one's
 // claim, credential, Job or logs, nor exec into its Pods, nor grant itself anything
 // (docs/site-runtime.md#admission-policies-and-rbac).
@@ -112,13 +131,18 @@ func TestMembersOnlyCreateAndReadNothing(t *testing.T) {
 	bob := s.asMember(t, s.bob)
 	ns := s.namespace
 	want := map[access]bool{
-		{verb: "create", group: "batch", resource: "jobs", namespace: ns}:   true,
-		{verb: "create", resource: "persistentvolumeclaims", namespace: ns}: true,
-		{verb: "create", resource: "secrets", namespace: ns}:                true,
-		{verb: "create", resource: "pods", namespace: ns}:                   true,
+		{verb: "create", group: "batch", resource: "jobs", namespace: ns}:       true,
+		{verb: "create", resource: "persistentvolumeclaims", namespace: ns}:     true,
+		{verb: "create", resource: "secrets", namespace: ns}:                    true,
+		{verb: "create", resource: "pods", namespace: ns}:                       true,
+		{verb: "create", group: "apps", resource: "deployments", namespace: ns}: true,
+		{verb: "create", resource: "services", namespace: ns}:                   true,
 	}
 	for _, verb := range []string{"get", "list", "watch", "update", "patch", "delete"} {
-		for _, r := range []access{{group: "batch", resource: "jobs"}, {resource: "persistentvolumeclaims"}, {resource: "secrets"}, {resource: "pods"}} {
+		for _, r := range []access{
+			{group: "batch", resource: "jobs"}, {resource: "persistentvolumeclaims"}, {resource: "secrets"}, {resource: "pods"},
+			{group: "apps", resource: "deployments"}, {group: "apps", resource: "replicasets"}, {resource: "services"},
+		} {
 			r.verb, r.namespace = verb, ns
 			want[r] = false
 		}
@@ -127,8 +151,10 @@ func TestMembersOnlyCreateAndReadNothing(t *testing.T) {
 		{verb: "get", resource: "pods", subresource: "log"},
 		{verb: "create", resource: "pods", subresource: "exec"},
 		{verb: "create", resource: "serviceaccounts", subresource: "token"},
-		{verb: "create", group: "apps", resource: "deployments"},
-		{verb: "create", resource: "services"},
+		{verb: "create", group: "apps", resource: "replicasets"},
+		{verb: "update", group: "apps", resource: "deployments", subresource: "scale"},
+		{verb: "create", resource: "endpoints"},
+		{verb: "create", group: "discovery.k8s.io", resource: "endpointslices"},
 		{verb: "create", group: "serving.kserve.io", resource: "inferenceservices"},
 		{verb: "create", group: "rbac.authorization.k8s.io", resource: "rolebindings"},
 		{verb: "get", resource: "namespaces", name: ns},
