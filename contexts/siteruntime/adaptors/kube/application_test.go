@@ -38,7 +38,7 @@ type appOptions struct {
 // newAppSite is newSite whose registry also routes family application to
 // an ApplicationExecutor over services.sqlite, acting with the Runtime's
 // own token, and whose workload commands are of family application.
-func newAppSite(t *testing.T, o appOptions) *site {
+func newAppSite(t testing.TB, o appOptions) *site {
 	t.Helper()
 	s := newSite(t, o.siteOptions)
 	s.family = siteprotocol.FamilyApplication
