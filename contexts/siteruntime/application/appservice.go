@@ -262,7 +262,7 @@ func (e *ApplicationExecutor) start(ctx context.Context, cmd siteprotocol.Comman
 	if compensating(cmd, depRec, svcRec) {
 		// A start whose Service was refused, interrupted while it removed
 		// its Deployment: finish that, and answer the refusal.
-		return e.compensate(ctx, cmd, *depRec, *svcRec, "")
+		return e.compensate(ctx, cmd, *depRec, *svcRec, nil)
 	}
 	b, refusal, err := e.life.Access().Binding(ctx, cmd)
 	if refusal != nil || err != nil {
@@ -294,9 +294,12 @@ func (e *ApplicationExecutor) start(ctx context.Context, cmd siteprotocol.Comman
 		if err := e.life.Save(ctx, cmd, svc, "", domain.PhaseRefused); err != nil {
 			return domain.Answer{}, err
 		}
-		rec := domain.NativeRecord{AttemptID: cmd.AttemptID, Kind: dep.Kind, Namespace: dep.Namespace, Name: dep.Name, UID: depUID, Spec: dep.Spec, Phase: domain.PhaseCreated, CommandID: cmd.ID}
-		svcSaved := domain.NativeRecord{AttemptID: cmd.AttemptID, Kind: svc.Kind, Namespace: svc.Namespace, Name: svc.Name, Spec: svc.Spec, Phase: domain.PhaseRefused, CommandID: cmd.ID}
-		return e.compensate(ctx, cmd, rec, svcSaved, refusal.Message)
+		kind := string(siteprotocol.ServiceApplication)
+		rec := domain.NativeRecord{AttemptID: cmd.AttemptID, Kind: dep.Kind, Namespace: dep.Namespace, Name: dep.Name, UID: depUID, ServiceKind: kind,
+			Spec: dep.Spec, Phase: domain.PhaseCreated, CommandID: cmd.ID}
+		svcSaved := domain.NativeRecord{AttemptID: cmd.AttemptID, Kind: svc.Kind, Namespace: svc.Namespace, Name: svc.Name, ServiceKind: kind,
+			Spec: svc.Spec, Phase: domain.PhaseRefused, CommandID: cmd.ID}
+		return e.compensate(ctx, cmd, rec, svcSaved, refusal)
 	}
 	return domain.Succeeded(siteprotocol.ReasonCreated,
 		fmt.Sprintf("Deployment %s and Service %s created in namespace %s as %s%s", dep.Name, svc.Name, dep.Namespace, b.Account, domain.AccountCheckNote(b)),
@@ -322,10 +325,11 @@ func compensating(cmd siteprotocol.Command, dep, svc *domain.NativeRecord) bool 
 // compensate deletes the Deployment dep that cmd created, by its UID, as
 // the Runtime — recorded in phase deleting before the delete
 // (FailAtCompensatingDelete) and removed once it is gone — and answers the
-// start refused native-request-denied with no native reference. why is
-// the Service's refusal as the API server gave it ("" when recovering it
-// from the records).
-func (e *ApplicationExecutor) compensate(ctx context.Context, cmd siteprotocol.Command, dep, svc domain.NativeRecord, why string) (domain.Answer, error) {
+// start refused with the Service's refusal and no native reference.
+// refusal is the Service's refusal as the create gave it (nil when
+// recovering from the records, which keep no reason: then
+// native-request-denied, the reason a refused create is recorded for).
+func (e *ApplicationExecutor) compensate(ctx context.Context, cmd siteprotocol.Command, dep, svc domain.NativeRecord, refusal *domain.Answer) (domain.Answer, error) {
 	if dep.Phase != domain.PhaseRemoved {
 		if dep.Phase != domain.PhaseDeleting {
 			if err := e.life.SaveRecord(ctx, cmd, dep, domain.PhaseDeleting); err != nil {
@@ -344,12 +348,13 @@ func (e *ApplicationExecutor) compensate(ctx context.Context, cmd siteprotocol.C
 			return domain.Answer{}, fmt.Errorf("the compensating delete of Deployment %s/%s uid %s is still pending after %s", dep.Namespace, dep.Name, dep.UID, e.cfg.DeletionWait)
 		}
 	}
-	if why == "" {
-		why = "refused by the API server"
+	reason, why := siteprotocol.ReasonNativeRequestDenied, "refused by the API server"
+	if refusal != nil {
+		reason, why = refusal.Reason, trimRefused(refusal.Message, svc)
 	}
-	return domain.Refused(siteprotocol.ReasonNativeRequestDenied,
+	return domain.Refused(reason,
 		"Service %s/%s was %s; the Deployment %s created before it was deleted by its UID %s: nothing of attempt %s remains",
-		svc.Namespace, svc.Name, trimRefused(why, svc), dep.Name, dep.UID, cmd.AttemptID), nil
+		svc.Namespace, svc.Name, why, dep.Name, dep.UID, cmd.AttemptID), nil
 }
 
 // trimRefused turns ensureCreated's refusal message ("Service ns/name was
@@ -359,7 +364,7 @@ func trimRefused(msg string, svc domain.NativeRecord) string {
 	if len(msg) > len(prefix) && msg[:len(prefix)] == prefix {
 		return msg[len(prefix):]
 	}
-	return msg
+	return "refused: " + msg
 }
 
 func (e *ApplicationExecutor) observe(ctx context.Context, cmd siteprotocol.Command) (domain.Answer, error) {
