@@ -26,6 +26,14 @@ import (
 
 const serviceImage = "registry.example/app@sha256:3333333333333333333333333333333333333333333333333333333333333333"
 
+// podsAdmitted is the Site of the tests whose service must get a Pod: the
+// namespace is not guarded by the admission policies, whose metallo-pod-origin
+// refuses every Pod the ReplicaSet controller creates until the
+// application services' admission rules land (issue 19, RBAC and
+// admission, branch issue-19c); the Deployment and the Service are still
+// created by impersonating the member under its RBAC.
+var podsAdmitted = siteOptions{noPolicy: true}
+
 // appOptions shape a test Site of application services.
 type appOptions struct {
 	siteOptions
@@ -108,7 +116,7 @@ func (s *site) servicesOf(attempt string) []corev1.Service {
 // Running and Ready at once).
 func TestAnApplicationServiceIsCreatedAsTheMemberBecomesHealthyAndCancelRemovesItByUID(t *testing.T) {
 	t.Parallel()
-	s := newAppSite(t, appOptions{})
+	s := newAppSite(t, appOptions{siteOptions: podsAdmitted})
 	attempt := uuid.NewString()
 	prep := s.prepareApp(attempt)
 	want(t, prep, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
@@ -165,7 +173,7 @@ func (s *site) quota(q *corev1.ResourceQuota, key corev1.ResourceName) {
 // and ReplicaSet controllers. Simulated by KWOK: the Node.
 func TestAQuotaWaitIsQueuedPastTheProgressDeadlineAndHealthyOnceRaised(t *testing.T) {
 	t.Parallel()
-	s := newAppSite(t, appOptions{deadline: 3 * time.Second})
+	s := newAppSite(t, appOptions{siteOptions: podsAdmitted, deadline: 3 * time.Second})
 	s.quota(&corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "project-cpu"},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse("100m")}}}, corev1.ResourceRequestsCPU)
 	attempt := uuid.NewString()
@@ -206,7 +214,7 @@ func TestAQuotaWaitIsQueuedPastTheProgressDeadlineAndHealthyOnceRaised(t *testin
 // the never-ready annotation keeps the Pod Running and not Ready.
 func TestAPodThatNeverBecomesReadyFailsAtProgressDeadlineExceeded(t *testing.T) {
 	t.Parallel()
-	s := newAppSite(t, appOptions{deadline: 3 * time.Second, podAnnotations: map[string]string{kubetest.AnnotationNeverReady: "true"}})
+	s := newAppSite(t, appOptions{siteOptions: podsAdmitted, deadline: 3 * time.Second, podAnnotations: map[string]string{kubetest.AnnotationNeverReady: "true"}})
 	attempt := uuid.NewString()
 	want(t, s.prepareApp(attempt), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
 	want(t, s.simple(siteprotocol.OpStart, attempt), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
@@ -281,7 +289,7 @@ func crashedAppStart(t *testing.T, s *site, spec func([]byte) []byte, mutate fun
 // deleted and the record is unchanged.
 func appRecoveryRefuses(t *testing.T, field string, mutate func(*appsv1.Deployment)) {
 	t.Helper()
-	s := newAppSite(t, appOptions{siteOptions: siteOptions{noPolicy: true}})
+	s := newAppSite(t, appOptions{siteOptions: siteOptions{noPolicy: true, scheduling: appScheduling}})
 	p, created := crashedAppStart(t, s, nil, mutate)
 	_, err := s.registry.Recover(testContext(t), p)
 	if !errors.Is(err, application.ErrUnexplained) || !strings.Contains(err.Error(), field) {
@@ -292,6 +300,11 @@ func appRecoveryRefuses(t *testing.T, field string, mutate func(*appsv1.Deployme
 		t.Fatalf("the unexplained Deployment must stay untouched and nothing else be created: %d Deployments", len(deps))
 	}
 }
+
+// appScheduling is a Site's dedicated pool (no KWOK Node carries it: the
+// Pods of these Deployments stay pending, which recovery does not read).
+var appScheduling = kube.Scheduling{NodeSelector: map[string]string{"pool.example.org/apps": "true"},
+	Tolerations: []corev1.Toleration{{Key: "pool.example.org/apps", Operator: corev1.TolerationOpExists}}}
 
 func appContainer(d *appsv1.Deployment) *corev1.Container { return &d.Spec.Template.Spec.Containers[0] }
 
@@ -343,7 +356,7 @@ func TestRecoveryRefusesADeploymentWhoseProgressDeadlineDiffers(t *testing.T) {
 func TestRecoveryRefusesADeploymentWhoseSchedulingDiffers(t *testing.T) {
 	t.Parallel()
 	appRecoveryRefuses(t, "nodeSelector", func(d *appsv1.Deployment) {
-		d.Spec.Template.Spec.NodeSelector = map[string]string{"pool.example.org/other": "true"}
+		d.Spec.Template.Spec.NodeSelector = map[string]string{"pool.example.org/apps": "false"}
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
@@ -33,12 +34,16 @@ const (
 //     Deployment's progress deadline has passed: Kubernetes keeps retrying,
 //     and a quota wait is never a failure;
 //   - failed, reason FailedCreate, when the Pod create is refused
-//     permanently ("failed quota: …: must specify …", a quota that
-//     demands a field the specification lacks);
+//     permanently (permanentRefusal: "failed quota: …: must specify …", a
+//     quota that demands a field the specification lacks; an admission
+//     denial; an invalid Pod); another refused create is queued, quoting
+//     it (the ReplicaSet controller retries);
 //   - failed, reason ProgressDeadlineExceeded, when the Progressing
 //     condition says so and no wait above explains it (a Pod that runs but
 //     never becomes Ready, a container that exits); finished_at is that
-//     condition's lastTransitionTime;
+//     condition's lastTransitionTime. A Pod created since that transition
+//     is progress the controller has not counted yet (a quota raised after
+//     a wait outlasted the deadline): not a failure;
 //   - running while a Pod runs but is not Ready;
 //   - queued otherwise (no Pod yet, a Pod pending).
 func DeploymentObservation(dep *appsv1.Deployment, replicaSets []appsv1.ReplicaSet, pods []corev1.Pod) application.Observation {
@@ -46,11 +51,11 @@ func DeploymentObservation(dep *appsv1.Deployment, replicaSets []appsv1.ReplicaS
 		return application.Observation{State: siteprotocol.StateHealthy, Message: fmt.Sprintf("Deployment %s is Available with %d ready replica(s)", dep.Name, dep.Status.ReadyReplicas)}
 	}
 	if msg, ok := replicaFailure(dep, replicaSets); ok {
-		switch {
-		case strings.Contains(msg, "exceeded quota"):
-			return application.Observation{State: siteprotocol.StateQueued, Reason: ReasonFailedCreate, Message: msg}
-		case strings.Contains(msg, "failed quota"):
+		if permanentRefusal(msg) {
 			return application.Observation{State: siteprotocol.StateFailed, Reason: ReasonFailedCreate, Message: msg}
+		}
+		if strings.Contains(msg, "exceeded quota") {
+			return application.Observation{State: siteprotocol.StateQueued, Reason: ReasonFailedCreate, Message: msg}
 		}
 	}
 	var live []corev1.Pod
@@ -67,7 +72,8 @@ func DeploymentObservation(dep *appsv1.Deployment, replicaSets []appsv1.ReplicaS
 		}
 	}
 	for _, c := range dep.Status.Conditions {
-		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == ReasonProgressDeadlineExceeded {
+		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == ReasonProgressDeadlineExceeded &&
+			!createdSince(live, c.LastTransitionTime) {
 			return application.Observation{State: siteprotocol.StateFailed, Reason: c.Reason, Message: c.Message, FinishedAt: timestamp(&c.LastTransitionTime)}
 		}
 	}
@@ -81,7 +87,38 @@ func DeploymentObservation(dep *appsv1.Deployment, replicaSets []appsv1.ReplicaS
 			return application.Observation{State: siteprotocol.StateQueued, Message: fmt.Sprintf("Pod %s is pending", p.Name)}
 		}
 	}
+	if msg, ok := replicaFailure(dep, replicaSets); ok {
+		return application.Observation{State: siteprotocol.StateQueued, Reason: ReasonFailedCreate, Message: msg}
+	}
 	return application.Observation{State: siteprotocol.StateQueued, Message: "no Pod of the Deployment yet"}
+}
+
+// createdSince reports whether a Pod was created at or after t: progress
+// the Deployment controller has not counted yet (it sets Progressing true
+// again once it does), as when a quota wait outlasted the deadline and the
+// quota was then raised.
+func createdSince(pods []corev1.Pod, t metav1.Time) bool {
+	for _, p := range pods {
+		if !p.CreationTimestamp.Before(&t) {
+			return true
+		}
+	}
+	return false
+}
+
+// permanentRefusal reports whether a refused Pod create can never succeed
+// for this specification: a quota demanding a field it lacks ("failed
+// quota: …: must specify …"), an admission policy or webhook that denied
+// it, an invalid Pod. A quota the Pod exceeds ("exceeded quota") is a
+// wait, and any other refusal (the API server busy, a namespace being
+// set up) is retried by the ReplicaSet controller: queued, quoting it.
+func permanentRefusal(msg string) bool {
+	for _, s := range []string{"failed quota", "denied request", "denied the request", "is invalid"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 func deploymentHealthy(dep *appsv1.Deployment) bool {

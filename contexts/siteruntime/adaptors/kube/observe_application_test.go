@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -35,7 +36,15 @@ func servicePod(phase corev1.PodPhase, conds ...corev1.PodCondition) corev1.Pod 
 	return p
 }
 
+// newPod is a Pod created at t0 + seconds (the deadline passed at t0).
+func newPod(phase corev1.PodPhase, seconds int) corev1.Pod {
+	p := servicePod(phase)
+	p.CreationTimestamp = at(time.Duration(seconds) * time.Second)
+	return p
+}
+
 const deadlinePassed = `ReplicaSet "attempt-x-5d8f9" has timed out progressing.`
+const admissionDenied = `pods "attempt-x-5d8f9-abcde" is forbidden: ValidatingAdmissionPolicy 'metallo-pod-origin' with binding 'metallo-pod-origin' denied request: no bare Pods`
 const failedQuota = `pods "attempt-x-5d8f9-abcde" is forbidden: failed quota: project-cpu: must specify limits.ephemeral-storage`
 
 // The application service's observe states
@@ -72,8 +81,11 @@ func TestDeploymentObservationClassifiesEveryNativeSituation(t *testing.T) {
 		{"the Deployment's stale copy once the ReplicaSet's refusal is over", deployment(timedOut, dcond(appsv1.DeploymentReplicaFailure, corev1.ConditionTrue, "FailedCreate", quotaRefusal)), []appsv1.ReplicaSet{replicaSet("")}, []corev1.Pod{servicePod(corev1.PodRunning)}, siteprotocol.StateFailed, "ProgressDeadlineExceeded"},
 		{"unschedulable past the deadline", deployment(timedOut, unavailable), []appsv1.ReplicaSet{replicaSet("")}, []corev1.Pod{servicePod(corev1.PodPending, unschedulable)}, siteprotocol.StateQueued, "Unschedulable"},
 		{"a quota demanding a field the specification lacks", deployment(progressing, unavailable), []appsv1.ReplicaSet{replicaSet(failedQuota)}, nil, siteprotocol.StateFailed, "FailedCreate"},
+		{"an admission policy refusing the Pod", deployment(progressing, unavailable), []appsv1.ReplicaSet{replicaSet(admissionDenied)}, nil, siteprotocol.StateFailed, "FailedCreate"},
+		{"another refusal the controller retries", deployment(progressing, unavailable), []appsv1.ReplicaSet{replicaSet("Internal error occurred: etcdserver: request timed out")}, nil, siteprotocol.StateQueued, "FailedCreate"},
 		{"running, not Ready", deployment(progressing, unavailable), []appsv1.ReplicaSet{replicaSet("")}, []corev1.Pod{servicePod(corev1.PodRunning)}, siteprotocol.StateRunning, ""},
 		{"never Ready past the deadline", deployment(timedOut, unavailable), []appsv1.ReplicaSet{replicaSet("")}, []corev1.Pod{servicePod(corev1.PodRunning)}, siteprotocol.StateFailed, "ProgressDeadlineExceeded"},
+		{"a Pod created after the deadline passed under quota, not counted yet", deployment(timedOut, unavailable), []appsv1.ReplicaSet{replicaSet("")}, []corev1.Pod{newPod(corev1.PodPending, 1)}, siteprotocol.StateQueued, ""},
 		{"Available with its replica ready", healthy, []appsv1.ReplicaSet{replicaSet("")}, []corev1.Pod{servicePod(corev1.PodRunning, ready)}, siteprotocol.StateHealthy, ""},
 		{"Available of an older generation", stale, []appsv1.ReplicaSet{replicaSet("")}, []corev1.Pod{servicePod(corev1.PodRunning, ready)}, siteprotocol.StateRunning, ""},
 	} {
