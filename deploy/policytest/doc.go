@@ -18,7 +18,8 @@
 // working tree holds: make cluster-up applies deploy/cluster only when it starts a cluster.
 //
 // What is real: authentication with service-account tokens, RBAC, impersonation,
-// ValidatingAdmissionPolicy with CEL and its type checking, the Job controller, the garbage
-// collector, the namespace controller, the audit log. What is simulated: kubelets (KWOK runs the
-// Job controller's Pods on fake Nodes and deletes Pods at once; nothing executes).
+// ValidatingAdmissionPolicy with CEL and its type checking, the Job, Deployment, ReplicaSet and
+// EndpointSlice controllers, the garbage collector, the namespace controller, the audit log.
+// What is simulated: kubelets (KWOK runs the controllers' Pods on fake Nodes, marks a
+// Deployment's Pod Ready and deletes Pods at once; nothing executes).
 package policytest

@@ -142,8 +142,8 @@ func TestTypeCheckReportsAnUnknownField(t *testing.T) {
 	}
 }
 
-// Outside Site project namespaces the policies refuse nothing: a bare Pod without any identity
-// and a Job of no member are created there (the plain test namespace has no access-policy
+// Outside Site project namespaces the policies refuse nothing: a bare Pod without any identity,
+// a Job and a Deployment of no member and a NodePort Service are created there (the plain test namespace has no access-policy
 // label), then deleted without any precondition.
 func TestPoliciesLeaveOtherNamespacesAlone(t *testing.T) {
 	t.Parallel()
@@ -158,6 +158,13 @@ func TestPoliciesLeaveOtherNamespacesAlone(t *testing.T) {
 	job := a.job("1")
 	job.Labels, job.Spec.Template.Labels = nil, nil
 	accepted(t, "a Job without identity as the administrator", createJob(e.Client, s.namespace, job))
+	d := a.deployment()
+	d.Labels, d.Spec.Template.Labels = nil, map[string]string{"app": "web"}
+	d.Spec.Selector.MatchLabels = map[string]string{"app": "web"}
+	accepted(t, "a Deployment without identity as the administrator", createDeployment(e.Client, s.namespace, d))
+	svc := a.service()
+	svc.Labels, svc.Spec.Type, svc.Spec.Selector = nil, corev1.ServiceTypeNodePort, map[string]string{"app": "web"}
+	accepted(t, "a NodePort Service as the administrator", createService(e.Client, s.namespace, svc))
 	accepted(t, "a delete without precondition", func(c context.Context, dryRun []string) error {
 		return e.Client.CoreV1().Pods(s.namespace).Delete(c, "bare", metav1.DeleteOptions{DryRun: dryRun})
 	})

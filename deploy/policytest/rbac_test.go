@@ -118,6 +118,8 @@ func TestRuntimeReachesOnlyWhatItNeedsInItsProjectNamespaces(t *testing.T) {
 		t.Errorf("the Runtime impersonating the Job controller: want 403, got %v", err)
 	}
 	waitRefusedByRBAC(t, "the Runtime creating a Job as itself", createJob(rt, ns, s.attempt(s.alice).job("1")))
+	waitRefusedByRBAC(t, "the Runtime creating a Deployment as itself", createDeployment(rt, ns, s.attempt(s.alice).deployment()))
+	waitRefusedByRBAC(t, "the Runtime creating a Service as itself", createService(rt, ns, s.attempt(s.alice).service()))
 }
 
 // A member may only create its Attempts' Jobs, claims, credentials, helper Pods, application

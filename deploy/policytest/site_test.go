@@ -390,12 +390,17 @@ func (s *site) waitAllowed(t *testing.T, user string, attrs authorizationv1.Reso
 	}
 }
 
-// watch lists and watches the site namespace's objects of a core or batch resource (one when
-// name is set).
+// watch lists and watches the site namespace's objects of a core, batch, apps or discovery
+// resource (one when name is set).
 func (s *site) watch(resource, name string) cache.ListerWatcher {
 	rc := s.e.Client.CoreV1().RESTClient()
-	if resource == "jobs" {
+	switch resource {
+	case "jobs":
 		rc = s.e.Client.BatchV1().RESTClient()
+	case "deployments", "replicasets":
+		rc = s.e.Client.AppsV1().RESTClient()
+	case "endpointslices":
+		rc = s.e.Client.DiscoveryV1().RESTClient()
 	}
 	sel := fields.Everything()
 	if name != "" {
