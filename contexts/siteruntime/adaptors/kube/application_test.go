@@ -26,14 +26,6 @@ import (
 
 const serviceImage = "registry.example/app@sha256:3333333333333333333333333333333333333333333333333333333333333333"
 
-// podsAdmitted is the Site of the tests whose service must get a Pod: the
-// namespace is not guarded by the admission policies, whose metallo-pod-origin
-// refuses every Pod the ReplicaSet controller creates until the
-// application services' admission rules land (issue 19, RBAC and
-// admission, branch issue-19c); the Deployment and the Service are still
-// created by impersonating the member under its RBAC.
-var podsAdmitted = siteOptions{noPolicy: true}
-
 // appOptions shape a test Site of application services.
 type appOptions struct {
 	siteOptions
@@ -116,7 +108,7 @@ func (s *site) servicesOf(attempt string) []corev1.Service {
 // Running and Ready at once).
 func TestAnApplicationServiceIsCreatedAsTheMemberBecomesHealthyAndCancelRemovesItByUID(t *testing.T) {
 	t.Parallel()
-	s := newAppSite(t, appOptions{siteOptions: podsAdmitted})
+	s := newAppSite(t, appOptions{})
 	attempt := uuid.NewString()
 	prep := s.prepareApp(attempt)
 	want(t, prep, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
@@ -173,7 +165,7 @@ func (s *site) quota(q *corev1.ResourceQuota, key corev1.ResourceName) {
 // and ReplicaSet controllers. Simulated by KWOK: the Node.
 func TestAQuotaWaitIsQueuedPastTheProgressDeadlineAndHealthyOnceRaised(t *testing.T) {
 	t.Parallel()
-	s := newAppSite(t, appOptions{siteOptions: podsAdmitted, deadline: 3 * time.Second})
+	s := newAppSite(t, appOptions{deadline: 3 * time.Second})
 	s.quota(&corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "project-cpu"},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse("100m")}}}, corev1.ResourceRequestsCPU)
 	attempt := uuid.NewString()
@@ -214,7 +206,7 @@ func TestAQuotaWaitIsQueuedPastTheProgressDeadlineAndHealthyOnceRaised(t *testin
 // the never-ready annotation keeps the Pod Running and not Ready.
 func TestAPodThatNeverBecomesReadyFailsAtProgressDeadlineExceeded(t *testing.T) {
 	t.Parallel()
-	s := newAppSite(t, appOptions{siteOptions: podsAdmitted, deadline: 3 * time.Second, podAnnotations: map[string]string{kubetest.AnnotationNeverReady: "true"}})
+	s := newAppSite(t, appOptions{deadline: 3 * time.Second, podAnnotations: map[string]string{kubetest.AnnotationNeverReady: "true"}})
 	attempt := uuid.NewString()
 	want(t, s.prepareApp(attempt), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
 	want(t, s.simple(siteprotocol.OpStart, attempt), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
