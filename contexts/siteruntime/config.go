@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -66,6 +67,10 @@ type Config struct {
 	// tolerations as key[=value][:effect] (kube.ParseTolerations).
 	PodNodeSelector map[string]string
 	PodTolerations  []string
+	// ProgressDeadline is every application service Deployment's
+	// progressDeadlineSeconds (whole seconds, default 600 s), part of the
+	// rendered specification (docs/site-runtime.md#application-services-on-kubernetes).
+	ProgressDeadline time.Duration
 	// DeletionWait bounds how long cancel and cleanup wait for a deleted
 	// object to be gone (then failed / deletion-pending).
 	DeletionWait time.Duration
@@ -238,6 +243,9 @@ func (c Config) Validate() error {
 	if _, err := kube.ParseTolerations(c.PodTolerations); err != nil {
 		errs.bad("pod-tolerations", strings.Join(c.PodTolerations, ","), err)
 	}
+	if c.ProgressDeadline < time.Second || c.ProgressDeadline%time.Second != 0 || c.ProgressDeadline > math.MaxInt32*time.Second {
+		errs.bad("progress-deadline", c.ProgressDeadline.String(), errors.New("must be whole seconds, at least 1s: it is the Deployment's progressDeadlineSeconds"))
+	}
 	errs.positive("deletion-wait", c.DeletionWait, "how long cancel and cleanup wait for a deleted object")
 	errs.positive("permissions-bound", c.PermissionsBound, "how long an unavailable permission provider is retried")
 	errs.positive("repository-grants-bound", c.RepositoryGrantsBound, "how long an unavailable repository grant provider is retried")
@@ -256,7 +264,7 @@ func (c Config) Validate() error {
 	if c.LivenessBound > 0 && c.LivenessBound <= c.PullWait+c.BackoffMax {
 		errs.bad("liveness-bound", c.LivenessBound.String(), fmt.Errorf("must exceed --pull-wait plus --backoff-max (%s): an idle or waiting worker beats at least that often", c.PullWait+c.BackoffMax))
 	}
-	if _, err := failpoint.Parse(c.Failpoints, application.FailpointNames(), nil); err != nil {
+	if _, err := failpoint.Parse(c.Failpoints, application.RuntimeFailpointNames(), nil); err != nil {
 		errs.bad("failpoints", c.Failpoints, err)
 	}
 	return errors.Join(errs...)

@@ -77,10 +77,11 @@ func Module(cfg Config, j *journal.Journal) fx.Option {
 		fx.Provide(
 			AsExecutors(memberRegistrations),
 			AsExecutors(batchRegistrations),
+			AsExecutors(applicationRegistrations),
 		),
 		// One workload client and one access check for every family.
 		fx.Provide(fx.Private, newNativeObjects, newAccess),
-		fx.Provide(fx.Private, newBatchExecutor),
+		fx.Provide(fx.Private, newBatchExecutor, newApplicationExecutor),
 		fx.Provide(
 			fx.Private,
 			newRegistry,
@@ -99,7 +100,7 @@ func contextLogger(log *zap.Logger) *zap.Logger { return log.With(zap.String("co
 // newFailpoints arms --failpoints (METALLO_FAILPOINTS), warning when any
 // is armed; a value that does not parse is an error naming the flag.
 func newFailpoints(cfg Config, log *zap.Logger) (application.Failpoints, error) {
-	fp, err := failpoint.Parse(cfg.Failpoints, application.FailpointNames(), os.Stderr)
+	fp, err := failpoint.Parse(cfg.Failpoints, application.RuntimeFailpointNames(), os.Stderr)
 	if err != nil {
 		return nil, config.Invalid("failpoints", cfg.Failpoints, err)
 	}
@@ -136,6 +137,18 @@ func memberRegistrations(b application.MemberBindings, fp application.Failpoints
 // batchRegistrations routes the batch family's operations.
 func batchRegistrations(e *application.BatchExecutor) []application.Registration {
 	return e.Registrations()
+}
+
+// applicationRegistrations routes the application family's operations.
+func applicationRegistrations(e *application.ApplicationExecutor) []application.Registration {
+	return e.Registrations()
+}
+
+// newApplicationExecutor is NewApplicationExecutor over the shared client
+// and access check, with records in services.sqlite.
+func newApplicationExecutor(cfg Config, native *kube.Workloads, access *application.Access, r application.ServiceRecords,
+	fp application.Failpoints) (*application.ApplicationExecutor, error) {
+	return NewApplicationExecutor(cfg, native, access, r, fp)
 }
 
 // newNativeObjects is NewNativeObjects: the one Kubernetes workload

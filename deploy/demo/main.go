@@ -17,7 +17,9 @@
 // container runs for real in the platform image: it writes a file in its
 // workspace, observe reports its exit code, and the demo shows its log
 // from pods/log and the file. KWOK's fake Nodes are in the cluster too but
-// nothing of this Run lands there. Last, `metallo workspace-init` checks a
+// nothing of this Run lands there. Then an application service (the
+// httpservice image) is prepared, started as the member, observed until
+// healthy on the real node, cancelled and observed gone. Last, `metallo workspace-init` checks a
 // repository out at an exact commit, verifies it on a second run and
 // refuses a commit whose link leaves the tree. It exits 0 only if all of that
 // happened, and stops every process it started.
@@ -68,6 +70,9 @@ const (
 	// platformImage is the name of the platform image in the cluster's
 	// image manifest (deploy/images): the Runtime's batch image.
 	platformImage = "platform"
+	// httpServiceImage is the small HTTP service image (deploy/images/httpservice) the demo's
+	// application service runs.
+	httpServiceImage = "httpservice"
 )
 
 func main() {
@@ -731,11 +736,11 @@ func (d *demo) commands(ctx context.Context, ns, project, member, binding string
 	d.section("Commands appended to stream " + environment + "; the Runtime pulls, performs and acknowledges each")
 	run, attempt := uuid.NewString(), uuid.NewString()
 	var all []sent
-	do := func(op siteprotocol.Operation, payload any) (siteprotocol.Result, error) {
+	doAs := func(family siteprotocol.Family, run, attempt string, op siteprotocol.Operation, payload any) (siteprotocol.Result, error) {
 		c := map[string]any{"id": uuid.NewString(), "operation": op, "issued_at": time.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
 			"member_id": member, "project_id": project}
 		if op != siteprotocol.OpBindMember {
-			c["family"], c["run_id"], c["attempt_id"] = "batch", run, attempt
+			c["family"], c["run_id"], c["attempt_id"] = family, run, attempt
 			c["account_ref"] = map[string]any{"binding_id": binding, "generation": 1}
 		}
 		if payload != nil {
@@ -752,6 +757,9 @@ func (d *demo) commands(ctx context.Context, ns, project, member, binding string
 		all = append(all, sent{id: c["id"].(string), op: op, sequence: receipt.Sequence, result: r})
 		d.say("#%d %-11s → %s / %s: %s %s", receipt.Sequence, op, r.Outcome, r.Reason, r.Message, compact(r.Detail))
 		return r, nil
+	}
+	do := func(op siteprotocol.Operation, payload any) (siteprotocol.Result, error) {
+		return doAs(siteprotocol.FamilyBatch, run, attempt, op, payload)
 	}
 	// The member's binding is not written by hand: delivery appends
 	// bind-member once the account is ready with its UID
@@ -800,6 +808,13 @@ func (d *demo) commands(ctx context.Context, ns, project, member, binding string
 		}
 	}
 	if err := d.showJob(ctx, job, final); err != nil {
+		return err
+	}
+	if err := d.applicationService(ctx, func(attempt, run string) func(siteprotocol.Operation, any) (siteprotocol.Result, error) {
+		return func(op siteprotocol.Operation, payload any) (siteprotocol.Result, error) {
+			return doAs(siteprotocol.FamilyApplication, run, attempt, op, payload)
+		}
+	}); err != nil {
 		return err
 	}
 	d.section("Every result acknowledged by the execution role")
@@ -1008,4 +1023,62 @@ func deref(p *int64) int64 {
 		return 0
 	}
 	return *p
+}
+
+// applicationService is the demo's application service
+// (docs/site-runtime.md#application-services-on-kubernetes): an Attempt
+// of family application prepared with the local cluster's httpservice
+// image (pinned by digest) on port 8080 and its readiness probe /healthz,
+// started — a Deployment and a ClusterIP Service created as the member —,
+// observed until healthy (the real node's kubelet runs it and probes it),
+// cancelled, and observed once more: gone.
+func (d *demo) applicationService(ctx context.Context, commands func(attempt, run string) func(siteprotocol.Operation, any) (siteprotocol.Result, error)) error {
+	d.section("An application service: prepared, started as the member, healthy, cancelled")
+	image := d.realNode.Images[httpServiceImage]
+	if image == "" {
+		return fmt.Errorf("the real node has no %s image (make image)", httpServiceImage)
+	}
+	do := commands(uuid.NewString(), uuid.NewString())
+	r, err := do(siteprotocol.OpPrepare, map[string]any{"workspace_size_bytes": 1 << 30, "service_kind": "application", "image": image,
+		"port": 8080, "readiness": map[string]any{"path": "/healthz", "period_seconds": 2}, "demand": map[string]int64{"cpu": 100, "memory": 64 << 20}})
+	if err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
+		return failed("prepare (application)", r, err)
+	}
+	d.say("prepare rendered the Deployment and the Service and saved them in services.sqlite; start creates exactly them")
+	start, err := do(siteprotocol.OpStart, nil)
+	if err != nil || start.Outcome != siteprotocol.OutcomeSucceeded || len(start.NativeRefs) != 2 {
+		return failed("start (application)", start, err)
+	}
+	for i := 0; ; i++ {
+		r, err := do(siteprotocol.OpObserve, nil)
+		if err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
+			return failed("observe (application)", r, err)
+		}
+		st, err := siteprotocol.DecodeDetail[siteprotocol.ObserveDetail](r)
+		if err != nil {
+			return err
+		}
+		if st.State == siteprotocol.StateHealthy {
+			break
+		}
+		if st.State == siteprotocol.StateFailed || i >= 60 {
+			return fmt.Errorf("the application service did not become healthy: %s", r.Detail)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+	dep, svc := start.NativeRefs[0], start.NativeRefs[1]
+	d.say("Deployment %s (uid %s) and Service %s (uid %s, ClusterIP) are the member's: healthy, its Pod Ready on %s", dep.Name, dep.UID, svc.Name, svc.UID, d.realNode.Name)
+	if r, err := do(siteprotocol.OpCancel, nil); err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
+		return failed("cancel (application)", r, err)
+	}
+	r, err = do(siteprotocol.OpObserve, nil)
+	if err != nil || r.Reason != siteprotocol.ReasonNativeMissing {
+		return failed("observe after cancel (application)", r, err)
+	}
+	d.say("cancel deleted both by their UIDs, in the foreground, as the Runtime; observe reports them gone")
+	return nil
 }

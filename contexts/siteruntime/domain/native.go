@@ -21,7 +21,10 @@ func AttemptObjectName(attemptID, suffix string) string { return "attempt-" + at
 // create may have happened; created once the create returned its UID;
 // refused when the native system refused the create (nothing exists);
 // deleting before a UID-bound delete; removed once the object is gone.
+// An application service's Deployment and Service are saved in phase
+// prepared by prepare (rendered, not created) until start creates them.
 const (
+	PhasePrepared = "prepared"
 	PhaseCreating = "creating"
 	PhaseCreated  = "created"
 	PhaseRefused  = "refused"

@@ -23,8 +23,10 @@ import (
 // env entry or volume is a mismatch; resource quantities compare by value;
 // fields the Runtime did not set (nulls and empty objects in the rendered
 // JSON, and everything absent from it: server and controller defaults,
-// status, uid) are ignored. The live object's spec-digest annotation must
-// equal the SHA-256 of spec.
+// status, uid) are ignored; the one rendered field whose absence is
+// accepted is a readiness probe's initialDelaySeconds: 0 (omittedDefault).
+// The live object's spec-digest annotation — a Deployment's also on its
+// Pod template — must equal the SHA-256 of spec.
 func Mismatch(spec []byte, live map[string]any) (string, error) {
 	var rendered map[string]any
 	dec := json.NewDecoder(bytes.NewReader(spec))
@@ -35,6 +37,14 @@ func Mismatch(spec []byte, live map[string]any) (string, error) {
 	delete(rendered, "status")
 	if got := annotation(live, AnnotationSpecDigest); got != siteprotocol.Digest(spec) {
 		return fmt.Sprintf("metadata.annotations[%s]: live %q, saved specification %s", AnnotationSpecDigest, got, siteprotocol.Digest(spec)), nil
+	}
+	if kind, _ := live["kind"].(string); kind == "Deployment" {
+		// Create stamps the digest on the Pod template too (stampSpecDigest).
+		tmpl, _ := live["spec"].(map[string]any)
+		tmpl, _ = tmpl["template"].(map[string]any)
+		if got := annotation(tmpl, AnnotationSpecDigest); got != siteprotocol.Digest(spec) {
+			return fmt.Sprintf("spec.template.metadata.annotations[%s]: live %q, saved specification %s", AnnotationSpecDigest, got, siteprotocol.Digest(spec)), nil
+		}
 	}
 	return subset("", rendered, normalise(live)), nil
 }
@@ -93,6 +103,9 @@ func subset(path string, rendered, live any) string {
 				continue
 			}
 			gv, present := got[k]
+			if !present && omittedDefault(path, k, want[k]) {
+				continue
+			}
 			if !present {
 				return fmt.Sprintf("%s: absent from the live object", join(path, k))
 			}
@@ -117,6 +130,19 @@ func subset(path string, rendered, live any) string {
 		return ""
 	}
 	return fmt.Sprintf("%s: live %s, rendered %s", orRoot(path), describe(live), describe(rendered))
+}
+
+// omittedDefault reports the one rendered field whose absence from the
+// live object is no mismatch, the omitted-default exception
+// (docs/site-runtime.md#the-spec-comparison): a readiness probe's
+// initialDelaySeconds of exactly 0, which the API server omits. Any other
+// value, and any other missing field, is still a mismatch.
+func omittedDefault(path, key string, rendered any) bool {
+	if key != "initialDelaySeconds" || (path != "readinessProbe" && !strings.HasSuffix(path, ".readinessProbe")) {
+		return false
+	}
+	n, ok := rendered.(json.Number)
+	return ok && n.String() == "0"
 }
 
 // sameQuantity compares resource quantities (under requests, limits or

@@ -72,6 +72,9 @@ type Renderer struct {
 	// cluster's scheduling hints (the local cluster's KWOK run time in
 	// tests and the demo).
 	PodAnnotations map[string]string
+	// ServicePodAnnotations are added to every application service's Pod
+	// template (tests: the local cluster's KWOK never-ready annotation).
+	ServicePodAnnotations map[string]string
 	// Scheduling is every rendered Pod's node selector and tolerations.
 	Scheduling Scheduling
 }

@@ -77,6 +77,9 @@ type site struct {
 	// stopWatch ends the watch of the Runtime's Jobs (siteOptions.watch),
 	// as a Runtime that is down.
 	stopWatch func()
+	// family is the family of the workload commands s builds (batch when
+	// empty).
+	family siteprotocol.Family
 }
 
 func newSite(t testing.TB, o siteOptions) *site {
@@ -206,7 +209,11 @@ func (s *site) command(op siteprotocol.Operation, attempt string, payload any) *
 	switch op {
 	case siteprotocol.OpBindMember, siteprotocol.OpRetireMember:
 	default:
-		c["family"], c["run_id"], c["attempt_id"] = "batch", runOf(attempt), attempt
+		family := siteprotocol.FamilyBatch
+		if s.family != "" {
+			family = s.family
+		}
+		c["family"], c["run_id"], c["attempt_id"] = family, runOf(attempt), attempt
 		c["account_ref"] = map[string]any{"binding_id": s.binding, "generation": 1}
 	}
 	if payload != nil {

@@ -170,12 +170,9 @@ func (w *Workloads) Create(ctx context.Context, as domain.StartIdentity, obj app
 	if err := json.Unmarshal(obj.Spec, &u.Object); err != nil {
 		return "", fmt.Errorf("decode the rendered %s: %w", obj.Kind, err)
 	}
-	ann := u.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
+	if err := stampSpecDigest(u, siteprotocol.Digest(obj.Spec)); err != nil {
+		return "", fmt.Errorf("annotate the rendered %s: %w", obj.Kind, err)
 	}
-	ann[AnnotationSpecDigest] = siteprotocol.Digest(obj.Spec)
-	u.SetAnnotations(ann)
 	client, err := w.member(as)
 	if err != nil {
 		return "", err

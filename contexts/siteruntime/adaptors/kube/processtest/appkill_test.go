@@ -1,0 +1,321 @@
+package processtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/systemtest/harness"
+	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+	"github.com/pharos-metallo/metallo/platform/testsetup"
+)
+
+// appRuntime sets up a Site project namespace with one member, the
+// execution role and an installed Runtime (not started) for application
+// commands; workload appends one command of family application for the
+// Attempt (its Run stays the same) and returns its ID.
+type appRuntime struct {
+	e        *kubetest.Env
+	site     *harness.Site
+	rt       *harness.Runtime
+	ctx      context.Context
+	workload func(op siteprotocol.Operation, attempt string, payload any) string
+	account  string
+}
+
+func newAppRuntime(t *testing.T) *appRuntime {
+	t.Helper()
+	e := kubetest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	t.Cleanup(cancel)
+	project, member, binding := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	if err := siteagent.Project(ctx, e.Client, e.Namespace, project, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := siteagent.Member(ctx, e.Client, e.Namespace, member); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bin := testsetup.Binary(t)
+	site, err := harness.NewSite(bin, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(site.Close)
+	if err := site.StartServer("execution.sqlite", ""); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := harness.NewRuntime(bin, site, filepath.Join(dir, "runtime"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := siteagent.RuntimeToken(ctx, e.Client, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := siteagent.WriteKubeconfig(rt.Kubeconfig, e.Config, token); err != nil {
+		t.Fatal(err)
+	}
+	grants, _ := json.Marshal([]permissions.Grant{{Member: member, Project: project, Actions: []domain.PermissionAction{domain.ActionStart}}})
+	if err := os.WriteFile(rt.Policy, grants, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := rt.Install(); err != nil {
+		t.Fatal(out, err)
+	}
+	envelope := func(op siteprotocol.Operation) map[string]any {
+		return map[string]any{"id": uuid.NewString(), "operation": op, "issued_at": "2026-11-29T10:00:00Z", "member_id": member, "project_id": project}
+	}
+	appendCmd := func(c map[string]any) string {
+		raw, _ := json.Marshal(c)
+		if _, err := site.Append(raw); err != nil {
+			t.Fatal(err)
+		}
+		return c["id"].(string)
+	}
+	runs := map[string]string{}
+	workload := func(op siteprotocol.Operation, attempt string, payload any) string {
+		if runs[attempt] == "" {
+			runs[attempt] = uuid.NewString()
+		}
+		c := envelope(op)
+		c["family"], c["run_id"], c["attempt_id"] = "application", runs[attempt], attempt
+		c["account_ref"] = map[string]any{"binding_id": binding, "generation": 1}
+		if payload != nil {
+			c["payload"] = payload
+		}
+		return appendCmd(c)
+	}
+	bind := envelope(siteprotocol.OpBindMember)
+	bind["payload"] = map[string]any{"party_id": member, "namespace": e.Namespace, "account": siteprotocol.MemberAccount(member),
+		"binding_id": binding, "revision": 1, "generation": 1}
+	appendCmd(bind)
+	return &appRuntime{e: e, site: site, rt: rt, ctx: ctx, workload: workload, account: "system:serviceaccount:" + e.Namespace + ":" + siteprotocol.MemberAccount(member)}
+}
+
+func appPreparePayload() map[string]any {
+	return map[string]any{"workspace_size_bytes": 1 << 20, "service_kind": "application",
+		"image": "registry.example/app@sha256:" + string(bytes.Repeat([]byte("5"), 64)), "port": 8080,
+		"readiness": map[string]any{"path": "/healthz"}, "demand": map[string]int64{"cpu": 100, "memory": 64 << 20}}
+}
+
+// TestKilledAfterEachDeploymentAndServiceCreateEveryAttemptHasOneOfEachAndItsResultNamesThem
+// is the application services' kill test on the local cluster: the real
+// metallo runtime binary and execution role as subprocesses; 10
+// application Attempts are prepared, then their starts appended; the
+// Runtime is SIGKILLed by its after-native-call failpoint right after each
+// Deployment create and right after each Service create, before the
+// start's result was saved — 20 times — and restarted each time. At the
+// end each Attempt has exactly one Deployment and one Service (by its
+// attempt label), created by the member, the acknowledged result of its
+// start names both UIDs, and every result sent for a sequence is
+// byte-identical to the recorded one. Real: the API server, RBAC,
+// impersonation, admission policies, the Deployment and ReplicaSet
+// controllers. Simulated by KWOK: the Nodes.
+func TestKilledAfterEachDeploymentAndServiceCreateEveryAttemptHasOneOfEachAndItsResultNamesThem(t *testing.T) {
+	a := newAppRuntime(t)
+	e, site, rt, ctx, workload := a.e, a.site, a.rt, a.ctx, a.workload
+	const attempts = 10
+	ids := make([]string, attempts)
+	var lastPrepare string
+	for i := range ids {
+		ids[i] = uuid.NewString()
+		lastPrepare = workload(siteprotocol.OpPrepare, ids[i], appPreparePayload())
+	}
+	p, err := rt.Start("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Kill)
+	waitAcknowledged(t, site, p, lastPrepare)
+	if err := p.Stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	starts := make([]string, attempts)
+	for i, attempt := range ids {
+		starts[i] = workload(siteprotocol.OpStart, attempt, nil)
+	}
+	kills := 0
+	for run := 1; ; run++ {
+		if run > 2*attempts+5 {
+			t.Fatalf("%d runs without completing (%d kills)", run, kills)
+		}
+		p, err := rt.Start(application.FailAfterNativeCall + "@1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Kill)
+		done := false
+		deadline := time.Now().Add(2 * time.Minute)
+		for !p.Exited() && !done {
+			if time.Now().After(deadline) {
+				t.Fatalf("run %d neither died nor finished within 2 minutes:\n%s", run, p.Output())
+			}
+			select {
+			case <-p.Done():
+			case <-time.After(50 * time.Millisecond):
+				rec, err := site.Command(starts[attempts-1])
+				done = err == nil && len(rec.Result) > 0
+			}
+		}
+		if !p.Exited() {
+			if err := p.Stop(30 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		m := killLine.FindStringSubmatch(p.Output())
+		if !p.Killed() || m == nil || m[1] != application.FailAfterNativeCall {
+			t.Fatalf("run %d exited (%v) without being killed at %s:\n%s", run, p.ExitErr(), application.FailAfterNativeCall, p.Output())
+		}
+		kills++
+	}
+	if kills != 2*attempts {
+		t.Fatalf("%d kills; want one after each of the %d Deployment and %d Service creates", kills, attempts, attempts)
+	}
+	recorded := map[int64][]byte{}
+	account := a.account
+	for i, attempt := range ids {
+		rec, err := site.Command(starts[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := siteprotocol.ParseResult(rec.Result)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recorded[r.Sequence] = rec.Result
+		sel := metav1.ListOptions{LabelSelector: kube.LabelAttempt + "=" + attempt}
+		deps, err := e.Client.AppsV1().Deployments(e.Namespace).List(ctx, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		svcs, err := e.Client.CoreV1().Services(e.Namespace).List(ctx, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(deps.Items) != 1 || len(svcs.Items) != 1 {
+			t.Fatalf("attempt %d (%s) has %d Deployments and %d Services; want exactly one of each", i, attempt, len(deps.Items), len(svcs.Items))
+		}
+		if r.Outcome != siteprotocol.OutcomeSucceeded || r.Reason != siteprotocol.ReasonCreated || len(r.NativeRefs) != 2 ||
+			r.NativeRefs[0].UID != string(deps.Items[0].UID) || r.NativeRefs[1].UID != string(svcs.Items[0].UID) {
+			t.Fatalf("attempt %d: the acknowledged result %s does not name its Deployment %s and Service %s", i, rec.Result, deps.Items[0].UID, svcs.Items[0].UID)
+		}
+		for _, kind := range []string{"deployments", "services"} {
+			if who := e.WhoCreated(kind, e.Namespace, domain.AttemptObjectName(attempt, "")); who.Actor() != account {
+				t.Fatalf("attempt %d: %s created by %s", i, kind, who.Actor())
+			}
+		}
+	}
+	for _, put := range site.Proxy.Puts() {
+		if want, ok := recorded[put.Sequence]; ok && !bytes.Equal(put.Body, want) {
+			t.Fatalf("sequence %d: a sent result differs from the recorded one:\n%s\n%s", put.Sequence, put.Body, want)
+		}
+	}
+	t.Logf("%d kills after a Deployment or Service create, %d Attempts with one of each", kills, attempts)
+}
+
+// TestKilledAtTheCompensatingDeleteNothingOfTheAttemptIsLeftAndTheStartIsRefused:
+// a count quota refuses the Service after the Deployment was created; the
+// Runtime is SIGKILLed at its compensating delete (the Deployment recorded
+// deleting, not yet deleted), restarted, and then nothing of the Attempt
+// exists and the acknowledged result is refused / native-request-denied
+// with no native reference. Real: ResourceQuota admission, the API server,
+// the real binary and its journals.
+func TestKilledAtTheCompensatingDeleteNothingOfTheAttemptIsLeftAndTheStartIsRefused(t *testing.T) {
+	a := newAppRuntime(t)
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-services"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/services": resource.MustParse("0")}}}
+	if _, err := a.e.Client.CoreV1().ResourceQuotas(a.e.Namespace).Create(a.ctx, quota, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		q, err := a.e.Client.CoreV1().ResourceQuotas(a.e.Namespace).Get(a.ctx, "no-services", metav1.GetOptions{})
+		if err == nil && q.Status.Hard != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the quota's status is never recorded")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	attempt := uuid.NewString()
+	a.workload(siteprotocol.OpPrepare, attempt, appPreparePayload())
+	start := a.workload(siteprotocol.OpStart, attempt, nil)
+	p, err := a.rt.Start(application.FailAtCompensatingDelete)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Kill)
+	select {
+	case <-p.Done():
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("not killed at %s:\n%s", application.FailAtCompensatingDelete, p.Output())
+	}
+	if m := killLine.FindStringSubmatch(p.Output()); !p.Killed() || m == nil || m[1] != application.FailAtCompensatingDelete {
+		t.Fatalf("exited (%v) without being killed at %s:\n%s", p.ExitErr(), application.FailAtCompensatingDelete, p.Output())
+	}
+	sel := metav1.ListOptions{LabelSelector: kube.LabelAttempt + "=" + attempt}
+	if deps, err := a.e.Client.AppsV1().Deployments(a.e.Namespace).List(a.ctx, sel); err != nil || len(deps.Items) != 1 {
+		t.Fatalf("before recovery the Deployment must still exist: %v", err)
+	}
+	p, err = a.rt.Start("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Kill)
+	waitAcknowledged(t, a.site, p, start)
+	if err := p.Stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := a.site.Command(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := siteprotocol.ParseResult(rec.Result)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Outcome != siteprotocol.OutcomeRefused || r.Reason != siteprotocol.ReasonNativeRequestDenied || len(r.NativeRefs) != 0 {
+		t.Fatalf("the start's result %s", rec.Result)
+	}
+	deadline = time.Now().Add(time.Minute)
+	for {
+		deps, err := a.e.Client.AppsV1().Deployments(a.e.Namespace).List(a.ctx, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		svcs, err := a.e.Client.CoreV1().Services(a.e.Namespace).List(a.ctx, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rss, err := a.e.Client.AppsV1().ReplicaSets(a.e.Namespace).List(a.ctx, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(deps.Items)+len(svcs.Items)+len(rss.Items) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after recovery %d Deployments, %d ReplicaSets, %d Services of the Attempt exist", len(deps.Items), len(rss.Items), len(svcs.Items))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

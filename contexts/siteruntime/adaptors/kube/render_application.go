@@ -1,0 +1,130 @@
+package kube
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+)
+
+// ServicePortName names the application container's port and the
+// Service's one port.
+const ServicePortName = "http"
+
+// RenderDeployment renders the application service's Deployment
+// attempt-<attempt> (docs/site-runtime.md#application-services-on-kubernetes):
+// 1 replica; a selector of exactly the Attempt's identity labels, which the
+// Pod template carries (with ServicePodAnnotations); progressDeadlineSeconds
+// from Site configuration; one container ContainerName running the
+// command's image (pinned by digest) with its port (named ServicePortName),
+// its HTTP readiness probe on that port, requests = limits = demand and
+// the claim at /workspace; the member's service account without a mounted
+// token; the Site's Scheduling. Zero probe settings are not rendered (the
+// Kubernetes types omit them; the API server then applies its defaults).
+// The spec-digest annotation is not part of the rendered bytes: Create
+// stamps it on the Deployment and on its Pod template
+// (stampSpecDigest). It fails wrapping application.ErrUnsupportedDemand
+// for a demand the Site cannot express.
+func (r *Renderer) RenderDeployment(s application.ApplicationServiceSpec) (application.NativeObject, error) {
+	resources, err := r.resources(s.Demand)
+	if err != nil {
+		return application.NativeObject{}, err
+	}
+	name := domain.AttemptObjectName(s.Identity.AttemptID, "")
+	replicas, deadline, noToken := int32(1), s.ProgressDeadlineSeconds, false
+	var podAnnotations map[string]string
+	if len(r.ServicePodAnnotations) > 0 {
+		podAnnotations = maps.Clone(r.ServicePodAnnotations)
+	}
+	var probe *corev1.Probe
+	if rd := s.Readiness; rd != nil {
+		probe = &corev1.Probe{
+			ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: rd.Path, Port: intstr.FromInt32(s.Port)}},
+			InitialDelaySeconds: rd.InitialDelaySeconds,
+			PeriodSeconds:       rd.PeriodSeconds,
+		}
+	}
+	dep := appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: domain.KindDeployment},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: Labels(s.Identity)},
+		Spec: appsv1.DeploymentSpec{
+			Replicas:                &replicas,
+			Selector:                &metav1.LabelSelector{MatchLabels: Labels(s.Identity)},
+			ProgressDeadlineSeconds: &deadline,
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: Labels(s.Identity), Annotations: podAnnotations},
+				Spec: corev1.PodSpec{
+					ServiceAccountName:           s.ServiceAccount,
+					AutomountServiceAccountToken: &noToken,
+					NodeSelector:                 maps.Clone(r.Scheduling.NodeSelector),
+					Tolerations:                  slices.Clone(r.Scheduling.Tolerations),
+					Containers: []corev1.Container{{
+						Name:           ContainerName,
+						Image:          s.Image,
+						Ports:          []corev1.ContainerPort{{Name: ServicePortName, ContainerPort: s.Port, Protocol: corev1.ProtocolTCP}},
+						ReadinessProbe: probe,
+						Resources:      corev1.ResourceRequirements{Requests: resources, Limits: resources.DeepCopy()},
+						VolumeMounts:   []corev1.VolumeMount{{Name: WorkspaceVolume, MountPath: WorkspacePath}},
+					}},
+					Volumes: []corev1.Volume{{Name: WorkspaceVolume, VolumeSource: corev1.VolumeSource{
+						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.WorkspaceClaim},
+					}}},
+				},
+			},
+		},
+	}
+	return object(domain.KindDeployment, s.Namespace, name, dep)
+}
+
+// RenderService renders the application service's Service
+// attempt-<attempt>: type ClusterIP, a selector of exactly the Attempt's
+// identity labels (the Deployment's Pod labels), one TCP port
+// ServicePortName on the command's port to the container's port; no
+// external IPs, no ExternalName.
+func (r *Renderer) RenderService(s application.ApplicationServiceSpec) (application.NativeObject, error) {
+	name := domain.AttemptObjectName(s.Identity.AttemptID, "")
+	svc := corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: domain.KindService},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: Labels(s.Identity)},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: Labels(s.Identity),
+			Ports: []corev1.ServicePort{{
+				Name: ServicePortName, Protocol: corev1.ProtocolTCP, Port: s.Port, TargetPort: intstr.FromInt32(s.Port),
+			}},
+		},
+	}
+	return object(domain.KindService, s.Namespace, name, svc)
+}
+
+// stampSpecDigest sets the spec-digest annotation on u (every kind) and,
+// for a Deployment, on its Pod template too, so every Pod of the
+// Deployment names the specification it was rendered from.
+func stampSpecDigest(u *unstructured.Unstructured, digest string) error {
+	ann := u.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[AnnotationSpecDigest] = digest
+	u.SetAnnotations(ann)
+	if u.GetKind() != domain.KindDeployment {
+		return nil
+	}
+	tmpl, _, err := unstructured.NestedStringMap(u.Object, "spec", "template", "metadata", "annotations")
+	if err != nil {
+		return fmt.Errorf("read the Pod template's annotations: %w", err)
+	}
+	if tmpl == nil {
+		tmpl = map[string]string{}
+	}
+	tmpl[AnnotationSpecDigest] = digest
+	return unstructured.SetNestedStringMap(u.Object, tmpl, "spec", "template", "metadata", "annotations")
+}
