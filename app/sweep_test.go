@@ -560,12 +560,13 @@ func (s *sweepProcess) send(t *testing.T, r sweepRequest) sweepAnswer {
 }
 
 // slowBody sends op's request declaring 999 body bytes and sending 7: the
-// answer must come (not a 5xx) within the hang bound.
-func (s *sweepProcess) slowBody(t *testing.T, op *huma.Operation) int {
+// answer must come (not a 5xx) within the hang bound. It returns the
+// answer's status and, for a 4xx problem, its reason.
+func (s *sweepProcess) slowBody(t *testing.T, op *huma.Operation) (int, string) {
 	conn, err := net.Dial("tcp", strings.TrimPrefix(s.base, "http://"))
 	if err != nil {
 		t.Error(err)
-		return -1
+		return -1, ""
 	}
 	defer conn.Close()
 	head := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n%s: %s\r\nContent-Type: application/json\r\nContent-Length: 999\r\n\r\n",
@@ -573,26 +574,30 @@ func (s *sweepProcess) slowBody(t *testing.T, op *huma.Operation) int {
 	_ = conn.SetDeadline(time.Now().Add(sweepHangBound))
 	if _, err := io.WriteString(conn, head+`{"x":1,`); err != nil {
 		t.Error(err)
-		return -1
+		return -1, ""
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Errorf("%s %s with a stalled body: no answer within %s: %v", op.Method, op.Path, sweepHangBound, err)
-		return -1
+		return -1, ""
 	}
+	var p struct {
+		Reason string `json:"reason"`
+	}
+	raw, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
+	_ = json.Unmarshal(raw, &p)
 	if resp.StatusCode >= 500 {
 		t.Errorf("%s %s with a stalled body: %d", op.Method, op.Path, resp.StatusCode)
 	}
-	return resp.StatusCode
+	return resp.StatusCode, p.Reason
 }
 
 // reasonDocumented reports whether op's document lists reason for status
-// in the response's x-reasons. Only the execution role's operations list
-// their reasons per status; resource_provisioning's name theirs in prose
-// and are not checked here yet (docs/testing.md#the-route-sweep).
+// in the response's x-reasons (httpserver.WithReasons). Every operation
+// that needs a bearer credential lists its reasons, on both roles.
 func reasonDocumented(op *huma.Operation, status int, reason string) bool {
-	if len(op.Tags) == 0 || op.Tags[0] != "execution_ports" {
+	if len(op.Security) == 0 {
 		return true
 	}
 	resp := op.Responses[fmt.Sprint(status)]
@@ -635,7 +640,10 @@ func sweep(t *testing.T, s *sweepProcess) map[string]int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			code := s.slowBody(t, op)
+			code, reason := s.slowBody(t, op)
+			if code >= 400 && code < 500 && !reasonDocumented(op, code, reason) {
+				t.Errorf("%s %s (stalled body): answered %d %s, which the route's documentation does not list", op.Method, op.Path, code, reason)
+			}
 			mu.Lock()
 			statuses[op.Method+" "+op.Path+" stalled body"] = code
 			mu.Unlock()

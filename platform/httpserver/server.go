@@ -95,7 +95,7 @@ func NewAPI(mux *http.ServeMux, title string) huma.API {
 	}}
 	cfg.CreateHooks = nil
 	cfg.Transformers = append(cfg.Transformers, problemTransformer)
-	cfg.OnAddOperation = append(cfg.OnAddOperation, problemSchemas, DocumentExamples)
+	cfg.OnAddOperation = append(cfg.OnAddOperation, problemSchemas, DocumentAccess, DocumentExamples)
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		BearerScheme: {Type: "http", Scheme: "bearer", Description: "A key from keys.yaml, or a Kubernetes service-account token for a Site Runtime."},
 	}

@@ -27,8 +27,7 @@ import (
 func (h *Handlers) siteAdmit() map[string]any {
 	m := httpserver.AdmitMetadata(httpserver.AdmitPathPrincipal(auth.KindEnvironment, "environment"))
 	maps.Copy(m, h.environmentLabel())
-	m[principalKey] = []string{auth.KindEnvironment + ":{environment}"}
-	return m
+	return httpserver.WithPrincipals(m, auth.KindEnvironment+":{environment}")
 }
 
 // serviceAdmit is the admission of Execution's routes: one of the
@@ -44,13 +43,8 @@ func (h *Handlers) serviceAdmit() map[string]any {
 			fmt.Sprintf("%s may not use Execution's routes; they need one of the service keys %s", p, strings.Join(prefixed(h.Services), ", ")))
 	})
 	maps.Copy(m, h.environmentLabel())
-	m[principalKey] = prefixed(h.Services)
-	return m
+	return httpserver.WithPrincipals(m, prefixed(h.Services)...)
 }
-
-// principalKey is the operation metadata naming the principals its admit
-// rule allows, documented by documentOperation.
-const principalKey = "execution_ports.principal"
 
 // environmentLabel labels a route's request metrics with its environment
 // path parameter when it names a configured environment

@@ -39,7 +39,7 @@ func (h *Handlers) appendCommandOperation(reg huma.Registry) huma.Operation {
 		Middlewares: huma.Middlewares{jsonBody(false, siteprotocol.MaxCommandBytes)},
 	}, map[int][]string{
 		400: {siteprotocol.ProblemInvalidCommand, httpserver.DefaultReason(http.StatusBadRequest)}, 404: {siteprotocol.ProblemUnknownEnvironment},
-		409: {siteprotocol.ProblemConflictingRetry}, 413: {httpserver.DefaultReason(http.StatusRequestEntityTooLarge)}, 415: {httpserver.DefaultReason(http.StatusUnsupportedMediaType)},
+		409: {siteprotocol.ProblemConflictingRetry}, 408: {httpserver.ReasonRequestTimeout}, 413: {httpserver.DefaultReason(http.StatusRequestEntityTooLarge)}, 415: {httpserver.DefaultReason(http.StatusUnsupportedMediaType)},
 		422: {siteprotocol.ProblemInvalidCommand, httpserver.DefaultReason(http.StatusUnprocessableEntity)},
 	})
 	op.Metadata = withRawBody(op.Metadata, commandSchema(reg), "The command to append, without sequence.")

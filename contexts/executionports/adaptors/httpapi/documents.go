@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -267,30 +266,6 @@ func requireInstallation(in *SiteRequest) error {
 	return nil
 }
 
-// reasonsKey is the operation metadata listing, per problem status, the
-// reasons the operation can answer with it (withReasons).
-const reasonsKey = "execution_ports.reasons"
-
-// withReasons returns metadata m with the reasons the operation answers per
-// problem status (documented by documentOperation as each response's
-// x-reasons and in its description). The statuses every bearer operation
-// shares (401 unauthenticated, 403 forbidden, 500 and 503 unavailable)
-// are added here.
-func withReasons(m map[string]any, byStatus map[int][]string) map[string]any {
-	out := maps.Clone(m)
-	all := map[int][]string{
-		http.StatusUnauthorized:        {siteprotocol.ProblemUnauthenticated},
-		http.StatusForbidden:           {siteprotocol.ProblemForbidden},
-		http.StatusServiceUnavailable:  {httpserver.DefaultReason(http.StatusServiceUnavailable)},
-		http.StatusInternalServerError: {httpserver.DefaultReason(http.StatusInternalServerError)},
-	}
-	for status, reasons := range byStatus {
-		all[status] = append(all[status], reasons...)
-	}
-	out[reasonsKey] = all
-	return out
-}
-
 // rawBodyKey is the operation metadata naming a raw JSON body's schema
 // (withRawBody).
 const rawBodyKey = "execution_ports.raw_body"
@@ -311,32 +286,11 @@ func withRawBody(m map[string]any, schema *huma.Schema, description string) map[
 }
 
 // documentOperation is the OpenAPI document's hook as Huma adds an
-// operation (huma.OpenAPI.OnAddOperation): the principals the operation's
-// admit rule allows (siteAdmit, serviceAdmit) are documented as
-// x-principal and said in its description, and an operation whose
-// metadata names a raw body (withRawBody) documents it as application/json
-// of its schema instead of the bytes Huma reads.
+// operation (huma.OpenAPI.OnAddOperation): an operation whose metadata
+// names a raw body (withRawBody) documents it as application/json of its
+// schema instead of the bytes Huma reads. The principals and the reasons
+// per status are documented by httpserver.DocumentAccess.
 func documentOperation(oapi *huma.OpenAPI, op *huma.Operation) {
-	if principals, ok := op.Metadata[principalKey].([]string); ok {
-		if op.Extensions == nil {
-			op.Extensions = map[string]any{}
-		}
-		op.Extensions["x-principal"] = principals
-		op.Description += " Principal: " + strings.Join(principals, " or ") + " (403 forbidden for any other)."
-	}
-	if byStatus, ok := op.Metadata[reasonsKey].(map[int][]string); ok {
-		for status, reasons := range byStatus {
-			resp := op.Responses[strconv.Itoa(status)]
-			if resp == nil {
-				continue
-			}
-			if resp.Extensions == nil {
-				resp.Extensions = map[string]any{}
-			}
-			resp.Extensions["x-reasons"] = reasons
-			resp.Description = http.StatusText(status) + "; reason: " + strings.Join(reasons, ", ") + "."
-		}
-	}
 	rb, ok := op.Metadata[rawBodyKey].(rawBody)
 	if !ok || op.RequestBody == nil {
 		return

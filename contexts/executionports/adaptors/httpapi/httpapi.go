@@ -60,8 +60,9 @@ type Handlers struct {
 // Register adds the execution_ports operations to api: every route of the
 // context is registered here, each by its operation (the route's document:
 // path, principal, statuses) and its named handler, one file per use case.
-// The document is complete as registered: the principals and raw bodies are documented by
-// documentOperation as Huma adds each operation.
+// The document is complete as registered: the principals and reasons are
+// documented by httpserver.DocumentAccess, the raw bodies by
+// documentOperation, as Huma adds each operation.
 func Register(api huma.API, h *Handlers) {
 	if h.Log == nil {
 		h.Log = zap.NewNop()
@@ -95,12 +96,12 @@ func withExamples(op huma.Operation, ex []httpserver.Example) huma.Operation {
 // operation completes the document of one route, op giving what differs
 // (ID, method, path, texts, the handler's own fields), with what every
 // operation here shares: the tag, bearer security, the admit rule with the
-// reasons answered per problem status (withReasons) and the errors
+// reasons answered per problem status (httpserver.WithReasons) and the errors
 // declared: the statuses of reasons, 401 and 403 of the admit rule.
 func operation(op huma.Operation, admit map[string]any, reasons map[int][]string) huma.Operation {
 	op.Tags = []string{Tag}
 	op.Security = httpserver.Bearer()
-	op.Metadata = withReasons(admit, reasons)
+	op.Metadata = httpserver.WithReasons(admit, reasons)
 	op.Errors = slices.Sorted(maps.Keys(reasons))
 	op.Errors = append(op.Errors, http.StatusUnauthorized, http.StatusForbidden)
 	return op

@@ -76,7 +76,7 @@ func (h *Handlers) planCapacityOperation() huma.Operation {
 		MaxBodyBytes: MaxRequestBytes + 1, // jsonBody enforces MaxRequestBytes itself
 		Middlewares:  huma.Middlewares{jsonBody(true, MaxRequestBytes, "project", "environment", "demand"), bodyShape([]string{"project", "environment", "demand"}, "demand")},
 	}, h.serviceAdmit(), map[int][]string{
-		400: {httpserver.DefaultReason(http.StatusBadRequest)}, 413: {httpserver.DefaultReason(http.StatusRequestEntityTooLarge)}, 415: {httpserver.DefaultReason(http.StatusUnsupportedMediaType)}, 422: {httpserver.DefaultReason(http.StatusUnprocessableEntity), siteprotocol.ProblemUnknownEnvironment},
+		400: {httpserver.DefaultReason(http.StatusBadRequest)}, 408: {httpserver.ReasonRequestTimeout}, 413: {httpserver.DefaultReason(http.StatusRequestEntityTooLarge)}, 415: {httpserver.DefaultReason(http.StatusUnsupportedMediaType)}, 422: {httpserver.DefaultReason(http.StatusUnprocessableEntity), siteprotocol.ProblemUnknownEnvironment},
 	})
 }
 

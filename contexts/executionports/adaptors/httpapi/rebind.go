@@ -45,7 +45,7 @@ func (h *Handlers) rebindStreamOperation() huma.Operation {
 		MaxBodyBytes: MaxRequestBytes + 1, // jsonBody enforces MaxRequestBytes itself
 		Middlewares:  huma.Middlewares{jsonBody(true, MaxRequestBytes), bodyShape([]string{"installation_id", "unbind", "reason"})},
 	}, map[int][]string{
-		400: {httpserver.DefaultReason(http.StatusBadRequest)}, 404: {siteprotocol.ProblemUnknownEnvironment}, 413: {httpserver.DefaultReason(http.StatusRequestEntityTooLarge)}, 415: {httpserver.DefaultReason(http.StatusUnsupportedMediaType)}, 422: {httpserver.DefaultReason(http.StatusUnprocessableEntity)},
+		400: {httpserver.DefaultReason(http.StatusBadRequest)}, 404: {siteprotocol.ProblemUnknownEnvironment}, 408: {httpserver.ReasonRequestTimeout}, 413: {httpserver.DefaultReason(http.StatusRequestEntityTooLarge)}, 415: {httpserver.DefaultReason(http.StatusUnsupportedMediaType)}, 422: {httpserver.DefaultReason(http.StatusUnprocessableEntity)},
 	})
 }
 

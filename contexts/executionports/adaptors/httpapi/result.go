@@ -32,7 +32,7 @@ func (h *Handlers) recordResultOperation(reg huma.Registry) huma.Operation {
 		400: {siteprotocol.ProblemInstallationRequired, siteprotocol.ProblemInvalidResult, httpserver.DefaultReason(http.StatusBadRequest)},
 		404: {siteprotocol.ProblemUnknownEnvironment, siteprotocol.ProblemUnknownCommand},
 		409: {siteprotocol.ProblemInstallationMismatch, siteprotocol.ProblemOutOfOrder, siteprotocol.ProblemIdentityMismatch, siteprotocol.ProblemResultConflict},
-		413: {httpserver.DefaultReason(http.StatusRequestEntityTooLarge)}, 415: {httpserver.DefaultReason(http.StatusUnsupportedMediaType)}, 422: {siteprotocol.ProblemInvalidResult, httpserver.DefaultReason(http.StatusUnprocessableEntity)},
+		408: {httpserver.ReasonRequestTimeout}, 413: {httpserver.DefaultReason(http.StatusRequestEntityTooLarge)}, 415: {httpserver.DefaultReason(http.StatusUnsupportedMediaType)}, 422: {siteprotocol.ProblemInvalidResult, httpserver.DefaultReason(http.StatusUnprocessableEntity)},
 	})
 	op.Metadata = withRawBody(op.Metadata, resultSchema(reg), "A result exactly as the Runtime saved it (JCS with its digest).")
 	return op

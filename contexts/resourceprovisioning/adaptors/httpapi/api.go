@@ -19,7 +19,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 
 	"github.com/danielgtaylor/huma/v2"
 	"go.uber.org/zap"
@@ -58,12 +60,78 @@ const ReasonUnavailable = "unavailable"
 // RetryAfterSeconds is the Retry-After of a 503 unavailable answer.
 const RetryAfterSeconds = "5"
 
-// Admission of each kind of operation, checked before the body is read.
-var (
-	admitReporter = httpserver.AdmitMetadata(httpserver.AdmitPathPrincipal(auth.KindSite, "site"))
-	admitBeto     = httpserver.AdmitMetadata(func(p auth.Principal, _ func(string) string) error { return admitOnly(p, betoPrincipal()) })
-	admitReader   = httpserver.AdmitMetadata(httpserver.AdmitKinds(auth.KindService))
-)
+// reporterOperation completes the document of a Site agent's route
+// (…/{site}/…): it admits exactly site:<site>, checked before the body is
+// read.
+func reporterOperation(op huma.Operation, reasons map[int][]string) huma.Operation {
+	admit := httpserver.AdmitMetadata(httpserver.AdmitPathPrincipal(auth.KindSite, "site"))
+	return operation(op, httpserver.WithPrincipals(admit, auth.KindSite+":{site}"), reasons)
+}
+
+// betoOperation completes the document of the Beto event intake: it
+// admits only service:beto, checked before the body is read.
+func betoOperation(op huma.Operation, reasons map[int][]string) huma.Operation {
+	admit := httpserver.AdmitMetadata(func(p auth.Principal, _ func(string) string) error { return admitOnly(p, betoPrincipal()) })
+	return operation(op, httpserver.WithPrincipals(admit, betoPrincipal().String()), reasons)
+}
+
+// readerOperation completes the document of a read: it admits any
+// service principal (service:*).
+func readerOperation(op huma.Operation, reasons map[int][]string) huma.Operation {
+	admit := httpserver.AdmitMetadata(httpserver.AdmitKinds(auth.KindService))
+	return operation(op, httpserver.WithPrincipals(admit, auth.KindService+":*"), reasons)
+}
+
+// operation completes op with what every operation here shares: the tag,
+// bearer security, the admit metadata with its principals, the reasons
+// answered per problem status (httpserver.WithReasons, which adds 401,
+// 403, 500 and 503 unavailable) and the errors declared: every status of
+// those reasons. The route sweep fails on a reason answered but not listed
+// (docs/testing.md#the-route-sweep).
+func operation(op huma.Operation, admit map[string]any, reasons map[int][]string) huma.Operation {
+	op.Tags = []string{Tag}
+	op.Security = httpserver.Bearer()
+	op.Metadata = httpserver.WithReasons(admit, reasons)
+	op.Errors = slices.Sorted(maps.Keys(httpserver.ReasonsOf(&op)))
+	return op
+}
+
+// readReasons are the reasons of a read per problem status beyond those
+// every operation shares: a parameter that breaks its schema or is not
+// text is 422 validation-failed; a cancelled request is 503 cancelled.
+func readReasons() map[int][]string {
+	return map[int][]string{
+		http.StatusUnprocessableEntity: {domain.ReasonValidation},
+		http.StatusServiceUnavailable:  {ReasonCancelled},
+	}
+}
+
+// cursorReasons are readReasons and 400 invalid-cursor: the reasons of a
+// paginated read.
+func cursorReasons() map[int][]string {
+	r := readReasons()
+	r[http.StatusBadRequest] = []string{ReasonInvalidCursor}
+	return r
+}
+
+// intakeReasons are the reasons of a posted body (guardJSONBody and Huma's
+// own body checks) and the intake's 409 conflicts: 400 malformed (not one
+// I-JSON value) or invalid-request (an empty or unreadable body), 408
+// request-timeout (the body did not arrive within the read deadline), 413
+// payload-too-large, 415 unsupported-media-type and 422 validation-failed.
+func intakeReasons(conflicts ...string) map[int][]string {
+	r := readReasons()
+	r[http.StatusBadRequest] = []string{ReasonMalformed, httpserver.DefaultReason(http.StatusBadRequest)}
+	r[http.StatusRequestTimeout] = []string{httpserver.ReasonRequestTimeout}
+	r[http.StatusConflict] = conflicts
+	r[http.StatusRequestEntityTooLarge] = []string{httpserver.DefaultReason(http.StatusRequestEntityTooLarge)}
+	r[http.StatusUnsupportedMediaType] = []string{httpserver.DefaultReason(http.StatusUnsupportedMediaType)}
+	return r
+}
+
+// ReasonCancelled is the problem reason (503) of a request cancelled
+// before it finished.
+const ReasonCancelled = "cancelled"
 
 // API registers the routes. A nil service registers them for the OpenAPI
 // document only.
@@ -82,9 +150,8 @@ func New(svc *application.Service, log *zap.Logger) *API {
 
 // Register implements httpserver.Registrar.
 func (a *API) Register(api huma.API) {
-	errs := []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusUnprocessableEntity, http.StatusServiceUnavailable}
 	reg := api.OpenAPI().Components.Schemas
-	huma.Register(api, huma.Operation{
+	huma.Register(api, reporterOperation(huma.Operation{
 		OperationID: "submit-reports",
 		Method:      http.MethodPost,
 		Path:        "/resource-provisioning/{site}/reports",
@@ -101,13 +168,8 @@ func (a *API) Register(api huma.API) {
 			"clock skew (--report-clock-skew, default 5m) beyond the server clock (later is 422 naming " +
 			"`body.reports[i].observed_at`). " + bodyRules + " Only the key of `site:<site>` is admitted (any other " +
 			"key is 403 `forbidden` before the body is read).",
-		Tags:        []string{Tag},
-		Security:    httpserver.Bearer(),
-		Metadata:    admitReporter,
-		Middlewares: huma.Middlewares{guardJSONBody(reg, a.reportsBody)},
-		Errors:      append(errs, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType),
-	}, a.submitReports)
-	huma.Register(api, huma.Operation{
+		Middlewares: huma.Middlewares{guardJSONBody(reg, a.reportsBody)}}, intakeReasons(domain.ReasonStaleReport, domain.ReasonAllocationRetired, domain.ReasonReportConflict)), a.submitReports)
+	huma.Register(api, betoOperation(huma.Operation{
 		OperationID: "receive-beto-event",
 		Method:      http.MethodPost,
 		Path:        "/resource-provisioning/events/beto",
@@ -120,13 +182,8 @@ func (a *API) Register(api huma.API) {
 			"(`project.id`, `memberships[].party_id`, `binding.id`, `binding.party_id`) are lower-case UUIDs; " +
 			"`occurred_at` has at most microsecond precision. " + bodyRules + " Only `service:beto` may post (any other " +
 			"key is 403 `forbidden` before the body is read).",
-		Tags:        []string{Tag},
-		Security:    httpserver.Bearer(),
-		Metadata:    admitBeto,
-		Middlewares: huma.Middlewares{guardJSONBody(reg, a.betoEventBody)},
-		Errors:      append(errs, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType),
-	}, a.receiveBetoEvent)
-	huma.Register(api, huma.Operation{
+		Middlewares: huma.Middlewares{guardJSONBody(reg, a.betoEventBody)}}, intakeReasons(domain.ReasonEventConflict)), a.receiveBetoEvent)
+	huma.Register(api, readerOperation(huma.Operation{
 		OperationID: "list-allocations",
 		Method:      http.MethodGet,
 		Path:        "/resource-provisioning/allocations",
@@ -135,27 +192,16 @@ func (a *API) Register(api huma.API) {
 			"`changes_cursor`, the change feed position captured before paging began: after the last page, " +
 			"follow `GET /resource-provisioning/changes?after=<changes_cursor>` and apply only newer revisions. " +
 			"Lifecycle and freshness are computed at read time. A cursor this API did not issue is 400 " +
-			"`invalid-cursor`. For `service:*` principals.",
-		Tags:     []string{Tag},
-		Security: httpserver.Bearer(),
-		Metadata: admitReader,
-		Errors:   errs,
-	}, a.listAllocations)
-	huma.Register(api, huma.Operation{
+			"`invalid-cursor`."}, cursorReasons()), a.listAllocations)
+	huma.Register(api, readerOperation(huma.Operation{
 		OperationID: "project-allocations",
 		Method:      http.MethodGet,
 		Path:        "/resource-provisioning/projects/{project}/allocations",
 		Summary:     "A Project's allocations, with lifecycle and freshness",
 		Description: "The allocations bound to a canonical Project (a lower-case UUID), at one Site (`site`) or all. An allocation " +
 			"not seen within the freshness bound (default 15 minutes) reads `fresh: false` and, unless suspended " +
-			"or retired, `pending` with reason `stale`. A store that cannot be read is 503, never a guess. " +
-			"For `service:*` principals.",
-		Tags:     []string{Tag},
-		Security: httpserver.Bearer(),
-		Metadata: admitReader,
-		Errors:   errs,
-	}, a.projectAllocations)
-	huma.Register(api, huma.Operation{
+			"or retired, `pending` with reason `stale`. A store that cannot be read is 503, never a guess."}, readReasons()), a.projectAllocations)
+	huma.Register(api, readerOperation(huma.Operation{
 		OperationID: "allocation-changes",
 		Method:      http.MethodGet,
 		Path:        "/resource-provisioning/changes",
@@ -165,26 +211,16 @@ func (a *API) Register(api huma.API) {
 			"commit order; `type` says which. A change " +
 			"that commits late is never skipped: positions are taken under one lock held until commit. Pass " +
 			"`next_cursor` as `after` to continue. A cursor this API did not issue (malformed, or a position beyond " +
-			"the feed head) is 400 `invalid-cursor`. For `service:*` principals.",
-		Tags:     []string{Tag},
-		Security: httpserver.Bearer(),
-		Metadata: admitReader,
-		Errors:   errs,
-	}, a.changes)
-	huma.Register(api, huma.Operation{
+			"the feed head) is 400 `invalid-cursor`."}, cursorReasons()), a.changes)
+	huma.Register(api, readerOperation(huma.Operation{
 		OperationID: "project-binding-conflicts",
 		Method:      http.MethodGet,
 		Path:        "/resource-provisioning/project-binding-conflicts",
 		Summary:     "Provider Projects claimed by several canonical Projects",
 		Description: "Conflicts are kept visible, never resolved by guessing: allocations of these provider " +
-			"Projects stay `pending` with `project_unbound`. For `service:*` principals.",
-		Tags:     []string{Tag},
-		Security: httpserver.Bearer(),
-		Metadata: admitReader,
-		Errors:   errs,
-	}, a.bindingConflicts)
-	a.registerInconsistencies(api, errs)
-	a.registerMembers(api, reg, errs)
+			"Projects stay `pending` with `project_unbound`."}, readReasons()), a.bindingConflicts)
+	a.registerInconsistencies(api)
+	a.registerMembers(api, reg)
 	documentExamples(api)
 }
 
@@ -220,7 +256,7 @@ func (a *API) problem(op string, err error) error {
 			httpserver.NewProblem(http.StatusServiceUnavailable, ReasonUnavailable, "the allocation store cannot be reached now; retry later"),
 			http.Header{"Retry-After": {RetryAfterSeconds}})
 	case errors.Is(err, context.Canceled):
-		return httpserver.NewProblem(http.StatusServiceUnavailable, "cancelled", "the request was cancelled before it finished; nothing was stored")
+		return httpserver.NewProblem(http.StatusServiceUnavailable, ReasonCancelled, "the request was cancelled before it finished; nothing was stored")
 	}
 	a.log.Error("resource provisioning request failed", zap.String("operation", op), zap.Error(err))
 	return httpserver.NewProblem(http.StatusInternalServerError, "internal-error", "internal error")

@@ -8,7 +8,6 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/application"
 	"github.com/pharos-metallo/metallo/platform/auth"
-	"github.com/pharos-metallo/metallo/platform/httpserver"
 )
 
 // inconsistencyCursorPrefix starts the value inside an inconsistencies
@@ -45,8 +44,8 @@ type inconsistenciesOutput struct {
 	}
 }
 
-func (a *API) registerInconsistencies(api huma.API, errs []int) {
-	huma.Register(api, huma.Operation{
+func (a *API) registerInconsistencies(api huma.API) {
+	huma.Register(api, readerOperation(huma.Operation{
 		OperationID: "list-inconsistencies",
 		Method:      http.MethodGet,
 		Path:        "/resource-provisioning/inconsistencies",
@@ -57,12 +56,7 @@ func (a *API) registerInconsistencies(api huma.API, errs []int) {
 			"opaque cursor like the snapshot; a fresh `ready` allocation is never listed. The first page also lists " +
 			"every Project with several non-retired allocations at one Site (`ambiguous_resources`) and every " +
 			"provider Project claimed by several canonical Projects (`binding_conflicts`). A cursor this API did not " +
-			"issue is 400 `invalid-cursor`. For `service:*` principals.",
-		Tags:     []string{Tag},
-		Security: httpserver.Bearer(),
-		Metadata: admitReader,
-		Errors:   errs,
-	}, a.inconsistencies)
+			"issue is 400 `invalid-cursor`."}, cursorReasons()), a.inconsistencies)
 }
 
 func (a *API) inconsistencies(ctx context.Context, in *inconsistenciesInput) (*inconsistenciesOutput, error) {

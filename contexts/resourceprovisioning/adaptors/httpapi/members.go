@@ -10,7 +10,6 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/application"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
 	"github.com/pharos-metallo/metallo/platform/auth"
-	"github.com/pharos-metallo/metallo/platform/httpserver"
 )
 
 // Native member accounts and Runtime member bindings on HTTP
@@ -29,8 +28,16 @@ const MaxAccountsBodyBytes = 4 << 20
 // bindingCursorPrefix starts the desired-binding read's opaque cursors.
 const bindingCursorPrefix = "b1:"
 
-func (a *API) registerMembers(api huma.API, reg huma.Registry, errs []int) {
-	huma.Register(api, huma.Operation{
+// desiredBindingsReasons are cursorReasons and 404 unknown-environment:
+// the reasons of the desired-binding read.
+func desiredBindingsReasons() map[int][]string {
+	r := cursorReasons()
+	r[http.StatusNotFound] = []string{ReasonUnknownEnvironment}
+	return r
+}
+
+func (a *API) registerMembers(api huma.API, reg huma.Registry) {
+	huma.Register(api, reporterOperation(huma.Operation{
 		OperationID: "submit-accounts",
 		Method:      http.MethodPost,
 		Path:        "/resource-provisioning/{site}/accounts",
@@ -52,14 +59,9 @@ func (a *API) registerMembers(api huma.API, reg huma.Registry, errs []int) {
 			"generation below 1, another state, a Party or UID listed twice, an observed_at finer than a " +
 			"microsecond or beyond the clock skew, more than 10,000 accounts) is named in one 422. " + bodyRules +
 			" Only the key of `site:<site>` is admitted (any other key is 403 `forbidden` before the body is read).",
-		Tags:         []string{Tag},
-		Security:     httpserver.Bearer(),
-		Metadata:     admitReporter,
 		MaxBodyBytes: MaxAccountsBodyBytes,
-		Middlewares:  huma.Middlewares{guardJSONBody(reg, a.accountsBody)},
-		Errors:       append(errs, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType),
-	}, a.submitAccounts)
-	huma.Register(api, huma.Operation{
+		Middlewares:  huma.Middlewares{guardJSONBody(reg, a.accountsBody)}}, intakeReasons(domain.ReasonStaleReport, domain.ReasonReportConflict, domain.ReasonAllocationUnknown, domain.ReasonAllocationRetired, domain.ReasonBindingMismatch)), a.submitAccounts)
+	huma.Register(api, reporterOperation(huma.Operation{
 		OperationID: "account-lookup",
 		Method:      http.MethodGet,
 		Path:        "/resource-provisioning/{site}/account-lookup",
@@ -74,13 +76,8 @@ func (a *API) registerMembers(api huma.API, reg huma.Registry, errs []int) {
 			"`unknown` with the step that found nothing in `reasons` (`no_environment`, `unknown_username`, " +
 			"`site_binding_not_verified`, `project_unbound`, `not_a_member`, `no_allocation`). A missing " +
 			"username or provider_project, or an environment that is not this Site's, is 422 naming each. Only " +
-			"the key of `site:<site>` is admitted (any other key is 403 `forbidden`).",
-		Tags:     []string{Tag},
-		Security: httpserver.Bearer(),
-		Metadata: admitReporter,
-		Errors:   errs,
-	}, a.accountLookup)
-	huma.Register(api, huma.Operation{
+			"the key of `site:<site>` is admitted (any other key is 403 `forbidden`)."}, readReasons()), a.accountLookup)
+	huma.Register(api, readerOperation(huma.Operation{
 		OperationID: "desired-bindings",
 		Method:      http.MethodGet,
 		Path:        "/resource-provisioning/environments/{environment}/bindings",
@@ -91,13 +88,8 @@ func (a *API) registerMembers(api huma.API, reg huma.Registry, errs []int) {
 			"with an opaque cursor. The first page carries `changes_cursor`, the change feed position captured " +
 			"before paging began: after the last page, follow `GET /resource-provisioning/changes?after=<changes_cursor>` " +
 			"and apply only newer binding revisions. An environment not configured is 404 `unknown-environment`; " +
-			"a cursor this API did not issue is 400 `invalid-cursor`. For `service:*` principals.",
-		Tags:     []string{Tag},
-		Security: httpserver.Bearer(),
-		Metadata: admitReader,
-		Errors:   append(errs, http.StatusNotFound),
-	}, a.desiredBindings)
-	huma.Register(api, huma.Operation{
+			"a cursor this API did not issue is 400 `invalid-cursor`."}, desiredBindingsReasons()), a.desiredBindings)
+	huma.Register(api, readerOperation(huma.Operation{
 		OperationID: "project-accounts",
 		Method:      http.MethodGet,
 		Path:        "/resource-provisioning/projects/{project}/accounts",
@@ -106,25 +98,15 @@ func (a *API) registerMembers(api huma.API, reg huma.Registry, errs []int) {
 			"of one Party (`party`) or all: `state` `ready` with the ready account's `uid`, namespace and " +
 			"allocation, or `pending` / `retired` with `reasons`. `fresh` is false when the account report it " +
 			"came from was received longer ago than the freshness bound (default 15 minutes). A store that " +
-			"cannot be read is 503, never a guess. For `service:*` principals.",
-		Tags:     []string{Tag},
-		Security: httpserver.Bearer(),
-		Metadata: admitReader,
-		Errors:   errs,
-	}, a.projectAccounts)
-	huma.Register(api, huma.Operation{
+			"cannot be read is 503, never a guess."}, readReasons()), a.projectAccounts)
+	huma.Register(api, readerOperation(huma.Operation{
 		OperationID: "allocation-accounts",
 		Method:      http.MethodGet,
 		Path:        "/resource-provisioning/allocations/{allocation}/accounts",
 		Summary:     "Every account reported in an allocation (the evidence)",
 		Description: "Every native account an agent ever reported in the allocation's scope — `ready`, `incomplete` " +
 			"and `absent`, every generation — by Party, UID, binding and generation, with `since` (the " +
-			"observed_at of the report that set the state). For `service:*` principals.",
-		Tags:     []string{Tag},
-		Security: httpserver.Bearer(),
-		Metadata: admitReader,
-		Errors:   errs,
-	}, a.allocationAccounts)
+			"observed_at of the report that set the state)."}, readReasons()), a.allocationAccounts)
 }
 
 // AccountBody is one reported native account.
