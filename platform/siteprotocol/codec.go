@@ -459,14 +459,14 @@ func strictUnmarshal(raw []byte, v any) error { return strictUnmarshalAt(raw, v,
 
 func strictUnmarshalAt(raw []byte, v any, prefix string) error {
 	if err := jsonv2.Unmarshal(raw, v, jsonv2.RejectUnknownMembers(true)); err != nil {
-		return plainDecodeError(err, raw, prefix)
+		return plainDecodeError(err, raw, prefix, reflect.TypeOf(v))
 	}
 	return nil
 }
 
 // plainDecodeError turns the decoder's error into a *DecodeError naming
 // the member and the rule, without Go type names or library text.
-func plainDecodeError(err error, raw []byte, prefix string) *DecodeError {
+func plainDecodeError(err error, raw []byte, prefix string, root reflect.Type) *DecodeError {
 	var se *jsonv2.SemanticError
 	if !errors.As(err, &se) {
 		var syn *jsontext.SyntacticError
@@ -484,9 +484,78 @@ func plainDecodeError(err error, raw []byte, prefix string) *DecodeError {
 	}
 	want := jsonKind(se.GoType)
 	if se.JSONKind == '0' && want == "an integer" {
-		return &DecodeError{Field: field, Message: "must be an integer " + integerRange}
+		return &DecodeError{Field: field, Message: integerMessage(se.JSONValue, se.GoType, memberTag(root, se.JSONPointer))}
 	}
 	return &DecodeError{Field: field, Message: "must be " + want + ", not " + jsonKindName(se.JSONKind)}
+}
+
+// integerMessage states the rule a number broke that does not decode into
+// the integer type t: the member's range (its minimum and maximum tags, as
+// the OpenAPI document states them, else t's range within
+// ±MaxExactInteger) and, for a number written with a fraction or an
+// exponent (8080.5, 1e3), that an integer is written in digits only.
+func integerMessage(number []byte, t reflect.Type, tag reflect.StructTag) string {
+	lo, hi := int64(-MaxExactInteger), int64(MaxExactInteger)
+	switch t.Kind() {
+	case reflect.Int8, reflect.Int16, reflect.Int32:
+		lo, hi = -1<<(t.Bits()-1), 1<<(t.Bits()-1)-1
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		lo = 0
+		if t.Bits() < 53 {
+			hi = 1<<t.Bits() - 1
+		}
+	}
+	if v, err := strconv.ParseInt(tag.Get("minimum"), 10, 64); err == nil && v > lo {
+		lo = v
+	}
+	if v, err := strconv.ParseInt(tag.Get("maximum"), 10, 64); err == nil && v < hi {
+		hi = v
+	}
+	rng := fmt.Sprintf("from %d to %d", lo, hi)
+	if lo == -MaxExactInteger && hi == MaxExactInteger {
+		rng = integerRange
+	}
+	if bytes.ContainsAny(number, ".eE") {
+		return "must be an integer written in digits, without a fraction or an exponent, " + rng
+	}
+	return "must be an integer " + rng
+}
+
+// memberTag returns the struct tag of the member the RFC 6901 JSON
+// Pointer p names below a value of type root ("" when p names no struct
+// member, e.g. a map's value).
+func memberTag(root reflect.Type, p jsontext.Pointer) reflect.StructTag {
+	t, tag := root, reflect.StructTag("")
+	for step := range p.Tokens() {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		switch t.Kind() {
+		case reflect.Struct:
+			f, ok := memberField(t, step)
+			if !ok {
+				return ""
+			}
+			t, tag = f.Type, f.Tag
+		case reflect.Map, reflect.Slice, reflect.Array:
+			t, tag = t.Elem(), ""
+		default:
+			return ""
+		}
+	}
+	return tag
+}
+
+// memberField returns the field of struct type t whose JSON name is name.
+func memberField(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		json, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if json == name || (json == "" && f.Name == name) {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
 }
 
 // locate renders the RFC 6901 JSON Pointer p into the JSON text raw below

@@ -342,7 +342,7 @@ func TestDecodeErrorsNameTheMemberAndTheRule(t *testing.T) {
 		{"a member in another case", strings.Replace(startCmd, `"family": "batch"`, `"Family": "batch"`, 1), "", `unknown member "Family"`},
 		{"a nested member in another case", strings.Replace(startCmd, `"generation": 1`, `"Generation": 1`, 1), "account_ref", `unknown member "Generation"`},
 		{"a string where an integer goes", strings.Replace(startCmd, `"generation": 1`, `"generation": "1"`, 1), "account_ref.generation", "must be an integer, not a string"},
-		{"a fraction where an integer goes", strings.Replace(startCmd, `"generation": 1`, `"generation": 1.5`, 1), "account_ref.generation", "must be an integer from"},
+		{"a fraction where an integer goes", strings.Replace(startCmd, `"generation": 1`, `"generation": 1.5`, 1), "account_ref.generation", "must be an integer written in digits, without a fraction or an exponent, from"},
 		{"an integer beyond int64", strings.Replace(startCmd, `"generation": 1`, `"generation": 9223372036854775808`, 1), "account_ref.generation", "must be an integer from"},
 		{"an object where a string goes", strings.Replace(startCmd, `"family": "batch"`, `"family": {}`, 1), "family", "must be a string, not an object"},
 	}

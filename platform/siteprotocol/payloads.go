@@ -42,9 +42,9 @@ type Repository struct {
 
 // Readiness is a service's HTTP readiness probe.
 type Readiness struct {
-	Path                string `json:"path" doc:"The HTTP path probed for readiness, e.g. /v2/health/ready."`
-	InitialDelaySeconds int32  `json:"initial_delay_seconds,omitempty" doc:"Seconds before the first probe."`
-	PeriodSeconds       int32  `json:"period_seconds,omitempty" doc:"Seconds between probes."`
+	Path                string `json:"path" doc:"The HTTP path probed for readiness: absolute (starting with /), without space, tab, CR, LF or NUL, e.g. /v2/health/ready."`
+	InitialDelaySeconds int32  `json:"initial_delay_seconds,omitempty" minimum:"0" doc:"Seconds before the first probe (at least 0)."`
+	PeriodSeconds       int32  `json:"period_seconds,omitempty" minimum:"0" doc:"Seconds between probes (at least 0; 0 or absent: Kubernetes' default)."`
 }
 
 // ModelSpec is an inference service's model: the KServe model format and
@@ -72,10 +72,10 @@ type PreparePayload struct {
 	WorkspaceSizeBytes int64       `json:"workspace_size_bytes" doc:"The workspace claim's size in bytes (at least 1), e.g. 1073741824 for 1 GiB."`
 	ServiceKind        ServiceKind `json:"service_kind,omitempty" enum:"application,inference" doc:"A service's kind, equal to the family; absent for batch."`
 	// Image is the application image (application services only).
-	Image string `json:"image,omitempty" doc:"An application service's image, pinned by digest (…@sha256:<64 hex>)."`
+	Image string `json:"image,omitempty" pattern:"^[^@\\s]+@sha256:[0-9a-f]{64}$" doc:"An application service's image, pinned by digest: <registry>/<repository>[:<tag>]@sha256:<64 lower-case hex>, the registry explicit (a host name with an optional port), e.g. registry.example.org/lab/app@sha256:… (parsed as an OCI image reference; the pattern is its outline)."`
 	// Model is the inference model (inference services only).
 	Model     *ModelSpec       `json:"model,omitempty" doc:"An inference service's model."`
-	Port      int32            `json:"port,omitempty" doc:"The service's TCP port (1-65535)."`
+	Port      int32            `json:"port,omitempty" minimum:"1" maximum:"65535" doc:"The service's TCP port (1-65535)."`
 	Readiness *Readiness       `json:"readiness,omitempty" doc:"The service's HTTP readiness probe."`
 	Demand    map[string]int64 `json:"demand,omitempty" doc:"A service's demand in canonical units: cpu in millicores and memory in bytes (both required, positive), gpu.<vendor> in devices."`
 }

@@ -11,6 +11,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/google/go-containerregistry/pkg/name"
+
 	"github.com/pharos-metallo/metallo/platform/ijson"
 )
 
@@ -61,7 +63,12 @@ var (
 	dnsLabelRe  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 	gpuKeyRe    = regexp.MustCompile(`^gpu\.[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$`)
 	commitRe    = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
-	imageRe     = regexp.MustCompile(`^[^\s@]+@sha256:[0-9a-f]{64}$`)
+	sha256Re    = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	// registryRe and pathComponentRe are the OCI distribution grammar's
+	// domain (a host name with an optional port) and path component, which
+	// go-containerregistry's parser checks only by character set.
+	registryRe      = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?)*(:[0-9]{1,5})?$`)
+	pathComponentRe = regexp.MustCompile(`^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*$`)
 )
 
 // MaxAccountUIDBytes bounds bind-member's account_uid, as
@@ -77,8 +84,34 @@ func IsDigest(s string) bool { return digestRe.MatchString(s) }
 // IsDNSLabel reports whether s is a Kubernetes DNS-1123 label.
 func IsDNSLabel(s string) bool { return dnsLabelRe.MatchString(s) }
 
-// IsPinnedImage reports whether image is pinned by digest ("…@sha256:<64 hex>").
-func IsPinnedImage(image string) bool { return imageRe.MatchString(image) }
+// IsPinnedImage reports whether image is a container image reference
+// pinned by a SHA-256 digest: "<registry>/<repository>[:<tag>]@sha256:<64
+// lower-case hex>", parsed by go-containerregistry's reference parser with
+// strict validation (the registry is explicit, nothing defaults to Docker
+// Hub), and its registry and path components held to the OCI distribution
+// grammar (a host name with an optional port; lower-case components
+// separated by ".", "_", "__" or dashes). It is the one check of an image both sides apply: on append
+// (payload.image of an application prepare) and in the Runtime (its
+// batch image, the application's spec) (docs/site-protocol.md#operations).
+func IsPinnedImage(image string) bool {
+	d, err := name.NewDigest(image, name.StrictValidation)
+	if err != nil || !sha256Re.MatchString(d.DigestStr()) || !registryRe.MatchString(d.Context().RegistryStr()) {
+		return false
+	}
+	for _, c := range strings.Split(d.Context().RepositoryStr(), "/") {
+		if !pathComponentRe.MatchString(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidReadinessPath reports whether p is an absolute HTTP path a
+// readiness probe can request: it starts with "/" and holds no space,
+// tab, CR, LF or NUL (docs/site-protocol.md#operations).
+func ValidReadinessPath(p string) bool {
+	return strings.HasPrefix(p, "/") && !strings.ContainsAny(p, " \t\r\n\x00")
+}
 
 // ValidTime reports whether s is RFC 3339 in UTC with "Z".
 func ValidTime(s string) bool {
@@ -318,7 +351,7 @@ func validatePrepare(ck *checker, c Command, p PreparePayload) {
 			ck.add("payload.service_kind", "must equal the family (%s)", c.Family)
 		}
 		if c.Family == FamilyApplication && !IsPinnedImage(p.Image) {
-			ck.add("payload.image", "must be pinned by digest (…@sha256:<64 hex>)")
+			ck.add("payload.image", "must be an image reference with an explicit registry, pinned by digest (<registry>/<repository>@sha256:<64 hex>)")
 		}
 		if c.Family == FamilyApplication && p.Model != nil {
 			ck.add("payload.model", "is for inference services")
@@ -332,7 +365,18 @@ func validatePrepare(ck *checker, c Command, p PreparePayload) {
 			}
 		}
 		if p.Port < 1 || p.Port > 65535 {
-			ck.add("payload.port", "must be a TCP port")
+			ck.add("payload.port", "must be an integer from 1 to 65535 (a TCP port)")
+		}
+		if r := p.Readiness; r != nil {
+			if !ValidReadinessPath(r.Path) {
+				ck.add("payload.readiness.path", "must be an absolute HTTP path (starting with /, without space, tab, CR, LF or NUL), e.g. /healthz")
+			}
+			if r.InitialDelaySeconds < 0 {
+				ck.add("payload.readiness.initial_delay_seconds", "must be a number of seconds from 0 to 2147483647")
+			}
+			if r.PeriodSeconds < 0 {
+				ck.add("payload.readiness.period_seconds", "must be a number of seconds from 0 to 2147483647")
+			}
 		}
 		validateDemand(ck, "payload.demand", p.Demand)
 	}
@@ -370,7 +414,7 @@ func validateDemand(ck *checker, field string, d map[string]int64) {
 	for k, v := range d {
 		if !ValidDemandKey(k) {
 			ck.add(field+"."+k, "unknown resource key: use cpu (millicores), memory (bytes) or gpu.<vendor> (devices)")
-		} else if v < 0 {
+		} else if v < 0 && k != "cpu" && k != "memory" {
 			ck.add(field+"."+k, "must not be negative")
 		}
 	}

@@ -2,7 +2,6 @@ package application
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
@@ -71,7 +70,7 @@ func ApplicationSpecOf(p siteprotocol.PreparePayload) (ApplicationServiceSpec, e
 	}
 	if r := p.Readiness; r != nil {
 		switch {
-		case !strings.HasPrefix(r.Path, "/") || strings.ContainsAny(r.Path, " \t\r\n\x00"):
+		case !siteprotocol.ValidReadinessPath(r.Path):
 			return ApplicationServiceSpec{}, fmt.Errorf("payload.readiness.path: %q is not an absolute HTTP path", r.Path)
 		case r.InitialDelaySeconds < 0:
 			return ApplicationServiceSpec{}, fmt.Errorf("payload.readiness.initial_delay_seconds: %d is negative", r.InitialDelaySeconds)
