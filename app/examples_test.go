@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -105,8 +106,10 @@ func documentedExamples(t *testing.T, doc map[string]any) map[string][]documente
 				for _, mt := range content {
 					exs, _ := mt.(map[string]any)["examples"].(map[string]any)
 					for name, ex := range exs {
-						var code int
-						fmt.Sscan(status, &code)
+						code, err := strconv.Atoi(status)
+						if err != nil {
+							t.Fatalf("%s: response status %q is not a number: %v", id, status, err)
+						}
 						get(name).status = code
 						get(name).response = ex.(map[string]any)["value"]
 					}

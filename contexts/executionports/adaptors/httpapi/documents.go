@@ -153,6 +153,23 @@ func knownShapes(names map[siteprotocol.Operation]map[siteprotocol.Family]string
 	return shapes, byOp
 }
 
+// demandSchema states in d, the schema of a demand map, the rules
+// siteprotocol checks on append (docs/site-protocol.md#operations): cpu
+// (millicores) and memory (bytes) required and at least 1, every other
+// resource (gpu.<vendor>, devices) at least 0; other keys are refused
+// (stated in words: Huma's schema has no patternProperties).
+func demandSchema(d *huma.Schema) {
+	one := 1.0
+	zero := 0.0
+	d.Properties = map[string]*huma.Schema{
+		"cpu":    {Type: huma.TypeInteger, Format: "int64", Minimum: &one, Description: "CPU in millicores (at least 1), e.g. 1000 for one core."},
+		"memory": {Type: huma.TypeInteger, Format: "int64", Minimum: &one, Description: "Memory in bytes (at least 1), e.g. 2147483648 for 2 GiB."},
+	}
+	d.Required = []string{"cpu", "memory"}
+	d.AdditionalProperties = &huma.Schema{Type: huma.TypeInteger, Format: "int64", Minimum: &zero,
+		Description: "Devices of a GPU vendor (at least 0) under gpu.<vendor>, e.g. gpu.nvidia; any other key is refused."}
+}
+
 // payloadSchema registers the payload components (those of the family
 // variants derived from PreparePayload and StartPayload) and returns the
 // schema of Command.payload: anyOf the known payloads and a generic object
@@ -172,6 +189,13 @@ func payloadSchema(reg huma.Registry) *huma.Schema {
 	}
 	m := reg.Map()
 	m["EmptyPayload"].Description = "The payload of observe, cancel and cleanup, and of an application or inference start (a service starts what prepare saved): an empty object, or left out."
+	for _, name := range []string{"PreparePayload", "StartPayload"} {
+		if s := m[name]; s != nil {
+			if d := s.Properties["demand"]; d != nil {
+				demandSchema(d)
+			}
+		}
+	}
 	if prep := m["PreparePayload"]; prep != nil {
 		prep.Description = "Every member prepare takes; which ones a family takes is PrepareBatchPayload, PrepareApplicationPayload or PrepareInferencePayload."
 		derive := func(name, desc string, props, required []string, kind siteprotocol.ServiceKind) {
@@ -193,6 +217,11 @@ func payloadSchema(reg huma.Registry) *huma.Schema {
 		derive("PrepareApplicationPayload", "prepare of an application service: its workspace and the rendered specification saved for start (image pinned by digest, port, readiness, demand with cpu and memory).",
 			[]string{"repository", "workspace_size_bytes", "service_kind", "image", "port", "readiness", "demand"},
 			[]string{"workspace_size_bytes", "service_kind", "image", "port", "demand"}, siteprotocol.ServiceApplication)
+		for _, c := range exampleCommands() {
+			if c.name == "prepare-application" {
+				m["PrepareApplicationPayload"].Examples = []any{c.command["payload"]}
+			}
+		}
 		derive("PrepareInferencePayload", "prepare of an inference service (a KServe InferenceService): its workspace and the model saved for start (no image: the pinned serving runtime runs it).",
 			[]string{"repository", "workspace_size_bytes", "service_kind", "model", "port", "readiness", "demand"},
 			[]string{"workspace_size_bytes", "service_kind", "model", "port", "demand"}, siteprotocol.ServiceInference)

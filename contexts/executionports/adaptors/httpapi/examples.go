@@ -37,6 +37,8 @@ const (
 	exampleAttempt    = "7d1f0c2a-6c4e-4b8f-a2d1-0e9f3b5c7a24"
 	exampleBatchRun   = "2c4e6a80-1b3d-4f5a-8c7e-9d0f1a2b3c4d"
 	exampleBatchTry   = "4d6f8a0c-2e4a-4b6c-9d8e-0f1a2b3c4d5e"
+	exampleAppRun     = "8e0a2c4e-6f8a-4c1d-9e2f-3a4b5c6d7e8f"
+	exampleAppTry     = "9f1b3d5f-7a9b-4d2e-8f3a-4b5c6d7e8f90"
 	// exampleAllocation is alpha-gpu-ns's allocation ID at Site alpha.
 	exampleAllocation = "71f90584-ba9d-5826-b19e-afc714956c92"
 )
@@ -95,6 +97,18 @@ func exampleCommands() []exampleCommand {
 				"demand":             map[string]any{"cpu": 2000, "memory": int64(4) << 30, "gpu.nvidia": 1},
 				"time_limit_seconds": 3600, "argv": []string{"python", "train.py", "--epochs", "3"},
 				"env": map[string]string{"HF_HUB_OFFLINE": "1"},
+			},
+		}},
+		{"prepare-application", "Prepare an application service: an image pinned by digest on port 8080, its readiness probe, half a core and 512 MiB", map[string]any{
+			"id": "7c9e1a3b-5d7f-4e8a-9b0c-1d2e3f4a5b6c", "operation": "prepare", "issued_at": "2026-08-20T10:35:00Z",
+			"run_id": exampleAppRun, "attempt_id": exampleAppTry, "member_id": exampleParty, "project_id": exampleProject,
+			"account_ref": ref, "family": "application",
+			"payload": map[string]any{
+				"workspace_size_bytes": int64(1) << 30, "service_kind": "application",
+				"image":     "registry.example.org/lab/notebook@sha256:9b2c3d4e5f60718293a4b5c6d7e8f90112233445566778899aabbccddeeff001",
+				"port":      8080,
+				"readiness": map[string]any{"path": "/healthz", "initial_delay_seconds": 2, "period_seconds": 5},
+				"demand":    map[string]any{"cpu": 500, "memory": int64(512) << 20},
 			},
 		}},
 	}
