@@ -107,7 +107,7 @@ func runtimeServeFlags(fs *pflag.FlagSet, cfg *siteruntime.Config) {
 	fs.StringVar(&cfg.HeartbeatFile, "heartbeat-file", defaultHeartbeatFile, "file the worker beats (read by the metallo runtime liveness probe)")
 	fs.DurationVar(&cfg.LivenessBound, "liveness-bound", defaultLivenessBound, "oldest heartbeat the liveness probe accepts; must exceed --pull-wait plus --backoff-max")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig of the Site cluster (in-cluster configuration when empty)")
-	fs.StringVar(&cfg.BatchImage, "batch-image", "", "batch execution image, pinned by digest (…@sha256:<64 hex>); required")
+	fs.StringVar(&cfg.BatchImage, "batch-image", "", "batch execution image with an explicit registry, pinned by digest (<registry>/<repository>@sha256:<64 hex>); required")
 	fs.StringVar(&cfg.Permissions, "permissions", "", "permission provider: http:<url> (https; plain http only to loopback) or policy:<file>; required")
 	fs.StringVar(&cfg.RepositoryGrants, "repository-grants", "", "repository grant provider: http:<url> (https; plain http only to loopback) or file:<file> (standalone Sites); required")
 	fs.StringVar(&cfg.InstallationRecord, "installation-record", "", "installation record: configmap:<namespace>/<name> or file:<path>; required")

@@ -223,7 +223,7 @@ func (c Config) Validate() error {
 		errs.bad("heartbeat-file", "", errors.New("required"))
 	}
 	if !siteprotocol.IsPinnedImage(c.BatchImage) {
-		errs.bad("batch-image", c.BatchImage, errors.New("the batch execution image must be pinned by digest (…@sha256:<64 hex>); a tag alone is refused"))
+		errs.bad("batch-image", c.BatchImage, errors.New("the batch execution image must be an image reference with an explicit registry, pinned by digest (<registry>/<repository>@sha256:<64 hex>); a tag alone is refused"))
 	}
 	if _, err := ParsePermissions(c.Permissions); err != nil {
 		errs.bad("permissions", c.Permissions, err)

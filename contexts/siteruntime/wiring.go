@@ -18,10 +18,10 @@ import (
 type StaticImages struct{ batch string }
 
 // NewStaticImages returns the configured batch image; it must be pinned by
-// digest (…@sha256:<64 hex>), a tag alone is refused.
+// digest with an explicit registry (siteprotocol.IsPinnedImage), a tag alone is refused.
 func NewStaticImages(batch string) (StaticImages, error) {
 	if !siteprotocol.IsPinnedImage(batch) {
-		return StaticImages{}, config.Invalid("batch-image", batch, errors.New("the batch execution image must be pinned by digest (…@sha256:<64 hex>)"))
+		return StaticImages{}, config.Invalid("batch-image", batch, errors.New("the batch execution image must be an image reference with an explicit registry, pinned by digest (<registry>/<repository>@sha256:<64 hex>)"))
 	}
 	return StaticImages{batch: batch}, nil
 }

@@ -63,7 +63,7 @@ func ApplicationSpecOf(p siteprotocol.PreparePayload) (ApplicationServiceSpec, e
 		return ApplicationServiceSpec{}, fmt.Errorf("payload.service_kind: %q is not %q", p.ServiceKind, siteprotocol.ServiceApplication)
 	}
 	if !siteprotocol.IsPinnedImage(p.Image) {
-		return ApplicationServiceSpec{}, fmt.Errorf("payload.image: %q is not pinned by digest (…@sha256:<64 hex>)", p.Image)
+		return ApplicationServiceSpec{}, fmt.Errorf("payload.image: %q is not an image reference with an explicit registry pinned by digest (<registry>/<repository>@sha256:<64 hex>)", p.Image)
 	}
 	if p.Port < 1 || p.Port > 65535 {
 		return ApplicationServiceSpec{}, fmt.Errorf("payload.port: %d is not a TCP port", p.Port)
