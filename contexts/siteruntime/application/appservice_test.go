@@ -357,3 +357,20 @@ func TestApplicationSpecOfRefusesWhatTheRuntimeCannotRender(t *testing.T) {
 		}
 	}
 }
+
+// A prepare refused for its demand (a GPU the Site has no resource for)
+// creates nothing — no workspace claim, no record — so a corrected
+// prepare of the Attempt succeeds. Fakes: the API server and the
+// permission provider.
+func TestAPrepareRefusedForItsDemandCreatesNothing(t *testing.T) {
+	f := newAppFixture(t, 600*time.Second)
+	bad := preparePayload(8080)
+	bad["demand"] = map[string]int64{"cpu": 1, "memory": 1, "gpu.amd": 1}
+	r := f.run(t, f.cmd(t, siteprotocol.OpPrepare, bad), false)
+	expect(t, r, siteprotocol.OutcomeRefused, siteprotocol.ReasonInvalidPayload)
+	if len(f.native.creates) != 0 || len(f.records.rows) != 0 {
+		t.Fatalf("a refused prepare left %d creates and records %+v", len(f.native.creates), f.records.rows)
+	}
+	expect(t, f.run(t, f.cmd(t, siteprotocol.OpPrepare, preparePayload(8080)), false), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
+}
+
