@@ -162,6 +162,12 @@ func (l *Lifecycle) Records(ctx context.Context, attemptID string) ([]domain.Nat
 func (l *Lifecycle) EnsureCreated(ctx context.Context, cmd siteprotocol.Command, b domain.MemberBinding, rec *domain.NativeRecord, obj NativeObject, recovering bool) (NativeObject, string, *domain.Answer, error) {
 	if rec != nil {
 		switch {
+		case rec.CommandID != cmd.ID && (rec.Phase == domain.PhaseDeleting || rec.Phase == domain.PhaseRemoved):
+			// The record names the command that removed the object, not
+			// the one that created it.
+			r := domain.Refused(siteprotocol.ReasonAttemptConflict, "attempt %s's %s %s was already created, and is removed (or being removed) by command %s; it is not created again",
+				cmd.AttemptID, rec.Kind, rec.Name, rec.CommandID)
+			return obj, "", &r, nil
 		case rec.CommandID != cmd.ID && rec.Phase != domain.PhaseRefused:
 			r := domain.Refused(siteprotocol.ReasonAttemptConflict, "attempt %s's %s %s was already created by command %s", cmd.AttemptID, rec.Kind, rec.Name, rec.CommandID)
 			return obj, "", &r, nil
