@@ -395,3 +395,29 @@ func TestRecoveryAdoptsTheOmittedZeroInitialDelayAndRefusesAMissingNonzeroOne(t 
 		t.Fatal("the refused Deployment was touched")
 	}
 }
+
+// An application prepare refused invalid-payload for a GPU demand the Site
+// has no resource for creates no workspace claim, so a corrected prepare
+// of the same Attempt succeeds. Real: the API server, RBAC, impersonation,
+// admission policies.
+func TestAnApplicationPrepareRefusedForItsDemandCreatesNoClaim(t *testing.T) {
+	t.Parallel()
+	s := newAppSite(t, appOptions{})
+	attempt := uuid.NewString()
+	bad := appPrepare(8080, map[string]any{"path": "/healthz"})
+	bad["demand"] = map[string]int64{"cpu": 1, "memory": 1, "gpu.amd": 1}
+	r := s.execute(s.command(siteprotocol.OpPrepare, attempt, bad))
+	if r.Outcome != siteprotocol.OutcomeRefused || r.Reason != siteprotocol.ReasonInvalidPayload {
+		t.Fatalf("prepare %s/%s: %s", r.Outcome, r.Reason, r.Message)
+	}
+	claims, err := s.e.Client.CoreV1().PersistentVolumeClaims(s.ns).List(testContext(t), listByAttempt(attempt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claims.Items) != 0 {
+		t.Fatalf("a refused prepare left %d workspace claims", len(claims.Items))
+	}
+	if r := s.prepareApp(attempt); r.Outcome != siteprotocol.OutcomeSucceeded {
+		t.Fatalf("the corrected prepare %s/%s: %s", r.Outcome, r.Reason, r.Message)
+	}
+}
