@@ -53,10 +53,13 @@ type ApplicationNatives interface {
 // (docs/site-runtime.md#application-services-on-kubernetes,
 // docs/site-runtime.md#one-lifecycle-for-every-family):
 //
-//   - prepare creates the Attempt's workspace claim as the member (as for
-//     batch), then renders the Deployment and the ClusterIP Service and
-//     saves both specifications in services.sqlite (phase prepared) before
-//     answering; a prepare of an Attempt already prepared by another
+//   - prepare renders the Deployment and the ClusterIP Service (a demand
+//     the Site cannot render is refused invalid-payload before anything is
+//     created), creates the Attempt's workspace claim as the member (as for
+//     batch) and saves both specifications in services.sqlite (phase
+//     prepared) before answering; a prepare or start of an Attempt recorded
+//     in another family's file (WithOtherFamilies) is refused
+//     attempt-conflict; a prepare of an Attempt already prepared by another
 //     command is refused attempt-conflict, whatever it asks for, so a later
 //     command never changes the service kind or the specification;
 //   - start creates exactly what prepare saved, the Deployment and then the
@@ -110,6 +113,15 @@ func deploymentState(obs DeploymentObserver) WorkloadState {
 	}
 }
 
+// WithOtherFamilies makes e see the other families' record files
+// (jobs.sqlite): a prepare or start of an Attempt recorded there is
+// refused attempt-conflict and changes nothing
+// (docs/site-runtime.md#one-lifecycle-for-every-family). It returns e.
+func (e *ApplicationExecutor) WithOtherFamilies(others ...FamilyRecords) *ApplicationExecutor {
+	e.life.others = others
+	return e
+}
+
 // Registrations routes the application family's operations to e.
 func (e *ApplicationExecutor) Registrations() []Registration {
 	var regs []Registration
@@ -159,6 +171,9 @@ func (e *ApplicationExecutor) prepare(ctx context.Context, cmd siteprotocol.Comm
 	if err != nil {
 		return domain.Refused(siteprotocol.ReasonInvalidPayload, "prepare payload: %v", err), nil
 	}
+	if refusal, err := e.life.ElsewhereRefusal(ctx, cmd); refusal != nil || err != nil {
+		return OrAnswer(refusal), err
+	}
 	records, err := e.life.Records(ctx, cmd.AttemptID)
 	if err != nil {
 		return domain.Answer{}, err
@@ -174,19 +189,29 @@ func (e *ApplicationExecutor) prepare(ctx context.Context, cmd siteprotocol.Comm
 	if err != nil {
 		return domain.Answer{}, fmt.Errorf("render the workspace claim: %w", err)
 	}
+	// The Deployment and the Service are rendered (and so validated)
+	// before the claim is created: a prepare refused for what it asks
+	// creates nothing. A saved specification is never rendered again.
+	spec.Identity, spec.Namespace, spec.ServiceAccount, spec.WorkspaceClaim = IdentityOf(cmd), b.Namespace, b.Account, ws.Name
+	spec.ProgressDeadlineSeconds = int32(e.cfg.ProgressDeadline.Seconds())
+	depRec, svcRec := domain.FindRecord(records, domain.KindDeployment), domain.FindRecord(records, domain.KindService)
+	dep, err := e.rendered(depRec, func() (NativeObject, error) { return e.specs.RenderDeployment(spec) })
+	if err != nil {
+		return e.renderRefusal(err)
+	}
+	svc, err := e.rendered(svcRec, func() (NativeObject, error) { return e.specs.RenderService(spec) })
+	if err != nil {
+		return e.renderRefusal(err)
+	}
 	ws, wsUID, refusal, err := e.life.EnsureCreated(ctx, cmd, b, domain.FindRecord(records, domain.KindWorkspace), ws, recovering)
 	if refusal != nil || err != nil {
 		return OrAnswer(refusal), err
 	}
-	spec.Identity, spec.Namespace, spec.ServiceAccount, spec.WorkspaceClaim = IdentityOf(cmd), b.Namespace, b.Account, ws.Name
-	spec.ProgressDeadlineSeconds = int32(e.cfg.ProgressDeadline.Seconds())
-	dep, err := e.savePrepared(ctx, cmd, domain.FindRecord(records, domain.KindDeployment), func() (NativeObject, error) { return e.specs.RenderDeployment(spec) })
-	if err != nil {
-		return e.renderRefusal(err)
+	if err := e.savePrepared(ctx, cmd, depRec, dep); err != nil {
+		return domain.Answer{}, err
 	}
-	_, err = e.savePrepared(ctx, cmd, domain.FindRecord(records, domain.KindService), func() (NativeObject, error) { return e.specs.RenderService(spec) })
-	if err != nil {
-		return e.renderRefusal(err)
+	if err := e.savePrepared(ctx, cmd, svcRec, svc); err != nil {
+		return domain.Answer{}, err
 	}
 	return domain.Succeeded(siteprotocol.ReasonPrepared,
 		fmt.Sprintf("workspace claim %s created in namespace %s as %s; Deployment and Service %s rendered and saved", ws.Name, ws.Namespace, b.Account, dep.Name),
@@ -228,27 +253,35 @@ func (e *ApplicationExecutor) preparedElsewhere(cmd siteprotocol.Command, record
 	return nil, nil
 }
 
-// savePrepared saves the specification render gives in phase prepared,
-// unless rec (this command's, from before a crash) holds it already: the
-// saved specification is never rendered again.
-func (e *ApplicationExecutor) savePrepared(ctx context.Context, cmd siteprotocol.Command, rec *domain.NativeRecord, render func() (NativeObject, error)) (NativeObject, error) {
+// rendered is the specification rec (this command's, from before a
+// crash) saved, or else what render gives: the saved specification is
+// never rendered again.
+func (e *ApplicationExecutor) rendered(rec *domain.NativeRecord, render func() (NativeObject, error)) (NativeObject, error) {
 	if rec != nil {
 		return SavedObject(*rec), nil
 	}
-	obj, err := render()
-	if err != nil {
-		return NativeObject{}, err
+	return render()
+}
+
+// savePrepared saves obj's specification in phase prepared, unless rec
+// holds it already.
+func (e *ApplicationExecutor) savePrepared(ctx context.Context, cmd siteprotocol.Command, rec *domain.NativeRecord, obj NativeObject) error {
+	if rec != nil {
+		return nil
 	}
 	if err := e.life.Save(ctx, cmd, obj, "", domain.PhasePrepared); err != nil {
-		return NativeObject{}, err
+		return err
 	}
 	e.fp.Hit(FailAfterNativeRecord)
-	return obj, nil
+	return nil
 }
 
 func (e *ApplicationExecutor) start(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {
 	if _, err := siteprotocol.DecodePayload[siteprotocol.StartPayload](cmd); err != nil {
 		return domain.Refused(siteprotocol.ReasonInvalidPayload, "start payload: %v", err), nil
+	}
+	if refusal, err := e.life.ElsewhereRefusal(ctx, cmd); refusal != nil || err != nil {
+		return OrAnswer(refusal), err
 	}
 	records, err := e.life.Records(ctx, cmd.AttemptID)
 	if err != nil {

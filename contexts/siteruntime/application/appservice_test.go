@@ -357,3 +357,38 @@ func TestApplicationSpecOfRefusesWhatTheRuntimeCannotRender(t *testing.T) {
 		}
 	}
 }
+
+// A prepare refused for its demand (a GPU the Site has no resource for)
+// creates nothing — no workspace claim, no record — so a corrected
+// prepare of the Attempt succeeds. Fakes: the API server and the
+// permission provider.
+func TestAPrepareRefusedForItsDemandCreatesNothing(t *testing.T) {
+	f := newAppFixture(t, 600*time.Second)
+	bad := preparePayload(8080)
+	bad["demand"] = map[string]int64{"cpu": 1, "memory": 1, "gpu.amd": 1}
+	r := f.run(t, f.cmd(t, siteprotocol.OpPrepare, bad), false)
+	expect(t, r, siteprotocol.OutcomeRefused, siteprotocol.ReasonInvalidPayload)
+	if len(f.native.creates) != 0 || len(f.records.rows) != 0 {
+		t.Fatalf("a refused prepare left %d creates and records %+v", len(f.native.creates), f.records.rows)
+	}
+	expect(t, f.run(t, f.cmd(t, siteprotocol.OpPrepare, preparePayload(8080)), false), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
+}
+
+// After start (A) and cancel (B), another start (C) is attempt-conflict
+// naming the cancel as what removed the Deployment, not as its creator.
+func TestAStartAfterACancelNamesTheCommandThatRemovedTheDeployment(t *testing.T) {
+	f := newAppFixture(t, 600*time.Second)
+	f.run(t, f.cmd(t, siteprotocol.OpPrepare, preparePayload(8080)), false)
+	expect(t, f.run(t, f.cmd(t, siteprotocol.OpStart, nil), false), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
+	cancel := f.cmd(t, siteprotocol.OpCancel, nil)
+	expect(t, f.run(t, cancel, false), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonDeleted)
+	creates := len(f.native.creates)
+	r := f.run(t, f.cmd(t, siteprotocol.OpStart, nil), false)
+	expect(t, r, siteprotocol.OutcomeRefused, siteprotocol.ReasonAttemptConflict)
+	if !strings.Contains(r.Message, "removed") || !strings.Contains(r.Message, cancel.Command.ID) || strings.Contains(r.Message, "created by command "+cancel.Command.ID) {
+		t.Fatalf("message %q does not say command %s removed it", r.Message, cancel.Command.ID)
+	}
+	if len(f.native.creates) != creates {
+		t.Fatal("a refused start created something")
+	}
+}

@@ -89,6 +89,15 @@ func (e *BatchExecutor) WithTerminalStates(states TerminalStates, watch *JobWatc
 	return e
 }
 
+// WithOtherFamilies makes e see the other families' record files
+// (services.sqlite): a prepare or start of an Attempt recorded there is
+// refused attempt-conflict and changes nothing
+// (docs/site-runtime.md#one-lifecycle-for-every-family). It returns e.
+func (e *BatchExecutor) WithOtherFamilies(others ...FamilyRecords) *BatchExecutor {
+	e.life.others = others
+	return e
+}
+
 // Registrations routes the batch family's workload operations to e.
 func (e *BatchExecutor) Registrations() []Registration {
 	var regs []Registration
@@ -134,6 +143,9 @@ func (e *BatchExecutor) prepare(ctx context.Context, cmd siteprotocol.Command, r
 		return domain.Refused(siteprotocol.ReasonUnsupportedOperation,
 			"this Runtime cannot check out repositories yet (%s at %s); prepare an empty workspace (no repository)", p.Repository.URL, p.Repository.Commit), nil
 	}
+	if refusal, err := e.life.ElsewhereRefusal(ctx, cmd); refusal != nil || err != nil {
+		return OrAnswer(refusal), err
+	}
 	records, err := e.life.Records(ctx, cmd.AttemptID)
 	if err != nil {
 		return domain.Answer{}, err
@@ -160,6 +172,9 @@ func (e *BatchExecutor) start(ctx context.Context, cmd siteprotocol.Command, rec
 	p, err := siteprotocol.DecodePayload[siteprotocol.StartPayload](cmd)
 	if err != nil {
 		return domain.Refused(siteprotocol.ReasonInvalidPayload, "start payload: %v", err), nil
+	}
+	if refusal, err := e.life.ElsewhereRefusal(ctx, cmd); refusal != nil || err != nil {
+		return OrAnswer(refusal), err
 	}
 	records, err := e.life.Records(ctx, cmd.AttemptID)
 	if err != nil {

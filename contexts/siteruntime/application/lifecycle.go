@@ -93,6 +93,43 @@ type Lifecycle struct {
 	records NativeRecords
 	fp      Failpoints
 	cfg     LifecycleConfig
+	// others are the other families' record files (WithOtherFamilies).
+	others []FamilyRecords
+}
+
+// FamilyRecords reads an Attempt's records in one family's record file
+// (jobs.sqlite or services.sqlite); BatchRecords and ServiceRecords are
+// FamilyRecords.
+type FamilyRecords interface {
+	// Records returns the records of an Attempt, in (kind, name) order.
+	Records(ctx context.Context, attemptID string) ([]domain.NativeRecord, error)
+}
+
+// ElsewhereRefusal refuses a prepare or start of an Attempt that holds a
+// record in another family's record file (set by the executors'
+// WithOtherFamilies): attempt-conflict, nothing changed. An Attempt
+// belongs to the family that first prepared it
+// (docs/site-runtime.md#one-lifecycle-for-every-family).
+func (l *Lifecycle) ElsewhereRefusal(ctx context.Context, cmd siteprotocol.Command) (*domain.Answer, error) {
+	for _, o := range l.others {
+		records, err := o.Records(ctx, cmd.AttemptID)
+		if err != nil {
+			return nil, fmt.Errorf("read attempt %s's records of another family: %w", cmd.AttemptID, err)
+		}
+		if len(records) == 0 {
+			continue
+		}
+		r := records[0]
+		family := "batch"
+		if r.ServiceKind != "" {
+			family = r.ServiceKind
+		}
+		a := domain.Refused(siteprotocol.ReasonAttemptConflict,
+			"attempt %s belongs to the %s family (its %s %s was recorded by command %s); a %s %s cannot use it",
+			cmd.AttemptID, family, r.Kind, r.Name, r.CommandID, cmd.Family, cmd.Operation)
+		return &a, nil
+	}
+	return nil, nil
 }
 
 // NewLifecycle returns the lifecycle of one family over its record file.
@@ -125,6 +162,12 @@ func (l *Lifecycle) Records(ctx context.Context, attemptID string) ([]domain.Nat
 func (l *Lifecycle) EnsureCreated(ctx context.Context, cmd siteprotocol.Command, b domain.MemberBinding, rec *domain.NativeRecord, obj NativeObject, recovering bool) (NativeObject, string, *domain.Answer, error) {
 	if rec != nil {
 		switch {
+		case rec.CommandID != cmd.ID && (rec.Phase == domain.PhaseDeleting || rec.Phase == domain.PhaseRemoved):
+			// The record names the command that removed the object, not
+			// the one that created it.
+			r := domain.Refused(siteprotocol.ReasonAttemptConflict, "attempt %s's %s %s was already created, and is removed (or being removed) by command %s; it is not created again",
+				cmd.AttemptID, rec.Kind, rec.Name, rec.CommandID)
+			return obj, "", &r, nil
 		case rec.CommandID != cmd.ID && rec.Phase != domain.PhaseRefused:
 			r := domain.Refused(siteprotocol.ReasonAttemptConflict, "attempt %s's %s %s was already created by command %s", cmd.AttemptID, rec.Kind, rec.Name, rec.CommandID)
 			return obj, "", &r, nil

@@ -395,3 +395,52 @@ func TestRecoveryAdoptsTheOmittedZeroInitialDelayAndRefusesAMissingNonzeroOne(t 
 		t.Fatal("the refused Deployment was touched")
 	}
 }
+
+// An application prepare refused invalid-payload for a GPU demand the Site
+// has no resource for creates no workspace claim, so a corrected prepare
+// of the same Attempt succeeds. Real: the API server, RBAC, impersonation,
+// admission policies.
+func TestAnApplicationPrepareRefusedForItsDemandCreatesNoClaim(t *testing.T) {
+	t.Parallel()
+	s := newAppSite(t, appOptions{})
+	attempt := uuid.NewString()
+	bad := appPrepare(8080, map[string]any{"path": "/healthz"})
+	bad["demand"] = map[string]int64{"cpu": 1, "memory": 1, "gpu.amd": 1}
+	r := s.execute(s.command(siteprotocol.OpPrepare, attempt, bad))
+	if r.Outcome != siteprotocol.OutcomeRefused || r.Reason != siteprotocol.ReasonInvalidPayload {
+		t.Fatalf("prepare %s/%s: %s", r.Outcome, r.Reason, r.Message)
+	}
+	claims, err := s.e.Client.CoreV1().PersistentVolumeClaims(s.ns).List(testContext(t), listByAttempt(attempt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claims.Items) != 0 {
+		t.Fatalf("a refused prepare left %d workspace claims", len(claims.Items))
+	}
+	if r := s.prepareApp(attempt); r.Outcome != siteprotocol.OutcomeSucceeded {
+		t.Fatalf("the corrected prepare %s/%s: %s", r.Outcome, r.Reason, r.Message)
+	}
+}
+
+// After start and cancel, another start of the Attempt is refused
+// attempt-conflict naming the cancel as the command that removed the
+// Deployment (not as its creator), and creates nothing. Real: the API
+// server, RBAC, impersonation, admission policies, the Deployment
+// controller. Simulated by KWOK: the Node.
+func TestAStartAfterACancelIsAttemptConflictNamingTheCancel(t *testing.T) {
+	t.Parallel()
+	s := newAppSite(t, appOptions{})
+	attempt := uuid.NewString()
+	want(t, s.prepareApp(attempt), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
+	want(t, s.simple(siteprotocol.OpStart, attempt), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
+	cancel := s.command(siteprotocol.OpCancel, attempt, nil)
+	want(t, s.execute(cancel), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonDeleted)
+	r := s.simple(siteprotocol.OpStart, attempt)
+	want(t, r, siteprotocol.OutcomeRefused, siteprotocol.ReasonAttemptConflict)
+	if !strings.Contains(r.Message, "removed (or being removed) by command "+cancel.Command.ID) {
+		t.Fatalf("message %q does not name cancel %s as the remover", r.Message, cancel.Command.ID)
+	}
+	if d, v := s.deploymentsOf(attempt), s.servicesOf(attempt); len(d)+len(v) != 0 {
+		t.Fatalf("a refused start left %d Deployments and %d Services", len(d), len(v))
+	}
+}

@@ -28,13 +28,15 @@ import (
 // appRuntime sets up a Site project namespace with one member, the
 // execution role and an installed Runtime (not started) for application
 // commands; workload appends one command of family application for the
-// Attempt (its Run stays the same) and returns its ID.
+// Attempt (its Run stays the same) and returns its ID; command does so
+// for any family.
 type appRuntime struct {
 	e        *kubetest.Env
 	site     *harness.Site
 	rt       *harness.Runtime
 	ctx      context.Context
 	workload func(op siteprotocol.Operation, attempt string, payload any) string
+	command  func(family siteprotocol.Family, op siteprotocol.Operation, attempt string, payload any) string
 	account  string
 }
 
@@ -89,23 +91,26 @@ func newAppRuntime(t *testing.T) *appRuntime {
 		return c["id"].(string)
 	}
 	runs := map[string]string{}
-	workload := func(op siteprotocol.Operation, attempt string, payload any) string {
+	command := func(family siteprotocol.Family, op siteprotocol.Operation, attempt string, payload any) string {
 		if runs[attempt] == "" {
 			runs[attempt] = uuid.NewString()
 		}
 		c := envelope(op)
-		c["family"], c["run_id"], c["attempt_id"] = "application", runs[attempt], attempt
+		c["family"], c["run_id"], c["attempt_id"] = family, runs[attempt], attempt
 		c["account_ref"] = map[string]any{"binding_id": binding, "generation": 1}
 		if payload != nil {
 			c["payload"] = payload
 		}
 		return appendCmd(c)
 	}
+	workload := func(op siteprotocol.Operation, attempt string, payload any) string {
+		return command(siteprotocol.FamilyApplication, op, attempt, payload)
+	}
 	bind := envelope(siteprotocol.OpBindMember)
 	bind["payload"] = map[string]any{"party_id": member, "namespace": e.Namespace, "account": siteprotocol.MemberAccount(member),
 		"binding_id": binding, "revision": 1, "generation": 1}
 	appendCmd(bind)
-	return &appRuntime{e: e, site: site, rt: rt, ctx: ctx, workload: workload, account: "system:serviceaccount:" + e.Namespace + ":" + siteprotocol.MemberAccount(member)}
+	return &appRuntime{e: e, site: site, rt: rt, ctx: ctx, workload: workload, command: command, account: "system:serviceaccount:" + e.Namespace + ":" + siteprotocol.MemberAccount(member)}
 }
 
 func appPreparePayload() map[string]any {
