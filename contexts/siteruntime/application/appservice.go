@@ -124,11 +124,7 @@ func (e *ApplicationExecutor) WithOtherFamilies(others ...FamilyRecords) *Applic
 
 // Registrations routes the application family's operations to e.
 func (e *ApplicationExecutor) Registrations() []Registration {
-	var regs []Registration
-	for _, op := range []siteprotocol.Operation{siteprotocol.OpPrepare, siteprotocol.OpStart, siteprotocol.OpObserve, siteprotocol.OpCancel, siteprotocol.OpCleanup} {
-		regs = append(regs, Registration{Operation: op, Family: siteprotocol.FamilyApplication, Executor: e})
-	}
-	return regs
+	return workloadRegistrations(siteprotocol.FamilyApplication, e)
 }
 
 // Execute performs a new command; errors are as BatchExecutor.Execute's.
@@ -143,19 +139,7 @@ func (e *ApplicationExecutor) Recover(ctx context.Context, cmd siteprotocol.Comm
 }
 
 func (e *ApplicationExecutor) perform(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {
-	switch cmd.Operation {
-	case siteprotocol.OpPrepare:
-		return e.prepare(ctx, cmd, recovering)
-	case siteprotocol.OpStart:
-		return e.start(ctx, cmd, recovering)
-	case siteprotocol.OpObserve:
-		return e.observe(ctx, cmd)
-	case siteprotocol.OpCancel:
-		return e.life.Cancel(ctx, cmd)
-	case siteprotocol.OpCleanup:
-		return e.life.Cleanup(ctx, cmd)
-	}
-	return domain.Refused(siteprotocol.ReasonUnsupportedOperation, "the application executor does not perform %s", cmd.Operation), nil
+	return e.life.perform(ctx, cmd, recovering, familySteps{name: "application", prepare: e.prepare, start: e.start, observe: e.observe})
 }
 
 func (e *ApplicationExecutor) prepare(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {

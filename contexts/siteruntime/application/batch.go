@@ -100,11 +100,7 @@ func (e *BatchExecutor) WithOtherFamilies(others ...FamilyRecords) *BatchExecuto
 
 // Registrations routes the batch family's workload operations to e.
 func (e *BatchExecutor) Registrations() []Registration {
-	var regs []Registration
-	for _, op := range []siteprotocol.Operation{siteprotocol.OpPrepare, siteprotocol.OpStart, siteprotocol.OpObserve, siteprotocol.OpCancel, siteprotocol.OpCleanup} {
-		regs = append(regs, Registration{Operation: op, Family: siteprotocol.FamilyBatch, Executor: e})
-	}
-	return regs
+	return workloadRegistrations(siteprotocol.FamilyBatch, e)
 }
 
 // Execute performs a new command. Errors leave the effect uncertain (the
@@ -119,19 +115,7 @@ func (e *BatchExecutor) Recover(ctx context.Context, cmd siteprotocol.Command) (
 }
 
 func (e *BatchExecutor) perform(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {
-	switch cmd.Operation {
-	case siteprotocol.OpPrepare:
-		return e.prepare(ctx, cmd, recovering)
-	case siteprotocol.OpStart:
-		return e.start(ctx, cmd, recovering)
-	case siteprotocol.OpObserve:
-		return e.observe(ctx, cmd)
-	case siteprotocol.OpCancel:
-		return e.life.Cancel(ctx, cmd)
-	case siteprotocol.OpCleanup:
-		return e.life.Cleanup(ctx, cmd)
-	}
-	return domain.Refused(siteprotocol.ReasonUnsupportedOperation, "the batch executor does not perform %s", cmd.Operation), nil
+	return e.life.perform(ctx, cmd, recovering, familySteps{name: "batch", prepare: e.prepare, start: e.start, observe: e.observe})
 }
 
 func (e *BatchExecutor) prepare(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {

@@ -97,6 +97,44 @@ type Lifecycle struct {
 	others []FamilyRecords
 }
 
+// familySteps are the operations a family performs itself; cancel and
+// cleanup are the lifecycle's own (Cancel, Cleanup).
+type familySteps struct {
+	// name names the family's executor in an unsupported-operation refusal.
+	name           string
+	prepare, start func(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error)
+	observe        func(ctx context.Context, cmd siteprotocol.Command) (domain.Answer, error)
+}
+
+// perform routes cmd to the family's step or to the lifecycle's Cancel and
+// Cleanup; any other operation is refused unsupported-operation. Errors
+// are the step's (docs/site-runtime.md#one-lifecycle-for-every-family).
+func (l *Lifecycle) perform(ctx context.Context, cmd siteprotocol.Command, recovering bool, s familySteps) (domain.Answer, error) {
+	switch cmd.Operation {
+	case siteprotocol.OpPrepare:
+		return s.prepare(ctx, cmd, recovering)
+	case siteprotocol.OpStart:
+		return s.start(ctx, cmd, recovering)
+	case siteprotocol.OpObserve:
+		return s.observe(ctx, cmd)
+	case siteprotocol.OpCancel:
+		return l.Cancel(ctx, cmd)
+	case siteprotocol.OpCleanup:
+		return l.Cleanup(ctx, cmd)
+	}
+	return domain.Refused(siteprotocol.ReasonUnsupportedOperation, "the %s executor does not perform %s", s.name, cmd.Operation), nil
+}
+
+// workloadRegistrations routes every workload operation of family
+// (prepare, start, observe, cancel, cleanup) to e.
+func workloadRegistrations(family siteprotocol.Family, e CommandExecutor) []Registration {
+	var regs []Registration
+	for _, op := range []siteprotocol.Operation{siteprotocol.OpPrepare, siteprotocol.OpStart, siteprotocol.OpObserve, siteprotocol.OpCancel, siteprotocol.OpCleanup} {
+		regs = append(regs, Registration{Operation: op, Family: family, Executor: e})
+	}
+	return regs
+}
+
 // FamilyRecords reads an Attempt's records in one family's record file
 // (jobs.sqlite or services.sqlite); BatchRecords and ServiceRecords are
 // FamilyRecords.
