@@ -86,3 +86,21 @@ func NewBatchExecutor(c Config, bindings application.MemberBindings, records app
 	}
 	return NewBatchExecutorOn(c, native, access, records, fp, clk, states, events)
 }
+
+// WithCheckout makes the batch executor check out a prepare's repository
+// through the workspace helper (docs/site-runtime.md#the-workspace-helper):
+// grants from --repository-grants, the helper rendered like every Pod of
+// the Site (its scheduling and the batch Pod annotations), running the
+// fixed platform image (--batch-image) with --checkout-timeout,
+// --workspace-max-bytes and --repository-ca-configmap, and read through
+// the shared workload client.
+func WithCheckout(c Config, e *application.BatchExecutor, grants application.RepositoryGrants, pods application.HelperPods) (*application.BatchExecutor, error) {
+	specs := kube.NewRenderer(c.GPUResources, c.BatchPodAnnotations)
+	var err error
+	if specs.Scheduling, err = c.Scheduling(); err != nil {
+		return nil, err
+	}
+	return e.WithCheckout(grants, specs, pods, application.CheckoutConfig{
+		Image: c.BatchImage, Timeout: c.CheckoutTimeout, MaxBytes: c.WorkspaceMaxBytes, CAConfigMap: c.RepositoryCAConfigMap,
+	}), nil
+}

@@ -168,12 +168,16 @@ func newAccess(cfg Config, b application.MemberBindings, native *kube.Workloads,
 
 // newBatchExecutor is NewBatchExecutorOn over the shared client and
 // access check, with the watch of the Runtime's Jobs over jobs.sqlite,
-// logging what the watch does; it sees services.sqlite, so a prepare or
+// logging what the watch does, checking out repositories through the
+// workspace helper with the grant provider; it sees services.sqlite, so a prepare or
 // start of a service Attempt is refused attempt-conflict.
 func newBatchExecutor(cfg Config, j *journal.Journal, native *kube.Workloads, access *application.Access, r application.BatchRecords,
-	services application.ServiceRecords, fp application.Failpoints, c clock.Clock, log *zap.Logger) (*application.BatchExecutor, *application.JobWatcher, error) {
+	services application.ServiceRecords, grants application.RepositoryGrants, fp application.Failpoints, c clock.Clock, log *zap.Logger) (*application.BatchExecutor, *application.JobWatcher, error) {
 	e, w, err := NewBatchExecutorOn(cfg, native, access, r, fp, c, j.Batch(), watchLog{log: log})
 	if err != nil {
+		return nil, nil, err
+	}
+	if e, err = WithCheckout(cfg, e, grants, native); err != nil {
 		return nil, nil, err
 	}
 	return e.WithOtherFamilies(services), w, nil
