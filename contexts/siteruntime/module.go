@@ -145,15 +145,20 @@ func applicationRegistrations(e *application.ApplicationExecutor) []application.
 }
 
 // newApplicationExecutor is NewApplicationExecutor over the shared client
-// and access check, with records in services.sqlite; it sees jobs.sqlite,
+// and access check, with records in services.sqlite, checking out
+// repositories through the workspace helper; it sees jobs.sqlite,
 // so a prepare or start of a batch Attempt is refused attempt-conflict.
 func newApplicationExecutor(cfg Config, native *kube.Workloads, access *application.Access, r application.ServiceRecords,
-	batch application.BatchRecords, fp application.Failpoints) (*application.ApplicationExecutor, error) {
+	batch application.BatchRecords, grants application.RepositoryGrants, fp application.Failpoints) (*application.ApplicationExecutor, error) {
 	e, err := NewApplicationExecutor(cfg, native, access, r, fp)
 	if err != nil {
 		return nil, err
 	}
-	return e.WithOtherFamilies(batch), nil
+	specs, ccfg, err := CheckoutOf(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return e.WithCheckout(grants, specs, native, ccfg).WithOtherFamilies(batch), nil
 }
 
 // newNativeObjects is NewNativeObjects: the one Kubernetes workload

@@ -143,6 +143,15 @@ func NewCheckout(life *Lifecycle, grants RepositoryGrants, specs CheckoutSpecs, 
 	return &Checkout{life: life, grants: grants, specs: specs, pods: pods, cfg: cfg.withDefaults()}
 }
 
+// SizeLimit is the checkout's --size-limit for a workspace of sizeBytes:
+// the smaller of it and CheckoutConfig.MaxBytes (when set).
+func (c *Checkout) SizeLimit(sizeBytes int64) int64 {
+	if c.cfg.MaxBytes > 0 && c.cfg.MaxBytes < sizeBytes {
+		return c.cfg.MaxBytes
+	}
+	return sizeBytes
+}
+
 // grantRecordSpec is a grant record's saved specification: never the
 // token.
 type grantRecordSpec struct {
@@ -317,10 +326,7 @@ func (c *Checkout) outcome(ctx context.Context, cmd siteprotocol.Command, b doma
 	// The helper.
 	var helper siteprotocol.NativeRef
 	if ended == nil {
-		limit := sizeBytes
-		if c.cfg.MaxBytes > 0 && c.cfg.MaxBytes < limit {
-			limit = c.cfg.MaxBytes
-		}
+		limit := c.SizeLimit(sizeBytes)
 		obj, err := c.specs.RenderHelper(HelperSpec{Identity: id, Namespace: b.Namespace, ServiceAccount: b.Account, Image: c.cfg.Image,
 			WorkspaceClaim: claim, Credential: secretName, Repository: repo, SizeLimitBytes: limit, Timeout: c.cfg.Timeout, CAConfigMap: c.cfg.CAConfigMap})
 		if err != nil {

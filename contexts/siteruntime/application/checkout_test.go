@@ -340,3 +340,63 @@ func TestACrashAtEveryStepRecoversToTheUninterruptedResult(t *testing.T) {
 		})
 	}
 }
+
+// appCheckout is an application fixture whose executor checks out
+// repositories (the grant provider and the helper stand-ins above).
+func appCheckout(t *testing.T) (*appFixture, *grantHost, *helperRun) {
+	t.Helper()
+	f := newAppFixture(t, time.Minute)
+	grants := &grantHost{live: map[string]bool{}}
+	helper := &helperRun{native: f.native, outcome: domain.CheckoutOutcome{Outcome: siteprotocol.OutcomeSucceeded, Message: "checked out", Commit: repoCommit, Bytes: 10}}
+	access := application.NewAccess(f.bindings, f.app, f.perms, fixedClock{now})
+	exec := application.NewApplicationExecutor(access, f.app, jsonAppSpecs{}, f.records, nil,
+		application.ApplicationConfig{DeletionWait: time.Second, ProgressDeadline: time.Minute}).
+		WithCheckout(grants, checkoutSpecs{}, helper, application.CheckoutConfig{Image: pinned{}.BatchImage(), Wait: time.Second, HelperDeletionWait: time.Second, MaxBytes: 1 << 10})
+	reg, err := application.NewRegistry(append(application.NewMemberExecutor(f.bindings, nil).Registrations(), exec.Registrations()...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.reg = reg
+	return f, grants, helper
+}
+
+func TestAnApplicationsServingPodVerifiesThePreparedCheckout(t *testing.T) {
+	f, grants, _ := appCheckout(t)
+	body := preparePayload(8080)
+	body["repository"] = map[string]any{"url": repoURL, "commit": repoCommit}
+	p := f.cmd(t, siteprotocol.OpPrepare, body)
+	r := f.run(t, p, false)
+	expect(t, r, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
+	if grants.unrevoked() != 0 || len(grants.revokes) != 1 {
+		t.Fatalf("grants: %d unrevoked, revoked %v", grants.unrevoked(), grants.revokes)
+	}
+	var spec application.ApplicationServiceSpec
+	dep := f.record(domain.KindDeployment)
+	if err := json.Unmarshal(dep.Spec, &spec); err != nil {
+		t.Fatal(err)
+	}
+	if v := spec.Verify; v == nil || v.Repository.Commit != repoCommit || v.Image != (pinned{}).BatchImage() || v.SizeLimitBytes != 1<<10 {
+		t.Fatalf("the saved specification verifies %+v", spec.Verify)
+	}
+	for _, r := range f.records.rows {
+		if r.ServiceKind != string(siteprotocol.ServiceApplication) {
+			t.Errorf("record %s %s in services.sqlite without the service kind", r.Kind, r.Name)
+		}
+	}
+	if again := f.run(t, p, true); again.Message != r.Message {
+		t.Errorf("recovery answered %q, then %q", r.Message, again.Message)
+	}
+	expect(t, f.run(t, f.cmd(t, siteprotocol.OpStart, map[string]any{}), false), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
+}
+
+func TestAnApplicationWhoseCheckoutFailedSavesNoSpecification(t *testing.T) {
+	f, _, helper := appCheckout(t)
+	helper.outcome = domain.CheckoutFailed(siteprotocol.ReasonSymlinkEscape, "the link data leaves the checkout")
+	body := preparePayload(8080)
+	body["repository"] = map[string]any{"url": repoURL, "commit": repoCommit}
+	expect(t, f.run(t, f.cmd(t, siteprotocol.OpPrepare, body), false), siteprotocol.OutcomeFailed, siteprotocol.ReasonSymlinkEscape)
+	if dep := f.record(domain.KindDeployment); dep.Name != "" {
+		t.Fatalf("a Deployment specification was saved: %+v", dep)
+	}
+	expect(t, f.run(t, f.cmd(t, siteprotocol.OpStart, map[string]any{}), false), siteprotocol.OutcomeRefused, siteprotocol.ReasonNotPrepared)
+}

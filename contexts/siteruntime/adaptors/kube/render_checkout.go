@@ -135,6 +135,39 @@ func (r *Renderer) RenderHelper(s application.HelperSpec) (application.NativeObj
 	return object(domain.KindPod, s.Namespace, name, pod)
 }
 
+// VerifyContainerName is a serving Pod's init container that verifies its
+// prepared checkout.
+const VerifyContainerName = "workspace-verify"
+
+// VerifyCommand is the exact command of a serving Pod's workspace-verify
+// init container: metallo workspace-init --verify-only for the checkout
+// of v, without a credential, within a minute.
+func VerifyCommand(v application.WorkspaceVerification) []string {
+	cmd := []string{HelperProgram, "workspace-init", "--url", v.Repository.URL, "--commit", v.Repository.Commit}
+	if v.Repository.LFS {
+		cmd = append(cmd, "--lfs")
+	}
+	return append(cmd, "--dest", HelperDest, "--size-limit", strconv.FormatInt(v.SizeLimitBytes, 10), "--verify-only", "--timeout", "1m0s")
+}
+
+// VerifyContainer is the serving Pod's init container workspace-verify
+// (docs/site-runtime.md#services-and-the-prepared-workspace): the fixed
+// platform image running exactly VerifyCommand, the workspace claim
+// mounted read-only, nothing else.
+func VerifyContainer(v application.WorkspaceVerification) corev1.Container {
+	no := false
+	return corev1.Container{
+		Name:                     VerifyContainerName,
+		Image:                    v.Image,
+		Command:                  VerifyCommand(v),
+		WorkingDir:               WorkspacePath,
+		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+		SecurityContext:          &corev1.SecurityContext{AllowPrivilegeEscalation: &no},
+		VolumeMounts:             []corev1.VolumeMount{{Name: WorkspaceVolume, MountPath: WorkspacePath, ReadOnly: true}},
+	}
+}
+
 // HelperState reads the helper Pod ref names as the Runtime: done once
 // its container HelperContainer terminated, with the termination message
 // and exit code. found is false when no Pod with ref's name and UID

@@ -137,3 +137,45 @@ func TestTheHelpersStateIsItsContainersTermination(t *testing.T) {
 		t.Fatalf("%+v", s)
 	}
 }
+
+func TestAServingPodVerifiesItsCheckoutReadOnlyWithoutACredential(t *testing.T) {
+	r := kube.NewRenderer(nil, nil)
+	plain, err := r.RenderDeployment(appSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(plain.Spec, []byte("initContainers")) {
+		t.Fatal("a service without a repository has an init container")
+	}
+	s := appSpec()
+	s.Verify = &application.WorkspaceVerification{Image: testImage, Repository: siteprotocol.Repository{URL: "https://git.example.org/lab/model.git", Commit: strings.Repeat("b", 40)}, SizeLimitBytes: 4096}
+	obj, err := r.RenderDeployment(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dep struct {
+		Spec struct {
+			Template struct {
+				Spec corev1.PodSpec `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(obj.Spec, &dep); err != nil {
+		t.Fatal(err)
+	}
+	pod := dep.Spec.Template.Spec
+	want := []string{kube.HelperProgram, "workspace-init", "--url", "https://git.example.org/lab/model.git", "--commit", strings.Repeat("b", 40),
+		"--dest", "/workspace/repo", "--size-limit", "4096", "--verify-only", "--timeout", "1m0s"}
+	if len(pod.InitContainers) != 1 {
+		t.Fatalf("init containers %+v", pod.InitContainers)
+	}
+	c := pod.InitContainers[0]
+	switch {
+	case c.Name != kube.VerifyContainerName || c.Image != testImage || !slices.Equal(c.Command, want) || len(c.Args) != 0:
+		t.Fatalf("init container %s %s %q", c.Name, c.Image, c.Command)
+	case len(c.VolumeMounts) != 1 || !c.VolumeMounts[0].ReadOnly || c.VolumeMounts[0].Name != kube.WorkspaceVolume:
+		t.Fatalf("mounts %+v", c.VolumeMounts)
+	case len(pod.Volumes) != 1 || len(c.Env) != 0:
+		t.Fatal("the serving Pod holds no credential")
+	}
+}
