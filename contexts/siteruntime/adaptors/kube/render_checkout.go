@@ -37,6 +37,10 @@ const (
 	// CredentialUsernameKey and CredentialTokenKey are the Secret's keys.
 	CredentialUsernameKey = "username"
 	CredentialTokenKey    = "token"
+	// LabelRole RoleWorkspaceHelper marks the helper Pod for the admission
+	// policy metallo-workspace-helpers (deploy/cluster).
+	LabelRole           = "execution.pharos.dev/role"
+	RoleWorkspaceHelper = "workspace-helper"
 )
 
 // RenderCredential renders the Attempt's credential Secret
@@ -83,7 +87,8 @@ func HelperCommand(s application.HelperSpec) []string {
 // service account without a mounted token, the workspace claim at
 // /workspace, the credential Secret read-only at CredentialPath (only in
 // this Pod), the CA ConfigMap when the Site names one, the Site's
-// scheduling and the identity labels; the termination message is the
+// scheduling, the identity labels and LabelRole=RoleWorkspaceHelper; the
+// termination message is the
 // file workspace-init writes its outcome to.
 func (r *Renderer) RenderHelper(s application.HelperSpec) (application.NativeObject, error) {
 	name := domain.AttemptObjectName(s.Identity.AttemptID, domain.SuffixHelper)
@@ -104,13 +109,15 @@ func (r *Renderer) RenderHelper(s application.HelperSpec) (application.NativeObj
 		volumes = append(volumes, corev1.Volume{Name: CAVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: s.CAConfigMap}, Items: []corev1.KeyToPath{{Key: CAKey, Path: CAKey}}}}})
 	}
+	labels := Labels(s.Identity)
+	labels[LabelRole] = RoleWorkspaceHelper
 	var annotations map[string]string
 	if len(r.PodAnnotations) > 0 {
 		annotations = maps.Clone(r.PodAnnotations)
 	}
 	pod := corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: domain.KindPod},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: Labels(s.Identity), Annotations: annotations},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: labels, Annotations: annotations},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			TerminationGracePeriodSeconds: &grace,

@@ -1,0 +1,133 @@
+package kube_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+const (
+	checkoutCommit = "0123456789abcdef0123456789abcdef01234567"
+	checkoutToken  = "kwok-lane-token-3f9a"
+	// annotationTerminationMessage makes KWOK write its value as every
+	// container's termination message (deploy/localcluster/kwok/stages.yaml).
+	annotationTerminationMessage = "localcluster.metallo.dev/termination-message"
+)
+
+// providerDouble stands in for the repository grant provider, a provider
+// outside this project: the same idempotency key answers the same grant;
+// it counts issues and revocations. (The Git host lane mints real tokens;
+// here KWOK runs no container, so no token is ever used.)
+type providerDouble struct {
+	mu      sync.Mutex
+	issued  map[string]bool // grant ID → unrevoked
+	revoked []string
+}
+
+func (p *providerDouble) Issue(_ context.Context, r domain.GrantRequest) (domain.RepositoryGrant, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	id := "grant-" + r.AttemptID
+	if _, ok := p.issued[id]; !ok {
+		p.issued[id] = true
+	}
+	return domain.RepositoryGrant{GrantID: id, Username: "member-user", Token: checkoutToken, ExpiresAt: time.Now().Add(time.Hour)}, nil
+}
+
+func (p *providerDouble) Revoke(_ context.Context, id string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.issued[id] = false
+	p.revoked = append(p.revoked, id)
+	return nil
+}
+
+// A batch prepare with a repository on the local cluster: the credential
+// Secret and the helper Pod are created as the member through the
+// admission policies of deploy/cluster (metallo-workspace-helpers with the
+// namespace's platform image), the helper's termination message is read,
+// the grant is revoked, and the Secret and the helper are deleted by UID
+// before prepare answers prepared; then the Job starts. No record holds
+// the token. Real: API server, RBAC, impersonation, admission, audit log.
+// Simulated by KWOK: the helper "runs" a second and terminates with the
+// outcome line its annotation carries; the provider is a double.
+func TestAPrepareWithARepositoryRunsTheHelperAndLeavesNothingBeforeItAnswers(t *testing.T) {
+	t.Parallel()
+	outcome := domain.CheckoutOutcome{Outcome: siteprotocol.OutcomeSucceeded, Message: "checked out", Commit: checkoutCommit, Bytes: 4096, Fetch: "shallow"}
+	grants := &providerDouble{issued: map[string]bool{}}
+	s := newSite(t, siteOptions{grants: grants, podAnnotations: map[string]string{kubetest.AnnotationRunSeconds: "1", annotationTerminationMessage: string(bytes.TrimSpace(outcome.Encode()))}})
+	attempt := uuid.NewString()
+	prep := s.execute(s.command(siteprotocol.OpPrepare, attempt, map[string]any{"workspace_size_bytes": 1 << 30,
+		"repository": map[string]any{"url": "https://git.example.org/lab/model.git", "commit": checkoutCommit}}))
+	want(t, prep, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
+	if !strings.Contains(prep.Message, checkoutCommit) {
+		t.Errorf("message: %s", prep.Message)
+	}
+	ctx := testContext(t)
+	helper, secret := domain.AttemptObjectName(attempt, domain.SuffixHelper), domain.AttemptObjectName(attempt, domain.SuffixCredential)
+	if _, err := s.e.Client.CoreV1().Pods(s.ns).Get(ctx, helper, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the helper Pod %s after prepare: %v", helper, err)
+	}
+	if _, err := s.e.Client.CoreV1().Secrets(s.ns).Get(ctx, secret, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the credential Secret %s after prepare: %v", secret, err)
+	}
+	if grants.issued["grant-"+attempt] || len(grants.revoked) != 1 {
+		t.Errorf("grant unrevoked: %v, revocations %v", grants.issued, grants.revoked)
+	}
+	for _, o := range []struct{ resource, name string }{{"pods", helper}, {"secrets", secret}} {
+		if ev := s.e.WhoCreated(o.resource, s.ns, o.name); ev.Actor() != s.memberUser() || ev.User.Username != siteagent.RuntimeUser() {
+			t.Errorf("audit: %s %s created by %q impersonating %+v; want the Runtime impersonating %s", o.resource, o.name, ev.User.Username, ev.ImpersonatedUser, s.memberUser())
+		}
+	}
+	records, err := s.journal.Batch().Records(ctx, attempt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	phases := map[string]string{}
+	for _, r := range records {
+		phases[r.Kind] = r.Phase
+		if bytes.Contains(r.Spec, []byte(checkoutToken)) {
+			t.Errorf("record %s %s holds the token", r.Kind, r.Name)
+		}
+	}
+	if got := fmt.Sprint(phases); got != fmt.Sprint(map[string]string{domain.KindCheckout: domain.PhaseRead, domain.KindWorkspace: domain.PhaseCreated,
+		domain.KindPod: domain.PhaseRemoved, domain.KindGrant: domain.PhaseRevoked, domain.KindSecret: domain.PhaseRemoved}) {
+		t.Errorf("records %s", got)
+	}
+	want(t, s.start(attempt, 500, 60), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
+}
+
+// A helper whose outcome is a failure ends prepare with its reason, after
+// the revocation and the removal; a start is then not-prepared.
+func TestAFailedHelperOutcomeIsThePreparesReasonAndLeavesNothing(t *testing.T) {
+	t.Parallel()
+	outcome := domain.CheckoutFailed(siteprotocol.ReasonCommitMissing, "the repository has no commit %s", checkoutCommit)
+	grants := &providerDouble{issued: map[string]bool{}}
+	s := newSite(t, siteOptions{grants: grants, podAnnotations: map[string]string{kubetest.AnnotationRunSeconds: "1", "localcluster.metallo.dev/fail": "true",
+		annotationTerminationMessage: string(bytes.TrimSpace(outcome.Encode()))}})
+	attempt := uuid.NewString()
+	prep := s.execute(s.command(siteprotocol.OpPrepare, attempt, map[string]any{"workspace_size_bytes": 1 << 30,
+		"repository": map[string]any{"url": "https://git.example.org/lab/model.git", "commit": checkoutCommit}}))
+	want(t, prep, siteprotocol.OutcomeFailed, siteprotocol.ReasonCommitMissing)
+	ctx := testContext(t)
+	if _, err := s.e.Client.CoreV1().Pods(s.ns).Get(ctx, domain.AttemptObjectName(attempt, domain.SuffixHelper), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the helper Pod after prepare: %v", err)
+	}
+	if len(grants.revoked) != 1 {
+		t.Errorf("revocations %v", grants.revoked)
+	}
+	want(t, s.start(attempt, 500, 60), siteprotocol.OutcomeRefused, siteprotocol.ReasonNotPrepared)
+}
