@@ -139,10 +139,12 @@ func TestBarePodsAreRefused(t *testing.T) {
 	t.Parallel()
 	s := newSite(t)
 	shell := func() *corev1.Pod {
-		p := s.attempt(s.alice).helper()
+		a := s.attempt(s.alice)
+		p := a.helper()
 		p.Name = "shell"
 		// A member workload's spec: no credential (metallo-pods would refuse that too).
-		p.Spec = s.attempt(s.alice).podSpec()
+		p.Spec = a.podSpec()
+		delete(p.Labels, "execution.pharos.dev/role")
 		return p
 	}
 	refusedByOneOf(t, "bare Pod with alice's own token", createPod(s.asMember(t, s.alice), s.namespace, shell()),
