@@ -187,7 +187,7 @@ func (c *Checkout) Run(ctx context.Context, cmd siteprotocol.Command, b domain.M
 	grantRec := domain.FindRecord(records, domain.KindGrant)
 	var grant *domain.RepositoryGrant
 	if grantRec == nil || grantRec.Phase == domain.PhaseIssuing {
-		rec, g, refusal, err := c.issue(ctx, cmd, b, key, repo)
+		rec, g, refusal, err := c.issue(ctx, cmd, b, key, repo, grantRec != nil)
 		if err != nil || refusal != nil {
 			return domain.CheckoutOutcome{}, refusal, err
 		}
@@ -234,15 +234,18 @@ func describeOutcome(o domain.CheckoutOutcome) string {
 	return fmt.Sprintf("%s / %s", o.Outcome, o.Reason)
 }
 
-// issue records the grant issuing, asks the provider, and records what it
-// answered: issued with the grant ID, or refused with the refusal.
-func (c *Checkout) issue(ctx context.Context, cmd siteprotocol.Command, b domain.MemberBinding, key string, repo siteprotocol.Repository) (domain.NativeRecord, domain.RepositoryGrant, *domain.Answer, error) {
+// issue records the grant issuing (unless recorded is true: a recovery
+// of that record), asks the provider, and records what it answered:
+// issued with the grant ID, or refused with the refusal.
+func (c *Checkout) issue(ctx context.Context, cmd siteprotocol.Command, b domain.MemberBinding, key string, repo siteprotocol.Repository, recorded bool) (domain.NativeRecord, domain.RepositoryGrant, *domain.Answer, error) {
 	rec := domain.NativeRecord{AttemptID: cmd.AttemptID, Kind: domain.KindGrant, Namespace: b.Namespace, Name: key,
 		ServiceKind: c.life.cfg.ServiceKind, Spec: encodeSpec(grantRecordSpec{IdempotencyKey: key, RepositoryURL: repo.URL, Commit: repo.Commit})}
-	if err := c.life.SaveRecord(ctx, cmd, rec, domain.PhaseIssuing); err != nil {
-		return rec, domain.RepositoryGrant{}, nil, err
+	if !recorded {
+		if err := c.life.SaveRecord(ctx, cmd, rec, domain.PhaseIssuing); err != nil {
+			return rec, domain.RepositoryGrant{}, nil, err
+		}
+		c.life.fp.Hit(FailAfterNativeRecord)
 	}
-	c.life.fp.Hit(FailAfterNativeRecord)
 	g, refusal, err := IssueCheckoutGrant(ctx, c.grants, cmd, repo.URL)
 	if err != nil {
 		return rec, domain.RepositoryGrant{}, nil, err
