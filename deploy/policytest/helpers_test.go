@@ -1,9 +1,14 @@
 package policytest
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
 // Only the Attempt's workspace helper mounts its credential Secret: alice's rendered helper
@@ -80,4 +85,24 @@ func TestAHelperIsTheFixedImageWithExactlyTheRenderedCommand(t *testing.T) {
 		c.change(p)
 		refused(t, "alice's helper with "+what, "metallo-workspace-helpers", c.message, createPod(via, s.namespace, p))
 	}
+}
+
+// A serving Pod's read-only verification of its prepared checkout (the init container
+// workspace-verify as the Runtime renders it, kube.VerifyContainer) is accepted in alice's
+// Deployment; the same Deployment mounting her credential for it is refused.
+func TestAServingPodsWorkspaceVerificationIsAcceptedWithoutACredential(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	alice := s.attempt(s.alice)
+	via := s.viaRuntime(t, s.alice)
+	verify := kube.VerifyContainer(application.WorkspaceVerification{Image: platformImage,
+		Repository: siteprotocol.Repository{URL: "https://git.example.org/lab/model.git", Commit: strings.Repeat("c", 40)}, SizeLimitBytes: 1 << 20})
+	d := alice.deployment()
+	d.Spec.Template.Spec.InitContainers = []corev1.Container{verify}
+	acceptedDryRun(t, "alice's Deployment verifying its workspace", createDeployment(via, s.namespace, d))
+	d = alice.deployment()
+	verify.VolumeMounts = append(verify.VolumeMounts, corev1.VolumeMount{Name: "credential", MountPath: "/var/run/secrets/metallo/repository"})
+	d.Spec.Template.Spec.InitContainers = []corev1.Container{verify}
+	d.Spec.Template.Spec.Volumes = append(d.Spec.Template.Spec.Volumes, corev1.Volume{Name: "credential", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: alice.secretName()}}})
+	refused(t, "alice's Deployment verifying its workspace with her credential", "metallo-deployments", msgNoCredential, createDeployment(via, s.namespace, d))
 }
