@@ -151,6 +151,9 @@ func (e *ApplicationExecutor) Recover(ctx context.Context, cmd siteprotocol.Comm
 }
 
 func (e *ApplicationExecutor) perform(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {
+	if err := e.checkout.RetryRevocation(ctx, cmd); err != nil {
+		return domain.Answer{}, err
+	}
 	return e.life.perform(ctx, cmd, recovering, familySteps{name: "application", prepare: e.prepare, start: e.start, observe: e.observe})
 }
 

@@ -126,6 +126,9 @@ func (e *BatchExecutor) Recover(ctx context.Context, cmd siteprotocol.Command) (
 }
 
 func (e *BatchExecutor) perform(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {
+	if err := e.checkout.RetryRevocation(ctx, cmd); err != nil {
+		return domain.Answer{}, err
+	}
 	return e.life.perform(ctx, cmd, recovering, familySteps{name: "batch", prepare: e.prepare, start: e.start, observe: e.observe})
 }
 

@@ -435,6 +435,36 @@ func (c *Checkout) revoke(ctx context.Context, cmd siteprotocol.Command, rec dom
 	return &rec, nil
 }
 
+// RetryRevocation revokes again, before a cleanup of cmd's Attempt, a
+// grant whose revocation the provider did not confirm (recorded
+// unconfirmed, or revoking by a crash): recorded revoked once it does,
+// unconfirmed again otherwise; the cleanup goes on either way and answers
+// the same (docs/site-runtime.md#the-workspace-helper). Nothing happens for
+// other operations, on a nil Checkout, or without such a grant. Errors are
+// the record store's, or ctx's.
+func (c *Checkout) RetryRevocation(ctx context.Context, cmd siteprotocol.Command) error {
+	if c == nil || cmd.Operation != siteprotocol.OpCleanup {
+		return nil
+	}
+	records, err := c.life.Records(ctx, cmd.AttemptID)
+	if err != nil {
+		return err
+	}
+	rec := domain.FindRecord(records, domain.KindGrant)
+	if rec == nil || (rec.Phase != domain.PhaseUnconfirmed && rec.Phase != domain.PhaseRevoking) {
+		return nil
+	}
+	if rec.Phase == domain.PhaseUnconfirmed {
+		rec.Phase = domain.PhaseRevoking
+		if err := c.life.SaveRecord(ctx, cmd, *rec, domain.PhaseRevoking); err != nil {
+			return err
+		}
+		c.life.fp.Hit(FailAfterNativeRecord)
+	}
+	_, err = c.revoke(ctx, cmd, *rec)
+	return err
+}
+
 // remove deletes the helper and then the credential Secret by UID, each
 // within the helper deletion allowance; pending is the failed /
 // deletion-pending answer when one is still there after it.

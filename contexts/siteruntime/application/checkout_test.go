@@ -271,6 +271,15 @@ func TestARevocationTheProviderDoesNotConfirmFailsThePrepare(t *testing.T) {
 		t.Errorf("recovery answered %s: %s", again.Reason, again.Message)
 	}
 	expect(t, f.run(t, f.cmd(t, siteprotocol.OpStart, startBody), false), siteprotocol.OutcomeRefused, siteprotocol.ReasonNotPrepared)
+	// The cleanup revokes it again, now that the provider answers.
+	if f.grants.unrevoked() != 1 {
+		t.Fatalf("%d unrevoked grants before the cleanup", f.grants.unrevoked())
+	}
+	expect(t, f.run(t, f.cmd(t, siteprotocol.OpCleanup, nil), false), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonDeleted)
+	if f.grants.unrevoked() != 0 || f.record(domain.KindGrant).Phase != domain.PhaseRevoked {
+		t.Fatalf("after the cleanup: %d unrevoked, grant record %s", f.grants.unrevoked(), f.record(domain.KindGrant).Phase)
+	}
+	f.settled(t)
 }
 
 func TestADeniedGrantCreatesNoSecretAndNoHelper(t *testing.T) {
