@@ -58,6 +58,8 @@ type siteOptions struct {
 	// workspace helper with this provider (and names the platform image
 	// in the namespace's ConfigMap metallo-site, as the Site agent does).
 	grants application.RepositoryGrants
+	// checkoutCA is the helper's --repository-ca-configmap.
+	checkoutCA string
 }
 
 // site is a Site project namespace set up as the Site agent would, and a
@@ -139,7 +141,7 @@ func newSite(t testing.TB, o siteOptions) *site {
 		if err := siteagent.PlatformImage(ctx, e.Client, s.ns, o.image); err != nil {
 			t.Fatal(err)
 		}
-		batch.WithCheckout(o.grants, s.renderer, workloads, application.CheckoutConfig{Image: o.image, Timeout: time.Minute, Wait: 2 * time.Minute})
+		batch.WithCheckout(o.grants, s.renderer, workloads, application.CheckoutConfig{Image: o.image, Timeout: time.Minute, Wait: 2 * time.Minute, CAConfigMap: o.checkoutCA})
 	}
 	if o.watch {
 		w := application.NewJobWatcher(workloads, s.journal.Batch(), s.journal.Batch(), systemClock{}, testWatchEvents{t}, 0)
