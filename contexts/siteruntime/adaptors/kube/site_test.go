@@ -60,6 +60,8 @@ type siteOptions struct {
 	grants application.RepositoryGrants
 	// checkoutCA is the helper's --repository-ca-configmap.
 	checkoutCA string
+	// fp are the batch executor's failpoints (none when nil).
+	fp application.Failpoints
 }
 
 // site is a Site project namespace set up as the Site agent would, and a
@@ -136,7 +138,7 @@ func newSite(t testing.TB, o siteOptions) *site {
 	}
 	s.image = o.image
 	access := application.NewAccess(s.journal, workloads, perms, systemClock{})
-	batch := application.NewBatchExecutor(access, workloads, s.renderer, images{ref: o.image}, s.journal.Batch(), nil, application.BatchConfig{DeletionWait: o.deletionWait})
+	batch := application.NewBatchExecutor(access, workloads, s.renderer, images{ref: o.image}, s.journal.Batch(), o.fp, application.BatchConfig{DeletionWait: o.deletionWait})
 	if o.grants != nil {
 		if err := siteagent.PlatformImage(ctx, e.Client, s.ns, o.image); err != nil {
 			t.Fatal(err)
