@@ -214,6 +214,20 @@ func (l *Lifecycle) EnsureCreated(ctx context.Context, cmd siteprotocol.Command,
 			return obj, "", &r, nil
 		case rec.CommandID == cmd.ID && rec.UID != "" && rec.Phase != domain.PhaseRefused:
 			// The create of this command is recorded: answer it again.
+			// Recovery first makes sure the name does not now hold
+			// another object (another UID: unexplained, nothing
+			// deleted); an object gone since is answered as recorded
+			// (observe reports it missing).
+			if recovering && rec.Phase == domain.PhaseCreated {
+				live, found, err := l.native.Lookup(ctx, SavedObject(*rec))
+				if err != nil {
+					return obj, "", nil, fmt.Errorf("look up %s %s/%s: %w", rec.Kind, rec.Namespace, rec.Name, err)
+				}
+				if found && live.UID != rec.UID {
+					return obj, "", nil, fmt.Errorf("%w: %s %s/%s has uid %s, but command %s recorded creating uid %s; nothing was deleted",
+						ErrUnexplained, rec.Kind, rec.Namespace, rec.Name, live.UID, cmd.ID, rec.UID)
+				}
+			}
 			return SavedObject(*rec), rec.UID, nil, nil
 		case rec.CommandID == cmd.ID && rec.Phase == domain.PhaseCreating:
 			// A create of this command may have happened: what it

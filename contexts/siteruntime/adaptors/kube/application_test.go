@@ -599,3 +599,46 @@ func TestRecoveryAdoptsAServiceThatMatchesWithTheServersDefaults(t *testing.T) {
 		t.Fatalf("refs %+v, want the live Deployment %s and Service %s", r.NativeRefs, dep.UID, svc.UID)
 	}
 }
+
+// A field the Runtime rendered that the live object lacks, other than the
+// omitted zero delay: a Deployment without one of its identity labels is
+// not adopted; nothing is deleted. Real: the API server.
+func TestRecoveryRefusesADeploymentMissingARenderedLabel(t *testing.T) {
+	t.Parallel()
+	appRecoveryRefuses(t, kube.LabelCommand, func(d *appsv1.Deployment) { delete(d.Labels, kube.LabelCommand) })
+}
+
+// Another UID: a start recorded its Service's UID, and the name now holds
+// another Service (deleted and made again out of band); recovery of the
+// start stops as unexplained instead of answering the recorded UID, and
+// deletes nothing (a namespace the admission policies do not guard, so
+// the test can make the other Service). Real: the API server, RBAC,
+// impersonation.
+func TestRecoveryOfARecordedStartRefusesAnObjectOfAnotherUID(t *testing.T) {
+	t.Parallel()
+	s := newAppSite(t, appOptions{siteOptions: siteOptions{noPolicy: true}})
+	attempt := uuid.NewString()
+	want(t, s.prepareApp(attempt), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
+	p := s.command(siteprotocol.OpStart, attempt, nil)
+	want(t, s.execute(p), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
+	old := s.servicesOf(attempt)[0]
+	if err := s.e.Client.CoreV1().Services(s.ns).Delete(testContext(t), old.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	again := corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: old.Name, Labels: old.Labels, Annotations: old.Annotations},
+		Spec: corev1.ServiceSpec{Type: old.Spec.Type, Selector: old.Spec.Selector, Ports: old.Spec.Ports}}
+	made, err := s.e.Client.CoreV1().Services(s.ns).Create(testContext(t), &again, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.registry.Recover(testContext(t), p)
+	if !errors.Is(err, application.ErrUnexplained) || !strings.Contains(err.Error(), string(made.UID)) {
+		t.Fatalf("recovery: want unexplained native state naming uid %s, got %v", made.UID, err)
+	}
+	if svcs := s.servicesOf(attempt); len(svcs) != 1 || svcs[0].UID != made.UID || svcs[0].DeletionTimestamp != nil {
+		t.Fatal("the Service of another UID was touched")
+	}
+	if len(s.deploymentsOf(attempt)) != 1 {
+		t.Fatal("the Deployment was touched")
+	}
+}
