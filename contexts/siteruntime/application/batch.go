@@ -142,7 +142,7 @@ func (e *BatchExecutor) prepare(ctx context.Context, cmd siteprotocol.Command, r
 	if err != nil {
 		return domain.Answer{}, fmt.Errorf("render the workspace claim: %w", err)
 	}
-	obj, uid, refusal, err := e.life.EnsureCreated(ctx, cmd, b, domain.FindRecord(records, domain.KindWorkspace), obj, recovering)
+	obj, uid, refusal, err := e.life.EnsureCreated(ctx, cmd, e.life.Access().Start(cmd, b), domain.FindRecord(records, domain.KindWorkspace), obj, recovering)
 	if refusal != nil || err != nil {
 		return OrAnswer(refusal), err
 	}
@@ -203,7 +203,7 @@ func (e *BatchExecutor) start(ctx context.Context, cmd siteprotocol.Command, rec
 		// is removed at once (a TTL of 0).
 		e.watch.Ensure(ctx, b.Namespace)
 	}
-	obj, uid, refusal, err := e.life.EnsureCreated(ctx, cmd, b, domain.FindRecord(records, domain.KindJob), obj, recovering)
+	obj, uid, refusal, err := e.life.EnsureCreated(ctx, cmd, e.life.Access().Start(cmd, b), domain.FindRecord(records, domain.KindJob), obj, recovering)
 	if refusal != nil || err != nil {
 		return OrAnswer(refusal), err
 	}
