@@ -14,12 +14,14 @@ import (
 // the Kubernetes adaptor acting as the Runtime's identity from
 // --kubeconfig (the Pod's service account when empty; a Runtime outside a
 // cluster without --kubeconfig fails here, naming the flag), its creates
-// impersonating the member.
+// impersonating the member, rate-limited by --kube-api-qps and
+// --kube-api-burst.
 func NewNativeObjects(c Config) (*kube.Workloads, error) {
 	rc, err := kubeconfig.Load(c.Kubeconfig)
 	if err != nil {
 		return nil, config.Invalid("kubeconfig", c.Kubeconfig, fmt.Errorf("%w (outside a cluster give --kubeconfig)", err))
 	}
+	rc.QPS, rc.Burst = float32(c.KubeAPIQPS), c.KubeAPIBurst
 	return kube.New(rc)
 }
 

@@ -82,6 +82,12 @@ type Config struct {
 	// DeletionWait bounds how long cancel and cleanup wait for a deleted
 	// object to be gone (then failed / deletion-pending).
 	DeletionWait time.Duration
+	// KubeAPIQPS and KubeAPIBurst are the client-side rate limit of the
+	// Runtime's own Kubernetes client (requests per second and the burst
+	// above it; default 50 and 100), which bounds Attempt starts per second
+	// (docs/operations.md#the-runtimes-kubernetes-client-rate-limit).
+	KubeAPIQPS   float64
+	KubeAPIBurst int
 	// PermissionsBound bounds how long an unavailable HTTP permission
 	// provider is retried (then refused / permission-unavailable).
 	PermissionsBound time.Duration
@@ -255,6 +261,12 @@ func (c Config) Validate() error {
 		errs.bad("progress-deadline", c.ProgressDeadline.String(), errors.New("must be whole seconds, at least 1s: it is the Deployment's progressDeadlineSeconds"))
 	}
 	errs.positive("deletion-wait", c.DeletionWait, "how long cancel and cleanup wait for a deleted object")
+	if !(c.KubeAPIQPS >= 1 && c.KubeAPIQPS <= 10000) {
+		errs.bad("kube-api-qps", fmt.Sprint(c.KubeAPIQPS), errors.New("must be 1..10000 requests per second"))
+	}
+	if c.KubeAPIBurst < 1 || c.KubeAPIBurst > 20000 || float64(c.KubeAPIBurst) < c.KubeAPIQPS {
+		errs.bad("kube-api-burst", fmt.Sprint(c.KubeAPIBurst), errors.New("must be 1..20000 requests and at least --kube-api-qps"))
+	}
 	errs.positive("permissions-bound", c.PermissionsBound, "how long an unavailable permission provider is retried")
 	errs.positive("repository-grants-bound", c.RepositoryGrantsBound, "how long an unavailable repository grant provider is retried")
 	if c.CheckoutTimeout < 0 {

@@ -31,7 +31,7 @@ func validConfig(t *testing.T) siteruntime.Config {
 		KeyFile: key, HeartbeatFile: filepath.Join(dir, "heartbeat"), LivenessBound: 2 * time.Minute,
 		BatchImage:  "registry.example/batch@sha256:" + strings.Repeat("a", 64),
 		Permissions: "policy:" + policy, RepositoryGrants: "file:" + grantsFile, RepositoryGrantsBound: 2 * time.Minute, InstallationRecord: "file:" + filepath.Join(dir, "installation.json"),
-		DeletionWait: 2 * time.Minute, ProgressDeadline: 600 * time.Second, PermissionsBound: 2 * time.Minute, PullLimit: 100, PullWait: 30 * time.Second,
+		DeletionWait: 2 * time.Minute, KubeAPIQPS: 50, KubeAPIBurst: 100, ProgressDeadline: 600 * time.Second, PermissionsBound: 2 * time.Minute, PullLimit: 100, PullWait: 30 * time.Second,
 		BackoffInitial: 200 * time.Millisecond, BackoffMax: 30 * time.Second,
 	}
 }
@@ -88,6 +88,8 @@ func TestServeConfigurationIsRefusedNamingTheFlag(t *testing.T) {
 		"zero grants bound":            {"repository-grants-bound", func(c *siteruntime.Config) { c.RepositoryGrantsBound = 0 }},
 		"no record":                    {"installation-record", func(c *siteruntime.Config) { c.InstallationRecord = "" }},
 		"zero deletion wait":           {"deletion-wait", func(c *siteruntime.Config) { c.DeletionWait = 0 }},
+		"zero kube API QPS":            {"kube-api-qps", func(c *siteruntime.Config) { c.KubeAPIQPS = 0 }},
+		"kube API burst below QPS":     {"kube-api-burst", func(c *siteruntime.Config) { c.KubeAPIBurst = 10 }},
 		"zero progress deadline":       {"progress-deadline", func(c *siteruntime.Config) { c.ProgressDeadline = 0 }},
 		"fractional progress deadline": {"progress-deadline", func(c *siteruntime.Config) { c.ProgressDeadline = 1500 * time.Millisecond }},
 		"negative permissions bound":   {"permissions-bound", func(c *siteruntime.Config) { c.PermissionsBound = -time.Second }},

@@ -63,7 +63,8 @@ type ApplicationNatives interface {
 //     command is refused attempt-conflict, whatever it asks for, so a later
 //     command never changes the service kind or the specification;
 //   - start creates exactly what prepare saved, the Deployment and then the
-//     Service, as the member after a fresh access check. When the Service
+//     Service, as the member after one fresh access check (StartAccess:
+//     its identity serves both creates). When the Service
 //     is refused after the Deployment exists, the Deployment is deleted by
 //     its UID (recorded before and after; FailAtCompensatingDelete) and the
 //     start is refused with the Service's refusal: nothing of the Attempt is
@@ -207,14 +208,16 @@ func (e *ApplicationExecutor) prepare(ctx context.Context, cmd siteprotocol.Comm
 	if err != nil {
 		return e.renderRefusal(err)
 	}
-	ws, wsUID, refusal, err := e.life.EnsureCreated(ctx, cmd, b, domain.FindRecord(records, domain.KindWorkspace), ws, recovering)
+	// One access check for the claim and the checkout's creates.
+	access := e.life.Access().Start(cmd, b)
+	ws, wsUID, refusal, err := e.life.EnsureCreated(ctx, cmd, access, domain.FindRecord(records, domain.KindWorkspace), ws, recovering)
 	if refusal != nil || err != nil {
 		return OrAnswer(refusal), err
 	}
 	checkedOut := ""
 	if p.Repository != nil && depRec == nil {
 		// The specification is saved only once the checkout is ready.
-		o, answer, err := e.checkout.Run(ctx, cmd, b, ws.Name, *p.Repository, p.WorkspaceSizeBytes, recovering)
+		o, answer, err := e.checkout.Run(ctx, cmd, access, ws.Name, *p.Repository, p.WorkspaceSizeBytes, recovering)
 		if answer != nil || err != nil {
 			return OrAnswer(answer), err
 		}
@@ -332,11 +335,14 @@ func (e *ApplicationExecutor) start(ctx context.Context, cmd siteprotocol.Comman
 		return domain.Refused(siteprotocol.ReasonNotPrepared, "attempt %s was prepared in namespace %s; binding %s now names namespace %s",
 			cmd.AttemptID, depRec.Namespace, b.BindingID, b.Namespace), nil
 	}
-	dep, depUID, refusal, err := e.life.EnsureCreated(ctx, cmd, b, startRecord(cmd, depRec), SavedObject(*depRec), recovering)
+	// One access check for the start: its identity creates the Deployment
+	// and then the Service (docs/site-runtime.md#access-before-every-native-start).
+	access := e.life.Access().Start(cmd, b)
+	dep, depUID, refusal, err := e.life.EnsureCreated(ctx, cmd, access, startRecord(cmd, depRec), SavedObject(*depRec), recovering)
 	if refusal != nil || err != nil {
 		return OrAnswer(refusal), err
 	}
-	svc, svcUID, refusal, err := e.life.EnsureCreated(ctx, cmd, b, startRecord(cmd, svcRec), SavedObject(*svcRec), recovering)
+	svc, svcUID, refusal, err := e.life.EnsureCreated(ctx, cmd, access, startRecord(cmd, svcRec), SavedObject(*svcRec), recovering)
 	if err != nil {
 		return domain.Answer{}, err
 	}

@@ -392,3 +392,20 @@ func TestAStartAfterACancelNamesTheCommandThatRemovedTheDeployment(t *testing.T)
 		t.Fatal("a refused start created something")
 	}
 }
+
+// An application start makes one access check (one permission query) for
+// its two creates, and both creates act as the identity it returned; the
+// prepare makes its own. The provider is a fake (outside this project).
+func TestAnApplicationStartChecksAccessOnceForBothCreates(t *testing.T) {
+	f := newAppFixture(t, 600*time.Second)
+	f.run(t, f.cmd(t, siteprotocol.OpPrepare, preparePayload(8080)), false)
+	before := len(f.perms.queries)
+	r := f.run(t, f.cmd(t, siteprotocol.OpStart, nil), false)
+	expect(t, r, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
+	if got := len(f.perms.queries) - before; got != 1 {
+		t.Fatalf("the start asked the permission provider %d times, want once", got)
+	}
+	if len(r.NativeRefs) != 2 {
+		t.Fatalf("refs %+v", r.NativeRefs)
+	}
+}

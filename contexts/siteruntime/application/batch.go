@@ -156,13 +156,15 @@ func (e *BatchExecutor) prepare(ctx context.Context, cmd siteprotocol.Command, r
 	if err != nil {
 		return domain.Answer{}, fmt.Errorf("render the workspace claim: %w", err)
 	}
-	obj, uid, refusal, err := e.life.EnsureCreated(ctx, cmd, b, domain.FindRecord(records, domain.KindWorkspace), obj, recovering)
+	// One access check for the claim and the checkout's creates.
+	access := e.life.Access().Start(cmd, b)
+	obj, uid, refusal, err := e.life.EnsureCreated(ctx, cmd, access, domain.FindRecord(records, domain.KindWorkspace), obj, recovering)
 	if refusal != nil || err != nil {
 		return OrAnswer(refusal), err
 	}
 	checkedOut := ""
 	if p.Repository != nil {
-		o, answer, err := e.checkout.Run(ctx, cmd, b, obj.Name, *p.Repository, p.WorkspaceSizeBytes, recovering)
+		o, answer, err := e.checkout.Run(ctx, cmd, access, obj.Name, *p.Repository, p.WorkspaceSizeBytes, recovering)
 		if answer != nil || err != nil {
 			return OrAnswer(answer), err
 		}
@@ -229,7 +231,7 @@ func (e *BatchExecutor) start(ctx context.Context, cmd siteprotocol.Command, rec
 		// is removed at once (a TTL of 0).
 		e.watch.Ensure(ctx, b.Namespace)
 	}
-	obj, uid, refusal, err := e.life.EnsureCreated(ctx, cmd, b, domain.FindRecord(records, domain.KindJob), obj, recovering)
+	obj, uid, refusal, err := e.life.EnsureCreated(ctx, cmd, e.life.Access().Start(cmd, b), domain.FindRecord(records, domain.KindJob), obj, recovering)
 	if refusal != nil || err != nil {
 		return OrAnswer(refusal), err
 	}

@@ -170,15 +170,17 @@ func encodeSpec(v any) []byte {
 	return b
 }
 
-// Run checks repo out into the claim of cmd's Attempt under binding b
-// (sizeBytes the workspace's size). It returns the verified outcome, or
+// Run checks repo out into the claim of cmd's Attempt under the command's
+// access check (its binding; the check itself performed at most once, by
+// the first create; sizeBytes the workspace's size). It returns the verified outcome, or
 // the prepare's answer when the checkout did not make the workspace ready:
 // the provider's refusal (nothing else created), the helper's failed or
 // refused outcome, revocation-unconfirmed, or deletion-pending; in each
 // case after the grant was revoked and the Secret and the helper removed
 // (except deletion-pending). Errors leave the effect uncertain, or wrap
 // ErrUnexplained.
-func (c *Checkout) Run(ctx context.Context, cmd siteprotocol.Command, b domain.MemberBinding, claim string, repo siteprotocol.Repository, sizeBytes int64, recovering bool) (domain.CheckoutOutcome, *domain.Answer, error) {
+func (c *Checkout) Run(ctx context.Context, cmd siteprotocol.Command, access *StartAccess, claim string, repo siteprotocol.Repository, sizeBytes int64, recovering bool) (domain.CheckoutOutcome, *domain.Answer, error) {
+	b := access.Binding()
 	records, err := c.life.Records(ctx, cmd.AttemptID)
 	if err != nil {
 		return domain.CheckoutOutcome{}, nil, err
@@ -202,7 +204,7 @@ func (c *Checkout) Run(ctx context.Context, cmd siteprotocol.Command, b domain.M
 		return domain.CheckoutOutcome{}, &a, nil
 	}
 
-	outcome, err := c.outcome(ctx, cmd, b, records, *grantRec, grant, claim, repo, sizeBytes, recovering)
+	outcome, err := c.outcome(ctx, cmd, access, records, *grantRec, grant, claim, repo, sizeBytes, recovering)
 	if err != nil {
 		return domain.CheckoutOutcome{}, nil, err
 	}
@@ -274,7 +276,7 @@ func (c *Checkout) issue(ctx context.Context, cmd siteprotocol.Command, b domain
 
 // outcome returns the helper's recorded outcome, creating the Secret and
 // the helper and waiting for it first when none is recorded.
-func (c *Checkout) outcome(ctx context.Context, cmd siteprotocol.Command, b domain.MemberBinding, records []domain.NativeRecord,
+func (c *Checkout) outcome(ctx context.Context, cmd siteprotocol.Command, access *StartAccess, records []domain.NativeRecord,
 	grantRec domain.NativeRecord, grant *domain.RepositoryGrant, claim string, repo siteprotocol.Repository, sizeBytes int64, recovering bool) (domain.CheckoutOutcome, error) {
 	if rec := domain.FindRecord(records, domain.KindCheckout); rec != nil {
 		o, err := domain.ParseCheckoutOutcome(rec.Spec)
@@ -288,6 +290,7 @@ func (c *Checkout) outcome(ctx context.Context, cmd siteprotocol.Command, b doma
 		// a Runtime of another version could leave that.
 		return domain.CheckoutOutcome{}, fmt.Errorf("%w: attempt %s's grant is %s but no checkout outcome is recorded", ErrUnexplained, cmd.AttemptID, grantRec.Phase)
 	}
+	b := access.Binding()
 	id := IdentityOf(cmd)
 	helperName := domain.AttemptObjectName(cmd.AttemptID, domain.SuffixHelper)
 	secretName := domain.AttemptObjectName(cmd.AttemptID, domain.SuffixCredential)
@@ -317,7 +320,7 @@ func (c *Checkout) outcome(ctx context.Context, cmd siteprotocol.Command, b doma
 			if err != nil {
 				return domain.CheckoutOutcome{}, fmt.Errorf("render the credential Secret: %w", err)
 			}
-			if _, _, refusal, err := c.life.EnsureCreated(ctx, cmd, b, secRec, obj, recovering); err != nil {
+			if _, _, refusal, err := c.life.EnsureCreated(ctx, cmd, access, secRec, obj, recovering); err != nil {
 				return domain.CheckoutOutcome{}, err
 			} else if refusal != nil {
 				o := domain.CheckoutOutcome{Outcome: refusal.Outcome, Reason: refusal.Reason, Message: refusal.Message}
@@ -335,7 +338,7 @@ func (c *Checkout) outcome(ctx context.Context, cmd siteprotocol.Command, b doma
 		if err != nil {
 			return domain.CheckoutOutcome{}, fmt.Errorf("render the workspace helper: %w", err)
 		}
-		obj, uid, refusal, err := c.life.EnsureCreated(ctx, cmd, b, domain.FindRecord(records, domain.KindPod), obj, recovering)
+		obj, uid, refusal, err := c.life.EnsureCreated(ctx, cmd, access, domain.FindRecord(records, domain.KindPod), obj, recovering)
 		switch {
 		case err != nil:
 			return domain.CheckoutOutcome{}, err

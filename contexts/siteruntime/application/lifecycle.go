@@ -70,8 +70,9 @@ type LifecycleConfig struct {
 // only what it renders, how it reads its native state, and which kinds it
 // owns (LifecycleConfig):
 //
-//   - EnsureCreated: the access check (Access.Authorize) before every
-//     create; the record saved in phase creating BEFORE the create call;
+//   - EnsureCreated: the command's access check (StartAccess, performed
+//     once per command however many objects it creates) before a create;
+//     the record saved in phase creating BEFORE the create call;
 //     the create as the member; the UID recorded after it. A record of the
 //     command with its UID is answered again; a record in phase creating,
 //     or recovery, looks the object up by its deterministic name first —
@@ -189,15 +190,17 @@ func (l *Lifecycle) Records(ctx context.Context, attemptID string) ([]domain.Nat
 	return l.records.Records(ctx, attemptID)
 }
 
-// EnsureCreated makes sure obj exists, created by cmd under binding b
-// (see Lifecycle); rec is the Attempt's record of obj's kind, or nil. It
+// EnsureCreated makes sure obj exists, created by cmd under the binding of
+// access, cmd's access check (Access.Start; see Lifecycle): the check runs
+// before the first create of the command and its identity serves every
+// later create of it; rec is the Attempt's record of obj's kind, or nil. It
 // returns the object as created (the saved specification when a record of
 // cmd holds one) and its UID, or a refusal: attempt-conflict when another
 // command created the kind, the access check's refusals, and
 // native-request-denied when the native system refused the create (the
 // record then says refused). An error leaves the effect uncertain, or
 // wraps ErrUnexplained.
-func (l *Lifecycle) EnsureCreated(ctx context.Context, cmd siteprotocol.Command, b domain.MemberBinding, rec *domain.NativeRecord, obj NativeObject, recovering bool) (NativeObject, string, *domain.Answer, error) {
+func (l *Lifecycle) EnsureCreated(ctx context.Context, cmd siteprotocol.Command, access *StartAccess, rec *domain.NativeRecord, obj NativeObject, recovering bool) (NativeObject, string, *domain.Answer, error) {
 	if rec != nil {
 		switch {
 		case rec.CommandID != cmd.ID && (rec.Phase == domain.PhaseDeleting || rec.Phase == domain.PhaseRemoved):
@@ -211,6 +214,20 @@ func (l *Lifecycle) EnsureCreated(ctx context.Context, cmd siteprotocol.Command,
 			return obj, "", &r, nil
 		case rec.CommandID == cmd.ID && rec.UID != "" && rec.Phase != domain.PhaseRefused:
 			// The create of this command is recorded: answer it again.
+			// Recovery first makes sure the name does not now hold
+			// another object (another UID: unexplained, nothing
+			// deleted); an object gone since is answered as recorded
+			// (observe reports it missing).
+			if recovering && rec.Phase == domain.PhaseCreated {
+				live, found, err := l.native.Lookup(ctx, SavedObject(*rec))
+				if err != nil {
+					return obj, "", nil, fmt.Errorf("look up %s %s/%s: %w", rec.Kind, rec.Namespace, rec.Name, err)
+				}
+				if found && live.UID != rec.UID {
+					return obj, "", nil, fmt.Errorf("%w: %s %s/%s has uid %s, but command %s recorded creating uid %s; nothing was deleted",
+						ErrUnexplained, rec.Kind, rec.Namespace, rec.Name, live.UID, cmd.ID, rec.UID)
+				}
+			}
 			return SavedObject(*rec), rec.UID, nil, nil
 		case rec.CommandID == cmd.ID && rec.Phase == domain.PhaseCreating:
 			// A create of this command may have happened: what it
@@ -231,7 +248,7 @@ func (l *Lifecycle) EnsureCreated(ctx context.Context, cmd siteprotocol.Command,
 			return obj, uid, nil, err
 		}
 	}
-	id, refusal, err := l.access.Authorize(ctx, cmd, b, domain.ActionStart)
+	id, refusal, err := access.Identity(ctx)
 	if refusal != nil || err != nil {
 		return obj, "", refusal, err
 	}

@@ -49,7 +49,7 @@ func (f *lifecycleFixture) ensure(t *testing.T, cmd siteprotocol.Command, obj ap
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, uid, refusal, err := f.life.EnsureCreated(ctx, cmd, b, domain.FindRecord(recs, obj.Kind), obj, recovering)
+	_, uid, refusal, err := f.life.EnsureCreated(ctx, cmd, f.life.Access().Start(cmd, b), domain.FindRecord(recs, obj.Kind), obj, recovering)
 	return uid, refusal, err
 }
 

@@ -1,6 +1,7 @@
 package kube_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
@@ -33,6 +35,24 @@ type appOptions struct {
 	podAnnotations map[string]string
 	// deadline is --progress-deadline (600 s when zero).
 	deadline time.Duration
+	// afterCreate, when set, runs after each create the executor makes
+	// through the Kubernetes adaptor succeeds (with the created kind).
+	afterCreate func(kind string)
+}
+
+// hookedWorkloads is the Kubernetes adaptor with a test's step after each
+// successful create (appOptions.afterCreate).
+type hookedWorkloads struct {
+	*kube.Workloads
+	after func(kind string)
+}
+
+func (h hookedWorkloads) Create(ctx context.Context, as domain.StartIdentity, obj application.NativeObject) (string, error) {
+	uid, err := h.Workloads.Create(ctx, as, obj)
+	if err == nil {
+		h.after(obj.Kind)
+	}
+	return uid, err
 }
 
 // newAppSite is newSite whose registry also routes family application to
@@ -61,7 +81,11 @@ func (s *site) app(o appOptions) {
 	}
 	access := application.NewAccess(s.journal, workloads, perms, systemClock{})
 	s.renderer.ServicePodAnnotations = o.podAnnotations
-	exec := application.NewApplicationExecutor(access, workloads, s.renderer, s.journal.Services(), nil,
+	var native application.ApplicationNatives = workloads
+	if o.afterCreate != nil {
+		native = hookedWorkloads{Workloads: workloads, after: o.afterCreate}
+	}
+	exec := application.NewApplicationExecutor(access, native, s.renderer, s.journal.Services(), nil,
 		application.ApplicationConfig{DeletionWait: o.deletionWait, ProgressDeadline: o.deadline})
 	if s.registry, err = application.NewRegistry(append(application.NewMemberExecutor(s.journal, nil).Registrations(), exec.Registrations()...)...); err != nil {
 		s.t.Fatal(err)
@@ -442,5 +466,179 @@ func TestAStartAfterACancelIsAttemptConflictNamingTheCancel(t *testing.T) {
 	}
 	if d, v := s.deploymentsOf(attempt), s.servicesOf(attempt); len(d)+len(v) != 0 {
 		t.Fatalf("a refused start left %d Deployments and %d Services", len(d), len(v))
+	}
+}
+
+// A member's grant withdrawn between the Deployment create and the Service
+// create (its RoleBinding removed once the Deployment exists): the Service
+// create as the member is refused by RBAC (native-request-denied), the
+// Runtime deletes the Deployment by its UID as itself, and nothing of the
+// Attempt is left; the start is refused with no native reference. Real:
+// the API server, RBAC, impersonation, admission, the Deployment
+// controller's foreground deletion. KWOK: the Node.
+func TestAGrantWithdrawnBetweenTheDeploymentAndTheServiceLeavesNothingOfTheAttempt(t *testing.T) {
+	t.Parallel()
+	var s *site
+	withdrawn := false
+	s = newAppSite(t, appOptions{afterCreate: func(kind string) {
+		if kind == domain.KindDeployment && !withdrawn {
+			withdrawn = true
+			s.revokeMember()
+		}
+	}})
+	attempt := uuid.NewString()
+	want(t, s.prepareApp(attempt), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
+	r := s.simple(siteprotocol.OpStart, attempt)
+	want(t, r, siteprotocol.OutcomeRefused, siteprotocol.ReasonNativeRequestDenied)
+	if !withdrawn || len(r.NativeRefs) != 0 || !strings.Contains(r.Message, "deleted by its UID") {
+		t.Fatalf("refusal %q with references %v (grant withdrawn: %v)", r.Message, r.NativeRefs, withdrawn)
+	}
+	if len(s.deploymentsOf(attempt)) != 0 || len(s.servicesOf(attempt)) != 0 {
+		t.Fatal("something of the refused Attempt exists")
+	}
+	recs, err := s.journal.Services().Records(testContext(t), attempt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := domain.FindRecord(recs, domain.KindDeployment); d == nil || d.Phase != domain.PhaseRemoved || d.UID == "" {
+		t.Fatalf("Deployment record %+v, want removed with its UID", d)
+	}
+	if v := domain.FindRecord(recs, domain.KindService); v == nil || v.Phase != domain.PhaseRefused || v.UID != "" {
+		t.Fatalf("Service record %+v, want refused without a UID", v)
+	}
+}
+
+// crashedServiceCreate leaves what a Runtime killed inside start's Service
+// create leaves: the Deployment created as saved and its record, the
+// Service's record in phase creating, and — made by someone — a Service
+// under the name: the saved one changed by mutate.
+func crashedServiceCreate(t *testing.T, s *site, mutate func(*corev1.Service)) (*domain.Pending, *appsv1.Deployment, *corev1.Service) {
+	t.Helper()
+	p, dep := crashedAppStart(t, s, nil, nil)
+	recs, err := s.journal.Services().Records(testContext(t), p.Command.AttemptID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := *domain.FindRecord(recs, domain.KindService)
+	rec.Phase, rec.CommandID, rec.Sequence, rec.SpecDigest = domain.PhaseCreating, p.Command.ID, p.Sequence, ""
+	if err := s.journal.Services().SaveRecord(testContext(t), rec); err != nil {
+		t.Fatal(err)
+	}
+	var svc corev1.Service
+	if err := json.Unmarshal(rec.Spec, &svc); err != nil {
+		t.Fatal(err)
+	}
+	svc.Annotations = map[string]string{kube.AnnotationSpecDigest: siteprotocol.Digest(rec.Spec)}
+	if mutate != nil {
+		mutate(&svc)
+	}
+	created, err := s.e.Client.CoreV1().Services(s.ns).Create(testContext(t), &svc, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, dep, created
+}
+
+// serviceRecoveryRefuses: recovery of a start killed in its Service
+// create adopts the matching Deployment but not a Service whose field
+// differs from the saved specification: the native state is unexplained
+// naming the field, and neither object is deleted.
+func serviceRecoveryRefuses(t *testing.T, field string, mutate func(*corev1.Service)) {
+	t.Helper()
+	s := newAppSite(t, appOptions{siteOptions: siteOptions{noPolicy: true, scheduling: appScheduling}})
+	p, dep, svc := crashedServiceCreate(t, s, mutate)
+	_, err := s.registry.Recover(testContext(t), p)
+	if !errors.Is(err, application.ErrUnexplained) || !strings.Contains(err.Error(), field) {
+		t.Fatalf("recovery: want unexplained native state naming %s, got %v", field, err)
+	}
+	t.Logf("recovery refused: %v", err)
+	deps, svcs := s.deploymentsOf(p.Command.AttemptID), s.servicesOf(p.Command.AttemptID)
+	if len(deps) != 1 || deps[0].UID != dep.UID || deps[0].DeletionTimestamp != nil {
+		t.Fatalf("the Deployment must stay untouched: %d Deployments", len(deps))
+	}
+	if len(svcs) != 1 || svcs[0].UID != svc.UID || svcs[0].DeletionTimestamp != nil {
+		t.Fatalf("the unexplained Service must stay untouched: %d Services", len(svcs))
+	}
+}
+
+// One test per rendered Service field: recovery refuses to adopt a Service
+// whose port, target port, selector or type differ; none is deleted.
+// Real: the API server (its defaults, the cluster IP among them, are on
+// the live object). KWOK: irrelevant.
+func TestRecoveryRefusesAServiceWhosePortDiffers(t *testing.T) {
+	t.Parallel()
+	serviceRecoveryRefuses(t, "spec.ports[0].port:", func(v *corev1.Service) { v.Spec.Ports[0].Port = 9090 })
+}
+
+func TestRecoveryRefusesAServiceWhoseTargetPortDiffers(t *testing.T) {
+	t.Parallel()
+	serviceRecoveryRefuses(t, "spec.ports[0].targetPort:", func(v *corev1.Service) { v.Spec.Ports[0].TargetPort = intstr.FromInt32(9090) })
+}
+
+func TestRecoveryRefusesAServiceWhoseSelectorDiffers(t *testing.T) {
+	t.Parallel()
+	serviceRecoveryRefuses(t, "spec.selector.", func(v *corev1.Service) { v.Spec.Selector = map[string]string{kube.LabelAttempt: "another"} })
+}
+
+func TestRecoveryRefusesAServiceWhoseTypeDiffers(t *testing.T) {
+	t.Parallel()
+	serviceRecoveryRefuses(t, "spec.type:", func(v *corev1.Service) { v.Spec.Type = corev1.ServiceTypeNodePort })
+}
+
+func TestRecoveryAdoptsAServiceThatMatchesWithTheServersDefaults(t *testing.T) {
+	t.Parallel()
+	s := newAppSite(t, appOptions{siteOptions: siteOptions{noPolicy: true, scheduling: appScheduling}})
+	p, dep, svc := crashedServiceCreate(t, s, nil)
+	a, err := s.registry.Recover(testContext(t), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := s.result(p, a)
+	want(t, r, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
+	if len(r.NativeRefs) != 2 || r.NativeRefs[0].UID != string(dep.UID) || r.NativeRefs[1].UID != string(svc.UID) {
+		t.Fatalf("refs %+v, want the live Deployment %s and Service %s", r.NativeRefs, dep.UID, svc.UID)
+	}
+}
+
+// A field the Runtime rendered that the live object lacks, other than the
+// omitted zero delay: a Deployment without one of its identity labels is
+// not adopted; nothing is deleted. Real: the API server.
+func TestRecoveryRefusesADeploymentMissingARenderedLabel(t *testing.T) {
+	t.Parallel()
+	appRecoveryRefuses(t, kube.LabelCommand, func(d *appsv1.Deployment) { delete(d.Labels, kube.LabelCommand) })
+}
+
+// Another UID: a start recorded its Service's UID, and the name now holds
+// another Service (deleted and made again out of band); recovery of the
+// start stops as unexplained instead of answering the recorded UID, and
+// deletes nothing (a namespace the admission policies do not guard, so
+// the test can make the other Service). Real: the API server, RBAC,
+// impersonation.
+func TestRecoveryOfARecordedStartRefusesAnObjectOfAnotherUID(t *testing.T) {
+	t.Parallel()
+	s := newAppSite(t, appOptions{siteOptions: siteOptions{noPolicy: true}})
+	attempt := uuid.NewString()
+	want(t, s.prepareApp(attempt), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
+	p := s.command(siteprotocol.OpStart, attempt, nil)
+	want(t, s.execute(p), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
+	old := s.servicesOf(attempt)[0]
+	if err := s.e.Client.CoreV1().Services(s.ns).Delete(testContext(t), old.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	again := corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: old.Name, Labels: old.Labels, Annotations: old.Annotations},
+		Spec: corev1.ServiceSpec{Type: old.Spec.Type, Selector: old.Spec.Selector, Ports: old.Spec.Ports}}
+	made, err := s.e.Client.CoreV1().Services(s.ns).Create(testContext(t), &again, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.registry.Recover(testContext(t), p)
+	if !errors.Is(err, application.ErrUnexplained) || !strings.Contains(err.Error(), string(made.UID)) {
+		t.Fatalf("recovery: want unexplained native state naming uid %s, got %v", made.UID, err)
+	}
+	if svcs := s.servicesOf(attempt); len(svcs) != 1 || svcs[0].UID != made.UID || svcs[0].DeletionTimestamp != nil {
+		t.Fatal("the Service of another UID was touched")
+	}
+	if len(s.deploymentsOf(attempt)) != 1 {
+		t.Fatal("the Deployment was touched")
 	}
 }

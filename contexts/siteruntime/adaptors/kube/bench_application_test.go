@@ -135,7 +135,8 @@ func appBenchReport(rows []benchRow) string {
 	}
 	raw, starts := med(func(r benchRow) float64 { return r.raw }), med(func(r benchRow) float64 { return r.starts })
 	fmt.Fprintf(&w, "| **median** | **%.1f** | | **%.1f** | | **%.2f** |\n\n", raw, starts, starts/raw)
-	fmt.Fprintf(&w, "A start makes two namespace and account reads and two permission checks (one before each create), two\n")
+	fmt.Fprintf(&w, "A start makes one namespace read, one account read and one permission check (one access check per\n")
+	fmt.Fprintf(&w, "command, its identity serving both creates), two\n")
 	fmt.Fprintf(&w, "impersonated creates with their admission policies and four durable `services.sqlite` commits.\n\n")
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Fprintf(&w, "- Machine: %d CPUs (%s, %s/%s), shared with other work: load average %s at the end of the run.\n", runtime.NumCPU(), cpuModel(), runtime.GOOS, runtime.GOARCH, strings.Join(strings.Fields(string(load))[:min(3, len(strings.Fields(string(load))))], " "))

@@ -112,11 +112,19 @@ type Workloads struct {
 	members map[string]dynamic.Interface
 }
 
-// New returns Workloads acting as cfg's identity. QPS and Burst of cfg
-// are raised to at least 50 and 100 when lower.
+// New returns Workloads acting as cfg's identity. cfg's QPS and Burst are
+// the client-side rate limit (requests per second, and the burst above
+// it) of the Runtime's own client and of each member's impersonating
+// client; unset (zero) they are 50 and 100, the defaults of the Runtime's
+// --kube-api-qps and --kube-api-burst.
 func New(cfg *rest.Config) (*Workloads, error) {
 	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = max(cfg.QPS, 50), max(cfg.Burst, 100)
+	if cfg.QPS <= 0 {
+		cfg.QPS = 50
+	}
+	if cfg.Burst <= 0 {
+		cfg.Burst = 100
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
