@@ -84,6 +84,7 @@ lfs-missing or credential-unavailable.`,
 	fs.StringVar(&o.CredentialDir, "credential-dir", "", "directory holding the grant's username and token files (empty: a public repository)")
 	fs.StringVar(&o.CAFile, "ca-file", "", "PEM bundle of the repository host's CA (system roots when empty)")
 	fs.DurationVar(&timeout, "timeout", 10*time.Minute, "deadline of the whole checkout, waiting for the host included")
+	fs.BoolVar(&o.VerifyOnly, "verify-only", false, "only verify the complete checkout at --dest (a serving Pod's read-only workspace); never fetch, write or remove anything")
 	fs.StringVar(&outcome, "outcome-file", DefaultOutcomeFile, "where the outcome (JSON, at most 4096 bytes) is written: the Pod's termination message")
 	cmd.AddCommand(newCredentialHelperCommand(env))
 	return cmd

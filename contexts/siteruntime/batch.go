@@ -88,3 +88,31 @@ func NewBatchExecutor(c Config, bindings application.MemberBindings, records app
 	}
 	return NewBatchExecutorOn(c, native, access, records, fp, clk, states, events)
 }
+
+// CheckoutOf is the workspace helper's rendering and configuration for
+// every family (docs/site-runtime.md#the-workspace-helper): the helper
+// rendered like every Pod of the Site (its scheduling and the batch Pod
+// annotations), running the fixed platform image (--batch-image) with
+// --checkout-timeout, --workspace-max-bytes and --repository-ca-configmap.
+func CheckoutOf(c Config) (*kube.Renderer, application.CheckoutConfig, error) {
+	specs := kube.NewRenderer(c.GPUResources, c.BatchPodAnnotations)
+	var err error
+	if specs.Scheduling, err = c.Scheduling(); err != nil {
+		return nil, application.CheckoutConfig{}, err
+	}
+	return specs, application.CheckoutConfig{
+		Image: c.BatchImage, Timeout: c.CheckoutTimeout, MaxBytes: c.WorkspaceMaxBytes, CAConfigMap: c.RepositoryCAConfigMap,
+	}, nil
+}
+
+// WithCheckout makes the batch executor check out a prepare's repository
+// through the workspace helper (CheckoutOf), with grants from
+// --repository-grants, reading the helper through pods (the shared
+// workload client).
+func WithCheckout(c Config, e *application.BatchExecutor, grants application.RepositoryGrants, pods application.HelperPods) (*application.BatchExecutor, error) {
+	specs, cfg, err := CheckoutOf(c)
+	if err != nil {
+		return nil, err
+	}
+	return e.WithCheckout(grants, specs, pods, cfg), nil
+}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/installation"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/sitehttp"
@@ -55,6 +57,12 @@ type Config struct {
 	// RepositoryGrantsBound bounds how long an unavailable HTTP grant
 	// provider is retried (then refused / credential-unavailable).
 	RepositoryGrantsBound time.Duration
+	// CheckoutTimeout, WorkspaceMaxBytes and RepositoryCAConfigMap
+	// configure the workspace helper (application.CheckoutConfig;
+	// docs/site-runtime.md#the-workspace-helper).
+	CheckoutTimeout       time.Duration
+	WorkspaceMaxBytes     int64
+	RepositoryCAConfigMap string
 	// InstallationRecord is configmap:<namespace>/<name> or file:<path>.
 	InstallationRecord string
 	// GPUResources maps gpu.<vendor> demand keys to Kubernetes extended
@@ -261,6 +269,15 @@ func (c Config) Validate() error {
 	}
 	errs.positive("permissions-bound", c.PermissionsBound, "how long an unavailable permission provider is retried")
 	errs.positive("repository-grants-bound", c.RepositoryGrantsBound, "how long an unavailable repository grant provider is retried")
+	if c.CheckoutTimeout < 0 {
+		errs.bad("checkout-timeout", c.CheckoutTimeout.String(), errors.New("must be positive (0: the default, 10m)"))
+	}
+	if c.WorkspaceMaxBytes < 0 {
+		errs.bad("workspace-max-bytes", fmt.Sprint(c.WorkspaceMaxBytes), errors.New("must be at least 0 (0: no Site maximum)"))
+	}
+	if c.RepositoryCAConfigMap != "" && len(validation.IsDNS1123Subdomain(c.RepositoryCAConfigMap)) > 0 {
+		errs.bad("repository-ca-configmap", c.RepositoryCAConfigMap, errors.New("must be a ConfigMap name (a DNS-1123 subdomain)"))
+	}
 	if c.PullLimit < 1 || c.PullLimit > siteprotocol.MaxPullLimit {
 		errs.bad("pull-limit", fmt.Sprint(c.PullLimit), fmt.Errorf("must be 1..%d", siteprotocol.MaxPullLimit))
 	}

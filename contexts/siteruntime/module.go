@@ -145,15 +145,20 @@ func applicationRegistrations(e *application.ApplicationExecutor) []application.
 }
 
 // newApplicationExecutor is NewApplicationExecutor over the shared client
-// and access check, with records in services.sqlite; it sees jobs.sqlite,
+// and access check, with records in services.sqlite, checking out
+// repositories through the workspace helper; it sees jobs.sqlite,
 // so a prepare or start of a batch Attempt is refused attempt-conflict.
 func newApplicationExecutor(cfg Config, native *kube.Workloads, access *application.Access, r application.ServiceRecords,
-	batch application.BatchRecords, fp application.Failpoints) (*application.ApplicationExecutor, error) {
+	batch application.BatchRecords, grants application.RepositoryGrants, fp application.Failpoints) (*application.ApplicationExecutor, error) {
 	e, err := NewApplicationExecutor(cfg, native, access, r, fp)
 	if err != nil {
 		return nil, err
 	}
-	return e.WithOtherFamilies(batch), nil
+	specs, ccfg, err := CheckoutOf(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return e.WithCheckout(grants, specs, native, ccfg).WithOtherFamilies(batch), nil
 }
 
 // newNativeObjects is NewNativeObjects: the one Kubernetes workload
@@ -168,12 +173,16 @@ func newAccess(cfg Config, b application.MemberBindings, native *kube.Workloads,
 
 // newBatchExecutor is NewBatchExecutorOn over the shared client and
 // access check, with the watch of the Runtime's Jobs over jobs.sqlite,
-// logging what the watch does; it sees services.sqlite, so a prepare or
+// logging what the watch does, checking out repositories through the
+// workspace helper with the grant provider; it sees services.sqlite, so a prepare or
 // start of a service Attempt is refused attempt-conflict.
 func newBatchExecutor(cfg Config, j *journal.Journal, native *kube.Workloads, access *application.Access, r application.BatchRecords,
-	services application.ServiceRecords, fp application.Failpoints, c clock.Clock, log *zap.Logger) (*application.BatchExecutor, *application.JobWatcher, error) {
+	services application.ServiceRecords, grants application.RepositoryGrants, fp application.Failpoints, c clock.Clock, log *zap.Logger) (*application.BatchExecutor, *application.JobWatcher, error) {
 	e, w, err := NewBatchExecutorOn(cfg, native, access, r, fp, c, j.Batch(), watchLog{log: log})
 	if err != nil {
+		return nil, nil, err
+	}
+	if e, err = WithCheckout(cfg, e, grants, native); err != nil {
 		return nil, nil, err
 	}
 	return e.WithOtherFamilies(services), w, nil

@@ -27,7 +27,12 @@ const (
 	msgBarePod           = "no bare Pods in a Site project namespace"
 	msgVolumeKinds       = "volumes in a Site project namespace are limited to"
 	msgOwnClaim          = "a Pod may mount only its own Attempt's workspace claim"
-	msgOwnCredential     = "a Pod may use only its own Attempt's credential Secret"
+	msgNoCredential      = "a member's workload uses no credential Secret"
+	msgCredentialForm    = "a Pod uses a credential Secret attempt-<attempt>-cred only as a secret volume"
+	msgHelperCredential  = "only the Attempt's workspace helper attempt-<attempt>-git mounts a credential Secret"
+	msgHelperShape       = "a workspace helper has exactly one container"
+	msgHelperImage       = "a workspace helper runs the Site's fixed platform image"
+	msgHelperCommand     = "a workspace helper runs exactly the rendered command"
 	msgThroughRuntime    = "a member creates in a Site project namespace only through the Site Runtime"
 	msgClaimCreator      = "a workspace claim must be created by the member its execution.pharos.dev/member label names"
 	msgClaimName         = "a member's claim must be its Attempt's workspace, named attempt-<execution.pharos.dev/attempt>-ws"
@@ -134,8 +139,12 @@ func TestBarePodsAreRefused(t *testing.T) {
 	t.Parallel()
 	s := newSite(t)
 	shell := func() *corev1.Pod {
-		p := s.attempt(s.alice).helper()
+		a := s.attempt(s.alice)
+		p := a.helper()
 		p.Name = "shell"
+		// A member workload's spec: no credential (metallo-pods would refuse that too).
+		p.Spec = a.podSpec()
+		delete(p.Labels, "execution.pharos.dev/role")
 		return p
 	}
 	refusedByOneOf(t, "bare Pod with alice's own token", createPod(s.asMember(t, s.alice), s.namespace, shell()),
@@ -166,35 +175,41 @@ func TestMountingAnotherAttemptsWorkspaceClaimIsRefused(t *testing.T) {
 	refused(t, "bob's helper Pod mounting alice's claim", "metallo-pods", msgOwnClaim, createPod(s.viaRuntime(t, s.bob), s.namespace, p))
 }
 
-// A Job or Pod uses only its own Attempt's credential Secret, in any form: a secret volume, a
-// projected volume, an environment variable, envFrom; and no Attempt's credential serves as an
-// image pull secret.
+// No member workload uses a credential Secret in any form — a secret volume, a projected volume,
+// an environment variable, envFrom, an image pull secret — not even its own Attempt's; a helper
+// Pod mounts only its own Attempt's credential, and only as a secret volume.
 func TestUsingAnotherAttemptsCredentialIsRefused(t *testing.T) {
 	t.Parallel()
 	s := newSite(t)
 	foreign := s.attempt(s.alice).secretName()
 	ref := corev1.LocalObjectReference{Name: foreign}
 	for what, change := range map[string]func(*corev1.PodSpec){
-		"secret volume": func(p *corev1.PodSpec) { p.Volumes[1].Secret.SecretName = foreign },
+		"secret volume": func(p *corev1.PodSpec) {
+			p.Volumes = append(p.Volumes, corev1.Volume{Name: "cred2", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: foreign}}})
+		},
 		"projected volume": func(p *corev1.PodSpec) {
-			p.Volumes[1].VolumeSource = corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+			p.Volumes = append(p.Volumes, corev1.Volume{Name: "cred2", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
 				{Secret: &corev1.SecretProjection{LocalObjectReference: ref}},
-			}}}
+			}}}})
 		},
 		"environment variable": func(p *corev1.PodSpec) {
 			p.Containers[0].Env = []corev1.EnvVar{{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: ref, Key: "token"}}}}
 		},
 		"envFrom": func(p *corev1.PodSpec) {
-			p.InitContainers = []corev1.Container{{Name: "init", Image: p.Containers[0].Image, EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: ref}}}}}
+			p.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: ref}}}
 		},
 		"image pull secret": func(p *corev1.PodSpec) { p.ImagePullSecrets = []corev1.LocalObjectReference{ref} },
 	} {
 		j := s.attempt(s.bob).job("1")
 		change(&j.Spec.Template.Spec)
-		refused(t, "bob's Job using alice's credential as "+what, "metallo-jobs", msgOwnCredential, createJob(s.viaRuntime(t, s.bob), s.namespace, j))
+		refused(t, "bob's Job using alice's credential as "+what, "metallo-jobs", msgNoCredential, createJob(s.viaRuntime(t, s.bob), s.namespace, j))
 		p := s.attempt(s.bob).helper()
 		change(&p.Spec)
-		refused(t, "bob's helper Pod using alice's credential as "+what, "metallo-pods", msgOwnCredential, createPod(s.viaRuntime(t, s.bob), s.namespace, p))
+		msg := msgCredentialForm
+		if what == "secret volume" {
+			msg = msgHelperCredential
+		}
+		refused(t, "bob's helper Pod using alice's credential as "+what, "metallo-pods", msg, createPod(s.viaRuntime(t, s.bob), s.namespace, p))
 	}
 }
 

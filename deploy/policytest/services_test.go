@@ -383,13 +383,13 @@ func TestDeploymentMountingAnotherAttemptsClaimOrCredentialIsRefused(t *testing.
 	d.Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ClaimName = alice.claimName()
 	refused(t, "bob's Deployment mounting alice's claim", "metallo-deployments", msgOwnClaim, createDeployment(via, s.namespace, d))
 	d = s.attempt(s.bob).deployment()
-	d.Spec.Template.Spec.Volumes[1].Secret.SecretName = alice.secretName()
-	refused(t, "bob's Deployment mounting alice's credential", "metallo-deployments", msgOwnCredential, createDeployment(via, s.namespace, d))
+	d.Spec.Template.Spec.Volumes = append(d.Spec.Template.Spec.Volumes, corev1.Volume{Name: "credential", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: alice.secretName()}}})
+	refused(t, "bob's Deployment mounting alice's credential", "metallo-deployments", msgNoCredential, createDeployment(via, s.namespace, d))
 	d = s.attempt(s.bob).deployment()
 	d.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: alice.secretName()}, Key: "token",
 	}}}}
-	refused(t, "bob's Deployment reading alice's credential into its environment", "metallo-deployments", msgOwnCredential, createDeployment(via, s.namespace, d))
+	refused(t, "bob's Deployment reading alice's credential into its environment", "metallo-deployments", msgNoCredential, createDeployment(via, s.namespace, d))
 	d = s.attempt(s.bob).deployment()
 	d.Spec.Template.Spec.Volumes = append(d.Spec.Template.Spec.Volumes, corev1.Volume{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib"}}})
 	refused(t, "bob's Deployment with a hostPath volume", "metallo-deployments", msgVolumeKinds, createDeployment(via, s.namespace, d))

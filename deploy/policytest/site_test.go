@@ -38,8 +38,10 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
 // Fixed conventions shared with the Runtime's Kubernetes adaptors
@@ -73,6 +75,13 @@ const (
 const long = 2 * time.Minute
 
 var runtimeUser = kubeconfig.ServiceAccountUser(runtimeNamespace, runtimeAccount)
+
+// The Site's fixed platform image, as the Site agent names it in every project namespace
+// (ConfigMap metallo-site, key platform-image; deploy/cluster/policies/workspace-helpers.yaml).
+const (
+	siteConfigMap = "metallo-site"
+	platformImage = "registry.invalid/pharos-metallo/platform@sha256:1111111111111111111111111111111111111111111111111111111111111111"
+)
 
 func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), long)
@@ -307,7 +316,8 @@ func siteIn(t *testing.T, e *kubetest.Env, namespace string) *site {
 }
 
 // setUp labels the namespace and creates what the Site agent creates in it: a service account
-// and a metallo-member RoleBinding per member, the Runtime's metallo-runtime RoleBinding. It
+// and a metallo-member RoleBinding per member, the Runtime's metallo-runtime RoleBinding and the
+// ConfigMap metallo-site naming the platform image. It
 // waits until RBAC grants them.
 func (s *site) setUp(t *testing.T) {
 	t.Helper()
@@ -326,6 +336,11 @@ func (s *site) setUp(t *testing.T) {
 		s.bind(t, "member-"+m, memberRole, rbacv1.Subject{Kind: "ServiceAccount", Name: "member-" + m, Namespace: s.namespace})
 	}
 	s.bind(t, runtimeRole, runtimeRole, rbacv1.Subject{Kind: "ServiceAccount", Name: runtimeAccount, Namespace: runtimeNamespace})
+	// The Site's fixed platform image, the parameter of metallo-workspace-helpers.
+	site := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: siteConfigMap}, Data: map[string]string{"platform-image": platformImage}}
+	if _, err := s.e.Client.CoreV1().ConfigMaps(s.namespace).Create(c, site, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("configmap %s: %v", siteConfigMap, err)
+	}
 	for _, m := range []string{s.alice, s.bob} {
 		s.waitAllowed(t, s.memberUser(m), authorizationv1.ResourceAttributes{Namespace: s.namespace, Verb: "create", Group: "batch", Resource: "jobs"})
 		s.waitAllowed(t, runtimeUser, authorizationv1.ResourceAttributes{Namespace: s.namespace, Verb: "impersonate", Resource: "serviceaccounts", Name: "member-" + m})
@@ -495,11 +510,10 @@ func (a attempt) podSpec() corev1.PodSpec {
 				Requests: corev1.ResourceList{corev1.ResourceCPU: one, corev1.ResourceMemory: mem},
 				Limits:   corev1.ResourceList{corev1.ResourceCPU: one, corev1.ResourceMemory: mem},
 			},
-			VolumeMounts: []corev1.VolumeMount{{Name: "workspace", MountPath: "/workspace"}, {Name: "credential", MountPath: "/credential", ReadOnly: true}},
+			VolumeMounts: []corev1.VolumeMount{{Name: "workspace", MountPath: "/workspace"}},
 		}},
 		Volumes: []corev1.Volume{
 			{Name: "workspace", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: a.claimName()}}},
-			{Name: "credential", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: a.secretName()}}},
 		},
 	}
 }
@@ -520,8 +534,26 @@ func (a attempt) job(runSeconds string) *batchv1.Job {
 }
 
 // helper is the Attempt's workspace helper Pod.
+// helper is the Attempt's workspace helper Pod exactly as the Runtime renders it
+// (kube.Renderer.RenderHelper: the platform image, the exact workspace-init command, the claim
+// and the credential Secret as a volume).
 func (a attempt) helper() *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: a.meta(a.helperName()), Spec: a.podSpec()}
+	obj, err := kube.NewRenderer(nil, nil).RenderHelper(application.HelperSpec{
+		Identity:  application.ObjectIdentity{RunID: a.run, AttemptID: a.id, MemberID: a.member, ProjectID: a.project, CommandID: a.command},
+		Namespace: "", ServiceAccount: "member-" + a.member, Image: platformImage,
+		WorkspaceClaim: a.claimName(), Credential: a.secretName(),
+		Repository:     siteprotocol.Repository{URL: "https://git.example.org/lab/model.git", Commit: strings.Repeat("c", 40)},
+		SizeLimitBytes: 1 << 20, Timeout: 10 * time.Minute,
+	})
+	if err != nil {
+		panic(err)
+	}
+	var p corev1.Pod
+	if err := json.Unmarshal(obj.Spec, &p); err != nil {
+		panic(err)
+	}
+	p.Annotations = a.meta("").Annotations
+	return &p
 }
 
 // claim is the Attempt's fresh private workspace claim.

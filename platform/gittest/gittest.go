@@ -52,6 +52,10 @@ const LaneMarker = "metallo-lane: githost"
 type Host struct {
 	// URL is the host's base URL, https://127.0.0.1:PORT (no trailing /).
 	URL string
+	// ReachableURL is the base URL at the address StartReachableAt named
+	// (empty otherwise).
+	ReachableURL string
+	extraIP      net.IP
 	// ProtocolV0URL is the same host behind a proxy that drops the
 	// Git-Protocol header, so it speaks only Git's protocol v0 and refuses
 	// a fetch of an unadvertised commit (an older server).
@@ -99,14 +103,60 @@ const coldBuildBudget = 25 * time.Minute
 func Start(tb testing.TB) *Host {
 	tb.Helper()
 	tb.Log(LaneMarker)
-	h, err := start(tb)
+	h, err := start(tb, nil)
 	if err != nil {
 		tb.Fatalf("Git host lane cannot start: %v", err)
 	}
 	return h
 }
 
-func start(tb testing.TB) (*Host, error) {
+// StartReachableAt is Start, also reachable at ip (the real node's bridge
+// address, where its Pods reach this machine; docs/testing.md#the-real-node):
+// the server certificate names ip as well, and a TCP forwarder on ip:PORT
+// to the loopback listener gives ReachableURL. Gitea's own URLs (the LFS
+// batch API's hrefs) still name loopback, so a Pod fetches Git objects,
+// not LFS objects, through it.
+func StartReachableAt(tb testing.TB, ip string) *Host {
+	tb.Helper()
+	tb.Log(LaneMarker)
+	addr := net.ParseIP(ip)
+	if addr == nil {
+		tb.Fatalf("Git host lane: %q is no IP address", ip)
+	}
+	h, err := start(tb, addr)
+	if err != nil {
+		tb.Fatalf("Git host lane cannot start: %v", err)
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		tb.Fatalf("Git host lane: listen on %s: %v", ip, err)
+	}
+	tb.Cleanup(func() { _ = l.Close() })
+	target := strings.TrimPrefix(h.URL, "https://")
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				u, err := net.DialTimeout("tcp", target, 10*time.Second)
+				if err != nil {
+					return
+				}
+				defer u.Close()
+				go func() { _, _ = io.Copy(u, c) }()
+				_, _ = io.Copy(c, u)
+			}()
+		}
+	}()
+	h.ReachableURL = "https://" + l.Addr().String()
+	tb.Logf("gittest: also reachable at %s", h.ReachableURL)
+	return h
+}
+
+func start(tb testing.TB, extraIP net.IP) (*Host, error) {
 	if _, err := exec.LookPath("git"); err != nil {
 		return nil, errors.New("git is not installed (make test installs git and git-lfs)")
 	}
@@ -118,7 +168,7 @@ func start(tb testing.TB) (*Host, error) {
 		return nil, err
 	}
 	dir := tb.TempDir()
-	h := &Host{tb: tb, dir: dir, log: filepath.Join(dir, "log", "gitea.log")}
+	h := &Host{tb: tb, dir: dir, log: filepath.Join(dir, "log", "gitea.log"), extraIP: extraIP}
 	certFile, keyFile, pool, err := h.certificates()
 	if err != nil {
 		return nil, err
@@ -399,6 +449,9 @@ func (h *Host) certificates() (certFile, keyFile string, pool *x509.CertPool, er
 	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"}}
+	if h.extraIP != nil {
+		leaf.IPAddresses = append(leaf.IPAddresses, h.extraIP)
+	}
 	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
 	if err != nil {
 		return "", "", nil, err

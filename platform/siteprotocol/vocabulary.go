@@ -157,6 +157,10 @@ const (
 	ReasonSizeExceeded          Reason = "size-exceeded"          // the checkout (LFS objects included) passed the size limit
 	ReasonSymlinkEscape         Reason = "symlink-escape"         // a symlink resolves outside the checkout or into .git
 	ReasonLFSMissing            Reason = "lfs-missing"            // an LFS object could not be fetched or verified; a pointer file would remain
+	// ReasonRevocationUnconfirmed: the checkout's credential was not
+	// confirmed revoked by the grant provider within its bound, so the
+	// workspace never counts as ready (docs/site-protocol.md#repository-checkout-reasons).
+	ReasonRevocationUnconfirmed Reason = "revocation-unconfirmed"
 )
 
 // Reasons lists the whole result vocabulary.
@@ -169,6 +173,7 @@ func Reasons() []Reason {
 		ReasonNativeMissing, ReasonDeletionPending, ReasonNativeError,
 		ReasonCredentialUnavailable,
 		ReasonRepositoryUnavailable, ReasonCommitMissing, ReasonSizeExceeded, ReasonSymlinkEscape, ReasonLFSMissing,
+		ReasonRevocationUnconfirmed,
 	}
 }
 
@@ -185,7 +190,8 @@ func (r Reason) Outcome() (Outcome, bool) {
 		ReasonPathRejected, ReasonCredentialUnavailable:
 		return OutcomeRefused, true
 	case ReasonNativeMissing, ReasonDeletionPending, ReasonNativeError,
-		ReasonRepositoryUnavailable, ReasonCommitMissing, ReasonSizeExceeded, ReasonSymlinkEscape, ReasonLFSMissing:
+		ReasonRepositoryUnavailable, ReasonCommitMissing, ReasonSizeExceeded, ReasonSymlinkEscape, ReasonLFSMissing,
+		ReasonRevocationUnconfirmed:
 		return OutcomeFailed, true
 	}
 	return "", false

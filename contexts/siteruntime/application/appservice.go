@@ -74,11 +74,14 @@ type ApplicationNatives interface {
 //   - cancel (Deployment, then Service) and cleanup (also the claim) are the
 //     Lifecycle's UID-bound foreground deletes as the Runtime.
 type ApplicationExecutor struct {
-	life   *Lifecycle
-	native ApplicationNatives
-	specs  ApplicationSpecs
-	fp     Failpoints
-	cfg    ApplicationConfig
+	// checkout is set by WithCheckout; without it a prepare with a
+	// repository is refused unsupported-operation.
+	checkout *Checkout
+	life     *Lifecycle
+	native   ApplicationNatives
+	specs    ApplicationSpecs
+	fp       Failpoints
+	cfg      ApplicationConfig
 }
 
 // NewApplicationExecutor returns the application service executors;
@@ -96,7 +99,7 @@ func NewApplicationExecutor(access *Access, native ApplicationNatives, specs App
 	life := NewLifecycle(access, native, records, fp, LifecycleConfig{
 		DeletionWait: cfg.DeletionWait, ServiceKind: string(siteprotocol.ServiceApplication),
 		Workload: []string{domain.KindDeployment, domain.KindService},
-		Owned:    []string{domain.KindDeployment, domain.KindService, domain.KindWorkspace},
+		Owned:    []string{domain.KindDeployment, domain.KindService, domain.KindPod, domain.KindSecret, domain.KindWorkspace},
 		State:    deploymentState(native),
 	})
 	return &ApplicationExecutor{life: life, native: native, specs: specs, fp: fp, cfg: cfg}
@@ -123,6 +126,15 @@ func (e *ApplicationExecutor) WithOtherFamilies(others ...FamilyRecords) *Applic
 	return e
 }
 
+// WithCheckout makes e's prepare check out a payload's repository into
+// the workspace through the workspace helper, and its serving Pod verify
+// it (docs/site-runtime.md#services-and-the-prepared-workspace). It
+// returns e.
+func (e *ApplicationExecutor) WithCheckout(grants RepositoryGrants, specs CheckoutSpecs, pods HelperPods, cfg CheckoutConfig) *ApplicationExecutor {
+	e.checkout = NewCheckout(e.life, grants, specs, pods, cfg)
+	return e
+}
+
 // Registrations routes the application family's operations to e.
 func (e *ApplicationExecutor) Registrations() []Registration {
 	return workloadRegistrations(siteprotocol.FamilyApplication, e)
@@ -140,6 +152,9 @@ func (e *ApplicationExecutor) Recover(ctx context.Context, cmd siteprotocol.Comm
 }
 
 func (e *ApplicationExecutor) perform(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {
+	if err := e.checkout.RetryRevocation(ctx, cmd); err != nil {
+		return domain.Answer{}, err
+	}
 	return e.life.perform(ctx, cmd, recovering, familySteps{name: "application", prepare: e.prepare, start: e.start, observe: e.observe})
 }
 
@@ -148,7 +163,7 @@ func (e *ApplicationExecutor) prepare(ctx context.Context, cmd siteprotocol.Comm
 	if err != nil {
 		return domain.Refused(siteprotocol.ReasonInvalidPayload, "prepare payload: %v", err), nil
 	}
-	if p.Repository != nil {
+	if p.Repository != nil && e.checkout == nil {
 		return domain.Refused(siteprotocol.ReasonUnsupportedOperation,
 			"this Runtime cannot check out repositories yet (%s at %s); prepare an empty workspace (no repository)", p.Repository.URL, p.Repository.Commit), nil
 	}
@@ -179,6 +194,11 @@ func (e *ApplicationExecutor) prepare(ctx context.Context, cmd siteprotocol.Comm
 	// creates nothing. A saved specification is never rendered again.
 	spec.Identity, spec.Namespace, spec.ServiceAccount, spec.WorkspaceClaim = IdentityOf(cmd), b.Namespace, b.Account, ws.Name
 	spec.ProgressDeadlineSeconds = int32(e.cfg.ProgressDeadline.Seconds())
+	if p.Repository != nil {
+		// The serving Pod verifies the prepared checkout, read-only,
+		// before its container starts (docs/site-runtime.md#services-and-the-prepared-workspace).
+		spec.Verify = &WorkspaceVerification{Image: e.checkout.cfg.Image, Repository: *p.Repository, SizeLimitBytes: e.checkout.SizeLimit(p.WorkspaceSizeBytes)}
+	}
 	depRec, svcRec := domain.FindRecord(records, domain.KindDeployment), domain.FindRecord(records, domain.KindService)
 	dep, err := e.rendered(depRec, func() (NativeObject, error) { return e.specs.RenderDeployment(spec) })
 	if err != nil {
@@ -188,9 +208,22 @@ func (e *ApplicationExecutor) prepare(ctx context.Context, cmd siteprotocol.Comm
 	if err != nil {
 		return e.renderRefusal(err)
 	}
-	ws, wsUID, refusal, err := e.life.EnsureCreated(ctx, cmd, e.life.Access().Start(cmd, b), domain.FindRecord(records, domain.KindWorkspace), ws, recovering)
+	// One access check for the claim and the checkout's creates.
+	access := e.life.Access().Start(cmd, b)
+	ws, wsUID, refusal, err := e.life.EnsureCreated(ctx, cmd, access, domain.FindRecord(records, domain.KindWorkspace), ws, recovering)
 	if refusal != nil || err != nil {
 		return OrAnswer(refusal), err
+	}
+	checkedOut := ""
+	if p.Repository != nil && depRec == nil {
+		// The specification is saved only once the checkout is ready.
+		o, answer, err := e.checkout.Run(ctx, cmd, access, ws.Name, *p.Repository, p.WorkspaceSizeBytes, recovering)
+		if answer != nil || err != nil {
+			return OrAnswer(answer), err
+		}
+		checkedOut = fmt.Sprintf("; %s checked out at %s by the workspace helper, its credential revoked and the helper gone", p.Repository.URL, o.Commit)
+	} else if p.Repository != nil {
+		checkedOut = fmt.Sprintf("; %s checked out at %s by the workspace helper, its credential revoked and the helper gone", p.Repository.URL, p.Repository.Commit)
 	}
 	if err := e.savePrepared(ctx, cmd, depRec, dep); err != nil {
 		return domain.Answer{}, err
@@ -199,7 +232,7 @@ func (e *ApplicationExecutor) prepare(ctx context.Context, cmd siteprotocol.Comm
 		return domain.Answer{}, err
 	}
 	return domain.Succeeded(siteprotocol.ReasonPrepared,
-		fmt.Sprintf("workspace claim %s created in namespace %s as %s; Deployment and Service %s rendered and saved", ws.Name, ws.Namespace, b.Account, dep.Name),
+		fmt.Sprintf("workspace claim %s created in namespace %s as %s%s; Deployment and Service %s rendered and saved", ws.Name, ws.Namespace, b.Account, checkedOut, dep.Name),
 		siteprotocol.PrepareDetail{Workspace: siteprotocol.WorkspaceRef{ClaimName: ws.Name, UID: wsUID}, SpecDigest: siteprotocol.Digest(dep.Spec)},
 		ws.Ref(wsUID)), nil
 }
@@ -276,6 +309,9 @@ func (e *ApplicationExecutor) start(ctx context.Context, cmd siteprotocol.Comman
 	depRec, svcRec := domain.FindRecord(records, domain.KindDeployment), domain.FindRecord(records, domain.KindService)
 	if ws == nil || ws.Phase != domain.PhaseCreated || depRec == nil || svcRec == nil {
 		return domain.Refused(siteprotocol.ReasonNotPrepared, "attempt %s has no prepared workspace and saved service specification; send prepare first", cmd.AttemptID), nil
+	}
+	if refusal := CheckoutReadiness(cmd, records); refusal != nil {
+		return *refusal, nil
 	}
 	if compensating(cmd, depRec, svcRec) {
 		// A start whose Service was refused, interrupted while it removed

@@ -38,6 +38,20 @@ type ApplicationServiceSpec struct {
 	// ProgressDeadlineSeconds is the Deployment's progressDeadlineSeconds
 	// (from Site configuration, never from the command).
 	ProgressDeadlineSeconds int32
+	// Verify is the serving Pod's read-only verification of the prepared
+	// checkout; nil when the prepare named no repository.
+	Verify *WorkspaceVerification
+}
+
+// WorkspaceVerification is what a serving Pod's init container
+// workspace-verify checks before the member's container starts
+// (docs/site-runtime.md#services-and-the-prepared-workspace): the checkout
+// of Repository in the claim, read-only, by the fixed platform Image,
+// within SizeLimitBytes; it never fetches and holds no credential.
+type WorkspaceVerification struct {
+	Image          string
+	Repository     siteprotocol.Repository
+	SizeLimitBytes int64
 }
 
 // ApplicationSpecs renders the application family's native objects

@@ -54,6 +54,9 @@ type BatchExecutor struct {
 	jobs   JobObserver
 	specs  BatchSpecs
 	images BatchImages
+	// checkout is set by WithCheckout; without it a prepare with a
+	// repository is refused unsupported-operation.
+	checkout *Checkout
 	// terminal, watch and clock are set by WithTerminalStates.
 	terminal TerminalStates
 	watch    *JobWatcher
@@ -65,7 +68,7 @@ func NewBatchExecutor(access *Access, native BatchNatives, specs BatchSpecs, ima
 	life := NewLifecycle(access, native, records, fp, LifecycleConfig{
 		DeletionWait: cfg.DeletionWait,
 		Workload:     []string{domain.KindJob},
-		Owned:        []string{domain.KindJob, domain.KindWorkspace},
+		Owned:        []string{domain.KindJob, domain.KindPod, domain.KindSecret, domain.KindWorkspace},
 		State:        jobState(native),
 	})
 	return &BatchExecutor{life: life, access: access, jobs: native, specs: specs, images: images}
@@ -86,6 +89,14 @@ func jobState(jobs JobObserver) WorkloadState {
 // that is gone, reports the state recorded while it existed. It returns e.
 func (e *BatchExecutor) WithTerminalStates(states TerminalStates, watch *JobWatcher, clock Clock) *BatchExecutor {
 	e.terminal, e.watch, e.clock = states, watch, clock
+	return e
+}
+
+// WithCheckout makes e's prepare check out a payload's repository into
+// the workspace through the workspace helper
+// (docs/site-runtime.md#the-workspace-helper). It returns e.
+func (e *BatchExecutor) WithCheckout(grants RepositoryGrants, specs CheckoutSpecs, pods HelperPods, cfg CheckoutConfig) *BatchExecutor {
+	e.checkout = NewCheckout(e.life, grants, specs, pods, cfg)
 	return e
 }
 
@@ -115,6 +126,9 @@ func (e *BatchExecutor) Recover(ctx context.Context, cmd siteprotocol.Command) (
 }
 
 func (e *BatchExecutor) perform(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {
+	if err := e.checkout.RetryRevocation(ctx, cmd); err != nil {
+		return domain.Answer{}, err
+	}
 	return e.life.perform(ctx, cmd, recovering, familySteps{name: "batch", prepare: e.prepare, start: e.start, observe: e.observe})
 }
 
@@ -123,7 +137,7 @@ func (e *BatchExecutor) prepare(ctx context.Context, cmd siteprotocol.Command, r
 	if err != nil {
 		return domain.Refused(siteprotocol.ReasonInvalidPayload, "prepare payload: %v", err), nil
 	}
-	if p.Repository != nil {
+	if p.Repository != nil && e.checkout == nil {
 		return domain.Refused(siteprotocol.ReasonUnsupportedOperation,
 			"this Runtime cannot check out repositories yet (%s at %s); prepare an empty workspace (no repository)", p.Repository.URL, p.Repository.Commit), nil
 	}
@@ -142,12 +156,23 @@ func (e *BatchExecutor) prepare(ctx context.Context, cmd siteprotocol.Command, r
 	if err != nil {
 		return domain.Answer{}, fmt.Errorf("render the workspace claim: %w", err)
 	}
-	obj, uid, refusal, err := e.life.EnsureCreated(ctx, cmd, e.life.Access().Start(cmd, b), domain.FindRecord(records, domain.KindWorkspace), obj, recovering)
+	// One access check for the claim and the checkout's creates.
+	access := e.life.Access().Start(cmd, b)
+	obj, uid, refusal, err := e.life.EnsureCreated(ctx, cmd, access, domain.FindRecord(records, domain.KindWorkspace), obj, recovering)
 	if refusal != nil || err != nil {
 		return OrAnswer(refusal), err
 	}
+	checkedOut := ""
+	if p.Repository != nil {
+		o, answer, err := e.checkout.Run(ctx, cmd, access, obj.Name, *p.Repository, p.WorkspaceSizeBytes, recovering)
+		if answer != nil || err != nil {
+			return OrAnswer(answer), err
+		}
+		checkedOut = fmt.Sprintf("; %s checked out at %s by the workspace helper (%d bytes, %d LFS objects), its credential revoked and the helper gone",
+			p.Repository.URL, o.Commit, o.Bytes, o.LFSObjects)
+	}
 	return domain.Succeeded(siteprotocol.ReasonPrepared,
-		fmt.Sprintf("workspace claim %s created in namespace %s as %s", obj.Name, obj.Namespace, b.Account),
+		fmt.Sprintf("workspace claim %s created in namespace %s as %s%s", obj.Name, obj.Namespace, b.Account, checkedOut),
 		siteprotocol.PrepareDetail{Workspace: siteprotocol.WorkspaceRef{ClaimName: obj.Name, UID: uid}, SpecDigest: siteprotocol.Digest(obj.Spec)},
 		obj.Ref(uid)), nil
 }
@@ -167,6 +192,9 @@ func (e *BatchExecutor) start(ctx context.Context, cmd siteprotocol.Command, rec
 	ws := domain.FindRecord(records, domain.KindWorkspace)
 	if ws == nil || ws.Phase != domain.PhaseCreated {
 		return domain.Refused(siteprotocol.ReasonNotPrepared, "attempt %s has no prepared workspace; send prepare first", cmd.AttemptID), nil
+	}
+	if refusal := CheckoutReadiness(cmd, records); refusal != nil {
+		return *refusal, nil
 	}
 	b, refusal, err := e.access.Binding(ctx, cmd)
 	if refusal != nil || err != nil {

@@ -56,6 +56,9 @@ type fakeNative struct {
 	nsRead      int
 	observation application.Observation
 	accounts    map[string]string // namespace/account → the live account's UID ("": the account is gone)
+	// onCreate sees every object created; createdKinds lists their kinds.
+	onCreate     func(application.NativeObject)
+	createdKinds []string
 }
 
 type fakeObject struct {
@@ -105,6 +108,10 @@ func (f *fakeNative) Create(_ context.Context, as domain.StartIdentity, obj appl
 	uid := fmt.Sprintf("uid-%d", f.uids)
 	f.objects[k] = fakeObject{uid: uid, spec: obj.Spec}
 	f.creates = append(f.creates, as)
+	f.createdKinds = append(f.createdKinds, obj.Kind)
+	if f.onCreate != nil {
+		f.onCreate(obj)
+	}
 	if f.createLost {
 		f.createLost = false
 		err := f.createErr

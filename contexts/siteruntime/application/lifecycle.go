@@ -232,7 +232,10 @@ func (l *Lifecycle) EnsureCreated(ctx context.Context, cmd siteprotocol.Command,
 		case rec.CommandID == cmd.ID && rec.Phase == domain.PhaseCreating:
 			// A create of this command may have happened: what it
 			// rendered is what recovery compares and creates.
-			obj, recovering = SavedObject(*rec), true
+			// A Secret's Data is never saved: the caller's render holds it.
+			saved := SavedObject(*rec)
+			saved.Data = obj.Data
+			obj, recovering = saved, true
 		}
 	}
 	if recovering {
@@ -361,6 +364,12 @@ func (l *Lifecycle) Remove(ctx context.Context, cmd siteprotocol.Command, kinds 
 // failed / deletion-pending answer when the wait ran out (for a cancel,
 // with the workload's state). A family's compensating delete uses it too.
 func (l *Lifecycle) Delete(ctx context.Context, cmd siteprotocol.Command, rec domain.NativeRecord) (DeleteOutcome, *domain.Answer, error) {
+	return l.DeleteWithin(ctx, cmd, rec, l.cfg.DeletionWait)
+}
+
+// DeleteWithin is Delete waiting at most wait (a workspace helper's
+// foreground-deletion allowance, docs/site-runtime.md#the-workspace-helper).
+func (l *Lifecycle) DeleteWithin(ctx context.Context, cmd siteprotocol.Command, rec domain.NativeRecord, wait time.Duration) (DeleteOutcome, *domain.Answer, error) {
 	ref := RecordRef(rec)
 	if rec.Phase != domain.PhaseDeleting {
 		if err := l.SaveRecord(ctx, cmd, rec, domain.PhaseDeleting); err != nil {
@@ -373,13 +382,13 @@ func (l *Lifecycle) Delete(ctx context.Context, cmd siteprotocol.Command, rec do
 	}
 	l.fp.Hit(FailAfterNativeCall)
 	if !out.Gone {
-		wctx, cancel := context.WithTimeout(ctx, l.cfg.DeletionWait)
+		wctx, cancel := context.WithTimeout(ctx, wait)
 		out, err = l.native.WaitGone(wctx, ref)
 		cancel()
 		switch {
 		case err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
 			a := domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonDeletionPending,
-				Message:    fmt.Sprintf("%s %s/%s (uid %s) is still being deleted after %s", ref.Kind, ref.Namespace, ref.Name, ref.UID, l.cfg.DeletionWait),
+				Message:    fmt.Sprintf("%s %s/%s (uid %s) is still being deleted after %s", ref.Kind, ref.Namespace, ref.Name, ref.UID, wait),
 				Detail:     siteprotocol.CleanupDetail{Removed: []siteprotocol.NativeRef{}},
 				NativeRefs: []siteprotocol.NativeRef{ref}}
 			if cmd.Operation == siteprotocol.OpCancel {

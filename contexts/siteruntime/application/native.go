@@ -59,6 +59,11 @@ type NativeObject struct {
 	Namespace string
 	Name      string
 	Spec      []byte
+	// Data is a Secret's content (a checkout credential's username and
+	// token), written into the object at create only: it is never part of
+	// Spec or its digest and never saved in a record, so a token never
+	// enters a journal (docs/site-runtime.md#the-workspace-helper).
+	Data map[string][]byte
 }
 
 // Ref returns the native reference of the object with uid.

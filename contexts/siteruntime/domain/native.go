@@ -53,3 +53,31 @@ func FindRecord(records []NativeRecord, kind string) *NativeRecord {
 	}
 	return nil
 }
+
+// Kinds of a repository checkout (docs/site-runtime.md#the-workspace-helper):
+// the credential Secret attempt-<attempt>-cred and the helper Pod
+// attempt-<attempt>-git are native objects; the grant (named by its
+// idempotency key, its grant ID as the record's UID) and the helper's
+// outcome (named like the helper) are records of jobs.sqlite only.
+const (
+	KindSecret   = "Secret"
+	KindPod      = "Pod"
+	KindGrant    = "RepositoryGrant"
+	KindCheckout = "CheckoutOutcome"
+)
+
+// Phases of a grant record (KindGrant): issuing is saved BEFORE the
+// issue call, issued with the grant ID after it, refused when the
+// provider denied it or gave no answer (its spec then holds the refusal);
+// revoking is saved BEFORE the revoke call, revoked once the provider
+// confirmed it, unconfirmed when the provider did not confirm it within
+// its bound. A checkout outcome record (KindCheckout) is saved in phase
+// read once the helper's outcome is known.
+const (
+	PhaseIssuing     = "issuing"
+	PhaseIssued      = "issued"
+	PhaseRevoking    = "revoking"
+	PhaseRevoked     = "revoked"
+	PhaseUnconfirmed = "unconfirmed"
+	PhaseRead        = "read"
+)

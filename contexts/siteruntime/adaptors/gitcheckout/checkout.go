@@ -60,6 +60,10 @@ type Options struct {
 	// PollInterval is how often the size is measured while Git runs
 	// (default 100 ms).
 	PollInterval time.Duration
+	// VerifyOnly verifies the checkout at Dest and never fetches, writes
+	// or removes anything: a serving Pod's read-only verification of its
+	// prepared workspace (docs/site-runtime.md#services-and-the-prepared-workspace).
+	VerifyOnly bool
 }
 
 var commitRe = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
@@ -122,6 +126,9 @@ func Run(ctx context.Context, o Options) domain.CheckoutOutcome {
 		return domain.CheckoutFailed(siteprotocol.ReasonNativeError, "%v", err)
 	}
 	defer g.close()
+	if o.VerifyOnly {
+		return verifyOnly(ctx, g, o)
+	}
 	// A staging directory is never accepted: it is what a killed run left.
 	if err := os.RemoveAll(o.staging()); err != nil {
 		return domain.CheckoutFailed(siteprotocol.ReasonNativeError, "remove the partial checkout %s: %v", o.staging(), err)
@@ -139,6 +146,20 @@ func Run(ctx context.Context, o Options) domain.CheckoutOutcome {
 	out := fetchAndCheckout(ctx, g, o)
 	if out.Outcome != siteprotocol.OutcomeSucceeded {
 		_ = os.RemoveAll(o.staging())
+	}
+	return out
+}
+
+// verifyOnly verifies Dest as a replayed checkout would, and fails
+// native-error, leaving everything as it is, when it is missing or not a
+// complete checkout of the commit.
+func verifyOnly(ctx context.Context, g *git, o Options) domain.CheckoutOutcome {
+	if _, err := os.Lstat(o.Dest); err != nil {
+		return domain.CheckoutFailed(siteprotocol.ReasonNativeError, "no prepared checkout at %s: %v", o.Dest, err)
+	}
+	out, ok := verifyExisting(ctx, g, o)
+	if !ok {
+		return domain.CheckoutFailed(siteprotocol.ReasonNativeError, "%s is not the complete checkout of %s: %s", o.Dest, o.Commit, out.Message)
 	}
 	return out
 }

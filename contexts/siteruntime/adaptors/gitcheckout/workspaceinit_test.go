@@ -165,6 +165,9 @@ type run struct {
 	sizeLimit            int64
 	timeout              time.Duration
 	workspace            string // the workspace (dest's parent); a fresh one when empty
+	// verifyOnly runs --verify-only without a credential (a serving Pod's
+	// verification of its prepared workspace).
+	verifyOnly bool
 }
 
 type ran struct {
@@ -194,6 +197,10 @@ func (f *fixture) run(t *testing.T, r run) ran {
 	args := []string{"workspace-init", "--url", r.url, "--commit", r.commit, "--dest", dest,
 		"--size-limit", fmt.Sprint(r.sizeLimit), "--credential-dir", r.credDir, "--ca-file", f.host.CAFile,
 		"--timeout", r.timeout.String(), "--outcome-file", outcome}
+	if r.verifyOnly {
+		args = []string{"workspace-init", "--url", r.url, "--commit", r.commit, "--dest", dest,
+			"--size-limit", fmt.Sprint(r.sizeLimit), "--verify-only", "--timeout", r.timeout.String(), "--outcome-file", outcome}
+	}
 	if r.lfs {
 		args = append(args, "--lfs")
 	}
@@ -325,6 +332,13 @@ func TestWorkspaceInitAgainstARealGitHost(t *testing.T) {
 		if !again.out.Verified || again.out.Fetch != "" || !os.SameFile(before, after) || !after.ModTime().Equal(before.ModTime()) {
 			t.Errorf("the second run: %+v", again.out)
 		}
+		// --verify-only, without a credential (a serving Pod's init
+		// container), verifies the complete checkout.
+		verified := f.run(t, run{url: f.model.URL, commit: f.exact, lfs: true, workspace: r.workspace, verifyOnly: true})
+		f.succeeded(t, verified, f.exact)
+		if !verified.out.Verified {
+			t.Errorf("--verify-only: %+v", verified.out)
+		}
 
 		// A partial checkout is never accepted: a staging directory is
 		// removed, and a destination that does not verify is fetched anew.
@@ -333,6 +347,17 @@ func TestWorkspaceInitAgainstARealGitHost(t *testing.T) {
 		}
 		if err := os.MkdirAll(filepath.Join(r.workspace, ".repo.partial", ".git"), 0o755); err != nil {
 			t.Fatal(err)
+		}
+		// --verify-only refuses it and changes nothing.
+		refused := f.run(t, run{url: f.model.URL, commit: f.exact, lfs: true, workspace: r.workspace, verifyOnly: true})
+		if refused.out.Reason != siteprotocol.ReasonNativeError || refused.exit == 0 {
+			t.Errorf("--verify-only of a tampered checkout: exit %d, %+v", refused.exit, refused.out)
+		}
+		if b, _ := os.ReadFile(filepath.Join(r.dest, "data", "weights.bin")); string(b) != "tampered" {
+			t.Error("--verify-only changed the checkout")
+		}
+		if _, err := os.Stat(filepath.Join(r.workspace, ".repo.partial")); err != nil {
+			t.Errorf("--verify-only removed the staging directory: %v", err)
 		}
 		third := f.run(t, run{url: f.model.URL, commit: f.exact, lfs: true, workspace: r.workspace})
 		f.succeeded(t, third, f.exact)

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
@@ -27,7 +28,17 @@ import (
 // accepted is a readiness probe's initialDelaySeconds: 0 (omittedDefault).
 // The live object's spec-digest annotation — a Deployment's also on its
 // Pod template — must equal the SHA-256 of spec.
+//
+// One alternative is accepted for a workspace helper Pod: a live helper
+// created with the earlier 30-second grace period whose digest is that of
+// LegacyHelperSpec(spec) is compared with that specification, so every
+// other field still has to match (docs/site-runtime.md#the-workspace-helper).
 func Mismatch(spec []byte, live map[string]any) (string, error) {
+	if kind, _ := live["kind"].(string); kind == "Pod" {
+		if legacy, ok := LegacyHelperSpec(spec); ok && annotation(live, AnnotationSpecDigest) == siteprotocol.Digest(legacy) {
+			spec = legacy
+		}
+	}
 	var rendered map[string]any
 	dec := json.NewDecoder(bytes.NewReader(spec))
 	dec.UseNumber()
@@ -184,4 +195,16 @@ func describe(v any) string {
 		return string(b[:200]) + "…"
 	}
 	return string(b)
+}
+
+// LegacyHelperSpec is a helper Pod's saved specification as the earlier
+// rendering had it: terminationGracePeriodSeconds 30 instead of 5, every
+// other byte the same. ok is false when spec is no helper rendering of
+// this version (docs/site-runtime.md#the-workspace-helper).
+func LegacyHelperSpec(spec []byte) ([]byte, bool) {
+	now := []byte(fmt.Sprintf(`"terminationGracePeriodSeconds":%d,`, application.HelperGracePeriodSeconds))
+	if bytes.Count(spec, now) != 1 || !bytes.Contains(spec, []byte(`"kind":"Pod"`)) {
+		return nil, false
+	}
+	return bytes.Replace(spec, now, []byte(fmt.Sprintf(`"terminationGracePeriodSeconds":%d,`, application.LegacyHelperGracePeriodSeconds)), 1), true
 }

@@ -52,6 +52,10 @@ func (r *Renderer) RenderDeployment(s application.ApplicationServiceSpec) (appli
 			PeriodSeconds:       rd.PeriodSeconds,
 		}
 	}
+	var initContainers []corev1.Container
+	if v := s.Verify; v != nil {
+		initContainers = []corev1.Container{VerifyContainer(*v)}
+	}
 	dep := appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: domain.KindDeployment},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: Labels(s.Identity)},
@@ -66,6 +70,7 @@ func (r *Renderer) RenderDeployment(s application.ApplicationServiceSpec) (appli
 					AutomountServiceAccountToken: &noToken,
 					NodeSelector:                 maps.Clone(r.Scheduling.NodeSelector),
 					Tolerations:                  slices.Clone(r.Scheduling.Tolerations),
+					InitContainers:               initContainers,
 					Containers: []corev1.Container{{
 						Name:           ContainerName,
 						Image:          s.Image,

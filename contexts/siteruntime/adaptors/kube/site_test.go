@@ -54,6 +54,14 @@ type siteOptions struct {
 	realNode func(e *kubetest.Env) (string, kube.Scheduling)
 	// watch runs the Runtime's watch of its Jobs (terminal states).
 	watch bool
+	// grants, when set, makes prepare check out repositories through the
+	// workspace helper with this provider (and names the platform image
+	// in the namespace's ConfigMap metallo-site, as the Site agent does).
+	grants application.RepositoryGrants
+	// checkoutCA is the helper's --repository-ca-configmap.
+	checkoutCA string
+	// fp are the batch executor's failpoints (none when nil).
+	fp application.Failpoints
 }
 
 // site is a Site project namespace set up as the Site agent would, and a
@@ -130,7 +138,13 @@ func newSite(t testing.TB, o siteOptions) *site {
 	}
 	s.image = o.image
 	access := application.NewAccess(s.journal, workloads, perms, systemClock{})
-	batch := application.NewBatchExecutor(access, workloads, s.renderer, images{ref: o.image}, s.journal.Batch(), nil, application.BatchConfig{DeletionWait: o.deletionWait})
+	batch := application.NewBatchExecutor(access, workloads, s.renderer, images{ref: o.image}, s.journal.Batch(), o.fp, application.BatchConfig{DeletionWait: o.deletionWait})
+	if o.grants != nil {
+		if err := siteagent.PlatformImage(ctx, e.Client, s.ns, o.image); err != nil {
+			t.Fatal(err)
+		}
+		batch.WithCheckout(o.grants, s.renderer, workloads, application.CheckoutConfig{Image: o.image, Timeout: time.Minute, Wait: 2 * time.Minute, CAConfigMap: o.checkoutCA})
+	}
 	if o.watch {
 		w := application.NewJobWatcher(workloads, s.journal.Batch(), s.journal.Batch(), systemClock{}, testWatchEvents{t}, 0)
 		wctx, cancel := context.WithCancel(context.Background())

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -75,6 +76,10 @@ var resources = map[string]kindResource{
 	domain.KindDeployment: {gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, managed: true},
 	domain.KindService:    {gvr: schema.GroupVersionResource{Version: "v1", Resource: "services"}, managed: true},
 	domain.KindReplicaSet: {gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}},
+	// A repository checkout's credential Secret and helper Pod
+	// (docs/site-runtime.md#the-workspace-helper).
+	domain.KindSecret: {gvr: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, managed: true},
+	domain.KindPod:    {gvr: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, managed: true},
 }
 
 // resourceOf returns the resource of a kind the Runtime creates and
@@ -180,6 +185,14 @@ func (w *Workloads) Create(ctx context.Context, as domain.StartIdentity, obj app
 	}
 	if err := stampSpecDigest(u, siteprotocol.Digest(obj.Spec)); err != nil {
 		return "", fmt.Errorf("annotate the rendered %s: %w", obj.Kind, err)
+	}
+	if len(obj.Data) > 0 {
+		// A Secret's content: never in the saved specification.
+		data := map[string]any{}
+		for k, v := range obj.Data {
+			data[k] = base64.StdEncoding.EncodeToString(v)
+		}
+		u.Object["data"] = data
 	}
 	client, err := w.member(as)
 	if err != nil {

@@ -187,3 +187,26 @@ func readFile(path string) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// SiteConfigMap is the ConfigMap of a project namespace naming the Site's
+// fixed platform image (key PlatformImageKey), the parameter of the
+// admission policy metallo-workspace-helpers (deploy/cluster/README.md).
+const (
+	SiteConfigMap    = "metallo-site"
+	PlatformImageKey = "platform-image"
+)
+
+// PlatformImage creates (or updates) the namespace's ConfigMap
+// SiteConfigMap naming image, as the Site agent does: without it every
+// workspace helper is refused.
+func PlatformImage(ctx context.Context, admin kubernetes.Interface, namespace, image string) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: SiteConfigMap, Namespace: namespace}, Data: map[string]string{PlatformImageKey: image}}
+	_, err := admin.CoreV1().ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		_, err = admin.CoreV1().ConfigMaps(namespace).Update(ctx, cm, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("configmap %s/%s: %w", namespace, SiteConfigMap, err)
+	}
+	return nil
+}
