@@ -295,11 +295,15 @@ func TestInferenceSpecOfRefusesWhatTheRuntimeCannotRender(t *testing.T) {
 		t.Fatal(err)
 	}
 	for field, edit := range map[string]func(p *siteprotocol.PreparePayload){
-		"service_kind":  func(p *siteprotocol.PreparePayload) { p.ServiceKind = "application" },
-		"model.format":  func(p *siteprotocol.PreparePayload) { p.Model = &siteprotocol.ModelSpec{Args: modelArgs} },
-		"model.runtime": func(p *siteprotocol.PreparePayload) { p.Model = &siteprotocol.ModelSpec{Format: "huggingface", Runtime: "other", Args: modelArgs} },
-		"model.args":    func(p *siteprotocol.PreparePayload) { p.Model = &siteprotocol.ModelSpec{Format: "huggingface", Args: []string{"--a", ""}} },
-		"demand":        func(p *siteprotocol.PreparePayload) { p.Demand = map[string]int64{"cpu": 1} },
+		"service_kind": func(p *siteprotocol.PreparePayload) { p.ServiceKind = "application" },
+		"model.format": func(p *siteprotocol.PreparePayload) { p.Model = &siteprotocol.ModelSpec{Args: modelArgs} },
+		"model.runtime": func(p *siteprotocol.PreparePayload) {
+			p.Model = &siteprotocol.ModelSpec{Format: "huggingface", Runtime: "other", Args: modelArgs}
+		},
+		"model.args": func(p *siteprotocol.PreparePayload) {
+			p.Model = &siteprotocol.ModelSpec{Format: "huggingface", Args: []string{"--a", ""}}
+		},
+		"demand": func(p *siteprotocol.PreparePayload) { p.Demand = map[string]int64{"cpu": 1} },
 	} {
 		p := good
 		edit(&p)
