@@ -67,14 +67,17 @@ type kindResource struct {
 // resources is the adaptor's table of native kinds, for every family
 // (docs/site-runtime.md#one-lifecycle-for-every-family): batch's Jobs, the
 // application family's Deployments and Services, every family's workspace
-// claims, and the ReplicaSets a Deployment owns (read only: the
-// Deployment controller creates and deletes them).
+// claims, the inference family's KServe InferenceServices, and the
+// ReplicaSets a Deployment owns (read only: the Deployment controller
+// creates and deletes them).
 var resources = map[string]kindResource{
 	domain.KindJob:        {gvr: schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, managed: true},
 	domain.KindWorkspace:  {gvr: schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}, managed: true},
 	domain.KindDeployment: {gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, managed: true},
 	domain.KindService:    {gvr: schema.GroupVersionResource{Version: "v1", Resource: "services"}, managed: true},
 	domain.KindReplicaSet: {gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}},
+	domain.KindInferenceService: {gvr: schema.GroupVersionResource{Group: "serving.kserve.io", Version: "v1beta1", Resource: "inferenceservices"},
+		managed: true},
 }
 
 // resourceOf returns the resource of a kind the Runtime creates and
