@@ -116,6 +116,7 @@ func runtimeServeFlags(fs *pflag.FlagSet, cfg *siteruntime.Config) {
 	fs.StringToStringVar(&cfg.PodNodeSelector, "pod-node-selector", nil, "node selector of every Pod the Runtime renders (the Site's dedicated nodes), label=value,…")
 	fs.StringSliceVar(&cfg.PodTolerations, "pod-tolerations", nil, "tolerations of every Pod the Runtime renders, key[=value][:NoSchedule|PreferNoSchedule|NoExecute],… (a key alone: any value; no effect: every effect)")
 	fs.DurationVar(&cfg.ProgressDeadline, "progress-deadline", 600*time.Second, "progressDeadlineSeconds of every application service's Deployment (whole seconds; part of the rendered specification)")
+	fs.StringVar(&cfg.ServingRuntime, "serving-runtime", "kserve-huggingfaceserver", "the KServe ServingRuntime every InferenceService names (part of the rendered specification); a command naming another is refused invalid-payload")
 	fs.DurationVar(&cfg.DeletionWait, "deletion-wait", 2*time.Minute, "how long cancel and cleanup wait for a deleted object to be gone before answering deletion-pending")
 	fs.DurationVar(&cfg.PermissionsBound, "permissions-bound", 2*time.Minute, "how long an unavailable http: permission provider is retried before a start is refused permission-unavailable")
 	fs.DurationVar(&cfg.RepositoryGrantsBound, "repository-grants-bound", 2*time.Minute, "how long an unavailable http: repository grant provider is retried before a checkout is refused credential-unavailable")
