@@ -79,7 +79,7 @@ func TestKServesPredictorIsAdmittedOnlyFromItsControllerForItsAttemptsInferenceS
 	rsController := s.e.ClientFor(kubeconfig.Impersonate(s.e.Config, replicaSetController))
 	refusedByOneOf(t, "the predictor Deployment created by the Runtime as the member", createDeployment(asMember, ns, a.predictorDeployment()),
 		denial{"metallo-deployments", msgDeploymentName}, denial{"metallo-deployments", msgDeploymentSelector})
-	refusedByOneOf(t, "the predictor Deployment created by another controller's identity", createDeployment(rsController, ns, a.predictorDeployment()),
+	refusedByOneOf(t, "the predictor Deployment created by the cluster administrator", createDeployment(s.e.Client, ns, a.predictorDeployment()),
 		denial{"metallo-deployments", msgDeploymentName}, denial{"metallo-deployments", msgDeploymentSelector}, denial{"metallo-deployments", msgDeploymentCreator})
 	for what, change := range map[string]func(*appsv1.Deployment){
 		"without the owner reference": func(d *appsv1.Deployment) { d.OwnerReferences = nil },
@@ -109,6 +109,8 @@ func TestKServesPredictorIsAdmittedOnlyFromItsControllerForItsAttemptsInferenceS
 
 	refusedByOneOf(t, "the predictor Service created by the Runtime as the member", createService(asMember, ns, a.predictorService()),
 		denial{"metallo-services", msgServiceName}, denial{"metallo-services", msgServiceSelector})
+	refusedByOneOf(t, "the predictor Service created by the cluster administrator", createService(s.e.Client, ns, a.predictorService()),
+		denial{"metallo-services", msgServiceCreator})
 	for what, change := range map[string]func(*corev1.Service){
 		"without the owner reference": func(svc *corev1.Service) { svc.OwnerReferences = nil },
 		"owned by another Attempt's InferenceService": func(svc *corev1.Service) {
