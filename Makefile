@@ -201,13 +201,13 @@ endef
 demo: build cluster-up
 	$(GO) run ./deploy/demo --metallo $(BIN)
 
-## bench-native: batch Attempts started/s against the local cluster next to raw client-go Job creates/s, and application Attempts started/s next to raw Deployment+Service creates/s; writes the "Native start" and "Application start" sections of BENCHMARKS.md (also kept in var/bench-native.md, var/bench-application.md)
+## bench-native: batch Attempts started/s against the local cluster next to raw client-go Job creates/s, application Attempts started/s next to raw Deployment+Service creates/s, and inference Attempts started/s next to raw InferenceService creates/s; writes the "Native start", "Application start" and "Inference start" sections of BENCHMARKS.md (also kept in var/bench-native.md, var/bench-application.md, var/bench-inference.md)
 bench: bench-native
 bench-native: cluster-up
 	@mkdir -p var
-	METALLO_BENCH_REPORT=$(CURDIR)/var/bench-native.md METALLO_BENCH_APP_REPORT=$(CURDIR)/var/bench-application.md $(GO) test -run '^$$' -bench '^Benchmark(NativeStart|ApplicationStart)$$' -benchtime=1x -count=1 -timeout 45m ./contexts/siteruntime/adaptors/kube/
+	METALLO_BENCH_REPORT=$(CURDIR)/var/bench-native.md METALLO_BENCH_APP_REPORT=$(CURDIR)/var/bench-application.md METALLO_BENCH_INFERENCE_REPORT=$(CURDIR)/var/bench-inference.md $(GO) test -run '^$$' -bench '^Benchmark(NativeStart|ApplicationStart|InferenceStart)$$' -benchtime=1x -count=1 -timeout 45m ./contexts/siteruntime/adaptors/kube/
 	@touch BENCHMARKS.md
-	@for pair in "var/bench-native.md:Native start" "var/bench-application.md:Application start"; do \
+	@for pair in "var/bench-native.md:Native start" "var/bench-application.md:Application start" "var/bench-inference.md:Inference start"; do \
 	  f=$${pair%%:*}; title=$${pair#*:}; \
 	  awk -v f="$$f" -v title="## $$title" 'BEGIN { while ((getline l < f) > 0) s = s l "\n" } $$0 == title { printf "%s", s; skip = 1; done = 1; next } /^## / { if (skip) print ""; skip = 0 } !skip { print } END { if (!done) printf "%s%s", (NR ? "\n" : ""), s }' BENCHMARKS.md > var/BENCHMARKS.md.tmp && mv var/BENCHMARKS.md.tmp BENCHMARKS.md; \
 	  echo "wrote the $$title section of BENCHMARKS.md"; \

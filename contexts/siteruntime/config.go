@@ -79,6 +79,11 @@ type Config struct {
 	// progressDeadlineSeconds (whole seconds, default 600 s), part of the
 	// rendered specification (docs/site-runtime.md#application-services-on-kubernetes).
 	ProgressDeadline time.Duration
+	// ServingRuntime is the KServe ServingRuntime every InferenceService
+	// names (--serving-runtime; empty: DefaultServingRuntime); a command
+	// naming another is refused invalid-payload
+	// (docs/site-runtime.md#inference-services-on-kserve).
+	ServingRuntime string
 	// DeletionWait bounds how long cancel and cleanup wait for a deleted
 	// object to be gone (then failed / deletion-pending).
 	DeletionWait time.Duration
@@ -259,6 +264,11 @@ func (c Config) Validate() error {
 	}
 	if c.ProgressDeadline < time.Second || c.ProgressDeadline%time.Second != 0 || c.ProgressDeadline > math.MaxInt32*time.Second {
 		errs.bad("progress-deadline", c.ProgressDeadline.String(), errors.New("must be whole seconds, at least 1s: it is the Deployment's progressDeadlineSeconds"))
+	}
+	if c.ServingRuntime != "" {
+		if msgs := validation.IsDNS1123Subdomain(c.ServingRuntime); len(msgs) > 0 {
+			errs.bad("serving-runtime", c.ServingRuntime, fmt.Errorf("must name a KServe ServingRuntime (a DNS subdomain): %s", strings.Join(msgs, "; ")))
+		}
 	}
 	errs.positive("deletion-wait", c.DeletionWait, "how long cancel and cleanup wait for a deleted object")
 	if !(c.KubeAPIQPS >= 1 && c.KubeAPIQPS <= 10000) {

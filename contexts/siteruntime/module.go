@@ -78,10 +78,11 @@ func Module(cfg Config, j *journal.Journal) fx.Option {
 			AsExecutors(memberRegistrations),
 			AsExecutors(batchRegistrations),
 			AsExecutors(applicationRegistrations),
+			AsExecutors(inferenceRegistrations),
 		),
 		// One workload client and one access check for every family.
 		fx.Provide(fx.Private, newNativeObjects, newAccess),
-		fx.Provide(fx.Private, newBatchExecutor, newApplicationExecutor),
+		fx.Provide(fx.Private, newBatchExecutor, newApplicationExecutor, newInferenceExecutor),
 		fx.Provide(
 			fx.Private,
 			newRegistry,
@@ -159,6 +160,23 @@ func newApplicationExecutor(cfg Config, native *kube.Workloads, access *applicat
 		return nil, err
 	}
 	return e.WithCheckout(grants, specs, native, ccfg).WithOtherFamilies(batch), nil
+}
+
+// inferenceRegistrations routes the inference family's operations.
+func inferenceRegistrations(e *application.InferenceExecutor) []application.Registration {
+	return e.Registrations()
+}
+
+// newInferenceExecutor is NewInferenceExecutor over the shared client and
+// access check, with records in services.sqlite; it sees jobs.sqlite, so a
+// prepare or start of a batch Attempt is refused attempt-conflict.
+func newInferenceExecutor(cfg Config, native *kube.Workloads, access *application.Access, r application.ServiceRecords,
+	batch application.BatchRecords, fp application.Failpoints) (*application.InferenceExecutor, error) {
+	e, err := NewInferenceExecutor(cfg, native, access, r, fp)
+	if err != nil {
+		return nil, err
+	}
+	return e.WithOtherFamilies(batch), nil
 }
 
 // newNativeObjects is NewNativeObjects: the one Kubernetes workload

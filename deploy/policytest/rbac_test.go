@@ -73,6 +73,11 @@ func TestRuntimeReachesOnlyWhatItNeedsInItsProjectNamespaces(t *testing.T) {
 		{verb: "delete", group: "apps", resource: "replicasets", namespace: ns}:                      true,
 		{verb: "list", resource: "services", namespace: ns}:                                          true,
 		{verb: "delete", resource: "services", namespace: ns}:                                        true,
+		{verb: "get", group: "serving.kserve.io", resource: "inferenceservices", namespace: ns}:      true,
+		{verb: "watch", group: "serving.kserve.io", resource: "inferenceservices", namespace: ns}:    true,
+		{verb: "delete", group: "serving.kserve.io", resource: "inferenceservices", namespace: ns}:   true,
+		{verb: "patch", group: "serving.kserve.io", resource: "inferenceservices", namespace: ns}:    false,
+		{verb: "create", group: "serving.kserve.io", resource: "inferenceservices", namespace: ns}:   false,
 
 		{verb: "list", resource: "secrets", namespace: ns}:                                                   false,
 		{verb: "create", group: "batch", resource: "jobs", namespace: ns}:                                    false,
@@ -123,7 +128,7 @@ func TestRuntimeReachesOnlyWhatItNeedsInItsProjectNamespaces(t *testing.T) {
 }
 
 // A member may only create its Attempts' Jobs, claims, credentials, helper Pods, application
-// Deployments and Services: it reads,
+// Deployments and Services and InferenceServices: it reads,
 // changes and deletes nothing, so a second member of the Project cannot read the first one's
 // claim, credential, Job or logs, nor exec into its Pods, nor grant itself anything
 // (docs/site-runtime.md#admission-policies-and-rbac).
@@ -133,17 +138,19 @@ func TestMembersOnlyCreateAndReadNothing(t *testing.T) {
 	bob := s.asMember(t, s.bob)
 	ns := s.namespace
 	want := map[access]bool{
-		{verb: "create", group: "batch", resource: "jobs", namespace: ns}:       true,
-		{verb: "create", resource: "persistentvolumeclaims", namespace: ns}:     true,
-		{verb: "create", resource: "secrets", namespace: ns}:                    true,
-		{verb: "create", resource: "pods", namespace: ns}:                       true,
-		{verb: "create", group: "apps", resource: "deployments", namespace: ns}: true,
-		{verb: "create", resource: "services", namespace: ns}:                   true,
+		{verb: "create", group: "batch", resource: "jobs", namespace: ns}:                          true,
+		{verb: "create", resource: "persistentvolumeclaims", namespace: ns}:                        true,
+		{verb: "create", resource: "secrets", namespace: ns}:                                       true,
+		{verb: "create", resource: "pods", namespace: ns}:                                          true,
+		{verb: "create", group: "apps", resource: "deployments", namespace: ns}:                    true,
+		{verb: "create", resource: "services", namespace: ns}:                                      true,
+		{verb: "create", group: "serving.kserve.io", resource: "inferenceservices", namespace: ns}: true,
 	}
 	for _, verb := range []string{"get", "list", "watch", "update", "patch", "delete"} {
 		for _, r := range []access{
 			{group: "batch", resource: "jobs"}, {resource: "persistentvolumeclaims"}, {resource: "secrets"}, {resource: "pods"},
 			{group: "apps", resource: "deployments"}, {group: "apps", resource: "replicasets"}, {resource: "services"},
+			{group: "serving.kserve.io", resource: "inferenceservices"},
 		} {
 			r.verb, r.namespace = verb, ns
 			want[r] = false
@@ -157,7 +164,6 @@ func TestMembersOnlyCreateAndReadNothing(t *testing.T) {
 		{verb: "update", group: "apps", resource: "deployments", subresource: "scale"},
 		{verb: "create", resource: "endpoints"},
 		{verb: "create", group: "discovery.k8s.io", resource: "endpointslices"},
-		{verb: "create", group: "serving.kserve.io", resource: "inferenceservices"},
 		{verb: "create", group: "rbac.authorization.k8s.io", resource: "rolebindings"},
 		{verb: "get", resource: "namespaces", name: ns},
 		{verb: "impersonate", resource: "serviceaccounts", name: "member-" + s.alice},

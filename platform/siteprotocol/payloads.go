@@ -109,7 +109,7 @@ type StateDetail struct {
 // ObserveDetail answers observe: the native state, the reason from the
 // native condition (e.g. the Job's "DeadlineExceeded"), the timestamps
 // the native object reports (RFC 3339, UTC) and, for a finished batch
-// Attempt, its container's exit code
+// Attempt or a failed inference service, its container's exit code
 // (docs/site-protocol.md#observe-detail-exit_code). ExitCode is absent while nothing has terminated and when
 // the container's termination is not known (its Pod is gone); 0 is a
 // reported success.
@@ -119,7 +119,7 @@ type ObserveDetail struct {
 	Message    string `json:"message,omitempty" doc:"The native condition's message."`
 	StartedAt  string `json:"started_at,omitempty" doc:"When the native object reports it started (RFC 3339, UTC)."`
 	FinishedAt string `json:"finished_at,omitempty" doc:"When the native object reports it finished (RFC 3339, UTC)."`
-	ExitCode   *int32 `json:"exit_code,omitempty" doc:"The exit code of a finished batch Attempt's container, from its termination (0 on success; 128+n when killed by signal n, e.g. 137 for SIGKILL); absent while nothing terminated or when the termination is not known."`
+	ExitCode   *int32 `json:"exit_code,omitempty" doc:"The exit code of a finished batch Attempt's container, from its termination (0 on success; 128+n when killed by signal n, e.g. 137 for SIGKILL), or of a failed inference service's model server (KServe's lastFailureInfo.exitCode); absent while nothing terminated or when the termination is not known."`
 }
 
 // CancelDetail answers cancel: objects with the Attempt's names but another

@@ -2,7 +2,6 @@ package application
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -202,11 +201,11 @@ func (e *ApplicationExecutor) prepare(ctx context.Context, cmd siteprotocol.Comm
 	depRec, svcRec := domain.FindRecord(records, domain.KindDeployment), domain.FindRecord(records, domain.KindService)
 	dep, err := e.rendered(depRec, func() (NativeObject, error) { return e.specs.RenderDeployment(spec) })
 	if err != nil {
-		return e.renderRefusal(err)
+		return renderRefusal(err)
 	}
 	svc, err := e.rendered(svcRec, func() (NativeObject, error) { return e.specs.RenderService(spec) })
 	if err != nil {
-		return e.renderRefusal(err)
+		return renderRefusal(err)
 	}
 	// One access check for the claim and the checkout's creates.
 	access := e.life.Access().Start(cmd, b)
@@ -237,61 +236,24 @@ func (e *ApplicationExecutor) prepare(ctx context.Context, cmd siteprotocol.Comm
 		ws.Ref(wsUID)), nil
 }
 
-func (e *ApplicationExecutor) renderRefusal(err error) (domain.Answer, error) {
-	if errors.Is(err, ErrUnsupportedDemand) {
-		return domain.Refused(siteprotocol.ReasonInvalidPayload, "prepare payload: %v", err), nil
-	}
-	return domain.Answer{}, err
-}
-
 // preparedElsewhere refuses a prepare of an Attempt whose service
 // specification another command saved (its Deployment's command label
 // names the prepare that rendered it), or that holds a record of another
 // service kind: a later command never changes either.
 func (e *ApplicationExecutor) preparedElsewhere(cmd siteprotocol.Command, records []domain.NativeRecord) (*domain.Answer, error) {
-	for _, r := range records {
-		if r.ServiceKind != "" && r.ServiceKind != string(siteprotocol.ServiceApplication) {
-			a := domain.Refused(siteprotocol.ReasonAttemptConflict, "attempt %s was prepared as a %s service (%s %s); a later prepare cannot change its service kind",
-				cmd.AttemptID, r.ServiceKind, r.Kind, r.Name)
-			return &a, nil
-		}
-		if r.Kind != domain.KindDeployment && r.Kind != domain.KindService {
-			continue
-		}
-		id, err := e.specs.Identity(r.Spec)
-		if err != nil {
-			return nil, fmt.Errorf("read the identity of attempt %s's %s record: %w", cmd.AttemptID, r.Kind, err)
-		}
-		if id.CommandID != cmd.ID {
-			a := domain.Refused(siteprotocol.ReasonAttemptConflict,
-				"attempt %s was already prepared by command %s; a later prepare cannot change its service kind or specification", cmd.AttemptID, id.CommandID)
-			return &a, nil
-		}
-	}
-	return nil, nil
+	return servicePreparedElsewhere(e.specs, siteprotocol.ServiceApplication, cmd, records, domain.KindDeployment, domain.KindService)
 }
 
-// rendered is the specification rec (this command's, from before a
-// crash) saved, or else what render gives: the saved specification is
-// never rendered again.
+// rendered is savedOrRendered: the saved specification is never
+// rendered again.
 func (e *ApplicationExecutor) rendered(rec *domain.NativeRecord, render func() (NativeObject, error)) (NativeObject, error) {
-	if rec != nil {
-		return SavedObject(*rec), nil
-	}
-	return render()
+	return savedOrRendered(rec, render)
 }
 
 // savePrepared saves obj's specification in phase prepared, unless rec
 // holds it already.
 func (e *ApplicationExecutor) savePrepared(ctx context.Context, cmd siteprotocol.Command, rec *domain.NativeRecord, obj NativeObject) error {
-	if rec != nil {
-		return nil
-	}
-	if err := e.life.Save(ctx, cmd, obj, "", domain.PhasePrepared); err != nil {
-		return err
-	}
-	e.fp.Hit(FailAfterNativeRecord)
-	return nil
+	return savePrepared(ctx, e.life, e.fp, cmd, rec, obj)
 }
 
 func (e *ApplicationExecutor) start(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {
@@ -322,18 +284,8 @@ func (e *ApplicationExecutor) start(ctx context.Context, cmd siteprotocol.Comman
 	if refusal != nil || err != nil {
 		return OrAnswer(refusal), err
 	}
-	id, err := e.specs.Identity(depRec.Spec)
-	if err != nil {
-		return domain.Answer{}, fmt.Errorf("read the identity of attempt %s's Deployment record: %w", cmd.AttemptID, err)
-	}
-	if id.RunID != cmd.RunID || id.MemberID != cmd.MemberID || id.ProjectID != cmd.ProjectID {
-		return domain.Refused(siteprotocol.ReasonAttemptConflict,
-			"attempt %s was prepared for run %s, member %s, project %s; this start names run %s, member %s, project %s",
-			cmd.AttemptID, id.RunID, id.MemberID, id.ProjectID, cmd.RunID, cmd.MemberID, cmd.ProjectID), nil
-	}
-	if ws.Namespace != b.Namespace || depRec.Namespace != b.Namespace {
-		return domain.Refused(siteprotocol.ReasonNotPrepared, "attempt %s was prepared in namespace %s; binding %s now names namespace %s",
-			cmd.AttemptID, depRec.Namespace, b.BindingID, b.Namespace), nil
+	if refusal, err := preparedFor(e.specs, cmd, b, *ws, *depRec); refusal != nil || err != nil {
+		return OrAnswer(refusal), err
 	}
 	// One access check for the start: its identity creates the Deployment
 	// and then the Service (docs/site-runtime.md#access-before-every-native-start).

@@ -34,14 +34,15 @@ const (
 
 // Native kinds the Runtime records or reads (the Kubernetes kinds):
 // batch's Job, every family's workspace claim, the application family's
-// Deployment and Service, and the ReplicaSets a Deployment owns (read
-// only).
+// Deployment and Service, the inference family's KServe
+// InferenceService, and the ReplicaSets a Deployment owns (read only).
 const (
-	KindJob        = "Job"
-	KindWorkspace  = "PersistentVolumeClaim"
-	KindDeployment = "Deployment"
-	KindService    = "Service"
-	KindReplicaSet = "ReplicaSet"
+	KindJob              = "Job"
+	KindWorkspace        = "PersistentVolumeClaim"
+	KindDeployment       = "Deployment"
+	KindService          = "Service"
+	KindReplicaSet       = "ReplicaSet"
+	KindInferenceService = "InferenceService"
 )
 
 // FindRecord returns the record of kind among records, or nil.

@@ -75,6 +75,10 @@ type Renderer struct {
 	// ServicePodAnnotations are added to every application service's Pod
 	// template (tests: the local cluster's KWOK never-ready annotation).
 	ServicePodAnnotations map[string]string
+	// InferencePodAnnotations are added to every InferenceService's
+	// predictor component, which KServe copies onto its Pods (tests: the
+	// local cluster's KWOK fail annotation).
+	InferencePodAnnotations map[string]string
 	// Scheduling is every rendered Pod's node selector and tolerations.
 	Scheduling Scheduling
 }

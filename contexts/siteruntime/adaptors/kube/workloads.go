@@ -68,8 +68,9 @@ type kindResource struct {
 // resources is the adaptor's table of native kinds, for every family
 // (docs/site-runtime.md#one-lifecycle-for-every-family): batch's Jobs, the
 // application family's Deployments and Services, every family's workspace
-// claims, and the ReplicaSets a Deployment owns (read only: the
-// Deployment controller creates and deletes them).
+// claims, the inference family's KServe InferenceServices, and the
+// ReplicaSets a Deployment owns (read only: the Deployment controller
+// creates and deletes them).
 var resources = map[string]kindResource{
 	domain.KindJob:        {gvr: schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, managed: true},
 	domain.KindWorkspace:  {gvr: schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}, managed: true},
@@ -80,6 +81,8 @@ var resources = map[string]kindResource{
 	// (docs/site-runtime.md#the-workspace-helper).
 	domain.KindSecret: {gvr: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, managed: true},
 	domain.KindPod:    {gvr: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, managed: true},
+	domain.KindInferenceService: {gvr: schema.GroupVersionResource{Group: "serving.kserve.io", Version: "v1beta1", Resource: "inferenceservices"},
+		managed: true},
 }
 
 // resourceOf returns the resource of a kind the Runtime creates and

@@ -698,7 +698,7 @@ func report(results []drainResult, lp50, lp99 time.Duration, inFlight int, dir s
 	fmt.Printf("\nOne command in flight (append → acknowledged, %d commands, folded): p50 %s, p99 %s.\n\n", inFlight, lp50.Round(time.Microsecond), lp99.Round(time.Microsecond))
 	first, last := results[0].warm, results[0].warm+results[0].commands
 	fmt.Printf("Retained Go heap: the smallest /gc/heap/live:bytes (the heap the last GC kept) sampled every 250 ms over the second half of the first %d commands, and over the last %d of %d.\n\n", first, first, last)
-	fmt.Printf("| round | clear | Runtime RSS after %d commands (target < 128 MiB) | retained heap at %d commands | at %d | growth (target within 10%%) |\n", last, first, last)
+	fmt.Printf("| round | clear | Runtime RSS after %d commands (target < 96 MiB) | retained heap at %d commands | at %d | growth (target within 10%%) |\n", last, first, last)
 	fmt.Println("| ---: | --- | ---: | ---: | ---: | ---: |")
 	for _, r := range results {
 		mode := "own commit #3"

@@ -1,0 +1,299 @@
+package kube_test
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	kservev1beta1 "github.com/kserve/kserve/pkg/apis/serving/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+// isvcOptions shape a test Site of inference services.
+type isvcOptions struct {
+	siteOptions
+	// podAnnotations go on every predictor component (KWOK's fail stage).
+	podAnnotations map[string]string
+}
+
+// newIsvcSite is newSite whose registry also routes family inference to an
+// InferenceExecutor over services.sqlite, acting with the Runtime's own
+// token, and whose workload commands are of family inference.
+func newIsvcSite(t testing.TB, o isvcOptions) *site {
+	t.Helper()
+	s := newSite(t, o.siteOptions)
+	s.family = siteprotocol.FamilyInference
+	s.inference(o)
+	return s
+}
+
+// inference (re)builds the inference executor (a Runtime restart keeps the
+// journal and the cluster).
+func (s *site) inference(o isvcOptions) {
+	s.t.Helper()
+	workloads, err := kube.New(s.e.ServiceAccountConfig(siteagent.RuntimeNamespace, siteagent.RuntimeAccount))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	perms, err := permissions.NewPolicy(s.policy, systemClock{}, time.Minute)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	access := application.NewAccess(s.journal, workloads, perms, systemClock{})
+	s.renderer.InferencePodAnnotations = o.podAnnotations
+	exec, err := application.NewInferenceExecutor(access, workloads, s.renderer, s.journal.Services(), nil,
+		application.InferenceConfig{DeletionWait: o.deletionWait, ServingRuntime: kubetest.HuggingFaceRuntime})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if s.registry, err = application.NewRegistry(append(application.NewMemberExecutor(s.journal, nil).Registrations(), exec.Registrations()...)...); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// caseModelArgs are the saved model arguments of testdata/inference-huggingface.yaml.
+var caseModelArgs = []string{
+	"--model_id=hf-internal-testing/tiny-random-BertForSequenceClassification",
+	"--model_revision=4d5a3af95422fc0ebf732796c685c586b6d7420b",
+	"--task=sequence_classification",
+}
+
+func isvcPrepare() map[string]any {
+	return map[string]any{"workspace_size_bytes": 1 << 20, "service_kind": "inference", "port": 8080,
+		"model":  map[string]any{"format": "huggingface", "args": caseModelArgs},
+		"demand": map[string]int64{"cpu": 1000, "memory": 2 << 30}}
+}
+
+// TestTheRenderedInferenceServiceHasTheShapeOfTheCase renders an inference
+// Attempt and compares it with testdata/inference-huggingface.yaml field by
+// field: name, Standard mode, identity labels, cluster-local visibility,
+// the member's account, model format, pinned runtime, the saved args only,
+// requests = limits = demand; and the claim at /workspace. No cluster.
+func TestTheRenderedInferenceServiceHasTheShapeOfTheCase(t *testing.T) {
+	var want kservev1beta1.InferenceService
+	raw := inferenceCaseBytes(t)
+	if err := yaml.UnmarshalStrict(raw, &want); err != nil {
+		t.Fatal(err)
+	}
+	id := application.ObjectIdentity{RunID: want.Labels[kube.LabelRun], AttemptID: want.Labels[kube.LabelAttempt], MemberID: want.Labels[kube.LabelMember],
+		ProjectID: want.Labels[kube.LabelProject], CommandID: want.Labels[kube.LabelCommand]}
+	r := kube.NewRenderer(nil, nil)
+	obj, err := r.RenderInferenceService(application.InferenceServiceSpec{Identity: id, Namespace: want.Namespace,
+		ServiceAccount: want.Spec.Predictor.ServiceAccountName, DeploymentMode: application.DeploymentModeStandard, ModelFormat: "huggingface",
+		Runtime: kubetest.HuggingFaceRuntime, Args: caseModelArgs, Demand: map[string]int64{"cpu": 1000, "memory": 2 << 30},
+		WorkspaceClaim: domain.AttemptObjectName(id.AttemptID, domain.SuffixWorkspace)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := r.RenderInferenceService(application.InferenceServiceSpec{Identity: id, Namespace: want.Namespace,
+		ServiceAccount: want.Spec.Predictor.ServiceAccountName, DeploymentMode: application.DeploymentModeStandard, ModelFormat: "huggingface",
+		Runtime: kubetest.HuggingFaceRuntime, Args: caseModelArgs, Demand: map[string]int64{"cpu": 1000, "memory": 2 << 30},
+		WorkspaceClaim: domain.AttemptObjectName(id.AttemptID, domain.SuffixWorkspace)})
+	if string(again.Spec) != string(obj.Spec) {
+		t.Fatal("rendering is not deterministic")
+	}
+	var got kservev1beta1.InferenceService
+	if err := json.Unmarshal(obj.Spec, &got); err != nil {
+		t.Fatal(err)
+	}
+	if obj.Kind != domain.KindInferenceService || got.Name != want.Name || got.Namespace != want.Namespace || got.APIVersion != want.APIVersion || got.Kind != want.Kind {
+		t.Fatalf("identity %s %s/%s %s", obj.Kind, got.Namespace, got.Name, got.APIVersion)
+	}
+	if got.Annotations[kube.AnnotationDeploymentMode] != "Standard" || got.Labels[kube.LabelVisibility] != kube.VisibilityClusterLocal {
+		t.Fatalf("annotations %v labels %v", got.Annotations, got.Labels)
+	}
+	for k, v := range want.Labels {
+		if got.Labels[k] != v {
+			t.Errorf("label %s = %q, the case has %q", k, got.Labels[k], v)
+		}
+	}
+	p, wp := got.Spec.Predictor, want.Spec.Predictor
+	if p.ServiceAccountName != wp.ServiceAccountName || p.AutomountServiceAccountToken == nil || *p.AutomountServiceAccountToken {
+		t.Fatalf("service account %q automount %v", p.ServiceAccountName, p.AutomountServiceAccountToken)
+	}
+	m, wm := p.Model, wp.Model
+	if m == nil || m.ModelFormat.Name != wm.ModelFormat.Name || m.Runtime == nil || *m.Runtime != *wm.Runtime || !slices.Equal(m.Args, wm.Args) {
+		t.Fatalf("model %+v", m)
+	}
+	for name, q := range wm.Resources.Requests {
+		if g := m.Resources.Requests[name]; g.Cmp(q) != 0 {
+			t.Errorf("request %s = %s, the case has %s", name, g.String(), q.String())
+		}
+		if g := m.Resources.Limits[name]; g.Cmp(q) != 0 {
+			t.Errorf("limit %s = %s, the case has %s", name, g.String(), q.String())
+		}
+	}
+	if len(m.VolumeMounts) != 1 || m.VolumeMounts[0].MountPath != kube.WorkspacePath || len(p.Volumes) != 1 ||
+		p.Volumes[0].PersistentVolumeClaim == nil || p.Volumes[0].PersistentVolumeClaim.ClaimName != domain.AttemptObjectName(id.AttemptID, "-ws") {
+		t.Fatalf("workspace: mounts %+v volumes %+v", m.VolumeMounts, p.Volumes)
+	}
+	var tree map[string]any
+	_ = json.Unmarshal(obj.Spec, &tree)
+	if _, ok := tree["status"]; ok {
+		t.Fatal("the rendered bytes carry a status")
+	}
+	if _, err := r.RenderInferenceService(application.InferenceServiceSpec{Identity: id, Demand: map[string]int64{"cpu": 1, "memory": 1, "gpu.amd": 1}}); err == nil {
+		t.Fatal("a GPU demand without a configured resource was rendered")
+	}
+}
+
+func inferenceCaseBytes(t *testing.T) []byte {
+	t.Helper()
+	u := inferenceCase(t, "project-0a1b2c3d")
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// InferenceServiceObservation's rules on KServe's status, with and without
+// the predictor Deployment's observation. No cluster.
+func TestInferenceServiceObservationFollowsKServesStatusAndThePredictor(t *testing.T) {
+	isvc := func(status string) *kservev1beta1.InferenceService {
+		var i kservev1beta1.InferenceService
+		if err := json.Unmarshal([]byte(`{"metadata":{"name":"attempt-x"},"status":`+status+`}`), &i); err != nil {
+			t.Fatal(err)
+		}
+		return &i
+	}
+	ready := isvc(`{"conditions":[{"type":"PredictorReady","status":"True"},{"type":"Ready","status":"True"}]}`)
+	failed := isvc(`{"conditions":[{"type":"Ready","status":"False"}],"modelStatus":{"transitionStatus":"BlockedByFailedLoad",
+		"states":{"activeModelState":"","targetModelState":"FailedToLoad"},
+		"lastFailureInfo":{"reason":"ModelLoadFailed","message":"container exited","exitCode":1,"time":"2026-12-02T05:00:00Z"}}}`)
+	waiting := isvc(`{"conditions":[{"type":"PredictorReady","status":"False","reason":"MinimumReplicasUnavailable","message":"Deployment does not have minimum availability."},{"type":"Ready","status":"False"}]}`)
+	quota := &application.Observation{State: siteprotocol.StateQueued, Reason: kube.ReasonFailedCreate, Message: "exceeded quota: q"}
+	denied := &application.Observation{State: siteprotocol.StateFailed, Reason: kube.ReasonFailedCreate, Message: "denied request"}
+	for name, c := range map[string]struct {
+		isvc      *kservev1beta1.InferenceService
+		predictor *application.Observation
+		state     siteprotocol.State
+		reason    string
+	}{
+		"ready":                {ready, nil, siteprotocol.StateHealthy, ""},
+		"failed to load":       {failed, quota, siteprotocol.StateFailed, "ModelLoadFailed"},
+		"quota wait":           {waiting, quota, siteprotocol.StateQueued, kube.ReasonFailedCreate},
+		"admission denial":     {waiting, denied, siteprotocol.StateFailed, kube.ReasonFailedCreate},
+		"available, not ready": {waiting, &application.Observation{State: siteprotocol.StateHealthy}, siteprotocol.StateRunning, ""},
+		"no predictor yet":     {waiting, nil, siteprotocol.StateQueued, "MinimumReplicasUnavailable"},
+		"nothing reported yet": {isvc(`{}`), nil, siteprotocol.StateQueued, ""},
+		"invalid spec":         {isvc(`{"modelStatus":{"transitionStatus":"InvalidSpec","lastFailureInfo":{"reason":"NoSupportingRuntime"}}}`), nil, siteprotocol.StateFailed, "NoSupportingRuntime"},
+		"blocked without info": {isvc(`{"modelStatus":{"transitionStatus":"BlockedByFailedLoad"}}`), nil, siteprotocol.StateFailed, "BlockedByFailedLoad"},
+	} {
+		o := kube.InferenceServiceObservation(c.isvc, c.predictor)
+		if o.State != c.state || o.Reason != c.reason {
+			t.Errorf("%s: %s (%s) %q, want %s (%s)", name, o.State, o.Reason, o.Message, c.state, c.reason)
+		}
+	}
+	o := kube.InferenceServiceObservation(failed, nil)
+	if o.ExitCode == nil || *o.ExitCode != 1 || o.Message != "container exited" || o.FinishedAt != "2026-12-02T05:00:00Z" {
+		t.Fatalf("failure detail %+v", o)
+	}
+}
+
+// An inference service is created as the member from what prepare saved;
+// KServe's own controller reconciles it into the predictor Deployment and
+// Service attempt-<attempt>-predictor (controller owner references to the
+// InferenceService, created by the controller's identity per the audit
+// log), which the admission policies admit; observe reports healthy once
+// KServe reports Ready; cancel removes the InferenceService by its UID and
+// KServe's garbage leaves nothing. Real: the API server, RBAC,
+// impersonation, admission policies, KServe's controller and webhooks, the
+// Deployment and ReplicaSet controllers. Simulated by KWOK: the Node.
+func TestAnInferenceServiceIsCreatedAsTheMemberReconciledByKServeAndBecomesHealthy(t *testing.T) {
+	t.Parallel()
+	s := newIsvcSite(t, isvcOptions{})
+	attempt := uuid.NewString()
+	prep := s.execute(s.command(siteprotocol.OpPrepare, attempt, isvcPrepare()))
+	want(t, prep, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
+	r := s.simple(siteprotocol.OpStart, attempt)
+	want(t, r, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
+	name := domain.AttemptObjectName(attempt, "")
+	u, err := s.e.Dynamic.Resource(kubetest.InferenceServiceResource).Namespace(s.ns).Get(testContext(t), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.NativeRefs) != 1 || r.NativeRefs[0].UID != string(u.GetUID()) || r.NativeRefs[0].Kind != domain.KindInferenceService {
+		t.Fatalf("refs %+v, live uid %s", r.NativeRefs, u.GetUID())
+	}
+	if u.GetAnnotations()[kube.AnnotationSpecDigest] != detail[siteprotocol.PrepareDetail](t, prep).SpecDigest {
+		t.Fatal("the InferenceService does not carry the saved spec digest")
+	}
+	if who := s.e.WhoCreated("inferenceservices", s.ns, name); who.Actor() != s.memberUser() {
+		t.Fatalf("the InferenceService was created by %s, want the member %s", who.Actor(), s.memberUser())
+	}
+	s.observeUntil(attempt, "healthy", func(r siteprotocol.Result) bool { return state(t, r) == siteprotocol.StateHealthy })
+	predictor := name + kube.PredictorSuffix
+	dep, err := s.e.Client.AppsV1().Deployments(s.ns).Get(testContext(t), predictor, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := s.e.Client.CoreV1().Services(s.ns).Get(testContext(t), predictor, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []metav1.Object{dep, svc} {
+		c := metav1.GetControllerOf(o)
+		if c == nil || c.Kind != domain.KindInferenceService || string(c.UID) != string(u.GetUID()) {
+			t.Fatalf("%s's controller is %+v, not the InferenceService %s", o.GetName(), c, u.GetUID())
+		}
+		if o.GetLabels()[kube.LabelMember] != s.member || o.GetLabels()[kube.LabelAttempt] != attempt {
+			t.Fatalf("%s carries labels %v", o.GetName(), o.GetLabels())
+		}
+	}
+	if dep.Spec.Template.Spec.ServiceAccountName != "member-"+s.member {
+		t.Fatalf("the predictor runs as %s", dep.Spec.Template.Spec.ServiceAccountName)
+	}
+	for _, kind := range []string{"deployments", "services"} {
+		if who := s.e.WhoCreated(kind, s.ns, predictor); who.Actor() != kubetest.KServeController {
+			t.Fatalf("the predictor's %s was created by %s, want KServe's controller", kind, who.Actor())
+		}
+	}
+	c := s.simple(siteprotocol.OpCancel, attempt)
+	want(t, c, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonDeleted)
+	if _, err := s.e.Dynamic.Resource(kubetest.InferenceServiceResource).Namespace(s.ns).Get(testContext(t), name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the InferenceService is still there after cancel: %v", err)
+	}
+	want(t, s.simple(siteprotocol.OpObserve, attempt), siteprotocol.OutcomeFailed, siteprotocol.ReasonNativeMissing)
+}
+
+// A predictor whose container fails (the KWOK fail stage: kserve-container
+// terminates with reason Error): KServe reports FailedToLoad, and observe
+// answers failed with ModelLoadFailed and the exit code. Real: KServe's
+// controller; simulated by KWOK: the Node and the container's end.
+func TestAFailingPredictorIsObservedFailedModelLoadFailed(t *testing.T) {
+	t.Parallel()
+	s := newIsvcSite(t, isvcOptions{podAnnotations: map[string]string{"localcluster.metallo.dev/fail": "true"}})
+	attempt := uuid.NewString()
+	want(t, s.execute(s.command(siteprotocol.OpPrepare, attempt, isvcPrepare())), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
+	want(t, s.simple(siteprotocol.OpStart, attempt), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
+	r := s.observeUntil(attempt, "failed", func(r siteprotocol.Result) bool { return state(t, r) == siteprotocol.StateFailed })
+	d := detail[siteprotocol.ObserveDetail](t, r)
+	if d.Reason != string(kservev1beta1.ModelLoadFailed) || d.ExitCode == nil {
+		t.Fatalf("observe %s", r.Detail)
+	}
+	u, err := s.e.Dynamic.Resource(kubetest.InferenceServiceResource).Namespace(s.ns).Get(testContext(t), domain.AttemptObjectName(attempt, ""), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var isvc kservev1beta1.InferenceService
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &isvc); err != nil {
+		t.Fatal(err)
+	}
+	if st := isvc.Status.ModelStatus.ModelRevisionStates; st == nil || st.TargetModelState != kservev1beta1.FailedToLoad {
+		t.Fatalf("KServe's model status %+v", isvc.Status.ModelStatus)
+	}
+}

@@ -1,0 +1,107 @@
+package application
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+// The steps both service families (application and inference) share
+// (docs/site-runtime.md#application-services-on-kubernetes,
+// docs/site-runtime.md#inference-services-on-kserve).
+
+// renderRefusal is a prepare's invalid-payload refusal for a demand the
+// Site cannot render (ErrUnsupportedDemand); any other render error is
+// returned.
+func renderRefusal(err error) (domain.Answer, error) {
+	if errors.Is(err, ErrUnsupportedDemand) {
+		return domain.Refused(siteprotocol.ReasonInvalidPayload, "prepare payload: %v", err), nil
+	}
+	return domain.Answer{}, err
+}
+
+// identityReader reads the identity labels of a saved specification
+// (every family's specs do).
+type identityReader interface {
+	Identity(spec []byte) (ObjectIdentity, error)
+}
+
+// servicePreparedElsewhere refuses a prepare of an Attempt whose service
+// specification (of kinds) another command saved — its command label
+// names the prepare that rendered it — or that holds a record of a
+// service kind other than kind: a later command never changes either
+// (docs/site-runtime.md#application-services-on-kubernetes).
+func servicePreparedElsewhere(specs identityReader, kind siteprotocol.ServiceKind, cmd siteprotocol.Command, records []domain.NativeRecord, kinds ...string) (*domain.Answer, error) {
+	for _, r := range records {
+		if r.ServiceKind != "" && r.ServiceKind != string(kind) {
+			a := domain.Refused(siteprotocol.ReasonAttemptConflict, "attempt %s was prepared as a %s service (%s %s); a later prepare cannot change its service kind",
+				cmd.AttemptID, r.ServiceKind, r.Kind, r.Name)
+			return &a, nil
+		}
+		spec := false
+		for _, k := range kinds {
+			spec = spec || r.Kind == k
+		}
+		if !spec {
+			continue
+		}
+		id, err := specs.Identity(r.Spec)
+		if err != nil {
+			return nil, fmt.Errorf("read the identity of attempt %s's %s record: %w", cmd.AttemptID, r.Kind, err)
+		}
+		if id.CommandID != cmd.ID {
+			a := domain.Refused(siteprotocol.ReasonAttemptConflict,
+				"attempt %s was already prepared by command %s; a later prepare cannot change its service kind or specification", cmd.AttemptID, id.CommandID)
+			return &a, nil
+		}
+	}
+	return nil, nil
+}
+
+// preparedFor refuses a start of a service whose saved specification spec
+// was prepared for another Run, member or Project (attempt-conflict), or
+// in another namespace than binding b's (not-prepared).
+func preparedFor(specs identityReader, cmd siteprotocol.Command, b domain.MemberBinding, ws, spec domain.NativeRecord) (*domain.Answer, error) {
+	id, err := specs.Identity(spec.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("read the identity of attempt %s's %s record: %w", cmd.AttemptID, spec.Kind, err)
+	}
+	if id.RunID != cmd.RunID || id.MemberID != cmd.MemberID || id.ProjectID != cmd.ProjectID {
+		a := domain.Refused(siteprotocol.ReasonAttemptConflict,
+			"attempt %s was prepared for run %s, member %s, project %s; this start names run %s, member %s, project %s",
+			cmd.AttemptID, id.RunID, id.MemberID, id.ProjectID, cmd.RunID, cmd.MemberID, cmd.ProjectID)
+		return &a, nil
+	}
+	if ws.Namespace != b.Namespace || spec.Namespace != b.Namespace {
+		a := domain.Refused(siteprotocol.ReasonNotPrepared, "attempt %s was prepared in namespace %s; binding %s now names namespace %s",
+			cmd.AttemptID, spec.Namespace, b.BindingID, b.Namespace)
+		return &a, nil
+	}
+	return nil, nil
+}
+
+// savedOrRendered is the specification rec (this command's, from before a
+// crash) saved, or else what render gives: a saved specification is never
+// rendered again.
+func savedOrRendered(rec *domain.NativeRecord, render func() (NativeObject, error)) (NativeObject, error) {
+	if rec != nil {
+		return SavedObject(*rec), nil
+	}
+	return render()
+}
+
+// savePrepared saves obj's specification in phase prepared, unless rec
+// holds it already.
+func savePrepared(ctx context.Context, life *Lifecycle, fp Failpoints, cmd siteprotocol.Command, rec *domain.NativeRecord, obj NativeObject) error {
+	if rec != nil {
+		return nil
+	}
+	if err := life.Save(ctx, cmd, obj, "", domain.PhasePrepared); err != nil {
+		return err
+	}
+	fp.Hit(FailAfterNativeRecord)
+	return nil
+}
