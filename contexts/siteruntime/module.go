@@ -153,7 +153,7 @@ func newApplicationExecutor(cfg Config, native *kube.Workloads, access *applicat
 	if err != nil {
 		return nil, err
 	}
-	return e.WithOtherFamilies(batch), nil
+	return e.WithOtherFamilies(batch).WithReads(native), nil
 }
 
 // newNativeObjects is NewNativeObjects: the one Kubernetes workload
@@ -176,7 +176,7 @@ func newBatchExecutor(cfg Config, j *journal.Journal, native *kube.Workloads, ac
 	if err != nil {
 		return nil, nil, err
 	}
-	return e.WithOtherFamilies(services), w, nil
+	return e.WithOtherFamilies(services).WithReads(native), w, nil
 }
 
 // registryParams are the registrations of ExecutorsGroup.

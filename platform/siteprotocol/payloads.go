@@ -141,10 +141,14 @@ type ReadLogsPayload struct {
 	TailBytes int64  `json:"tail_bytes" doc:"The most bytes of the log's end to answer (1-1048576)."`
 }
 
-// ReadLogsDetail answers read-logs.
+// ReadLogsDetail answers read-logs: the log's last bytes exactly as the
+// container wrote them (any bytes: invalid UTF-8, escape sequences,
+// binary), standard base64, so the encoded result stays within the
+// result limit whatever they are (docs/site-protocol.md#private-reads).
 type ReadLogsDetail struct {
-	Text      string `json:"text" doc:"The log's tail."`
-	Truncated bool   `json:"truncated" doc:"true when the log is longer than tail_bytes."`
+	Container     string `json:"container" doc:"The container whose log was read (the workload's main container when the payload named none)."`
+	ContentBase64 string `json:"content_base64" doc:"The log's last tail_bytes bytes (all of it when shorter), exactly, standard base64."`
+	Truncated     bool   `json:"truncated" doc:"true when the log is longer than tail_bytes (its earlier bytes are not in content_base64)."`
 }
 
 // ReadFilePayload reads a workspace file.

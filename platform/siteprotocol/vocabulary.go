@@ -139,6 +139,13 @@ const (
 	ReasonNotStarted            Reason = "not-started"      // observe/cancel of an Attempt whose workload was never created
 	ReasonAttemptConflict       Reason = "attempt-conflict" // the Attempt's object was already created by another command
 	ReasonPathRejected          Reason = "path-rejected"
+	// ReasonNativeIdentityMismatch: a private read found the Attempt's
+	// native identity broken — the object under the recorded name has
+	// another UID, a link of the controller chain from the Pod read does
+	// not lead to the recorded object by UID, or an object of the chain
+	// lacks the Attempt's identity labels; nothing was read
+	// (docs/site-runtime.md#private-reads).
+	ReasonNativeIdentityMismatch Reason = "native-identity-mismatch"
 	// ReasonCredentialUnavailable: no usable repository credential — the
 	// grant provider gave no answer within its bound, or the repository host
 	// refused the credential it issued (docs/site-protocol.md#repository-checkout-reasons).
@@ -166,6 +173,7 @@ func Reasons() []Reason {
 		ReasonUnsupportedOperation, ReasonInvalidPayload, ReasonPayloadTooLarge, ReasonBindingMissing,
 		ReasonBindingRetired, ReasonBindingConflict, ReasonPermissionDenied, ReasonPermissionUnavailable,
 		ReasonNativeRequestDenied, ReasonProjectMismatch, ReasonNotPrepared, ReasonNotStarted, ReasonAttemptConflict, ReasonPathRejected,
+		ReasonNativeIdentityMismatch,
 		ReasonNativeMissing, ReasonDeletionPending, ReasonNativeError,
 		ReasonCredentialUnavailable,
 		ReasonRepositoryUnavailable, ReasonCommitMissing, ReasonSizeExceeded, ReasonSymlinkEscape, ReasonLFSMissing,
@@ -182,7 +190,7 @@ func (r Reason) Outcome() (Outcome, bool) {
 	case ReasonUnsupportedOperation, ReasonInvalidPayload, ReasonPayloadTooLarge, ReasonBindingMissing,
 		ReasonBindingRetired, ReasonBindingConflict, ReasonPermissionDenied, ReasonPermissionUnavailable,
 		ReasonNativeRequestDenied, ReasonProjectMismatch, ReasonNotPrepared, ReasonNotStarted, ReasonAttemptConflict,
-		ReasonPathRejected, ReasonCredentialUnavailable:
+		ReasonPathRejected, ReasonCredentialUnavailable, ReasonNativeIdentityMismatch:
 		return OutcomeRefused, true
 	case ReasonNativeMissing, ReasonDeletionPending, ReasonNativeError,
 		ReasonRepositoryUnavailable, ReasonCommitMissing, ReasonSizeExceeded, ReasonSymlinkEscape, ReasonLFSMissing:

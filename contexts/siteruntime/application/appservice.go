@@ -78,6 +78,8 @@ type ApplicationExecutor struct {
 	specs  ApplicationSpecs
 	fp     Failpoints
 	cfg    ApplicationConfig
+	// reads are set by WithReads.
+	reads *PrivateReads
 }
 
 // NewApplicationExecutor returns the application service executors;
@@ -122,6 +124,15 @@ func (e *ApplicationExecutor) WithOtherFamilies(others ...FamilyRecords) *Applic
 	return e
 }
 
+// WithReads makes e answer read-logs of its Deployments' Pods through
+// pods (Pod → ReplicaSet → the recorded Deployment;
+// docs/site-runtime.md#private-reads); without it read-logs is refused
+// unsupported-operation. It returns e.
+func (e *ApplicationExecutor) WithReads(pods WorkloadPods) *ApplicationExecutor {
+	e.reads = NewPrivateReads(e.life, e.specs, pods, domain.KindDeployment)
+	return e
+}
+
 // Registrations routes the application family's operations to e.
 func (e *ApplicationExecutor) Registrations() []Registration {
 	return workloadRegistrations(siteprotocol.FamilyApplication, e)
@@ -139,7 +150,7 @@ func (e *ApplicationExecutor) Recover(ctx context.Context, cmd siteprotocol.Comm
 }
 
 func (e *ApplicationExecutor) perform(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {
-	return e.life.perform(ctx, cmd, recovering, familySteps{name: "application", prepare: e.prepare, start: e.start, observe: e.observe})
+	return e.life.perform(ctx, cmd, recovering, familySteps{name: "application", prepare: e.prepare, start: e.start, observe: e.observe, reads: e.reads})
 }
 
 func (e *ApplicationExecutor) prepare(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {

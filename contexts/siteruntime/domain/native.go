@@ -42,6 +42,9 @@ const (
 	KindDeployment = "Deployment"
 	KindService    = "Service"
 	KindReplicaSet = "ReplicaSet"
+	// KindPod is a workload's Pod, read (never recorded) by the private
+	// reads (docs/site-runtime.md#private-reads).
+	KindPod = "Pod"
 )
 
 // FindRecord returns the record of kind among records, or nil.

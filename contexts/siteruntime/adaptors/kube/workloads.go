@@ -75,6 +75,7 @@ var resources = map[string]kindResource{
 	domain.KindDeployment: {gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, managed: true},
 	domain.KindService:    {gvr: schema.GroupVersionResource{Version: "v1", Resource: "services"}, managed: true},
 	domain.KindReplicaSet: {gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}},
+	domain.KindPod:        {gvr: schema.GroupVersionResource{Version: "v1", Resource: "pods"}},
 }
 
 // resourceOf returns the resource of a kind the Runtime creates and
@@ -105,6 +106,9 @@ type Workloads struct {
 
 	mu      sync.Mutex
 	members map[string]dynamic.Interface
+	// chains are the private reads' Pod chains by recorded kind
+	// (PodChains, WithPodChain).
+	chains map[string]PodChain
 }
 
 // New returns Workloads acting as cfg's identity. QPS and Burst of cfg
@@ -120,7 +124,7 @@ func New(cfg *rest.Config) (*Workloads, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes dynamic client: %w", err)
 	}
-	return &Workloads{config: cfg, client: cs, dynamic: dyn, poll: 250 * time.Millisecond, members: map[string]dynamic.Interface{}}, nil
+	return &Workloads{config: cfg, client: cs, dynamic: dyn, poll: 250 * time.Millisecond, members: map[string]dynamic.Interface{}, chains: PodChains()}, nil
 }
 
 // NamespaceProject returns the namespace's project-id label. A namespace
