@@ -292,4 +292,3 @@ func (f *batchFixture) rawCmd(t *testing.T, op siteprotocol.Operation, payload a
 	b, _ := json.Marshal(c)
 	return b
 }
-

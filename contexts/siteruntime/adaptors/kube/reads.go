@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -232,8 +233,9 @@ func identityMismatch(labels map[string]string, id application.ObjectIdentity) s
 // its last tailBytes bytes are the log's), n exceeds tailBytes (every
 // line, even an empty one, is at least a byte: the answer is the whole
 // log), or two answers have the same length (no line was left out: the
-// whole log). The kubelet's answer that it has no log to give (a
-// container not started, 400) wraps application.ErrLogUnavailable.
+// whole log). An error status of the API server (the kubelet has no log
+// to give: a container not started, 400; a kubelet that cannot be
+// reached) wraps application.ErrLogUnavailable.
 func (w *Workloads) PodLog(ctx context.Context, pod application.WorkloadPod, container string, tailBytes int64) (application.LogTail, error) {
 	return LogTail(tailBytes, func(lines, keep int64) ([]byte, int64, error) {
 		return w.logTail(ctx, pod, container, lines, keep)
@@ -271,8 +273,13 @@ func LogTail(tailBytes int64, read func(lines, keep int64) ([]byte, int64, error
 // keep bytes of them and how many bytes the answer held.
 func (w *Workloads) logTail(ctx context.Context, pod application.WorkloadPod, container string, lines, keep int64) ([]byte, int64, error) {
 	rc, err := w.client.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: container, TailLines: &lines}).Stream(ctx)
+	var status apierrors.APIStatus
 	switch {
-	case apierrors.IsBadRequest(err), apierrors.IsNotFound(err):
+	case err != nil && errors.As(err, &status):
+		// The API server answered: the kubelet has no log to give (400:
+		// not started; 404; 5xx: the kubelet cannot be reached). Asking
+		// again would hold the ordered stream for a node that may never
+		// answer.
 		return nil, 0, fmt.Errorf("%w: %v", application.ErrLogUnavailable, err)
 	case err != nil:
 		return nil, 0, err
@@ -294,7 +301,9 @@ type ring struct {
 	at   int
 }
 
-func newRing(size int64) *ring { return &ring{buf: make([]byte, 0, min(size, 64<<10)), size: int(size)} }
+func newRing(size int64) *ring {
+	return &ring{buf: make([]byte, 0, min(size, 64<<10)), size: int(size)}
+}
 
 func (r *ring) Write(p []byte) (int, error) {
 	n := len(p)

@@ -130,7 +130,8 @@ func newSite(t testing.TB, o siteOptions) *site {
 	}
 	s.image = o.image
 	access := application.NewAccess(s.journal, workloads, perms, systemClock{})
-	batch := application.NewBatchExecutor(access, workloads, s.renderer, images{ref: o.image}, s.journal.Batch(), nil, application.BatchConfig{DeletionWait: o.deletionWait})
+	batch := application.NewBatchExecutor(access, workloads, s.renderer, images{ref: o.image}, s.journal.Batch(), nil, application.BatchConfig{DeletionWait: o.deletionWait}).
+		WithReads(workloads)
 	if o.watch {
 		w := application.NewJobWatcher(workloads, s.journal.Batch(), s.journal.Batch(), systemClock{}, testWatchEvents{t}, 0)
 		wctx, cancel := context.WithCancel(context.Background())
