@@ -242,6 +242,10 @@ const (
 	MaxDepth = 32
 	// MaxReadBytes bounds tail_bytes, max_bytes and proxied bodies.
 	MaxReadBytes = 1 << 20
+	// MaxResultBytes bounds a result's encoded size, which the execution
+	// role accepts: a read's detail carries at most MaxReadBytes of
+	// content, base64 (docs/site-protocol.md#private-reads), well within it.
+	MaxResultBytes = 4 << 20
 	// MaxPullLimit bounds a pull's limit.
 	MaxPullLimit = 100
 	// MaxPullBytes bounds the encoded commands of one pull answer: the
