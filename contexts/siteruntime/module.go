@@ -153,7 +153,7 @@ func newApplicationExecutor(cfg Config, native *kube.Workloads, access *applicat
 	if err != nil {
 		return nil, err
 	}
-	return e.WithOtherFamilies(batch).WithReads(native), nil
+	return e.WithOtherFamilies(batch).WithReads(native).WithProxy(native), nil
 }
 
 // newNativeObjects is NewNativeObjects: the one Kubernetes workload

@@ -155,6 +155,10 @@ const (
 	ReasonNativeMissing   Reason = "native-missing"
 	ReasonDeletionPending Reason = "deletion-pending"
 	ReasonNativeError     Reason = "native-error"
+	// ReasonEndpointUnavailable: a proxy found no ready endpoint of the
+	// Attempt's service (no ready Pod, or the API server could not reach
+	// one); nothing was sent to it (docs/site-protocol.md#private-reads).
+	ReasonEndpointUnavailable Reason = "endpoint-unavailable"
 
 	// Failed outcomes of a repository checkout: the repository or its
 	// content made the workspace impossible
@@ -174,7 +178,7 @@ func Reasons() []Reason {
 		ReasonBindingRetired, ReasonBindingConflict, ReasonPermissionDenied, ReasonPermissionUnavailable,
 		ReasonNativeRequestDenied, ReasonProjectMismatch, ReasonNotPrepared, ReasonNotStarted, ReasonAttemptConflict, ReasonPathRejected,
 		ReasonNativeIdentityMismatch,
-		ReasonNativeMissing, ReasonDeletionPending, ReasonNativeError,
+		ReasonNativeMissing, ReasonDeletionPending, ReasonNativeError, ReasonEndpointUnavailable,
 		ReasonCredentialUnavailable,
 		ReasonRepositoryUnavailable, ReasonCommitMissing, ReasonSizeExceeded, ReasonSymlinkEscape, ReasonLFSMissing,
 	}
@@ -192,7 +196,7 @@ func (r Reason) Outcome() (Outcome, bool) {
 		ReasonNativeRequestDenied, ReasonProjectMismatch, ReasonNotPrepared, ReasonNotStarted, ReasonAttemptConflict,
 		ReasonPathRejected, ReasonCredentialUnavailable, ReasonNativeIdentityMismatch:
 		return OutcomeRefused, true
-	case ReasonNativeMissing, ReasonDeletionPending, ReasonNativeError,
+	case ReasonNativeMissing, ReasonDeletionPending, ReasonNativeError, ReasonEndpointUnavailable,
 		ReasonRepositoryUnavailable, ReasonCommitMissing, ReasonSizeExceeded, ReasonSymlinkEscape, ReasonLFSMissing:
 		return OutcomeFailed, true
 	}
@@ -242,6 +246,11 @@ const (
 	MaxDepth = 32
 	// MaxReadBytes bounds tail_bytes, max_bytes and proxied bodies.
 	MaxReadBytes = 1 << 20
+	// MaxProxyHeaders bounds the header values of a proxied request and
+	// of a proxied answer; MaxProxyHeaderBytes their names' and values'
+	// bytes in all.
+	MaxProxyHeaders     = 64
+	MaxProxyHeaderBytes = 16 << 10
 	// MaxResultBytes bounds a result's encoded size, which the execution
 	// role accepts: a read's detail carries at most MaxReadBytes of
 	// content, base64 (docs/site-protocol.md#private-reads), well within it.

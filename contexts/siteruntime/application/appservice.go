@@ -133,6 +133,16 @@ func (e *ApplicationExecutor) WithReads(pods WorkloadPods) *ApplicationExecutor 
 	return e
 }
 
+// WithProxy makes e answer proxy to its Attempts' Services through p
+// (after WithReads; docs/site-runtime.md#private-reads); without it proxy
+// is refused unsupported-operation. It returns e.
+func (e *ApplicationExecutor) WithProxy(p ServiceProxy) *ApplicationExecutor {
+	if e.reads != nil {
+		e.reads.WithProxy(p, domain.KindService)
+	}
+	return e
+}
+
 // Registrations routes the application family's operations to e.
 func (e *ApplicationExecutor) Registrations() []Registration {
 	return workloadRegistrations(siteprotocol.FamilyApplication, e)

@@ -128,16 +128,21 @@ func (l *Lifecycle) perform(ctx context.Context, cmd siteprotocol.Command, recov
 		if s.reads != nil {
 			return s.reads.ReadLogs(ctx, cmd)
 		}
+	case siteprotocol.OpProxy:
+		if s.reads != nil {
+			return s.reads.Proxy(ctx, cmd, recovering)
+		}
 	}
 	return domain.Refused(siteprotocol.ReasonUnsupportedOperation, "the %s executor does not perform %s", s.name, cmd.Operation), nil
 }
 
 // workloadRegistrations routes every workload operation of family
-// (prepare, start, observe, cancel, cleanup, read-logs) to e; a family
-// without private reads answers read-logs unsupported-operation.
+// (prepare, start, observe, cancel, cleanup, read-logs, proxy) to e; a
+// family without private reads answers them unsupported-operation.
 func workloadRegistrations(family siteprotocol.Family, e CommandExecutor) []Registration {
 	var regs []Registration
-	for _, op := range []siteprotocol.Operation{siteprotocol.OpPrepare, siteprotocol.OpStart, siteprotocol.OpObserve, siteprotocol.OpCancel, siteprotocol.OpCleanup, siteprotocol.OpReadLogs} {
+	for _, op := range []siteprotocol.Operation{siteprotocol.OpPrepare, siteprotocol.OpStart, siteprotocol.OpObserve, siteprotocol.OpCancel, siteprotocol.OpCleanup,
+		siteprotocol.OpReadLogs, siteprotocol.OpProxy} {
 		regs = append(regs, Registration{Operation: op, Family: family, Executor: e})
 	}
 	return regs

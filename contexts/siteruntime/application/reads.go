@@ -21,10 +21,17 @@ var (
 	// identity labels. The read is refused native-identity-mismatch and
 	// reads nothing.
 	ErrNativeIdentityMismatch = errors.New("native identity mismatch")
-	// ErrNoWorkloadPod is returned (wrapped) when the recorded object is
-	// gone, or exists without a Pod (none yet, or none any more): the read
-	// fails native-missing.
+	// ErrWorkloadGone is returned (wrapped) when the recorded object no
+	// longer exists: the read fails native-missing.
+	ErrWorkloadGone = errors.New("workload gone")
+	// ErrNoWorkloadPod is returned (wrapped) when the recorded object
+	// exists without a Pod (none yet, or none any more): read-logs fails
+	// native-missing, proxy endpoint-unavailable.
 	ErrNoWorkloadPod = errors.New("no workload pod")
+	// ErrEndpointUnavailable is returned (wrapped) by ServiceProxy when the
+	// API server could not reach an endpoint of the Service (none ready,
+	// none reachable): proxy fails endpoint-unavailable.
+	ErrEndpointUnavailable = errors.New("endpoint unavailable")
 	// ErrLogUnavailable is returned (wrapped, with the native system's
 	// message) when the kubelet has no log of the container to give (it
 	// has not started yet, or the node is unreachable): the read fails
@@ -43,6 +50,8 @@ type WorkloadPod struct {
 	// Main is the workload's own container, read when the payload names
 	// none.
 	Main string
+	// Ready is the Pod's Ready condition.
+	Ready bool
 }
 
 // Ref is the Pod's native reference.
@@ -69,8 +78,8 @@ type WorkloadPods interface {
 	// owner reference whose UID is the next object's live UID, ending at
 	// root; every object of the chain carries id's run, attempt, member
 	// and Project labels. Errors: wrapping ErrNativeIdentityMismatch (the
-	// first broken link), ErrNoWorkloadPod (root gone, or no Pod), or any
-	// other error (a failed read; nothing is known).
+	// first broken link), ErrWorkloadGone (root gone), ErrNoWorkloadPod
+	// (no Pod), or any other error (a failed read; nothing is known).
 	WorkloadPod(ctx context.Context, root siteprotocol.NativeRef, id ObjectIdentity) (WorkloadPod, error)
 	// PodLog returns the last tailBytes bytes of container's log in pod,
 	// exactly, and whether the log held more. Errors: wrapping
@@ -102,6 +111,10 @@ type PrivateReads struct {
 	specs WorkspaceSpecs
 	pods  WorkloadPods
 	root  string
+	// proxy and service (the recorded kind proxied to) are set by
+	// WithProxy.
+	proxy   ServiceProxy
+	service string
 }
 
 // NewPrivateReads returns the private reads of the family whose Lifecycle
@@ -129,7 +142,7 @@ func (r *PrivateReads) ReadLogs(ctx context.Context, cmd siteprotocol.Command) (
 	if refusal != nil || err != nil {
 		return OrAnswer(refusal), err
 	}
-	pod, refusal, err := r.pod(ctx, *rec, id)
+	pod, refusal, err := r.pod(ctx, *rec, id, false)
 	if refusal != nil || err != nil {
 		return OrAnswer(refusal), err
 	}
@@ -196,8 +209,9 @@ func (r *PrivateReads) check(ctx context.Context, cmd siteprotocol.Command) (*do
 	return rec, id, nil, nil
 }
 
-// pod finds the Attempt's workload Pod by its exact native identity.
-func (r *PrivateReads) pod(ctx context.Context, rec domain.NativeRecord, id ObjectIdentity) (WorkloadPod, *domain.Answer, error) {
+// pod finds the Attempt's workload Pod by its exact native identity; for a
+// proxy (proxy true) a workload without a Pod is endpoint-unavailable.
+func (r *PrivateReads) pod(ctx context.Context, rec domain.NativeRecord, id ObjectIdentity, proxy bool) (WorkloadPod, *domain.Answer, error) {
 	ref := RecordRef(rec)
 	if rec.Phase == domain.PhaseRemoved || rec.Phase == domain.PhaseDeleting {
 		a := domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonNativeMissing,
@@ -211,9 +225,12 @@ func (r *PrivateReads) pod(ctx context.Context, rec domain.NativeRecord, id Obje
 		a := domain.Answer{Outcome: siteprotocol.OutcomeRefused, Reason: siteprotocol.ReasonNativeIdentityMismatch,
 			Message: fmt.Sprintf("nothing was read: %v", err), NativeRefs: []siteprotocol.NativeRef{ref}}
 		return WorkloadPod{}, &a, nil
-	case errors.Is(err, ErrNoWorkloadPod):
+	case errors.Is(err, ErrWorkloadGone), errors.Is(err, ErrNoWorkloadPod):
 		a := domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonNativeMissing,
 			Message: fmt.Sprintf("nothing to read: %v", err), NativeRefs: []siteprotocol.NativeRef{ref}}
+		if proxy && errors.Is(err, ErrNoWorkloadPod) {
+			a.Reason, a.Message = siteprotocol.ReasonEndpointUnavailable, fmt.Sprintf("nothing was sent: %v", err)
+		}
 		return WorkloadPod{}, &a, nil
 	case err != nil:
 		return WorkloadPod{}, nil, fmt.Errorf("find the Pod of %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)

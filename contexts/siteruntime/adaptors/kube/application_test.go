@@ -62,7 +62,7 @@ func (s *site) app(o appOptions) {
 	access := application.NewAccess(s.journal, workloads, perms, systemClock{})
 	s.renderer.ServicePodAnnotations = o.podAnnotations
 	exec := application.NewApplicationExecutor(access, workloads, s.renderer, s.journal.Services(), nil,
-		application.ApplicationConfig{DeletionWait: o.deletionWait, ProgressDeadline: o.deadline}).WithReads(workloads)
+		application.ApplicationConfig{DeletionWait: o.deletionWait, ProgressDeadline: o.deadline}).WithReads(workloads).WithProxy(workloads)
 	if s.registry, err = application.NewRegistry(append(application.NewMemberExecutor(s.journal, nil).Registrations(), exec.Registrations()...)...); err != nil {
 		s.t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package kube_test
 import (
 	"bytes"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
@@ -20,13 +21,17 @@ const criRecord = 16 << 10
 // record too. It counts its calls.
 type kubeletTail struct {
 	log   []byte
+	recs  [][]byte // the log's records, split once
 	calls int
 	// asked are the tailLines values asked, in order.
 	asked []int64
 }
 
 func (k *kubeletTail) records() [][]byte {
-	var out [][]byte
+	if k.recs != nil {
+		return k.recs
+	}
+	out := [][]byte{}
 	rest := k.log
 	for len(rest) > 0 {
 		end := bytes.IndexByte(rest, '\n') + 1
@@ -41,6 +46,7 @@ func (k *kubeletTail) records() [][]byte {
 		}
 		out = append(out, line)
 	}
+	k.recs = out
 	return out
 }
 
@@ -51,12 +57,23 @@ func (k *kubeletTail) read(lines, keep int64) ([]byte, int64, error) {
 	if int64(len(recs)) > lines {
 		recs = recs[int64(len(recs))-lines:]
 	}
-	answer := bytes.Join(recs, nil)
-	total := int64(len(answer))
-	if total > keep {
-		answer = answer[total-keep:]
+	var total int64
+	for _, r := range recs {
+		total += int64(len(r))
 	}
-	return append([]byte(nil), answer...), total, nil
+	// The last keep bytes of the records, without joining them all.
+	var tail [][]byte
+	var have int64
+	for i := len(recs) - 1; i >= 0 && have < keep; i-- {
+		r := recs[i]
+		if have+int64(len(r)) > keep {
+			r = r[int64(len(r))-(keep-have):]
+		}
+		tail = append(tail, r)
+		have += int64(len(r))
+	}
+	slices.Reverse(tail)
+	return bytes.Join(tail, nil), total, nil
 }
 
 // PodLog's search for a log's last bytes over the kubelet's tailLines

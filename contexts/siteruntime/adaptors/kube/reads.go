@@ -72,7 +72,8 @@ func (w *Workloads) chain(kind string) (PodChain, bool) {
 // the read, even beside an exact one: a Pod the Runtime cannot explain is
 // never read past. Of the exact Pods, the newest one not being deleted is
 // read (else the newest). Errors wrap application.ErrNativeIdentityMismatch
-// or application.ErrNoWorkloadPod as the port says.
+// application.ErrWorkloadGone or application.ErrNoWorkloadPod as the port
+// says.
 func (w *Workloads) WorkloadPod(ctx context.Context, root siteprotocol.NativeRef, id application.ObjectIdentity) (application.WorkloadPod, error) {
 	chain, ok := w.chain(root.Kind)
 	if !ok || len(chain.Links) == 0 || chain.Links[len(chain.Links)-1] != root.Kind {
@@ -83,7 +84,7 @@ func (w *Workloads) WorkloadPod(ctx context.Context, root siteprotocol.NativeRef
 	case err != nil:
 		return application.WorkloadPod{}, fmt.Errorf("read %s %s/%s: %w", root.Kind, root.Namespace, root.Name, err)
 	case !found:
-		return application.WorkloadPod{}, fmt.Errorf("%w: %s %s/%s (uid %s) no longer exists", application.ErrNoWorkloadPod, root.Kind, root.Namespace, root.Name, root.UID)
+		return application.WorkloadPod{}, fmt.Errorf("%w: %s %s/%s (uid %s) no longer exists", application.ErrWorkloadGone, root.Kind, root.Namespace, root.Name, root.UID)
 	case string(top.GetUID()) != root.UID:
 		return application.WorkloadPod{}, fmt.Errorf("%w: %s %s/%s has uid %s; the Runtime recorded uid %s (another object under the recorded name)",
 			application.ErrNativeIdentityMismatch, root.Kind, root.Namespace, root.Name, top.GetUID(), root.UID)
@@ -125,6 +126,11 @@ func (w *Workloads) WorkloadPod(ctx context.Context, root siteprotocol.NativeRef
 	})
 	p := exact[0]
 	wp := application.WorkloadPod{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Main: chain.Main}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			wp.Ready = true
+		}
+	}
 	for _, c := range p.Spec.Containers {
 		wp.Containers = append(wp.Containers, c.Name)
 	}

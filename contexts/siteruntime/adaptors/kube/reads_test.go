@@ -13,7 +13,9 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
@@ -223,4 +225,78 @@ func TestReadLogsOfAnApplicationFollowsPodReplicaSetDeploymentByUID(t *testing.T
 		t.Fatalf("the forged Pods stay: %v", err)
 	}
 	want(t, s.readLogs(attempt, 4096), siteprotocol.OutcomeFailed, siteprotocol.ReasonNativeError)
+}
+
+// proxy is a proxy command of the Attempt.
+func (s *site) proxyCmd(attempt string, payload map[string]any) siteprotocol.Result {
+	s.t.Helper()
+	return s.execute(s.command(siteprotocol.OpProxy, attempt, payload))
+}
+
+// A proxy checks the live Service before anything is sent: a selector
+// changed under the recorded Service (same UID) and a Service made again
+// under the recorded name (another UID) are refused
+// native-identity-mismatch, naming what differs; a Service removed out of
+// band fails native-missing. Real: API server, Deployment and ReplicaSet
+// controllers; simulated: the kubelet (no request reaches a container:
+// every case is decided before the send). Not guarded by the admission
+// policies, which refuse the administrator's Service changes.
+func TestProxyRefusesAServiceThatIsNotTheRecordedOneAndSendsNothing(t *testing.T) {
+	t.Parallel()
+	s := newAppSite(t, appOptions{siteOptions: siteOptions{noPolicy: true}})
+	ctx := testContext(t)
+	attempt := uuid.NewString()
+	want(t, s.prepareApp(attempt), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
+	start := s.simple(siteprotocol.OpStart, attempt)
+	want(t, start, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
+	s.waitPodRunning(attempt)
+	get := map[string]any{"method": "GET", "path": "/v1/models"}
+
+	svc := s.servicesOf(attempt)[0]
+	changed := svc.DeepCopy()
+	changed.Spec.Selector = map[string]string{kube.LabelAttempt: attempt}
+	if _, err := s.e.Client.CoreV1().Services(s.ns).Update(ctx, changed, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r := s.proxyCmd(attempt, get)
+	wantNothingRead(t, r, siteprotocol.ReasonNativeIdentityMismatch)
+	if !strings.Contains(r.Message, "selects") {
+		t.Fatalf("message %q does not name the selector", r.Message)
+	}
+
+	if err := s.e.Client.CoreV1().Services(s.ns).Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.UntilGone(t, long, "the Service gone", cache.NewListWatchFromClient(s.e.Client.CoreV1().RESTClient(), "services", s.ns, fields.OneTermEqualSelector("metadata.name", svc.Name)), &corev1.Service{}, s.ns, svc.Name)
+	want(t, s.proxyCmd(attempt, get), siteprotocol.OutcomeFailed, siteprotocol.ReasonNativeMissing)
+
+	again := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: svc.Name, Labels: svc.Labels}, Spec: corev1.ServiceSpec{
+		Type: corev1.ServiceTypeClusterIP, Selector: svc.Spec.Selector, Ports: svc.Spec.Ports}}
+	made, err := s.e.Client.CoreV1().Services(s.ns).Create(ctx, again, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = s.proxyCmd(attempt, get)
+	wantNothingRead(t, r, siteprotocol.ReasonNativeIdentityMismatch)
+	if !strings.Contains(r.Message, string(made.UID)) || !strings.Contains(r.Message, string(svc.UID)) {
+		t.Fatalf("message %q does not name both UIDs", r.Message)
+	}
+}
+
+// A service whose Pod never becomes Ready has no ready endpoint: proxy
+// fails endpoint-unavailable and nothing is sent; a batch Attempt has no
+// service (unsupported-operation). Real: API server, controllers;
+// simulated: the kubelet (KWOK keeps the Pod not Ready).
+func TestProxyOfAServiceWithoutAReadyPodIsEndpointUnavailable(t *testing.T) {
+	t.Parallel()
+	s := newAppSite(t, appOptions{podAnnotations: map[string]string{kubetest.AnnotationNeverReady: "true"}})
+	attempt := uuid.NewString()
+	want(t, s.prepareApp(attempt), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
+	want(t, s.simple(siteprotocol.OpStart, attempt), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
+	s.waitPodRunning(attempt)
+	r := s.proxyCmd(attempt, map[string]any{"method": "POST", "path": "/v2/models/m/infer", "body_base64": "e30="})
+	want(t, r, siteprotocol.OutcomeFailed, siteprotocol.ReasonEndpointUnavailable)
+	if !strings.Contains(r.Message, "not Ready") {
+		t.Fatalf("message %q", r.Message)
+	}
 }

@@ -3,6 +3,8 @@ package kube_test
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -82,8 +84,13 @@ func TestReadLogsOnTheRealNodeAnswersExactlyTheLastBytesOfARealLogOfSeveralMiB(t
 // An application service on the real node (the httpservice image, made
 // healthy by its readiness probe): read-logs of its Pod — found by Pod →
 // ReplicaSet → Deployment UID — answers the whole log, what the server
-// printed at start, not truncated. Real: containerd, the kubelet, the
-// Deployment and ReplicaSet controllers.
+// printed at start, not truncated. Then proxy, through the API server's
+// service proxy to the real server: a POST's status, filtered headers
+// (credentials, cookies and hop-by-hop dropped both ways, multi-valued
+// kept) and body; a 2 MiB answer truncated to 1 MiB; the service's own 400
+// answered as its status. Real: containerd, the kubelet, the Deployment
+// and ReplicaSet controllers, the API server's service proxy, the Pod's
+// network.
 func TestReadLogsOfAnApplicationServiceOnTheRealNodeIsItsServersOutput(t *testing.T) {
 	t.Parallel()
 	var node *kubetest.RealNode
@@ -103,5 +110,52 @@ func TestReadLogsOfAnApplicationServiceOnTheRealNodeIsItsServersOutput(t *testin
 	if d.Truncated || !strings.HasPrefix(string(got), "httpservice listening on :8080 as attempt-"+attempt) {
 		t.Fatalf("the service's log: %q (truncated %v)", got, d.Truncated)
 	}
+
+	// proxy: a POST with its body and headers; the credential, cookie
+	// and hop-by-hop headers are dropped both ways, multi-valued headers
+	// kept in order.
+	post := s.proxy(attempt, map[string]any{"method": "POST", "path": "/echo?x=1", "body_base64": base64.StdEncoding.EncodeToString([]byte(`{"inputs":[1,2]}`)),
+		"headers": map[string][]string{"Content-Type": {"application/json"}, "X-Req": {"one", "two"}, "Authorization": {"Bearer member-secret"},
+			"Cookie": {"a=b"}, "Connection": {"X-Hop"}, "X-Hop": {"dropped"}}})
+	pd := detail[siteprotocol.ProxyDetail](t, post)
+	var echo struct {
+		Host    string              `json:"host"`
+		Headers map[string][]string `json:"headers"`
+		Body    string              `json:"body"`
+	}
+	body, _ := base64.StdEncoding.DecodeString(pd.BodyBase64)
+	if err := json.Unmarshal(body, &echo); err != nil {
+		t.Fatalf("the echo: %q: %v", body, err)
+	}
+	switch {
+	case pd.Status != 201 || pd.Truncated:
+		t.Fatalf("status %d truncated %v", pd.Status, pd.Truncated)
+	case !slices.Equal(pd.Headers["X-Multi"], []string{"a", "b"}) || pd.Headers["Set-Cookie"] != nil || pd.Headers["Audit-Id"] != nil:
+		t.Fatalf("answer headers %v: want X-Multi a, b and no Set-Cookie or Audit-Id", pd.Headers)
+	case echo.Body != `{"inputs":[1,2]}` || !slices.Equal(echo.Headers["X-Req"], []string{"one", "two"}):
+		t.Fatalf("the service got body %q headers %v", echo.Body, echo.Headers)
+	case echo.Headers["Authorization"] != nil || echo.Headers["Cookie"] != nil || echo.Headers["X-Hop"] != nil:
+		t.Fatalf("the service got a dropped header: %v", echo.Headers)
+	case !strings.HasPrefix(echo.Host, "attempt-"+attempt):
+		t.Fatalf("answered by %q, not the Attempt's Pod", echo.Host)
+	}
+	// 2 MiB answered: the first 1 MiB, truncated.
+	big := detail[siteprotocol.ProxyDetail](t, s.proxy(attempt, map[string]any{"method": "GET", "path": "/bytes?n=2097152"}))
+	b, _ := base64.StdEncoding.DecodeString(big.BodyBase64)
+	if big.Status != 200 || !big.Truncated || !bytes.Equal(b, bytes.Repeat([]byte("b"), siteprotocol.MaxReadBytes)) {
+		t.Fatalf("2 MiB answer: status %d, %d bytes, truncated %v", big.Status, len(b), big.Truncated)
+	}
+	// An upstream error is the service's answer.
+	if bad := detail[siteprotocol.ProxyDetail](t, s.proxy(attempt, map[string]any{"method": "GET", "path": "/bytes?n=x"})); bad.Status != 400 {
+		t.Fatalf("the service's 400 came back as %d", bad.Status)
+	}
 	want(t, s.simple(siteprotocol.OpCleanup, attempt), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonDeleted)
+}
+
+// proxy sends a proxy command of the Attempt and wants it proxied.
+func (s *site) proxy(attempt string, payload map[string]any) siteprotocol.Result {
+	s.t.Helper()
+	r := s.execute(s.command(siteprotocol.OpProxy, attempt, payload))
+	want(s.t, r, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonProxied)
+	return r
 }
