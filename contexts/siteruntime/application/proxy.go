@@ -117,8 +117,8 @@ func FilterHeaders(h map[string][]string) (out map[string][]string, truncated bo
 // PrivateReads (the Deployment's record, binding, fresh execution.read,
 // every Pod of the Attempt exact by Pod → ReplicaSet → Deployment), the
 // Service's record must hold a UID, and the live Service must be exact
-// (ServiceProxy). A path the protocol does not admit is path-rejected; a
-// workload without a ready Pod, or a Service the API server reaches no
+// (ServiceProxy). A method, path or header the protocol does not admit is
+// invalid-payload (siteprotocol's payload rules); a workload without a ready Pod, or a Service the API server reaches no
 // endpoint of, fails endpoint-unavailable with nothing sent. The answer is
 // the service's status — an upstream error is the service's answer, never
 // a Runtime failure — its filtered headers and its body up to 1 MiB
@@ -133,15 +133,11 @@ func (r *PrivateReads) Proxy(ctx context.Context, cmd siteprotocol.Command, reco
 	if err != nil {
 		return domain.Refused(siteprotocol.ReasonInvalidPayload, "proxy payload: %v", err), nil
 	}
-	if !siteprotocol.SafeProxyPath(p.Path) {
-		return domain.Refused(siteprotocol.ReasonPathRejected, "proxy path %q is not an absolute path without .., %%2e, %%2f, a backslash, space or control characters", p.Path), nil
-	}
+	// DecodePayload has checked the method, the path
+	// (siteprotocol.SafeProxyPath), the headers and the body's bound.
 	body, err := base64.StdEncoding.DecodeString(p.BodyBase64)
-	if err != nil || len(body) > siteprotocol.MaxReadBytes {
-		return domain.Refused(siteprotocol.ReasonInvalidPayload, "proxy payload: body_base64 must be standard base64 of at most %d bytes", siteprotocol.MaxReadBytes), nil
-	}
-	if err := siteprotocol.CheckProxyHeaders(p.Headers); err != nil {
-		return domain.Refused(siteprotocol.ReasonInvalidPayload, "proxy payload: headers: %v", err), nil
+	if err != nil {
+		return domain.Refused(siteprotocol.ReasonInvalidPayload, "proxy payload: body_base64: %v", err), nil
 	}
 	rec, id, refusal, err := r.check(ctx, cmd)
 	if refusal != nil || err != nil {
