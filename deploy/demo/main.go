@@ -20,7 +20,8 @@
 // the stream (read-logs, after the Runtime's read checks). KWOK's fake Nodes are in the cluster too but
 // nothing of this Run lands there. Then an application service (the
 // httpservice image) is prepared, started as the member, observed until
-// healthy on the real node, cancelled and observed gone. Last, `metallo workspace-init` checks a
+// healthy on the real node, asked through proxy (its answer comes back
+// through the stream), cancelled and observed gone. Last, `metallo workspace-init` checks a
 // repository out at an exact commit, verifies it on a second run and
 // refuses a commit whose link leaves the tree. It exits 0 only if all of that
 // happened, and stops every process it started.
@@ -1076,7 +1077,7 @@ func deref(p *int64) int64 {
 // observed until healthy (the real node's kubelet runs it and probes it),
 // cancelled, and observed once more: gone.
 func (d *demo) applicationService(ctx context.Context, commands func(attempt, run string) func(siteprotocol.Operation, any) (siteprotocol.Result, error)) error {
-	d.section("An application service: prepared, started as the member, healthy, cancelled")
+	d.section("An application service: prepared, started as the member, healthy, asked through proxy, cancelled")
 	image := d.realNode.Images[httpServiceImage]
 	if image == "" {
 		return fmt.Errorf("the real node has no %s image (make image)", httpServiceImage)
@@ -1115,6 +1116,28 @@ func (d *demo) applicationService(ctx context.Context, commands func(attempt, ru
 	}
 	dep, svc := start.NativeRefs[0], start.NativeRefs[1]
 	d.say("Deployment %s (uid %s) and Service %s (uid %s, ClusterIP) are the member's: healthy, its Pod Ready on %s", dep.Name, dep.UID, svc.Name, svc.UID, d.realNode.Name)
+	// The member asks its service through the stream (proxy): the Runtime
+	// checks the Service and the Pods, then sends the request through the
+	// API server's service proxy.
+	pr, err := do(siteprotocol.OpProxy, map[string]any{"method": "POST", "path": "/echo", "body_base64": base64.StdEncoding.EncodeToString([]byte(`{"question":"ready?"}`)),
+		"headers": map[string][]string{"Content-Type": {"application/json"}, "Authorization": {"Bearer not-forwarded"}}})
+	if err != nil || pr.Outcome != siteprotocol.OutcomeSucceeded {
+		return failed("proxy (application)", pr, err)
+	}
+	pd, err := siteprotocol.DecodeDetail[siteprotocol.ProxyDetail](pr)
+	if err != nil {
+		return err
+	}
+	answer, err := base64.StdEncoding.DecodeString(pd.BodyBase64)
+	if err != nil {
+		return err
+	}
+	if pd.Status != http.StatusCreated || !strings.Contains(string(answer), `{\"question\":\"ready?\"}`) || strings.Contains(string(answer), "not-forwarded") {
+		return fmt.Errorf("the service answered %d %s", pd.Status, answer)
+	}
+	d.say("proxy: the service answered %d with headers %v:", pd.Status, pd.Headers)
+	d.say("  | %s", strings.TrimSpace(string(answer)))
+	d.say("(the member's Authorization header was dropped before the request left the Runtime)")
 	if r, err := do(siteprotocol.OpCancel, nil); err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
 		return failed("cancel (application)", r, err)
 	}
