@@ -159,7 +159,7 @@ func newApplicationExecutor(cfg Config, native *kube.Workloads, access *applicat
 	if err != nil {
 		return nil, err
 	}
-	return e.WithCheckout(grants, specs, native, ccfg).WithOtherFamilies(batch), nil
+	return e.WithCheckout(grants, specs, native, ccfg).WithOtherFamilies(batch).WithReads(native).WithProxy(native), nil
 }
 
 // inferenceRegistrations routes the inference family's operations.
@@ -203,7 +203,7 @@ func newBatchExecutor(cfg Config, j *journal.Journal, native *kube.Workloads, ac
 	if e, err = WithCheckout(cfg, e, grants, native); err != nil {
 		return nil, nil, err
 	}
-	return e.WithOtherFamilies(services), w, nil
+	return e.WithOtherFamilies(services).WithReads(native), w, nil
 }
 
 // registryParams are the registrations of ExecutorsGroup.

@@ -16,10 +16,12 @@
 // cluster's real node (a kubelet with containerd and runc) and its
 // container runs for real in the platform image: it writes a file in its
 // workspace, observe reports its exit code, and the demo shows its log
-// from pods/log and the file. KWOK's fake Nodes are in the cluster too but
+// from pods/log and the file; the member then reads the same log through
+// the stream (read-logs, after the Runtime's read checks). KWOK's fake Nodes are in the cluster too but
 // nothing of this Run lands there. Then an application service (the
 // httpservice image) is prepared, started as the member, observed until
-// healthy on the real node, cancelled and observed gone. Last, `metallo workspace-init` checks a
+// healthy on the real node, asked through proxy (its answer comes back
+// through the stream), cancelled and observed gone. Last, `metallo workspace-init` checks a
 // repository out at an exact commit, verifies it on a second run and
 // refuses a commit whose link leaves the tree. It exits 0 only if all of that
 // happened, and stops every process it started.
@@ -30,6 +32,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -810,6 +813,9 @@ func (d *demo) commands(ctx context.Context, ns, project, member, binding string
 	if err := d.showJob(ctx, job, final); err != nil {
 		return err
 	}
+	if err := d.readLogs(ctx, job, do); err != nil {
+		return err
+	}
 	if err := d.applicationService(ctx, func(attempt, run string) func(siteprotocol.Operation, any) (siteprotocol.Result, error) {
 		return func(op siteprotocol.Operation, payload any) (siteprotocol.Result, error) {
 			return doAs(siteprotocol.FamilyApplication, run, attempt, op, payload)
@@ -989,6 +995,44 @@ func (d *demo) showJob(ctx context.Context, ref siteprotocol.NativeRef, observed
 	return d.showWorkspace(ctx, ref.Namespace, pod)
 }
 
+// readLogs reads the Job's log through the command stream, as the member
+// (read-logs, docs/site-runtime.md#private-reads): the Runtime checks the
+// binding, a fresh execution.read answer and the Pod → Job UID chain, then
+// answers the log's last bytes exactly; they equal what pods/log gives the
+// administrator.
+func (d *demo) readLogs(ctx context.Context, job siteprotocol.NativeRef, do func(siteprotocol.Operation, any) (siteprotocol.Result, error)) error {
+	d.section("The member reads its Job's log through the stream (read-logs)")
+	r, err := do(siteprotocol.OpReadLogs, map[string]any{"tail_bytes": 4096})
+	if err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
+		return failed("read-logs", r, err)
+	}
+	rd, err := siteprotocol.DecodeDetail[siteprotocol.ReadLogsDetail](r)
+	if err != nil {
+		return err
+	}
+	got, err := base64.StdEncoding.DecodeString(rd.ContentBase64)
+	if err != nil {
+		return err
+	}
+	d.say("container %s, %d bytes, truncated %v; decoded:", rd.Container, len(got), rd.Truncated)
+	for _, line := range strings.Split(strings.TrimRight(string(got), "\n"), "\n") {
+		d.say("  | %s", line)
+	}
+	pods, err := d.admin.CoreV1().Pods(job.Namespace).List(ctx, metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + job.UID})
+	if err != nil || len(pods.Items) != 1 {
+		return fmt.Errorf("the Job's Pod: %d Pods (%v)", len(pods.Items), err)
+	}
+	logs, err := d.admin.CoreV1().Pods(job.Namespace).GetLogs(pods.Items[0].Name, &corev1.PodLogOptions{Container: kube.ContainerName}).DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("pods/log: %w", err)
+	}
+	if !bytes.Equal(got, logs) || rd.Truncated {
+		return fmt.Errorf("read-logs answered %q; pods/log holds %q", got, logs)
+	}
+	d.say("the same bytes as pods/log gives the administrator")
+	return nil
+}
+
 // showWorkspace prints the file the Job wrote in its workspace claim (a
 // hostPath volume of the local cluster, on this machine like the node).
 func (d *demo) showWorkspace(ctx context.Context, namespace string, pod corev1.Pod) error {
@@ -1033,7 +1077,7 @@ func deref(p *int64) int64 {
 // observed until healthy (the real node's kubelet runs it and probes it),
 // cancelled, and observed once more: gone.
 func (d *demo) applicationService(ctx context.Context, commands func(attempt, run string) func(siteprotocol.Operation, any) (siteprotocol.Result, error)) error {
-	d.section("An application service: prepared, started as the member, healthy, cancelled")
+	d.section("An application service: prepared, started as the member, healthy, asked through proxy, cancelled")
 	image := d.realNode.Images[httpServiceImage]
 	if image == "" {
 		return fmt.Errorf("the real node has no %s image (make image)", httpServiceImage)
@@ -1072,6 +1116,28 @@ func (d *demo) applicationService(ctx context.Context, commands func(attempt, ru
 	}
 	dep, svc := start.NativeRefs[0], start.NativeRefs[1]
 	d.say("Deployment %s (uid %s) and Service %s (uid %s, ClusterIP) are the member's: healthy, its Pod Ready on %s", dep.Name, dep.UID, svc.Name, svc.UID, d.realNode.Name)
+	// The member asks its service through the stream (proxy): the Runtime
+	// checks the Service and the Pods, then sends the request through the
+	// API server's service proxy.
+	pr, err := do(siteprotocol.OpProxy, map[string]any{"method": "POST", "path": "/echo", "body_base64": base64.StdEncoding.EncodeToString([]byte(`{"question":"ready?"}`)),
+		"headers": map[string][]string{"Content-Type": {"application/json"}, "Authorization": {"Bearer not-forwarded"}}})
+	if err != nil || pr.Outcome != siteprotocol.OutcomeSucceeded {
+		return failed("proxy (application)", pr, err)
+	}
+	pd, err := siteprotocol.DecodeDetail[siteprotocol.ProxyDetail](pr)
+	if err != nil {
+		return err
+	}
+	answer, err := base64.StdEncoding.DecodeString(pd.BodyBase64)
+	if err != nil {
+		return err
+	}
+	if pd.Status != http.StatusCreated || !strings.Contains(string(answer), `{\"question\":\"ready?\"}`) || strings.Contains(string(answer), "not-forwarded") {
+		return fmt.Errorf("the service answered %d %s", pd.Status, answer)
+	}
+	d.say("proxy: the service answered %d with headers %v:", pd.Status, pd.Headers)
+	d.say("  | %s", strings.TrimSpace(string(answer)))
+	d.say("(the member's Authorization header was dropped before the request left the Runtime)")
 	if r, err := do(siteprotocol.OpCancel, nil); err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
 		return failed("cancel (application)", r, err)
 	}

@@ -78,6 +78,8 @@ func TestRuntimeReachesOnlyWhatItNeedsInItsProjectNamespaces(t *testing.T) {
 		{verb: "delete", group: "serving.kserve.io", resource: "inferenceservices", namespace: ns}:   true,
 		{verb: "patch", group: "serving.kserve.io", resource: "inferenceservices", namespace: ns}:    false,
 		{verb: "create", group: "serving.kserve.io", resource: "inferenceservices", namespace: ns}:   false,
+		{verb: "get", resource: "services", subresource: "proxy", namespace: ns}:                     true,
+		{verb: "create", resource: "services", subresource: "proxy", namespace: ns}:                  true,
 
 		{verb: "list", resource: "secrets", namespace: ns}:                                                   false,
 		{verb: "create", group: "batch", resource: "jobs", namespace: ns}:                                    false,
@@ -96,6 +98,8 @@ func TestRuntimeReachesOnlyWhatItNeedsInItsProjectNamespaces(t *testing.T) {
 		{verb: "create", group: "discovery.k8s.io", resource: "endpointslices", namespace: ns}:               false,
 		{verb: "list", group: "apps", resource: "deployments", namespace: "kube-system"}:                     false,
 		{verb: "list", resource: "services", namespace: "kube-system"}:                                       false,
+		{verb: "get", resource: "services", subresource: "proxy", namespace: "kube-system"}:                  false,
+		{verb: "create", resource: "pods", subresource: "proxy", namespace: ns}:                              false,
 		{verb: "create", resource: "serviceaccounts", subresource: "token", namespace: ns}:                   false,
 		{verb: "create", group: "rbac.authorization.k8s.io", resource: "rolebindings", namespace: ns}:        false,
 		{verb: "list", resource: "namespaces"}:                                                               false,

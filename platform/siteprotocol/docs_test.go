@@ -2,6 +2,7 @@ package siteprotocol_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"regexp"
@@ -252,6 +253,15 @@ func TestTheProtocolDocumentsExamplesDecodeAndCarryTheDigestsTheCodecComputes(t 
 			}
 			if d.State == "" {
 				t.Errorf("line %d: an observe detail without a state: %s", ex.line, ex.text)
+			}
+		case "readlogs":
+			var d siteprotocol.ReadLogsDetail
+			if err := strictDecode(ex.text, &d); err != nil {
+				t.Errorf("line %d: a read-logs detail that does not decode: %v", ex.line, err)
+				continue
+			}
+			if _, err := base64.StdEncoding.DecodeString(d.ContentBase64); err != nil || d.Container == "" {
+				t.Errorf("line %d: a read-logs detail needs standard base64 content and its container: %s (%v)", ex.line, ex.text, err)
 			}
 		case "problem":
 			var p struct {

@@ -141,10 +141,14 @@ type ReadLogsPayload struct {
 	TailBytes int64  `json:"tail_bytes" doc:"The most bytes of the log's end to answer (1-1048576)."`
 }
 
-// ReadLogsDetail answers read-logs.
+// ReadLogsDetail answers read-logs: the log's last bytes exactly as the
+// container wrote them (any bytes: invalid UTF-8, escape sequences,
+// binary), standard base64, so the encoded result stays within the
+// result limit whatever they are (docs/site-protocol.md#private-reads).
 type ReadLogsDetail struct {
-	Text      string `json:"text" doc:"The log's tail."`
-	Truncated bool   `json:"truncated" doc:"true when the log is longer than tail_bytes."`
+	Container     string `json:"container" doc:"The container whose log was read (the workload's main container when the payload named none)."`
+	ContentBase64 string `json:"content_base64" doc:"The log's last tail_bytes bytes (all of it when shorter), exactly, standard base64."`
+	Truncated     bool   `json:"truncated" doc:"true when the log is longer than tail_bytes (its earlier bytes are not in content_base64)."`
 }
 
 // ReadFilePayload reads a workspace file.
@@ -159,19 +163,27 @@ type ReadFileDetail struct {
 	Truncated     bool   `json:"truncated" doc:"true when the file is longer than max_bytes."`
 }
 
-// ProxyPayload proxies one HTTP request to a service endpoint.
+// ProxyPayload proxies one HTTP request to a service endpoint
+// (docs/site-protocol.md#private-reads). Headers keep every value of a
+// name, in order; hop-by-hop, cookie and authorization headers are
+// dropped by the Runtime.
 type ProxyPayload struct {
-	Method     string            `json:"method" enum:"GET,HEAD,POST,PUT,PATCH,DELETE,OPTIONS" doc:"The HTTP method."`
-	Path       string            `json:"path" doc:"The absolute request path at the service, without .., e.g. /v2/models/m/infer."`
-	Headers    map[string]string `json:"headers,omitempty" doc:"Request headers."`
-	BodyBase64 string            `json:"body_base64,omitempty" doc:"The request body, standard base64 (at most 1048576 bytes decoded)."`
+	Method     string              `json:"method" enum:"GET,HEAD,POST,PUT,PATCH,DELETE,OPTIONS" doc:"The HTTP method."`
+	Path       string              `json:"path" doc:"The absolute request path at the service, optionally with a query, without .. (nor its percent-encoded form or a backslash), e.g. /v2/models/m/infer."`
+	Headers    map[string][]string `json:"headers,omitempty" doc:"Request headers: each name (an HTTP token) with its values in order (no CR, LF or NUL); at most 64 values and 16384 bytes of names and values in all."`
+	BodyBase64 string              `json:"body_base64,omitempty" doc:"The request body, standard base64 (at most 1048576 bytes decoded)."`
 }
 
-// ProxyDetail answers proxy.
+// ProxyDetail answers proxy: the service's own answer, its status
+// whatever it is (an upstream error is the service's answer, not the
+// Runtime's failure), its headers filtered and bounded, its body up to
+// MaxReadBytes.
 type ProxyDetail struct {
-	Status     int               `json:"status" doc:"The service's HTTP status."`
-	Headers    map[string]string `json:"headers,omitempty"`
-	BodyBase64 string            `json:"body_base64,omitempty"`
+	Status           int                 `json:"status" doc:"The service's HTTP status."`
+	Headers          map[string][]string `json:"headers,omitempty" doc:"The service's response headers (canonical names, every value in order), without hop-by-hop, cookie and authorization headers; at most 64 values and 16384 bytes."`
+	HeadersTruncated bool                `json:"headers_truncated,omitempty" doc:"true when headers beyond the bound were left out."`
+	BodyBase64       string              `json:"body_base64,omitempty" doc:"The response body's first 1048576 bytes, standard base64."`
+	Truncated        bool                `json:"truncated" doc:"true when the response body was longer than 1048576 bytes."`
 }
 
 // EmptyPayload is the payload of observe, cancel and cleanup.

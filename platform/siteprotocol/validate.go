@@ -306,8 +306,11 @@ func ValidatePayload(c Command) error {
 			default:
 				ck.add("payload.method", "must be an HTTP method")
 			}
-			if !strings.HasPrefix(p.Path, "/") || strings.Contains(p.Path, "..") {
-				ck.add("payload.path", "must be an absolute path without ..")
+			if !SafeProxyPath(p.Path) {
+				ck.add("payload.path", "must be an absolute path (optionally with a query) without .., %%2e, %%2f, a backslash, space or control characters")
+			}
+			if err := CheckProxyHeaders(p.Headers); err != nil {
+				ck.add("payload.headers", "%v", err)
 			}
 			if body, err := base64.StdEncoding.DecodeString(p.BodyBase64); err != nil {
 				ck.add("payload.body_base64", "must be standard base64")
@@ -462,4 +465,65 @@ func ValidateResult(r Result) error {
 		ck.add("digest", "must be 64 lower-case hex digits")
 	}
 	return ck.err()
+}
+
+// SafeProxyPath reports whether p is a path the proxy may request at a
+// service: absolute, at most 4096 bytes, without "..", without the
+// percent-encoded dot or slash (%2e, %2f, any case) or a backslash that
+// could reach another path once decoded, and without space, control
+// characters or a fragment; a query after "?" is allowed.
+func SafeProxyPath(p string) bool {
+	if !strings.HasPrefix(p, "/") || len(p) > 4096 || strings.Contains(p, "..") || strings.Contains(p, "\\") || strings.Contains(p, "#") {
+		return false
+	}
+	l := strings.ToLower(p)
+	if strings.Contains(l, "%2e") || strings.Contains(l, "%2f") || strings.Contains(l, "%5c") {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckProxyHeaders checks a proxied request's headers: names are HTTP
+// tokens (RFC 9110), values carry no CR, LF or NUL, at most
+// MaxProxyHeaders values and MaxProxyHeaderBytes bytes of names and
+// values in all.
+func CheckProxyHeaders(h map[string][]string) error {
+	n, size := 0, 0
+	for name, values := range h {
+		if !httpToken(name) {
+			return fmt.Errorf("header name %q is not an HTTP token", name)
+		}
+		for _, v := range values {
+			if strings.ContainsAny(v, "\r\n\x00") {
+				return fmt.Errorf("header %s has a value with CR, LF or NUL", name)
+			}
+			n++
+			size += len(name) + len(v)
+		}
+	}
+	if n > MaxProxyHeaders || size > MaxProxyHeaderBytes {
+		return fmt.Errorf("must hold at most %d values and %d bytes (it holds %d values, %d bytes)", MaxProxyHeaders, MaxProxyHeaderBytes, n, size)
+	}
+	return nil
+}
+
+func httpToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }

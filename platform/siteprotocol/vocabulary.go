@@ -139,6 +139,13 @@ const (
 	ReasonNotStarted            Reason = "not-started"      // observe/cancel of an Attempt whose workload was never created
 	ReasonAttemptConflict       Reason = "attempt-conflict" // the Attempt's object was already created by another command
 	ReasonPathRejected          Reason = "path-rejected"
+	// ReasonNativeIdentityMismatch: a private read found the Attempt's
+	// native identity broken — the object under the recorded name has
+	// another UID, a link of the controller chain from the Pod read does
+	// not lead to the recorded object by UID, or an object of the chain
+	// lacks the Attempt's identity labels; nothing was read
+	// (docs/site-runtime.md#private-reads).
+	ReasonNativeIdentityMismatch Reason = "native-identity-mismatch"
 	// ReasonCredentialUnavailable: no usable repository credential — the
 	// grant provider gave no answer within its bound, or the repository host
 	// refused the credential it issued (docs/site-protocol.md#repository-checkout-reasons).
@@ -148,6 +155,10 @@ const (
 	ReasonNativeMissing   Reason = "native-missing"
 	ReasonDeletionPending Reason = "deletion-pending"
 	ReasonNativeError     Reason = "native-error"
+	// ReasonEndpointUnavailable: a proxy found no ready endpoint of the
+	// Attempt's service (no ready Pod, or the API server could not reach
+	// one); nothing was sent to it (docs/site-protocol.md#private-reads).
+	ReasonEndpointUnavailable Reason = "endpoint-unavailable"
 
 	// Failed outcomes of a repository checkout: the repository or its
 	// content made the workspace impossible
@@ -170,7 +181,8 @@ func Reasons() []Reason {
 		ReasonUnsupportedOperation, ReasonInvalidPayload, ReasonPayloadTooLarge, ReasonBindingMissing,
 		ReasonBindingRetired, ReasonBindingConflict, ReasonPermissionDenied, ReasonPermissionUnavailable,
 		ReasonNativeRequestDenied, ReasonProjectMismatch, ReasonNotPrepared, ReasonNotStarted, ReasonAttemptConflict, ReasonPathRejected,
-		ReasonNativeMissing, ReasonDeletionPending, ReasonNativeError,
+		ReasonNativeIdentityMismatch,
+		ReasonNativeMissing, ReasonDeletionPending, ReasonNativeError, ReasonEndpointUnavailable,
 		ReasonCredentialUnavailable,
 		ReasonRepositoryUnavailable, ReasonCommitMissing, ReasonSizeExceeded, ReasonSymlinkEscape, ReasonLFSMissing,
 		ReasonRevocationUnconfirmed,
@@ -187,9 +199,9 @@ func (r Reason) Outcome() (Outcome, bool) {
 	case ReasonUnsupportedOperation, ReasonInvalidPayload, ReasonPayloadTooLarge, ReasonBindingMissing,
 		ReasonBindingRetired, ReasonBindingConflict, ReasonPermissionDenied, ReasonPermissionUnavailable,
 		ReasonNativeRequestDenied, ReasonProjectMismatch, ReasonNotPrepared, ReasonNotStarted, ReasonAttemptConflict,
-		ReasonPathRejected, ReasonCredentialUnavailable:
+		ReasonPathRejected, ReasonCredentialUnavailable, ReasonNativeIdentityMismatch:
 		return OutcomeRefused, true
-	case ReasonNativeMissing, ReasonDeletionPending, ReasonNativeError,
+	case ReasonNativeMissing, ReasonDeletionPending, ReasonNativeError, ReasonEndpointUnavailable,
 		ReasonRepositoryUnavailable, ReasonCommitMissing, ReasonSizeExceeded, ReasonSymlinkEscape, ReasonLFSMissing,
 		ReasonRevocationUnconfirmed:
 		return OutcomeFailed, true
@@ -240,6 +252,15 @@ const (
 	MaxDepth = 32
 	// MaxReadBytes bounds tail_bytes, max_bytes and proxied bodies.
 	MaxReadBytes = 1 << 20
+	// MaxProxyHeaders bounds the header values of a proxied request and
+	// of a proxied answer; MaxProxyHeaderBytes their names' and values'
+	// bytes in all.
+	MaxProxyHeaders     = 64
+	MaxProxyHeaderBytes = 16 << 10
+	// MaxResultBytes bounds a result's encoded size, which the execution
+	// role accepts: a read's detail carries at most MaxReadBytes of
+	// content, base64 (docs/site-protocol.md#private-reads), well within it.
+	MaxResultBytes = 4 << 20
 	// MaxPullLimit bounds a pull's limit.
 	MaxPullLimit = 100
 	// MaxPullBytes bounds the encoded commands of one pull answer: the

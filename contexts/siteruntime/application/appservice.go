@@ -81,6 +81,8 @@ type ApplicationExecutor struct {
 	specs    ApplicationSpecs
 	fp       Failpoints
 	cfg      ApplicationConfig
+	// reads are set by WithReads.
+	reads *PrivateReads
 }
 
 // NewApplicationExecutor returns the application service executors;
@@ -134,6 +136,25 @@ func (e *ApplicationExecutor) WithCheckout(grants RepositoryGrants, specs Checko
 	return e
 }
 
+// WithReads makes e answer read-logs of its Deployments' Pods through
+// pods (Pod → ReplicaSet → the recorded Deployment;
+// docs/site-runtime.md#private-reads); without it read-logs is refused
+// unsupported-operation. It returns e.
+func (e *ApplicationExecutor) WithReads(pods WorkloadPods) *ApplicationExecutor {
+	e.reads = NewPrivateReads(e.life, e.specs, pods, domain.KindDeployment)
+	return e
+}
+
+// WithProxy makes e answer proxy to its Attempts' Services through p
+// (after WithReads; docs/site-runtime.md#private-reads); without it proxy
+// is refused unsupported-operation. It returns e.
+func (e *ApplicationExecutor) WithProxy(p ServiceProxy) *ApplicationExecutor {
+	if e.reads != nil {
+		e.reads.WithProxy(p, domain.KindService)
+	}
+	return e
+}
+
 // Registrations routes the application family's operations to e.
 func (e *ApplicationExecutor) Registrations() []Registration {
 	return workloadRegistrations(siteprotocol.FamilyApplication, e)
@@ -154,7 +175,7 @@ func (e *ApplicationExecutor) perform(ctx context.Context, cmd siteprotocol.Comm
 	if err := e.checkout.RetryRevocation(ctx, cmd); err != nil {
 		return domain.Answer{}, err
 	}
-	return e.life.perform(ctx, cmd, recovering, familySteps{name: "application", prepare: e.prepare, start: e.start, observe: e.observe})
+	return e.life.perform(ctx, cmd, recovering, familySteps{name: "application", prepare: e.prepare, start: e.start, observe: e.observe, reads: e.reads})
 }
 
 func (e *ApplicationExecutor) prepare(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {

@@ -61,6 +61,8 @@ type BatchExecutor struct {
 	terminal TerminalStates
 	watch    *JobWatcher
 	clock    Clock
+	// reads are set by WithReads.
+	reads *PrivateReads
 }
 
 // NewBatchExecutor returns the batch executors.
@@ -109,6 +111,14 @@ func (e *BatchExecutor) WithOtherFamilies(others ...FamilyRecords) *BatchExecuto
 	return e
 }
 
+// WithReads makes e answer read-logs of its Jobs' Pods through pods
+// (docs/site-runtime.md#private-reads); without it read-logs is refused
+// unsupported-operation. It returns e.
+func (e *BatchExecutor) WithReads(pods WorkloadPods) *BatchExecutor {
+	e.reads = NewPrivateReads(e.life, e.specs, pods, domain.KindJob)
+	return e
+}
+
 // Registrations routes the batch family's workload operations to e.
 func (e *BatchExecutor) Registrations() []Registration {
 	return workloadRegistrations(siteprotocol.FamilyBatch, e)
@@ -129,7 +139,7 @@ func (e *BatchExecutor) perform(ctx context.Context, cmd siteprotocol.Command, r
 	if err := e.checkout.RetryRevocation(ctx, cmd); err != nil {
 		return domain.Answer{}, err
 	}
-	return e.life.perform(ctx, cmd, recovering, familySteps{name: "batch", prepare: e.prepare, start: e.start, observe: e.observe})
+	return e.life.perform(ctx, cmd, recovering, familySteps{name: "batch", prepare: e.prepare, start: e.start, observe: e.observe, reads: e.reads})
 }
 
 func (e *BatchExecutor) prepare(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {

@@ -105,6 +105,9 @@ type familySteps struct {
 	name           string
 	prepare, start func(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error)
 	observe        func(ctx context.Context, cmd siteprotocol.Command) (domain.Answer, error)
+	// reads are the family's private reads (nil: read operations are
+	// unsupported; docs/site-runtime.md#private-reads).
+	reads *PrivateReads
 }
 
 // perform routes cmd to the family's step or to the lifecycle's Cancel and
@@ -122,15 +125,25 @@ func (l *Lifecycle) perform(ctx context.Context, cmd siteprotocol.Command, recov
 		return l.Cancel(ctx, cmd)
 	case siteprotocol.OpCleanup:
 		return l.Cleanup(ctx, cmd)
+	case siteprotocol.OpReadLogs:
+		if s.reads != nil {
+			return s.reads.ReadLogs(ctx, cmd)
+		}
+	case siteprotocol.OpProxy:
+		if s.reads != nil {
+			return s.reads.Proxy(ctx, cmd, recovering)
+		}
 	}
 	return domain.Refused(siteprotocol.ReasonUnsupportedOperation, "the %s executor does not perform %s", s.name, cmd.Operation), nil
 }
 
 // workloadRegistrations routes every workload operation of family
-// (prepare, start, observe, cancel, cleanup) to e.
+// (prepare, start, observe, cancel, cleanup, read-logs, proxy) to e; a
+// family without private reads answers them unsupported-operation.
 func workloadRegistrations(family siteprotocol.Family, e CommandExecutor) []Registration {
 	var regs []Registration
-	for _, op := range []siteprotocol.Operation{siteprotocol.OpPrepare, siteprotocol.OpStart, siteprotocol.OpObserve, siteprotocol.OpCancel, siteprotocol.OpCleanup} {
+	for _, op := range []siteprotocol.Operation{siteprotocol.OpPrepare, siteprotocol.OpStart, siteprotocol.OpObserve, siteprotocol.OpCancel, siteprotocol.OpCleanup,
+		siteprotocol.OpReadLogs, siteprotocol.OpProxy} {
 		regs = append(regs, Registration{Operation: op, Family: family, Executor: e})
 	}
 	return regs

@@ -37,9 +37,9 @@ const DefaultService = "execution"
 // RetryAfterSeconds is the Retry-After of a 503 unavailable answer.
 const RetryAfterSeconds = "5"
 
-// MaxResultBytes bounds a result body: a read-file or proxy detail carries
+// MaxResultBytes bounds a result body (the protocol's siteprotocol.MaxResultBytes): a read detail carries
 // up to 1 MiB base64-encoded plus the envelope.
-const MaxResultBytes = 4 << 20
+const MaxResultBytes = siteprotocol.MaxResultBytes
 
 // MaxRequestBytes bounds the other JSON request bodies (rebind, plans).
 const MaxRequestBytes = 1 << 20

@@ -86,7 +86,7 @@ func (s *site) app(o appOptions) {
 		native = hookedWorkloads{Workloads: workloads, after: o.afterCreate}
 	}
 	exec := application.NewApplicationExecutor(access, native, s.renderer, s.journal.Services(), nil,
-		application.ApplicationConfig{DeletionWait: o.deletionWait, ProgressDeadline: o.deadline})
+		application.ApplicationConfig{DeletionWait: o.deletionWait, ProgressDeadline: o.deadline}).WithReads(workloads).WithProxy(workloads)
 	if s.registry, err = application.NewRegistry(append(application.NewMemberExecutor(s.journal, nil).Registrations(), exec.Registrations()...)...); err != nil {
 		s.t.Fatal(err)
 	}

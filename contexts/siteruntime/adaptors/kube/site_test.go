@@ -138,7 +138,8 @@ func newSite(t testing.TB, o siteOptions) *site {
 	}
 	s.image = o.image
 	access := application.NewAccess(s.journal, workloads, perms, systemClock{})
-	batch := application.NewBatchExecutor(access, workloads, s.renderer, images{ref: o.image}, s.journal.Batch(), o.fp, application.BatchConfig{DeletionWait: o.deletionWait})
+	batch := application.NewBatchExecutor(access, workloads, s.renderer, images{ref: o.image}, s.journal.Batch(), o.fp, application.BatchConfig{DeletionWait: o.deletionWait}).
+		WithReads(workloads)
 	if o.grants != nil {
 		if err := siteagent.PlatformImage(ctx, e.Client, s.ns, o.image); err != nil {
 			t.Fatal(err)

@@ -113,6 +113,9 @@ type Workloads struct {
 
 	mu      sync.Mutex
 	members map[string]dynamic.Interface
+	// chains are the private reads' Pod chains by recorded kind
+	// (PodChains, WithPodChain).
+	chains map[string]PodChain
 }
 
 // New returns Workloads acting as cfg's identity. cfg's QPS and Burst are
@@ -136,7 +139,7 @@ func New(cfg *rest.Config) (*Workloads, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes dynamic client: %w", err)
 	}
-	return &Workloads{config: cfg, client: cs, dynamic: dyn, poll: 250 * time.Millisecond, members: map[string]dynamic.Interface{}}, nil
+	return &Workloads{config: cfg, client: cs, dynamic: dyn, poll: 250 * time.Millisecond, members: map[string]dynamic.Interface{}, chains: PodChains()}, nil
 }
 
 // NamespaceProject returns the namespace's project-id label. A namespace

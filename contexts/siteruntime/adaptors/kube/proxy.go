@@ -1,0 +1,117 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+// ProxyService sends req to the Attempt's Service through the API
+// server's service proxy (/api/v1/namespaces/<ns>/services/<name>:<port>/proxy<path>),
+// as the Runtime (its services/proxy grant in project namespaces;
+// application.ServiceProxy). First the live Service is checked against
+// svc and saved (the specification the Runtime saved): its UID, the
+// identity labels, type ClusterIP, exactly the saved selector and the
+// saved port; otherwise nothing is sent (application.ErrNativeIdentityMismatch).
+// The answer's body is read up to siteprotocol.MaxReadBytes (Truncated
+// when longer). An error status that the API server itself answers (a
+// metav1.Status body: no endpoints, an endpoint it cannot reach) wraps
+// application.ErrEndpointUnavailable; every other status is the service's.
+func (w *Workloads) ProxyService(ctx context.Context, svc siteprotocol.NativeRef, saved []byte, id application.ObjectIdentity, req application.ProxyRequest) (application.ProxyResponse, error) {
+	var want corev1.Service
+	if err := json.Unmarshal(saved, &want); err != nil {
+		return application.ProxyResponse{}, fmt.Errorf("decode the saved Service: %w", err)
+	}
+	if len(want.Spec.Ports) == 0 {
+		return application.ProxyResponse{}, fmt.Errorf("the saved Service %s has no port", svc.Name)
+	}
+	live, err := w.client.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return application.ProxyResponse{}, fmt.Errorf("%w: Service %s/%s (uid %s) no longer exists", application.ErrWorkloadGone, svc.Namespace, svc.Name, svc.UID)
+	case err != nil:
+		return application.ProxyResponse{}, fmt.Errorf("read Service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	if m := serviceMismatch(live, svc, &want, id); m != "" {
+		return application.ProxyResponse{}, fmt.Errorf("%w: Service %s/%s %s", application.ErrNativeIdentityMismatch, svc.Namespace, svc.Name, m)
+	}
+	client, err := rest.HTTPClientFor(w.config)
+	if err != nil {
+		return application.ProxyResponse{}, fmt.Errorf("http client of the API server: %w", err)
+	}
+	port := strconv.Itoa(int(want.Spec.Ports[0].Port))
+	target := strings.TrimRight(w.config.Host, "/") + "/api/v1/namespaces/" + url.PathEscape(svc.Namespace) +
+		"/services/" + url.PathEscape(svc.Name) + ":" + port + "/proxy" + req.Path
+	hr, err := http.NewRequestWithContext(ctx, req.Method, target, bytes.NewReader(req.Body))
+	if err != nil {
+		return application.ProxyResponse{}, fmt.Errorf("proxy request: %w", err)
+	}
+	for name, values := range req.Headers {
+		for _, v := range values {
+			hr.Header.Add(name, v)
+		}
+	}
+	resp, err := client.Do(hr)
+	if err != nil {
+		return application.ProxyResponse{}, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, siteprotocol.MaxReadBytes+1))
+	if err != nil {
+		return application.ProxyResponse{}, fmt.Errorf("read the proxied answer: %w", err)
+	}
+	if resp.StatusCode >= 500 && apiServerStatus(resp.Header, body) {
+		return application.ProxyResponse{}, fmt.Errorf("%w: the API server answered %d: %s", application.ErrEndpointUnavailable, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	out := application.ProxyResponse{Status: resp.StatusCode, Headers: maps.Clone(map[string][]string(resp.Header)), Body: body}
+	if len(body) > siteprotocol.MaxReadBytes {
+		out.Body, out.Truncated = body[:siteprotocol.MaxReadBytes], true
+	}
+	return out, nil
+}
+
+// serviceMismatch names the first way live differs from the Service the
+// Runtime recorded (svc) and saved (want); empty when it is exact.
+func serviceMismatch(live *corev1.Service, svc siteprotocol.NativeRef, want *corev1.Service, id application.ObjectIdentity) string {
+	switch {
+	case string(live.UID) != svc.UID:
+		return fmt.Sprintf("has uid %s; the Runtime recorded uid %s (another Service under the recorded name)", live.UID, svc.UID)
+	case identityMismatch(live.Labels, id) != "":
+		return identityMismatch(live.Labels, id)
+	case live.Spec.Type != corev1.ServiceTypeClusterIP:
+		return fmt.Sprintf("is of type %s, not ClusterIP", live.Spec.Type)
+	case !maps.Equal(live.Spec.Selector, want.Spec.Selector):
+		return fmt.Sprintf("selects %v, not the saved %v", live.Spec.Selector, want.Spec.Selector)
+	case len(live.Spec.Ports) != len(want.Spec.Ports) || live.Spec.Ports[0].Port != want.Spec.Ports[0].Port ||
+		live.Spec.Ports[0].TargetPort.String() != want.Spec.Ports[0].TargetPort.String():
+		return fmt.Sprintf("has ports %v, not the saved %v", live.Spec.Ports, want.Spec.Ports)
+	}
+	return ""
+}
+
+// apiServerStatus reports whether an answer is the API server's own
+// metav1.Status (JSON, kind Status), not the service's.
+func apiServerStatus(h http.Header, body []byte) bool {
+	if !strings.HasPrefix(h.Get("Content-Type"), "application/json") {
+		return false
+	}
+	var st metav1.Status
+	return json.Unmarshal(body, &st) == nil && st.Kind == "Status" && st.APIVersion == "v1"
+}
+
+var _ application.ServiceProxy = (*Workloads)(nil)

@@ -1,0 +1,200 @@
+package application
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/textproto"
+	"slices"
+	"strings"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+// ProxyRequest is one HTTP request to an Attempt's Service.
+type ProxyRequest struct {
+	Method string
+	// Path is the absolute path (with its query) at the service.
+	Path    string
+	Headers map[string][]string
+	Body    []byte
+}
+
+// ProxyResponse is the service's answer.
+type ProxyResponse struct {
+	Status  int
+	Headers map[string][]string
+	// Body is the answer's first siteprotocol.MaxReadBytes bytes;
+	// Truncated is true when it was longer.
+	Body      []byte
+	Truncated bool
+}
+
+// ServiceProxy sends requests to an Attempt's Service through the API
+// server's service proxy, as the Runtime (docs/site-runtime.md#private-reads).
+type ServiceProxy interface {
+	// ProxyService sends req to the Service svc names after checking it
+	// live: its name holds svc.UID, it carries id's identity labels, and
+	// its type, selector and port are those of saved (the specification
+	// the Runtime saved for it). Errors: wrapping ErrNativeIdentityMismatch
+	// (nothing was sent), ErrWorkloadGone (the Service is gone),
+	// ErrEndpointUnavailable (the API server reached no endpoint), any
+	// other error (the request may or may not have reached the service).
+	ProxyService(ctx context.Context, svc siteprotocol.NativeRef, saved []byte, id ObjectIdentity, req ProxyRequest) (ProxyResponse, error)
+}
+
+// WithProxy makes r answer proxy through p. It returns r.
+func (r *PrivateReads) WithProxy(p ServiceProxy, service string) *PrivateReads {
+	r.proxy, r.service = p, service
+	return r
+}
+
+// droppedHeaders are never proxied, either way: hop-by-hop headers (RFC
+// 9110 section 7.6.1), credentials and cookies (a member's request must
+// not carry the Site's, nor a service's answer set any), and the framing
+// the Runtime sets itself; also the API server's own Audit-Id.
+var droppedHeaders = []string{
+	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer",
+	"Transfer-Encoding", "Upgrade", "Authorization", "Cookie", "Set-Cookie", "Set-Cookie2", "Host", "Content-Length",
+	"Audit-Id", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Uri", "Forwarded",
+	"Impersonate-User", "Impersonate-Group", "Impersonate-Uid",
+}
+
+// FilterHeaders returns h with canonical names, without droppedHeaders,
+// the headers the Connection header names, and any Impersonate-Extra-*
+// header, keeping every value in order; then at most
+// siteprotocol.MaxProxyHeaders values and siteprotocol.MaxProxyHeaderBytes
+// bytes, in name order (truncated says some were left out).
+func FilterHeaders(h map[string][]string) (out map[string][]string, truncated bool) {
+	drop := map[string]bool{}
+	for _, n := range droppedHeaders {
+		drop[n] = true
+	}
+	for name, values := range h {
+		if textproto.CanonicalMIMEHeaderKey(name) != "Connection" {
+			continue
+		}
+		for _, v := range values {
+			for _, f := range strings.Split(v, ",") {
+				drop[textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(f))] = true
+			}
+		}
+	}
+	merged := map[string][]string{}
+	for name, values := range h {
+		c := textproto.CanonicalMIMEHeaderKey(name)
+		if drop[c] || strings.HasPrefix(c, "Impersonate-") {
+			continue
+		}
+		merged[c] = append(merged[c], values...)
+	}
+	names := make([]string, 0, len(merged))
+	for n := range merged {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	n, size := 0, 0
+	for _, name := range names {
+		for _, v := range merged[name] {
+			if n+1 > siteprotocol.MaxProxyHeaders || size+len(name)+len(v) > siteprotocol.MaxProxyHeaderBytes {
+				truncated = true
+				continue
+			}
+			if out == nil {
+				out = map[string][]string{}
+			}
+			out[name] = append(out[name], v)
+			n++
+			size += len(name) + len(v)
+		}
+	}
+	return out, truncated
+}
+
+// Proxy answers proxy for an application Attempt: after the checks of
+// PrivateReads (the Deployment's record, binding, fresh execution.read,
+// every Pod of the Attempt exact by Pod → ReplicaSet → Deployment), the
+// Service's record must hold a UID, and the live Service must be exact
+// (ServiceProxy). A method, path or header the protocol does not admit is
+// invalid-payload (siteprotocol's payload rules); a workload without a ready Pod, or a Service the API server reaches no
+// endpoint of, fails endpoint-unavailable with nothing sent. The answer is
+// the service's status — an upstream error is the service's answer, never
+// a Runtime failure — its filtered headers and its body up to 1 MiB
+// (truncated when longer). A proxy is sent at most once: Recover of a
+// proxy whose answer was not saved fails native-error without sending it
+// again (it may have reached the service).
+func (r *PrivateReads) Proxy(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {
+	if r.proxy == nil {
+		return domain.Refused(siteprotocol.ReasonUnsupportedOperation, "this family does not proxy to a service"), nil
+	}
+	p, err := siteprotocol.DecodePayload[siteprotocol.ProxyPayload](cmd)
+	if err != nil {
+		return domain.Refused(siteprotocol.ReasonInvalidPayload, "proxy payload: %v", err), nil
+	}
+	// DecodePayload has checked the method, the path
+	// (siteprotocol.SafeProxyPath), the headers and the body's bound.
+	body, err := base64.StdEncoding.DecodeString(p.BodyBase64)
+	if err != nil {
+		return domain.Refused(siteprotocol.ReasonInvalidPayload, "proxy payload: body_base64: %v", err), nil
+	}
+	rec, id, refusal, err := r.check(ctx, cmd)
+	if refusal != nil || err != nil {
+		return OrAnswer(refusal), err
+	}
+	records, err := r.life.Records(ctx, cmd.AttemptID)
+	if err != nil {
+		return domain.Answer{}, err
+	}
+	svc := domain.FindRecord(records, r.service)
+	if svc == nil || svc.UID == "" {
+		return domain.Refused(siteprotocol.ReasonNotStarted, "attempt %s has no service to proxy to", cmd.AttemptID), nil
+	}
+	svcRef := RecordRef(*svc)
+	if svc.Phase == domain.PhaseRemoved || svc.Phase == domain.PhaseDeleting {
+		return domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonNativeMissing,
+			Message:    fmt.Sprintf("%s %s/%s (uid %s) was removed by command %s", svcRef.Kind, svcRef.Namespace, svcRef.Name, svcRef.UID, svc.CommandID),
+			NativeRefs: []siteprotocol.NativeRef{svcRef}}, nil
+	}
+	pod, refusal, err := r.pod(ctx, *rec, id, true)
+	if refusal != nil || err != nil {
+		return OrAnswer(refusal), err
+	}
+	unavailable := func(why string) domain.Answer {
+		return domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonEndpointUnavailable,
+			Message: "nothing was sent: " + why, NativeRefs: []siteprotocol.NativeRef{svcRef}}
+	}
+	if !pod.Ready {
+		return unavailable(fmt.Sprintf("Pod %s of %s %s is not Ready", pod.Name, rec.Kind, rec.Name)), nil
+	}
+	if recovering {
+		return domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonNativeError,
+			Message: fmt.Sprintf("the proxied %s %s to %s %s was interrupted before its answer was saved; it may have reached the service and is not sent again",
+				p.Method, p.Path, svcRef.Kind, svcRef.Name),
+			NativeRefs: []siteprotocol.NativeRef{svcRef}}, nil
+	}
+	headers, _ := FilterHeaders(p.Headers)
+	resp, err := r.proxy.ProxyService(ctx, svcRef, svc.Spec, id, ProxyRequest{Method: p.Method, Path: p.Path, Headers: headers, Body: body})
+	switch {
+	case errors.Is(err, ErrNativeIdentityMismatch):
+		return domain.Answer{Outcome: siteprotocol.OutcomeRefused, Reason: siteprotocol.ReasonNativeIdentityMismatch,
+			Message: fmt.Sprintf("nothing was sent: %v", err), NativeRefs: []siteprotocol.NativeRef{svcRef}}, nil
+	case errors.Is(err, ErrWorkloadGone):
+		return domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonNativeMissing,
+			Message: fmt.Sprintf("nothing was sent: %v", err), NativeRefs: []siteprotocol.NativeRef{svcRef}}, nil
+	case errors.Is(err, ErrEndpointUnavailable):
+		return unavailable(err.Error()), nil
+	case err != nil:
+		return domain.Answer{}, fmt.Errorf("proxy %s %s to %s %s/%s: %w", p.Method, p.Path, svcRef.Kind, svcRef.Namespace, svcRef.Name, err)
+	}
+	out, headersTruncated := FilterHeaders(resp.Headers)
+	msg := fmt.Sprintf("%s %s answered %d (%d body bytes) through %s %s", p.Method, p.Path, resp.Status, len(resp.Body), svcRef.Kind, svcRef.Name)
+	if resp.Truncated {
+		msg += fmt.Sprintf("; the body was longer than %d bytes and is truncated", siteprotocol.MaxReadBytes)
+	}
+	return domain.Succeeded(siteprotocol.ReasonProxied, msg, siteprotocol.ProxyDetail{
+		Status: resp.Status, Headers: out, HeadersTruncated: headersTruncated,
+		BodyBase64: base64.StdEncoding.EncodeToString(resp.Body), Truncated: resp.Truncated,
+	}, svcRef, pod.Ref()), nil
+}

@@ -1,0 +1,239 @@
+package application
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+// Errors of the WorkloadPods port (docs/site-runtime.md#private-reads).
+var (
+	// ErrNativeIdentityMismatch is returned (wrapped, naming the broken
+	// link) when the Attempt's native identity is not exact: the object
+	// under the recorded name has another UID, a Pod labelled with the
+	// Attempt has a controller chain that does not end at the recorded
+	// object by UID, or an object of the chain lacks the Attempt's
+	// identity labels. The read is refused native-identity-mismatch and
+	// reads nothing.
+	ErrNativeIdentityMismatch = errors.New("native identity mismatch")
+	// ErrWorkloadGone is returned (wrapped) when the recorded object no
+	// longer exists: the read fails native-missing.
+	ErrWorkloadGone = errors.New("workload gone")
+	// ErrNoWorkloadPod is returned (wrapped) when the recorded object
+	// exists without a Pod (none yet, or none any more): read-logs fails
+	// native-missing, proxy endpoint-unavailable.
+	ErrNoWorkloadPod = errors.New("no workload pod")
+	// ErrEndpointUnavailable is returned (wrapped) by ServiceProxy when the
+	// API server could not reach an endpoint of the Service (none ready,
+	// none reachable): proxy fails endpoint-unavailable.
+	ErrEndpointUnavailable = errors.New("endpoint unavailable")
+	// ErrLogUnavailable is returned (wrapped, with the native system's
+	// message) when the kubelet has no log of the container to give (it
+	// has not started yet, or the node is unreachable): the read fails
+	// native-error.
+	ErrLogUnavailable = errors.New("log unavailable")
+)
+
+// WorkloadPod is the Pod a private read reads: the one whose controller
+// chain ends, by UID, at the Attempt's recorded object.
+type WorkloadPod struct {
+	Namespace string
+	Name      string
+	UID       string
+	// Containers are the Pod's containers (spec.containers), in order.
+	Containers []string
+	// Main is the workload's own container, read when the payload names
+	// none.
+	Main string
+	// Ready is the Pod's Ready condition.
+	Ready bool
+}
+
+// Ref is the Pod's native reference.
+func (p WorkloadPod) Ref() siteprotocol.NativeRef {
+	return siteprotocol.NativeRef{Kind: domain.KindPod, Namespace: p.Namespace, Name: p.Name, UID: p.UID}
+}
+
+// LogTail is the end of a container's log.
+type LogTail struct {
+	// Bytes are the log's last bytes (at most the asked tail), exactly.
+	Bytes []byte
+	// Truncated is true when the log held more bytes than Bytes.
+	Truncated bool
+}
+
+// WorkloadPods finds and reads an Attempt's workload Pods as the Runtime
+// (docs/site-runtime.md#private-reads); it never acts as the member.
+type WorkloadPods interface {
+	// WorkloadPod returns the Pod of root — the Attempt's recorded object
+	// (a Job, a Deployment) with its recorded UID — after checking the
+	// exact native identity: root's name holds root.UID; every Pod
+	// labelled with the Attempt has the controller chain of root's kind
+	// (Pod → Job; Pod → ReplicaSet → Deployment), each link the controller
+	// owner reference whose UID is the next object's live UID, ending at
+	// root; every object of the chain carries id's run, attempt, member
+	// and Project labels. Errors: wrapping ErrNativeIdentityMismatch (the
+	// first broken link), ErrWorkloadGone (root gone), ErrNoWorkloadPod
+	// (no Pod), or any other error (a failed read; nothing is known).
+	WorkloadPod(ctx context.Context, root siteprotocol.NativeRef, id ObjectIdentity) (WorkloadPod, error)
+	// PodLog returns the last tailBytes bytes of container's log in pod,
+	// exactly, and whether the log held more. Errors: wrapping
+	// ErrLogUnavailable when the kubelet has no log to give; any other
+	// error is a failed read.
+	PodLog(ctx context.Context, pod WorkloadPod, container string, tailBytes int64) (LogTail, error)
+}
+
+// PrivateReads performs a family's private reads on its Lifecycle
+// (docs/site-runtime.md#private-reads): read-logs of the Attempt's
+// workload Pod. Before anything is read from the cluster:
+//
+//   - the Attempt's object of the family's root kind (the Job; the
+//     Deployment) is recorded with its UID (refused not-started), for the
+//     command's Run, member and Project — another member of the Project
+//     reading the Attempt is refused attempt-conflict — in the namespace
+//     of the command's binding;
+//   - the binding is current, its namespace belongs to the Project, the
+//     member's live service account has the binding's UID and the
+//     permission provider allows execution.read now (Access.Authorize: a
+//     fresh answer, as for starts);
+//   - the native identity is exact (WorkloadPods.WorkloadPod): otherwise
+//     refused native-identity-mismatch.
+//
+// A read has no native effect: Recover reads again (a result that was
+// never saved was never sent), so the saved result is the one sent.
+type PrivateReads struct {
+	life  *Lifecycle
+	specs WorkspaceSpecs
+	pods  WorkloadPods
+	root  string
+	// proxy and service (the recorded kind proxied to) are set by
+	// WithProxy.
+	proxy   ServiceProxy
+	service string
+}
+
+// NewPrivateReads returns the private reads of the family whose Lifecycle
+// is life, whose records' identity specs reads, over pods; root is the
+// recorded kind its Pods' controller chains end at.
+func NewPrivateReads(life *Lifecycle, specs WorkspaceSpecs, pods WorkloadPods, root string) *PrivateReads {
+	return &PrivateReads{life: life, specs: specs, pods: pods, root: root}
+}
+
+// ReadLogs answers read-logs: the last tail_bytes bytes of the container's
+// log (the workload's main container when the payload names none), exact,
+// base64, with truncated when the log held more. Refusals as PrivateReads
+// says; a container the Pod does not have is invalid-payload; a recorded
+// object removed (or gone, or without a Pod) fails native-missing; a log
+// the kubelet cannot give fails native-error. Errors are failed reads.
+func (r *PrivateReads) ReadLogs(ctx context.Context, cmd siteprotocol.Command) (domain.Answer, error) {
+	p, err := siteprotocol.DecodePayload[siteprotocol.ReadLogsPayload](cmd)
+	if err != nil {
+		return domain.Refused(siteprotocol.ReasonInvalidPayload, "read-logs payload: %v", err), nil
+	}
+	if p.TailBytes < 1 || p.TailBytes > siteprotocol.MaxReadBytes {
+		return domain.Refused(siteprotocol.ReasonInvalidPayload, "read-logs payload: tail_bytes must be between 1 and %d", siteprotocol.MaxReadBytes), nil
+	}
+	rec, id, refusal, err := r.check(ctx, cmd)
+	if refusal != nil || err != nil {
+		return OrAnswer(refusal), err
+	}
+	pod, refusal, err := r.pod(ctx, *rec, id, false)
+	if refusal != nil || err != nil {
+		return OrAnswer(refusal), err
+	}
+	container := p.Container
+	if container == "" {
+		container = pod.Main
+	}
+	if !slices.Contains(pod.Containers, container) {
+		return domain.Refused(siteprotocol.ReasonInvalidPayload, "Pod %s of attempt %s has no container %q; its containers are %v",
+			pod.Name, cmd.AttemptID, container, pod.Containers), nil
+	}
+	tail, err := r.pods.PodLog(ctx, pod, container, p.TailBytes)
+	switch {
+	case errors.Is(err, ErrLogUnavailable):
+		return domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonNativeError,
+			Message:    fmt.Sprintf("the log of container %s of Pod %s/%s cannot be read: %v", container, pod.Namespace, pod.Name, err),
+			NativeRefs: []siteprotocol.NativeRef{pod.Ref()}}, nil
+	case err != nil:
+		return domain.Answer{}, fmt.Errorf("read the log of container %s of Pod %s/%s: %w", container, pod.Namespace, pod.Name, err)
+	}
+	msg := fmt.Sprintf("the last %d bytes of the log of container %s of Pod %s", len(tail.Bytes), container, pod.Name)
+	if !tail.Truncated {
+		msg = fmt.Sprintf("the whole log (%d bytes) of container %s of Pod %s", len(tail.Bytes), container, pod.Name)
+	}
+	return domain.Succeeded(siteprotocol.ReasonRead, msg, siteprotocol.ReadLogsDetail{
+		Container: container, ContentBase64: base64.StdEncoding.EncodeToString(tail.Bytes), Truncated: tail.Truncated,
+	}, RecordRef(*rec), pod.Ref()), nil
+}
+
+// check runs the checks of PrivateReads before anything is read from the
+// cluster, and returns the Attempt's root record and its identity.
+func (r *PrivateReads) check(ctx context.Context, cmd siteprotocol.Command) (*domain.NativeRecord, ObjectIdentity, *domain.Answer, error) {
+	records, err := r.life.Records(ctx, cmd.AttemptID)
+	if err != nil {
+		return nil, ObjectIdentity{}, nil, err
+	}
+	rec := domain.FindRecord(records, r.root)
+	if rec == nil || rec.UID == "" {
+		a := domain.Refused(siteprotocol.ReasonNotStarted, "attempt %s has no workload to read", cmd.AttemptID)
+		return nil, ObjectIdentity{}, &a, nil
+	}
+	id, err := r.specs.Identity(rec.Spec)
+	if err != nil {
+		return nil, ObjectIdentity{}, nil, fmt.Errorf("read the identity of attempt %s's %s record: %w", cmd.AttemptID, rec.Kind, err)
+	}
+	if id.RunID != cmd.RunID || id.MemberID != cmd.MemberID || id.ProjectID != cmd.ProjectID {
+		a := domain.Refused(siteprotocol.ReasonAttemptConflict,
+			"attempt %s is the work of member %s in project %s (run %s); a read by member %s in project %s (run %s) is not allowed",
+			cmd.AttemptID, id.MemberID, id.ProjectID, id.RunID, cmd.MemberID, cmd.ProjectID, cmd.RunID)
+		return nil, ObjectIdentity{}, &a, nil
+	}
+	b, refusal, err := r.life.Access().Binding(ctx, cmd)
+	if refusal != nil || err != nil {
+		return nil, ObjectIdentity{}, refusal, err
+	}
+	if rec.Namespace != b.Namespace {
+		a := domain.Refused(siteprotocol.ReasonAttemptConflict, "attempt %s's %s is in namespace %s; binding %s names namespace %s",
+			cmd.AttemptID, rec.Kind, rec.Namespace, b.BindingID, b.Namespace)
+		return nil, ObjectIdentity{}, &a, nil
+	}
+	if _, refusal, err := r.life.Access().Authorize(ctx, cmd, b, domain.ActionRead); refusal != nil || err != nil {
+		return nil, ObjectIdentity{}, refusal, err
+	}
+	return rec, id, nil, nil
+}
+
+// pod finds the Attempt's workload Pod by its exact native identity; for a
+// proxy (proxy true) a workload without a Pod is endpoint-unavailable.
+func (r *PrivateReads) pod(ctx context.Context, rec domain.NativeRecord, id ObjectIdentity, proxy bool) (WorkloadPod, *domain.Answer, error) {
+	ref := RecordRef(rec)
+	if rec.Phase == domain.PhaseRemoved || rec.Phase == domain.PhaseDeleting {
+		a := domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonNativeMissing,
+			Message:    fmt.Sprintf("%s %s/%s (uid %s) was removed by command %s; nothing is left to read", ref.Kind, ref.Namespace, ref.Name, ref.UID, rec.CommandID),
+			NativeRefs: []siteprotocol.NativeRef{ref}}
+		return WorkloadPod{}, &a, nil
+	}
+	pod, err := r.pods.WorkloadPod(ctx, ref, id)
+	switch {
+	case errors.Is(err, ErrNativeIdentityMismatch):
+		a := domain.Answer{Outcome: siteprotocol.OutcomeRefused, Reason: siteprotocol.ReasonNativeIdentityMismatch,
+			Message: fmt.Sprintf("nothing was read: %v", err), NativeRefs: []siteprotocol.NativeRef{ref}}
+		return WorkloadPod{}, &a, nil
+	case errors.Is(err, ErrWorkloadGone), errors.Is(err, ErrNoWorkloadPod):
+		a := domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonNativeMissing,
+			Message: fmt.Sprintf("nothing to read: %v", err), NativeRefs: []siteprotocol.NativeRef{ref}}
+		if proxy && errors.Is(err, ErrNoWorkloadPod) {
+			a.Reason, a.Message = siteprotocol.ReasonEndpointUnavailable, fmt.Sprintf("nothing was sent: %v", err)
+		}
+		return WorkloadPod{}, &a, nil
+	case err != nil:
+		return WorkloadPod{}, nil, fmt.Errorf("find the Pod of %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
+	}
+	return pod, nil, nil
+}
