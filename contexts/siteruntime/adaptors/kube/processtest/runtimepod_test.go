@@ -651,3 +651,293 @@ func (r *podRuntime) unhealthy(pod string) string {
 	}
 	return ""
 }
+
+// appendApp appends an application command of the test's member (prepare carries the payload).
+func (r *podRuntime) appendApp(op siteprotocol.Operation, attempt string, payload any) string {
+	r.t.Helper()
+	if r.runs[attempt] == "" {
+		r.runs[attempt] = uuid.NewString()
+	}
+	c := map[string]any{"id": uuid.NewString(), "operation": op, "issued_at": "2026-12-02T05:00:00Z", "member_id": r.member, "project_id": r.project,
+		"family": siteprotocol.FamilyApplication, "run_id": r.runs[attempt], "attempt_id": attempt,
+		"account_ref": map[string]any{"binding_id": r.binding, "generation": 1}}
+	if payload != nil {
+		c["payload"] = payload
+	}
+	raw, _ := json.Marshal(c)
+	if _, err := r.site.Append(raw); err != nil {
+		r.t.Fatal(err)
+	}
+	return c["id"].(string)
+}
+
+// observeHealthy observes the application Attempt until the Runtime answers healthy.
+func (r *podRuntime) observeHealthy(attempt, pod string) {
+	r.t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		res, raw := r.result(r.appendApp(siteprotocol.OpObserve, attempt, nil), pod)
+		d, err := siteprotocol.DecodeDetail[siteprotocol.ObserveDetail](res)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if d.State == siteprotocol.StateHealthy {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("application %s never observed healthy: %s", attempt, raw)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// uids maps every Deployment, Service, Job and PersistentVolumeClaim of the project namespace
+// (by name) to its UID.
+func (r *podRuntime) uids() map[string]types.UID {
+	r.t.Helper()
+	ctx := testCtx(r.t)
+	ns := r.e.Namespace
+	out := map[string]types.UID{}
+	deps, err := r.e.Client.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, o := range deps.Items {
+		out["deployment/"+o.Name] = o.UID
+	}
+	svcs, err := r.e.Client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, o := range svcs.Items {
+		out["service/"+o.Name] = o.UID
+	}
+	jobs, err := r.e.Client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, o := range jobs.Items {
+		out["job/"+o.Name] = o.UID
+	}
+	claims, err := r.e.Client.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, o := range claims.Items {
+		out["claim/"+o.Name] = o.UID
+	}
+	return out
+}
+
+// The Runtime's Pod deleted mid-run: two application services are healthy and a batch start
+// was just appended when the Pod is deleted; the ReplicaSet's new Pod resumes on the same
+// journal claim with the same installation record, finishes the start (one Job, its result
+// naming it), and observes both services healthy. Every native object that existed keeps its
+// UID (Jobs, Deployments, Services, claims), none is duplicated (one Job per batch Attempt,
+// one Deployment and one Service per application Attempt), and every command has exactly one
+// recorded result. Real: everything but the permission provider (a policy file).
+func TestTheRuntimePodReplacedMidRunResumesOnItsClaimAndDuplicatesNothing(t *testing.T) {
+	r := newPodRuntime(t)
+	rec := r.installed()
+	claim, err := r.e.Client.CoreV1().PersistentVolumeClaims(runtimeNS).Get(testCtx(t), journalsClaim, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep := object[appsv1.Deployment](t, r.objects, "Deployment", runtimeName)
+	if dep.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Fatalf("the Runtime's strategy is %s; want Recreate", dep.Spec.Strategy.Type)
+	}
+	first := r.deploy(dep)
+	var cmds []string
+	cmds = append(cmds, r.appendCmd(siteprotocol.OpBindMember, "", nil))
+	image := r.node.Image(t, kubetest.ImageHTTPService)
+	apps := []string{uuid.NewString(), uuid.NewString()}
+	for _, a := range apps {
+		cmds = append(cmds, r.appendApp(siteprotocol.OpPrepare, a, map[string]any{"workspace_size_bytes": 1 << 20, "service_kind": "application",
+			"image": image, "port": 8080, "readiness": map[string]any{"path": "/healthz"}, "demand": map[string]int64{"cpu": 100, "memory": 64 << 20}}))
+		cmds = append(cmds, r.appendApp(siteprotocol.OpStart, a, nil))
+	}
+	batchA := uuid.NewString()
+	cmds = append(cmds, r.appendCmd(siteprotocol.OpPrepare, batchA, prepareOf()), r.appendCmd(siteprotocol.OpStart, batchA, startOf(batchA)))
+	for _, id := range cmds {
+		if res, raw := r.result(id, first.Name); res.Outcome != siteprotocol.OutcomeSucceeded {
+			t.Fatalf("command %s: %s", id, raw)
+		}
+	}
+	for _, a := range apps {
+		r.observeHealthy(a, first.Name)
+	}
+	before := r.uids()
+
+	// Mid-run: a batch Attempt's prepare and start appended, the Pod deleted at once.
+	batchB := uuid.NewString()
+	late := []string{r.appendCmd(siteprotocol.OpPrepare, batchB, prepareOf()), r.appendCmd(siteprotocol.OpStart, batchB, startOf(batchB))}
+	if err := r.e.Client.CoreV1().Pods(runtimeNS).Delete(testCtx(t), first.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	second := r.runningPod(runtimeName, first.UID)
+	for _, id := range late {
+		if res, raw := r.result(id, second.Name); res.Outcome != siteprotocol.OutcomeSucceeded {
+			t.Fatalf("command %s after the replacement: %s\n%s", id, raw, r.podLog(second.Name, false))
+		}
+	}
+	for _, a := range apps {
+		r.observeHealthy(a, second.Name)
+	}
+	after := r.uids()
+	for k, uid := range before {
+		if after[k] != uid {
+			t.Fatalf("%s: UID %s before the Runtime's Pod was replaced, %q after", k, uid, after[k])
+		}
+	}
+	for _, a := range apps {
+		for _, kind := range []string{"deployments", "services"} {
+			var n int
+			sel := metav1.ListOptions{LabelSelector: kube.LabelAttempt + "=" + a}
+			if kind == "deployments" {
+				l, err := r.e.Client.AppsV1().Deployments(r.e.Namespace).List(testCtx(t), sel)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n = len(l.Items)
+				for _, d := range l.Items {
+					if d.Status.AvailableReplicas != 1 {
+						t.Fatalf("application %s's Deployment is not available after the replacement: %+v", a, d.Status)
+					}
+				}
+			} else {
+				l, err := r.e.Client.CoreV1().Services(r.e.Namespace).List(testCtx(t), sel)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n = len(l.Items)
+			}
+			if n != 1 {
+				t.Fatalf("application %s has %d %s; want one", a, n, kind)
+			}
+		}
+	}
+	for _, a := range []string{batchA, batchB} {
+		if jobs := r.jobsOf(a); len(jobs) != 1 {
+			t.Fatalf("batch Attempt %s has %d Jobs; want one", a, len(jobs))
+		}
+	}
+	if res, _ := r.result(late[1], second.Name); len(res.NativeRefs) != 1 || res.NativeRefs[0].UID != string(r.jobsOf(batchB)[0].UID) {
+		t.Fatalf("the start after the replacement names %+v, not its one Job", res.NativeRefs)
+	}
+	if again := r.record(recordName); again.UID != rec.UID || !equalData(again.Data, rec.Data) {
+		t.Fatalf("the installation record changed across the replacement: %v → %v", rec.Data, again.Data)
+	}
+	if c, err := r.e.Client.CoreV1().PersistentVolumeClaims(runtimeNS).Get(testCtx(t), journalsClaim, metav1.GetOptions{}); err != nil || c.UID != claim.UID {
+		t.Fatalf("the journal claim after the replacement: %v (UID %s, was %s)", err, c.UID, claim.UID)
+	}
+	t.Logf("Pod %s replaced by %s on claim %s, installation %v: %d native objects unchanged, two services healthy, batch %s one Job", first.Name, second.Name, claim.UID, rec.Data, len(before), batchB)
+}
+
+// Fencing: a second Runtime Deployment with the same service account but another journal
+// claim and another installation record (its own install Job initialised both) pulls from the
+// same stream: the Site API refuses it installation-mismatch, it stops and acknowledges
+// nothing, and its liveness probe (`metallo runtime liveness`) then fails and restarts it,
+// while the first Runtime goes on acknowledging. Real: everything but the permission provider.
+func TestASecondRuntimeWithAnotherInstallationIsRefusedAndAcknowledgesNothing(t *testing.T) {
+	r := newPodRuntime(t)
+	rec := r.installed()
+	dep := object[appsv1.Deployment](t, r.objects, "Deployment", runtimeName)
+	first := r.deploy(dep)
+	r.appendCmd(siteprotocol.OpBindMember, "", nil)
+	a := uuid.NewString()
+	if res, raw := r.result(r.appendCmd(siteprotocol.OpPrepare, a, prepareOf()), first.Name); res.Outcome != siteprotocol.OutcomeSucceeded {
+		t.Fatalf("prepare: %s", raw)
+	}
+
+	// The second Runtime: same service account, claim metallo-runtime-journals-b, record
+	// runtime-installation-b (the Role lets it read that record too).
+	ctx := testCtx(t)
+	const claimB, recordB = journalsClaim + "-b", recordName + "-b"
+	pvc := object[corev1.PersistentVolumeClaim](t, r.objects, "PersistentVolumeClaim", journalsClaim)
+	pvc.ObjectMeta = metav1.ObjectMeta{Name: claimB, Namespace: runtimeNS, Labels: pvc.Labels}
+	if _, err := r.e.Client.CoreV1().PersistentVolumeClaims(runtimeNS).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role, err := r.e.Client.RbacV1().Roles(runtimeNS).Get(ctx, "metallo-runtime-installation", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	role.Rules[0].ResourceNames = append(role.Rules[0].ResourceNames, recordB)
+	if _, err := r.e.Client.RbacV1().Roles(runtimeNS).Update(ctx, role, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	recordEnv := corev1.EnvVar{Name: "METALLO_INSTALLATION_RECORD", Value: "configmap:" + runtimeNS + "/" + recordB}
+	job := object[batchv1.Job](t, r.objects, "Job", installJobName)
+	job.Name += "-b"
+	job.Spec.Template.Labels = map[string]string{"app.kubernetes.io/name": installJobName + "-b"}
+	job.Spec.Template.Spec.Containers[0].Env = append(job.Spec.Template.Spec.Containers[0].Env, recordEnv)
+	setClaim(&job.Spec.Template.Spec, claimB)
+	r.install(job)
+	second := r.record(recordB)
+	if equalData(second.Data, rec.Data) {
+		t.Fatalf("the second installation recorded the first one's identity: %v", second.Data)
+	}
+	depB := dep.DeepCopy()
+	depB.ObjectMeta = metav1.ObjectMeta{Name: runtimeName + "-b", Namespace: runtimeNS, Labels: map[string]string{"app.kubernetes.io/name": runtimeName + "-b", "app.kubernetes.io/part-of": "metallo"}}
+	depB.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": runtimeName + "-b"}}
+	depB.Spec.Template.Labels = map[string]string{"app.kubernetes.io/name": runtimeName + "-b"}
+	setClaim(&depB.Spec.Template.Spec, claimB)
+	podB := r.deploy(depB, recordEnv)
+
+	// Its metrics (the admin listener on its Pod IP, which the host reaches): stopped for
+	// installation-mismatch, nothing acknowledged; the first Runtime's for contrast.
+	stopped := `metallo_runtime_stopped{reason="` + siteprotocol.ProblemInstallationMismatch + `"}`
+	const acked = "metallo_runtime_acknowledged_sequence"
+	deadline := time.Now().Add(2 * time.Minute)
+	var mB map[string]float64
+	for {
+		p, err := r.e.Client.CoreV1().Pods(runtimeNS).Get(ctx, podB.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, err := harness.Metrics(p.Status.PodIP+":9090", stopped, acked); err == nil && m[stopped] == 1 {
+			mB = m
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the second Runtime was not stopped %s:\n%s", siteprotocol.ProblemInstallationMismatch, r.podLog(podB.Name, false))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if mB[acked] != 0 {
+		t.Fatalf("the refused Runtime acknowledged up to sequence %v", mB[acked])
+	}
+	if log := r.podLog(podB.Name, false); !strings.Contains(log, siteprotocol.ProblemInstallationMismatch) {
+		t.Fatalf("the refused Runtime's log does not name %s:\n%s", siteprotocol.ProblemInstallationMismatch, log)
+	}
+	// The first Runtime goes on: a start appended now is acknowledged, by it.
+	start := r.appendCmd(siteprotocol.OpStart, a, startOf(a))
+	res, raw := r.result(start, first.Name)
+	jobs := r.jobsOf(a)
+	if len(jobs) != 1 || len(res.NativeRefs) != 1 || res.NativeRefs[0].UID != string(jobs[0].UID) {
+		t.Fatalf("the start with two Runtimes: %s, %d Jobs", raw, len(jobs))
+	}
+	mA, err := harness.Metrics(first.Status.PodIP+":9090", acked)
+	if err != nil || mA[acked] < float64(res.Sequence) {
+		t.Fatalf("the first Runtime's acknowledged sequence %v (%v); want at least %d", mA[acked], err, res.Sequence)
+	}
+	// Stopped, its heartbeat ends: the liveness probe fails and the kubelet restarts it.
+	deadline = time.Now().Add(2 * time.Minute)
+	for r.unhealthy(podB.Name) == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the refused Runtime's liveness probe never failed:\n%s", r.podLog(podB.Name, false))
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("second Runtime %s (installation %v) stopped %s, acknowledged sequence %v; probe: %s", podB.Name, second.Data, siteprotocol.ProblemInstallationMismatch, mB[acked], r.unhealthy(podB.Name))
+}
+
+// setClaim points the journals volume of spec at claim.
+func setClaim(spec *corev1.PodSpec, claim string) {
+	for i := range spec.Volumes {
+		if spec.Volumes[i].PersistentVolumeClaim != nil && spec.Volumes[i].Name == "journals" {
+			spec.Volumes[i].PersistentVolumeClaim.ClaimName = claim
+		}
+	}
+}
