@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/installation"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
@@ -277,14 +278,20 @@ func (r *podRuntime) cleanUp() {
 	for _, c := range claims.Items {
 		_ = cs.CoreV1().PersistentVolumeClaims(runtimeNS).Delete(ctx, c.Name, metav1.DeleteOptions{})
 	}
+	// Only the ConfigMaps these tests make (the base's, the generated CA and permissions, the
+	// records); the base's Role is applied again as rendered (the fencing test widens it),
+	// since deploy/policytest relies on it and its binding.
 	cms, _ := cs.CoreV1().ConfigMaps(runtimeNS).List(ctx, metav1.ListOptions{})
 	for _, c := range cms.Items {
-		if c.Name != "kube-root-ca.crt" {
+		if c.Name == runtimeName || strings.HasPrefix(c.Name, recordName) || strings.HasPrefix(c.Name, "metallo-site-api-ca") || strings.HasPrefix(c.Name, "metallo-runtime-permissions") {
 			_ = cs.CoreV1().ConfigMaps(runtimeNS).Delete(ctx, c.Name, metav1.DeleteOptions{})
 		}
 	}
-	_ = cs.RbacV1().Roles(runtimeNS).Delete(ctx, "metallo-runtime-installation", metav1.DeleteOptions{})
-	_ = cs.RbacV1().RoleBindings(runtimeNS).Delete(ctx, "metallo-runtime-installation", metav1.DeleteOptions{})
+	for _, o := range r.objects {
+		if o.GetKind() == "Role" {
+			r.applyObject(ctx, o)
+		}
+	}
 }
 
 // install applies everything but the Deployment and runs the install Job (name) to its end,
@@ -356,8 +363,9 @@ func (r *podRuntime) journalDir(claim string) string {
 }
 
 // deploy applies the Deployment (with extra environment on its container) and waits for its
-// one Pod to run on the real node; it returns the Pod.
-func (r *podRuntime) deploy(d *appsv1.Deployment, env ...corev1.EnvVar) *corev1.Pod {
+// one Pod, other than the Pod with UID not (the one a changed template replaces), to run on the
+// real node; it returns the Pod.
+func (r *podRuntime) deploy(d *appsv1.Deployment, not types.UID, env ...corev1.EnvVar) *corev1.Pod {
 	r.t.Helper()
 	ctx := testCtx(r.t)
 	d = d.DeepCopy()
@@ -373,7 +381,7 @@ func (r *podRuntime) deploy(d *appsv1.Deployment, env ...corev1.EnvVar) *corev1.
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
 	unstructured.RemoveNestedField(u.Object, "spec", "template", "metadata", "creationTimestamp")
 	r.applyObject(ctx, u)
-	return r.runningPod(d.Name, "")
+	return r.runningPod(d.Name, not)
 }
 
 // runningPod waits for the Deployment's one running Pod other than the one with UID not.
@@ -544,8 +552,12 @@ func TestTheInstallJobInitialisesTheJournalsOnceAndRecordsThemAsTheyAre(t *testi
 	if d := harness.SnapshotDiff(before, after); d != "" {
 		t.Fatalf("installing over journals without a record changed them: %s\n%s", d, log)
 	}
-	if !equalData(third.Data, first.Data) {
-		t.Fatalf("the record of the existing journals %v differs from the first %v: they were not recorded as they are\n%s", third.Data, first.Data, log)
+	// The journals' own installation: the same identity, environment, authority and journal
+	// set (installed_at is when this record was written).
+	for _, k := range []string{installation.KeyInstallationID, installation.KeyEnvironment, installation.KeyAuthority, installation.KeyJournals} {
+		if third.Data[k] != first.Data[k] || first.Data[k] == "" {
+			t.Fatalf("the record of the existing journals has %s %q, the first %q: they were not recorded as they are\n%s", k, third.Data[k], first.Data[k], log)
+		}
 	}
 	t.Logf("installed once, again (no change), and over kept journals without a record: %v", third.Data)
 }
@@ -578,7 +590,7 @@ func TestTheRuntimePodAuthenticatesByItsTokenAndAdoptsTheJobAfterItsProcessIsKil
 	if p := dep.Spec.Template.Spec.Containers[0].LivenessProbe; p == nil || p.Exec == nil || strings.Join(p.Exec.Command, " ") != "metallo runtime liveness" {
 		t.Fatalf("the Runtime's liveness probe is %+v; want exec metallo runtime liveness", p)
 	}
-	pod := r.deploy(dep)
+	pod := r.deploy(dep, "")
 	r.appendCmd(siteprotocol.OpBindMember, "", nil)
 	a := uuid.NewString()
 	prep := r.appendCmd(siteprotocol.OpPrepare, a, prepareOf())
@@ -607,14 +619,13 @@ func TestTheRuntimePodAuthenticatesByItsTokenAndAdoptsTheJobAfterItsProcessIsKil
 		t.Fatalf("the healthy Runtime's probe failed: %s", ev)
 	}
 
-	// Armed to be killed after its next native call (a Job create): a new Pod (Recreate).
-	killed := r.deploy(dep, corev1.EnvVar{Name: "METALLO_FAILPOINTS", Value: application.FailAfterNativeCall + "@1"})
-	if killed.UID == pod.UID {
-		t.Fatalf("the Deployment kept its Pod after its template changed")
-	}
+	// Attempt b prepared (its claim created) by the unarmed Runtime; then the Runtime armed to
+	// be killed after its next native call, the start's Job create: a new Pod (Recreate).
 	b := uuid.NewString()
-	r.appendCmd(siteprotocol.OpPrepare, b, prepareOf())
-	// The prepare's claim create is a native call too: the first kill may come there.
+	if pr, raw := r.result(r.appendCmd(siteprotocol.OpPrepare, b, prepareOf()), pod.Name); pr.Outcome != siteprotocol.OutcomeSucceeded {
+		t.Fatalf("prepare of %s: %s", b, raw)
+	}
+	killed := r.deploy(dep, pod.UID, corev1.EnvVar{Name: "METALLO_FAILPOINTS", Value: application.FailAfterNativeCall + "@1"})
 	startB := r.appendCmd(siteprotocol.OpStart, b, startOf(b))
 	res, raw := r.result(startB, killed.Name)
 	after, err := r.e.Client.CoreV1().Pods(runtimeNS).Get(testCtx(t), killed.Name, metav1.GetOptions{})
@@ -622,7 +633,7 @@ func TestTheRuntimePodAuthenticatesByItsTokenAndAdoptsTheJobAfterItsProcessIsKil
 		t.Fatalf("the killed Runtime's Pod %s is gone: %v", killed.Name, err)
 	}
 	cst := after.Status.ContainerStatuses[0]
-	if cst.RestartCount < 1 || cst.LastTerminationState.Terminated == nil || cst.LastTerminationState.Terminated.ExitCode != 137 {
+	if cst.RestartCount != 1 || cst.LastTerminationState.Terminated == nil || cst.LastTerminationState.Terminated.ExitCode != 137 {
 		t.Fatalf("the Runtime's container was not killed and restarted in its Pod: %+v", cst)
 	}
 	if prev := r.podLog(killed.Name, true); !killLine.MatchString(prev) {
@@ -747,7 +758,7 @@ func TestTheRuntimePodReplacedMidRunResumesOnItsClaimAndDuplicatesNothing(t *tes
 	if dep.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
 		t.Fatalf("the Runtime's strategy is %s; want Recreate", dep.Spec.Strategy.Type)
 	}
-	first := r.deploy(dep)
+	first := r.deploy(dep, "")
 	var cmds []string
 	cmds = append(cmds, r.appendCmd(siteprotocol.OpBindMember, "", nil))
 	image := r.node.Image(t, kubetest.ImageHTTPService)
@@ -843,7 +854,7 @@ func TestASecondRuntimeWithAnotherInstallationIsRefusedAndAcknowledgesNothing(t 
 	r := newPodRuntime(t)
 	rec := r.installed()
 	dep := object[appsv1.Deployment](t, r.objects, "Deployment", runtimeName)
-	first := r.deploy(dep)
+	first := r.deploy(dep, "")
 	r.appendCmd(siteprotocol.OpBindMember, "", nil)
 	a := uuid.NewString()
 	if res, raw := r.result(r.appendCmd(siteprotocol.OpPrepare, a, prepareOf()), first.Name); res.Outcome != siteprotocol.OutcomeSucceeded {
@@ -875,15 +886,15 @@ func TestASecondRuntimeWithAnotherInstallationIsRefusedAndAcknowledgesNothing(t 
 	setClaim(&job.Spec.Template.Spec, claimB)
 	r.install(job)
 	second := r.record(recordB)
-	if equalData(second.Data, rec.Data) {
-		t.Fatalf("the second installation recorded the first one's identity: %v", second.Data)
+	if id := second.Data[installation.KeyInstallationID]; id == "" || id == rec.Data[installation.KeyInstallationID] {
+		t.Fatalf("the second installation's identity %q; want one of its own (the first's is %q)", id, rec.Data[installation.KeyInstallationID])
 	}
 	depB := dep.DeepCopy()
 	depB.ObjectMeta = metav1.ObjectMeta{Name: runtimeName + "-b", Namespace: runtimeNS, Labels: map[string]string{"app.kubernetes.io/name": runtimeName + "-b", "app.kubernetes.io/part-of": "metallo"}}
 	depB.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": runtimeName + "-b"}}
 	depB.Spec.Template.Labels = map[string]string{"app.kubernetes.io/name": runtimeName + "-b"}
 	setClaim(&depB.Spec.Template.Spec, claimB)
-	podB := r.deploy(depB, recordEnv)
+	podB := r.deploy(depB, "", recordEnv)
 
 	// Its metrics (the admin listener on its Pod IP, which the host reaches): stopped for
 	// installation-mismatch, nothing acknowledged; the first Runtime's for contrast.
