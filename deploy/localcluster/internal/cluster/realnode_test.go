@@ -5,6 +5,10 @@ import (
 	"net"
 	"strings"
 	"testing"
+
+	proxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
+	proxyscheme "k8s.io/kubernetes/pkg/proxy/apis/config/scheme"
+	proxyvalidation "k8s.io/kubernetes/pkg/proxy/apis/config/validation"
 )
 
 // The pod subnet is refused when it overlaps an address of the machine, the cluster's Service or
@@ -93,5 +97,27 @@ func TestTheHostCheckNamesWhatTheNodeLeft(t *testing.T) {
 		if strings.Contains(d, other) {
 			t.Errorf("another program's %s is named as the node's:\n%s", other, d)
 		}
+	}
+}
+
+// kube-proxy's configuration as the node writes it decodes strictly with kube-proxy's own scheme
+// (no unknown or misspelt field) into iptables mode for the real node, and passes kube-proxy's
+// own validation.
+func TestKubeProxyConfigurationIsValidForKubeProxy(t *testing.T) {
+	raw := kubeProxyConfig("/state/node/kubeconfig-kube-proxy", "10.88.0.0/24", "10.88.0.1", 41001, 41002)
+	obj, _, err := proxyscheme.Codecs.UniversalDecoder().Decode([]byte(raw), nil, nil)
+	if err != nil {
+		t.Fatalf("decode:\n%s\n%v", raw, err)
+	}
+	cfg, ok := obj.(*proxyconfig.KubeProxyConfiguration)
+	if !ok {
+		t.Fatalf("decoded a %T", obj)
+	}
+	if errs := proxyvalidation.Validate(cfg); len(errs) > 0 {
+		t.Fatalf("kube-proxy refuses its configuration: %v", errs.ToAggregate())
+	}
+	if cfg.Mode != proxyconfig.ProxyModeIPTables || cfg.HostnameOverride != RealNodeName || len(cfg.DetectLocal.ClusterCIDRs) != 1 || cfg.DetectLocal.ClusterCIDRs[0] != "10.88.0.0/24" ||
+		cfg.Linux.Conntrack.MaxPerCore == nil || *cfg.Linux.Conntrack.MaxPerCore != 0 || cfg.IPTables.LocalhostNodePorts == nil || *cfg.IPTables.LocalhostNodePorts {
+		t.Fatalf("configuration %+v", cfg)
 	}
 }
