@@ -42,9 +42,10 @@ func TestThePodSubnetIsRefusedWhenItCollides(t *testing.T) {
 	}
 }
 
-// The pod network attaches Pods to the bridge with no gateway, no masquerade and no routes:
-// nothing enables forwarding or reaches beyond the machine.
-func TestThePodNetworkHasNoGatewayNoMasqueradeAndNoRoutes(t *testing.T) {
+// The pod network attaches Pods to the bridge with no gateway, no masquerade and one route, the
+// Service range via the host's address (where kube-proxy's rules take it): no default route,
+// nothing reaches beyond the machine.
+func TestThePodNetworkHasNoGatewayNoMasqueradeAndOnlyTheServiceRoute(t *testing.T) {
 	b, err := cniConfig("/state/node", "10.88.0.0/24")
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +59,7 @@ func TestThePodNetworkHasNoGatewayNoMasqueradeAndNoRoutes(t *testing.T) {
 			IPAM      struct {
 				Type    string                `json:"type"`
 				DataDir string                `json:"dataDir"`
-				Routes  []any                 `json:"routes"`
+				Routes  []map[string]string   `json:"routes"`
 				Ranges  [][]map[string]string `json:"ranges"`
 			} `json:"ipam"`
 		} `json:"plugins"`
@@ -68,7 +69,7 @@ func TestThePodNetworkHasNoGatewayNoMasqueradeAndNoRoutes(t *testing.T) {
 	}
 	p := conf.Plugins[0]
 	if len(conf.Plugins) != 1 || p.Type != "bridge" || p.Bridge != realNodeBridge || p.IsGateway || p.IPMasq || p.IPAM.Type != "host-local" ||
-		len(p.IPAM.Routes) != 0 || !strings.HasPrefix(p.IPAM.DataDir, "/state/node/") || p.IPAM.Ranges[0][0]["gateway"] != "10.88.0.1" {
+		len(p.IPAM.Routes) != 1 || p.IPAM.Routes[0]["dst"] != serviceCIDR || p.IPAM.Routes[0]["gw"] != "10.88.0.1" || !strings.HasPrefix(p.IPAM.DataDir, "/state/node/") || p.IPAM.Ranges[0][0]["gateway"] != "10.88.0.1" {
 		t.Fatalf("pod network %s", b)
 	}
 }
