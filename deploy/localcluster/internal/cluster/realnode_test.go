@@ -79,6 +79,7 @@ func TestTheHostCheckNamesWhatTheNodeLeft(t *testing.T) {
 	was := hostState{
 		Sysctls: map[string]string{"vm/overcommit_memory": "0"}, Paths: map[string]bool{"/var/lib/kubelet": false},
 		Cgroups: map[string]bool{"/sys/fs/cgroup/memory/kubepods": false}, Netns: []string{"other"}, Links: []string{"eth0"},
+		KubeChains: []string{"iptables filter KUBE-FOUND"},
 	}
 	if d := diffHost(was, was); len(d) != 0 {
 		t.Fatalf("the same host differs: %v", d)
@@ -86,15 +87,16 @@ func TestTheHostCheckNamesWhatTheNodeLeft(t *testing.T) {
 	now := hostState{
 		Sysctls: map[string]string{"vm/overcommit_memory": "1"}, Paths: map[string]bool{"/var/lib/kubelet": true},
 		Cgroups: map[string]bool{"/sys/fs/cgroup/memory/kubepods": true}, Netns: []string{"cni-1", "other", "tests-own"},
-		Links: []string{"eth0", "mlc0", "veth12", "testbr0"},
+		Links:      []string{"eth0", "mlc0", "veth12", "testbr0"},
+		KubeChains: []string{"iptables filter KUBE-FOUND", "iptables nat KUBE-SERVICES", "ip6tables filter KUBE-FORWARD"},
 	}
 	d := strings.Join(diffHost(was, now), "\n")
-	for _, want := range []string{"vm.overcommit_memory is 1, was 0", "/var/lib/kubelet exists", "cgroup /sys/fs/cgroup/memory/kubepods", "cni-1", "mlc0", "veth12"} {
+	for _, want := range []string{"vm.overcommit_memory is 1, was 0", "/var/lib/kubelet exists", "cgroup /sys/fs/cgroup/memory/kubepods", "cni-1", "mlc0", "veth12", "iptables nat KUBE-SERVICES is left", "ip6tables filter KUBE-FORWARD is left"} {
 		if !strings.Contains(d, want) {
 			t.Errorf("the difference does not name %q:\n%s", want, d)
 		}
 	}
-	for _, other := range []string{"tests-own", "testbr0"} {
+	for _, other := range []string{"tests-own", "testbr0", "KUBE-FOUND"} {
 		if strings.Contains(d, other) {
 			t.Errorf("another program's %s is named as the node's:\n%s", other, d)
 		}
