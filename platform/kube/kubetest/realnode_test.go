@@ -111,14 +111,29 @@ func snapshot(t *testing.T, dir string) hostState {
 		_, err := os.Lstat(p)
 		s.Paths[p] = err == nil
 	}
-	if out, err := exec.Command("iptables-save").Output(); err == nil {
+	// Rules and user-defined chains, each with its table: comments carry times and chain lines
+	// counters; a table holding neither (the nf_tables backend makes a table on first use, with
+	// only its built-in chains, and keeps it) holds no rule.
+	for _, tool := range []string{"iptables-save", "ip6tables-save"} {
+		out, err := exec.Command(tool).Output()
+		if err != nil {
+			continue
+		}
 		var rules []string
+		table := ""
 		for _, l := range strings.Split(string(out), "\n") {
-			if !strings.HasPrefix(l, "#") && !strings.HasPrefix(l, ":") { // comments carry times, chain lines counters
-				rules = append(rules, l)
+			switch {
+			case strings.HasPrefix(l, "*"):
+				table = l[1:]
+			case strings.HasPrefix(l, "-A "):
+				rules = append(rules, tool+" "+table+" "+l)
+			case strings.HasPrefix(l, ":"):
+				if f := strings.Fields(l[1:]); len(f) >= 2 && f[1] == "-" {
+					rules = append(rules, tool+" "+table+" chain "+f[0])
+				}
 			}
 		}
-		s.Iptables = strings.Join(rules, "\n")
+		s.Iptables += strings.Join(rules, "\n") + "\n"
 	}
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {

@@ -95,6 +95,28 @@ func removeKubeChains(tool string, found []string, log func(string, ...any)) {
 	if err != nil {
 		return
 	}
+	for _, r := range kubeChainRemovals(tool, string(out), found) {
+		cmd := exec.Command(tool+"-restore", "--noflush")
+		cmd.Stdin = strings.NewReader(r.script)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			log("%s-restore (removing kube-proxy's %d chains of table %s): %v: %s", tool, r.chains, r.table, err, out)
+			continue
+		}
+		log("removed kube-proxy's %d chains and %d jumps to them from %s table %s", r.chains, r.jumps, tool, r.table)
+	}
+}
+
+// chainRemoval is the iptables-restore script that removes one table's new KUBE-* chains.
+type chainRemoval struct {
+	table         string
+	chains, jumps int
+	script        string
+}
+
+// kubeChainRemovals reads tool's save output and returns, per table with KUBE-* chains not in
+// found, the script that deletes the rules of other chains jumping to them, then flushes and
+// deletes them.
+func kubeChainRemovals(tool, save string, found []string) []chainRemoval {
 	type tableRules struct{ jumps, chains []string }
 	tables := map[string]*tableRules{}
 	var order []string
@@ -102,17 +124,17 @@ func removeKubeChains(tool string, found []string, log func(string, ...any)) {
 	isNew := func(chain string) bool {
 		return strings.HasPrefix(chain, "KUBE-") && !slices.Contains(found, tool+" "+table+" "+chain)
 	}
-	for _, l := range strings.Split(string(out), "\n") {
+	for _, l := range strings.Split(save, "\n") {
 		switch {
 		case strings.HasPrefix(l, "*"):
 			table = l[1:]
 			tables[table] = &tableRules{}
 			order = append(order, table)
-		case strings.HasPrefix(l, ":"):
+		case strings.HasPrefix(l, ":") && tables[table] != nil:
 			if c := strings.Fields(l[1:])[0]; isNew(c) {
 				tables[table].chains = append(tables[table].chains, c)
 			}
-		case strings.HasPrefix(l, "-A "):
+		case strings.HasPrefix(l, "-A ") && tables[table] != nil:
 			f := strings.Fields(l)
 			if len(f) < 2 || isNew(f[1]) {
 				continue // flushed with its chain
@@ -122,30 +144,27 @@ func removeKubeChains(tool string, found []string, log func(string, ...any)) {
 			}
 		}
 	}
+	var out []chainRemoval
 	for _, t := range order {
 		r := tables[t]
 		if len(r.chains) == 0 && len(r.jumps) == 0 {
 			continue
 		}
-		script := "*" + t + "\n"
+		var b strings.Builder
+		b.WriteString("*" + t + "\n")
 		for _, j := range r.jumps {
-			script += j + "\n"
+			b.WriteString(j + "\n")
 		}
 		for _, c := range r.chains {
-			script += "-F " + c + "\n"
+			b.WriteString("-F " + c + "\n")
 		}
 		for _, c := range r.chains {
-			script += "-X " + c + "\n"
+			b.WriteString("-X " + c + "\n")
 		}
-		script += "COMMIT\n"
-		cmd := exec.Command(tool+"-restore", "--noflush")
-		cmd.Stdin = strings.NewReader(script)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			log("%s-restore (removing kube-proxy's %d chains of table %s): %v: %s", tool, len(r.chains), t, err, out)
-			continue
-		}
-		log("removed kube-proxy's %d chains and %d jumps to them from %s table %s", len(r.chains), len(r.jumps), tool, t)
+		b.WriteString("COMMIT\n")
+		out = append(out, chainRemoval{table: t, chains: len(r.chains), jumps: len(r.jumps), script: b.String()})
 	}
+	return out
 }
 
 func snapshotHost() (hostState, error) {
