@@ -30,8 +30,9 @@ need_gib=8
 
 state=${METALLO_CLUSTER_DIR:-$root/var/localcluster}
 real_node=${METALLO_CLUSTER_REAL_NODE:-required}
-# Debian's packages the real node needs: containerd (with ctr), runc, the CNI plugins.
-node_packages="containerd runc containernetworking-plugins"
+# Debian's packages the real node needs: containerd (with ctr), runc, the CNI plugins and
+# iptables: kube-proxy programs the Services' rules with it (iptables mode).
+node_packages="containerd runc containernetworking-plugins iptables"
 cache_root=${METALLO_CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/metallo/localcluster}
 key=$k8s_version-$( { cat go.sum provisioner/go.sum; echo "kwok $kwok_version"; } | sha256sum | cut -c1-16)
 cache=$cache_root/$key
@@ -58,15 +59,19 @@ build() {
 	mkdir -p "$bin"
 	exec 9>"$cache/.build.lock"
 	flock 9
-	local want_lc want_pv want_ks want_kl=none
+	local want_lc want_pv want_ks want_kl=none want_kp=none
 	want_lc=$(src_hash go.mod go.sum cmd/localcluster internal)
 	want_pv=$(src_hash provisioner)
 	want_ks=$(src_hash kserve)
-	[ "$real_node" = off ] || want_kl=$(src_hash go.mod go.sum cmd/kubelet)
+	if [ "$real_node" != off ]; then
+		want_kl=$(src_hash go.mod go.sum cmd/kubelet)
+		want_kp=$(src_hash go.mod go.sum cmd/kube-proxy)
+	fi
 	if [ -x "$bin/localcluster" ] && [ "$(cat "$bin/.localcluster.src" 2>/dev/null)" = "$want_lc" ] &&
 		[ -x "$bin/provisioner" ] && [ "$(cat "$bin/.provisioner.src" 2>/dev/null)" = "$want_pv" ] &&
 		[ -x "$bin/kserve-controller" ] && [ "$(cat "$bin/.kserve-controller.src" 2>/dev/null)" = "$want_ks" ] &&
 		{ [ "$want_kl" = none ] || { [ -x "$bin/kubelet" ] && [ "$(cat "$bin/.kubelet.src" 2>/dev/null)" = "$want_kl" ]; }; } &&
+		{ [ "$want_kp" = none ] || { [ -x "$bin/kube-proxy" ] && [ "$(cat "$bin/.kube-proxy.src" 2>/dev/null)" = "$want_kp" ]; }; } &&
 		[ -x "$bin/kwok" ]; then
 		flock -u 9
 		return 0
@@ -96,6 +101,14 @@ build() {
 		echo "$want_kl" >"$bin/.kubelet.src"
 		say "built the kubelet in $((SECONDS - t1)) s"
 	fi
+	if [ "$want_kp" != none ] && { ! [ -x "$bin/kube-proxy" ] || [ "$(cat "$bin/.kube-proxy.src" 2>/dev/null)" != "$want_kp" ]; }; then
+		say "building the real node's kube-proxy ($k8s_version); about a minute after the kubelet (shared build cache)"
+		local t1=$SECONDS
+		"$GO" build -p "$p" -ldflags "$ldflags" -o "$bin/kube-proxy.tmp" ./cmd/kube-proxy
+		mv "$bin/kube-proxy.tmp" "$bin/kube-proxy"
+		echo "$want_kp" >"$bin/.kube-proxy.src"
+		say "built kube-proxy in $((SECONDS - t1)) s"
+	fi
 	if ! [ -x "$bin/provisioner" ] || [ "$(cat "$bin/.provisioner.src" 2>/dev/null)" != "$want_pv" ]; then
 		say "building the volume provisioner"
 		(cd provisioner && "$GO" build -p "$p" -ldflags "-s -w" -o "$bin/provisioner.tmp" .)
@@ -121,7 +134,8 @@ build() {
 # ensure_node_packages installs Debian's containerd, runc and CNI plugins when one is missing.
 ensure_node_packages() {
 	[ "$real_node" = off ] && return 0
-	if command -v containerd >/dev/null && command -v ctr >/dev/null && command -v runc >/dev/null && [ -x /usr/lib/cni/bridge ]; then
+	if command -v containerd >/dev/null && command -v ctr >/dev/null && command -v runc >/dev/null && [ -x /usr/lib/cni/bridge ] &&
+		command -v iptables-restore >/dev/null; then
 		return 0
 	fi
 	command -v apt-get >/dev/null || die "the real node needs Debian's $node_packages (no apt-get here); or start without it: METALLO_CLUSTER_REAL_NODE=off"
@@ -207,7 +221,7 @@ cache-dir)
 	echo "$cache"
 	;;
 built) # exit 0 when the binaries for this go.sum are in the cache (an edit only relinks)
-	[ -x "$bin/localcluster" ] && [ -x "$bin/provisioner" ] && [ -x "$bin/kserve-controller" ] && [ -x "$bin/kwok" ] && { [ "$real_node" = off ] || [ -x "$bin/kubelet" ]; }
+	[ -x "$bin/localcluster" ] && [ -x "$bin/provisioner" ] && [ -x "$bin/kserve-controller" ] && [ -x "$bin/kwok" ] && { [ "$real_node" = off ] || { [ -x "$bin/kubelet" ] && [ -x "$bin/kube-proxy" ]; }; }
 	;;
 *)
 	echo "usage: $0 up|down|status|build|built|image|cache-dir" >&2

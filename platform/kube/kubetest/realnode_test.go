@@ -111,14 +111,29 @@ func snapshot(t *testing.T, dir string) hostState {
 		_, err := os.Lstat(p)
 		s.Paths[p] = err == nil
 	}
-	if out, err := exec.Command("iptables-save").Output(); err == nil {
+	// Rules and user-defined chains, each with its table: comments carry times and chain lines
+	// counters; a table holding neither (the nf_tables backend makes a table on first use, with
+	// only its built-in chains, and keeps it) holds no rule.
+	for _, tool := range []string{"iptables-save", "ip6tables-save"} {
+		out, err := exec.Command(tool).Output()
+		if err != nil {
+			continue
+		}
 		var rules []string
+		table := ""
 		for _, l := range strings.Split(string(out), "\n") {
-			if !strings.HasPrefix(l, "#") && !strings.HasPrefix(l, ":") { // comments carry times, chain lines counters
-				rules = append(rules, l)
+			switch {
+			case strings.HasPrefix(l, "*"):
+				table = l[1:]
+			case strings.HasPrefix(l, "-A "):
+				rules = append(rules, tool+" "+table+" "+l)
+			case strings.HasPrefix(l, ":"):
+				if f := strings.Fields(l[1:]); len(f) >= 2 && f[1] == "-" {
+					rules = append(rules, tool+" "+table+" chain "+f[0])
+				}
 			}
 		}
-		s.Iptables = strings.Join(rules, "\n")
+		s.Iptables += strings.Join(rules, "\n") + "\n"
 	}
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
@@ -180,8 +195,9 @@ func cluster(t *testing.T, dir string, args ...string) (string, error) {
 // The real node leaves the host as it found it: the test takes the node from this cluster
 // (node-down), reads the host, starts a second local cluster that takes the node (while it has
 // it, this cluster's up fails naming the holder), runs a Pod there that serves HTTP on its Pod
-// IP (so that the node mounts, makes a network namespace and a veth, cgroups, and the kubelet's
-// settings), sees these changes, stops that cluster with cluster.sh down (make cluster-down)
+// IP (so that the node mounts, makes a network namespace and a veth, cgroups, the kubelet's
+// settings and kube-proxy's KUBE-* iptables chains and rules), sees these changes, stops that
+// cluster with cluster.sh down (make cluster-down)
 // and reads the host again: settings (ip_forward among them), mounts, network interfaces and
 // namespaces, cgroups, fixed paths, packet filter rules and processes are as before. Then this
 // cluster takes the node back. Real: everything; KWOK is not involved.
@@ -288,7 +304,7 @@ func TestClusterDownLeavesTheHostAsTheRealNodeFoundIt(t *testing.T) {
 
 	during := snapshot(t, other)
 	changed := diffHost(before, during)
-	for _, want := range []string{"mounts", "links", "network namespaces", "cgroups", "processes"} {
+	for _, want := range []string{"mounts", "links", "network namespaces", "cgroups", "processes", "iptables rules changed"} {
 		if !slices.ContainsFunc(changed, func(d string) bool { return strings.HasPrefix(d, want+":") }) {
 			t.Fatalf("with a Pod on the real node the host shows no change of %s (the check could not fail): %v", want, changed)
 		}
@@ -390,5 +406,91 @@ func TestTheRealNodeRunsTheImagesBuiltHere(t *testing.T) {
 	}
 	if err != nil || !strings.Contains(string(proxied), "hello through the proxy") {
 		t.Fatalf("the service proxy: %v %s", err, proxied)
+	}
+}
+
+// A Pod on the real node reaches a ClusterIP Service by its cluster IP and the API server as
+// kubernetes.default's cluster IP, the way client-go's in-cluster configuration does (the
+// Service's address and port, the service-account token and CA of the Pod's mount, TLS
+// verified): kube-proxy's rules carry both, the first to a Pod of the same node, the second to
+// the API server's address on the bridge. Real: the kubelet, containerd, kube-proxy (iptables),
+// the endpoint controllers, the API server's endpoint reconciler; KWOK is not involved.
+func TestAPodOnTheRealNodeReachesAClusterIPServiceAndKubernetesDefault(t *testing.T) {
+	t.Parallel()
+	e := kubetest.New(t)
+	node := e.RealNode()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	image := node.Image(t, kubetest.ImageHTTPService)
+	web := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{
+			NodeSelector: node.NodeSelector(), Tolerations: node.Tolerations(),
+			Containers: []corev1.Container{{
+				Name: "main", Image: image,
+				Env:            []corev1.EnvVar{{Name: "MESSAGE", Value: "hello through kube-proxy"}},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}, PeriodSeconds: 1},
+			}},
+		},
+	}
+	if _, err := e.Client.CoreV1().Pods(e.Namespace).Create(ctx, web, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := e.Client.CoreV1().Services(e.Namespace).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		t.Fatalf("the Service has no cluster IP: %+v", svc.Spec)
+	}
+	api, err := e.Client.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.WaitForPod("web", 3*time.Minute, "Ready", func(p *corev1.Pod) bool {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	})
+	const sa = "/var/run/secrets/kubernetes.io/serviceaccount/"
+	clients := map[string][]string{
+		"to-service": {"get", "http://" + net.JoinHostPort(svc.Spec.ClusterIP, "80") + "/through-kube-proxy"},
+		"to-api":     {"get", "-ca", sa + "ca.crt", "-token", sa + "token", "https://" + net.JoinHostPort(api.Spec.ClusterIP, "443") + "/version"},
+	}
+	for name, args := range clients {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PodSpec{
+				NodeSelector: node.NodeSelector(), Tolerations: node.Tolerations(), RestartPolicy: corev1.RestartPolicyOnFailure,
+				Containers: []corev1.Container{{Name: "main", Image: image, Args: args}},
+			},
+		}
+		if _, err := e.Client.CoreV1().Pods(e.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, wants := range map[string][]string{
+		"to-service": {"200 OK", `"path":"/through-kube-proxy"`, `"host":"web"`, "hello through kube-proxy"},
+		"to-api":     {"200 OK", `"gitVersion"`, "v1.33"},
+	} {
+		// OnFailure: a first attempt before kube-proxy has synced the new Service's rules is
+		// retried in place; the test asserts only the attempt that succeeded.
+		p := e.WaitForPod(name, 3*time.Minute, "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+		if p.Spec.NodeName != node.Name {
+			t.Fatalf("pod %s ran on %s", name, p.Spec.NodeName)
+		}
+		log := e.PodLogs(e.Namespace, name, "main")
+		for _, w := range wants {
+			if !strings.Contains(log, w) {
+				t.Fatalf("pod %s's log lacks %q:\n%s", name, w, log)
+			}
+		}
+		t.Logf("%s: %s", name, strings.SplitN(log, "\n", 2)[0])
 	}
 }

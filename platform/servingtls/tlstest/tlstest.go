@@ -132,3 +132,36 @@ func write(tb testing.TB, path string, b []byte) {
 		tb.Fatal(err)
 	}
 }
+
+// LoadCA reads an existing certificate authority, its PEM certificate
+// certFile and EC private key keyFile (for example the local cluster's
+// pki/ca.crt and pki/ca.key, whose certificates the cluster's Pods trust),
+// to issue serving pairs with Issue.
+func LoadCA(tb testing.TB, certFile, keyFile string) *CA {
+	tb.Helper()
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		tb.Fatalf("tlstest: %s or %s is not PEM", certFile, keyFile)
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	key, err := x509.ParseECPrivateKey(kb.Bytes)
+	if err != nil {
+		tb.Fatalf("tlstest: %s: %v (an EC key is expected)", keyFile, err)
+	}
+	ca := &CA{cert: cert, key: key, dir: tb.TempDir(), Pool: x509.NewCertPool(), CAFile: certFile}
+	ca.Pool.AddCert(cert)
+	ca.serial.Store(time.Now().UnixNano())
+	return ca
+}

@@ -10,6 +10,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -205,11 +207,17 @@ type Site struct {
 	// later flag overrides an earlier one), e.g. an admin listener for
 	// profiling.
 	ServerArgs []string
+	// Auth, when set, is the environment's auth block in place of the
+	// static key: YAML lines indented for the environment's auth: mapping,
+	// e.g. a tokenreview block (docs/operations.md).
+	Auth string
+	// scheme is the server's URL scheme: http, or https after StartTLS.
+	scheme string
 }
 
 // NewSite prepares keys and a proxy in dir (no server runs yet).
 func NewSite(bin, dir string) (*Site, error) {
-	s := &Site{Bin: bin, Dir: dir, Environment: "alpha-k8s", client: &http.Client{Timeout: 30 * time.Second}}
+	s := &Site{Bin: bin, Dir: dir, Environment: "alpha-k8s", client: &http.Client{Timeout: 30 * time.Second}, scheme: "http"}
 	envKey, envEntry, err := auth.NewKey(auth.Principal{Kind: auth.KindEnvironment, ID: s.Environment})
 	if err != nil {
 		return nil, err
@@ -266,13 +274,43 @@ func (s *Site) StartServer(db, authority string) error {
 	return s.start(db, authority, "127.0.0.1:0")
 }
 
+// StartTLS starts the server over TLS on a free port of host (an address
+// of this machine, e.g. the local cluster's bridge address where Pods
+// reach it) with the serving pair certFile/keyFile, which must be valid
+// for host; caFile verifies it for the test's own requests. Runtimes reach
+// it directly (no proxy) at the returned authority, https://host:port.
+func (s *Site) StartTLS(db, host, certFile, keyFile, caFile string) (string, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return "", err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return "", fmt.Errorf("%s holds no PEM certificate", caFile)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", err
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	s.direct, s.scheme = "https://"+addr, "https"
+	s.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	s.ServerArgs = append(s.ServerArgs, "--tls-cert-file", certFile, "--tls-key-file", keyFile)
+	return s.direct, s.start(db, s.direct, addr)
+}
+
 func (s *Site) start(db, authority, listen string) error {
 	if s.Server != nil {
 		if err := s.Server.Stop(30 * time.Second); err != nil {
 			return err
 		}
 	}
-	envs := fmt.Sprintf("environments:\n  - id: %s\n    site: alpha\n    authority: %s\n    auth:\n      key_sha256: %s\n", s.Environment, authority, s.envSHA)
+	auth := "      key_sha256: " + s.envSHA + "\n"
+	if s.Auth != "" {
+		auth = s.Auth
+	}
+	envs := fmt.Sprintf("environments:\n  - id: %s\n    site: alpha\n    authority: %s\n    auth:\n%s", s.Environment, authority, auth)
 	envFile := filepath.Join(s.Dir, "environments-"+strings.TrimSuffix(db, ".sqlite")+".yaml")
 	if err := os.WriteFile(envFile, []byte(envs), 0o600); err != nil {
 		return err
@@ -306,7 +344,7 @@ func (s *Site) Close() {
 }
 
 func (s *Site) execution(method, path string, body []byte, out any) (int, error) {
-	req, err := http.NewRequest(method, "http://"+s.Addr+path, bytes.NewReader(body))
+	req, err := http.NewRequest(method, s.scheme+"://"+s.Addr+path, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}

@@ -36,6 +36,7 @@ Components (run by up, one process each):
   apiserver            kube-apiserver
   controller-manager   kube-controller-manager
   scheduler            kube-scheduler
+  forward              the real node's forwarder of the API server onto the pod network
 `
 
 func main() {
@@ -56,6 +57,8 @@ func main() {
 		os.Exit(etcd.Main(args))
 	case "up", "down", "status", "reap", "node-down":
 		os.Exit(cluster.Main(name, args))
+	case "forward":
+		os.Exit(cluster.Forward(args))
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -198,7 +198,7 @@ func healthy(ctx context.Context, dir string) (State, error) {
 		if err := realNodeAlive(dir); err != nil {
 			return s, err
 		}
-		if err := realNodeReady(ctx, cs); err != nil {
+		if err := realNodeReady(ctx, cs, s.RealNode); err != nil {
 			return s, err
 		}
 	}
@@ -368,7 +368,14 @@ func up(o upOptions) error {
 	server := fmt.Sprintf("https://127.0.0.1:%d", ports[2])
 	kwokAddr := fmt.Sprintf("127.0.0.1:%d", ports[3])
 
-	if err := writePKI(dir); err != nil {
+	// The API server advertises the real node's bridge address (the host's on the pod network):
+	// the kubernetes Service's endpoint, which kube-proxy makes Pods reach (realnode.go). It
+	// listens on loopback; while the real node runs, a forwarder of the node listens there.
+	advertise := hostAddress(o.realNode.subnet)
+	if advertise == "" {
+		return fmt.Errorf("pod subnet %q (METALLO_CLUSTER_POD_SUBNET): want an IPv4 CIDR such as %s", o.realNode.subnet, defaultPodSubnet)
+	}
+	if err := writePKI(dir, advertise); err != nil {
 		return fmt.Errorf("certificates: %w", err)
 	}
 	if err := writeKubeletClientPKI(dir); err != nil {
@@ -406,7 +413,7 @@ func up(o upOptions) error {
 	if err := start(dir, "apiserver", self, "apiserver",
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--advertise-address="+advertise,
 		"--secure-port="+strconv.Itoa(ports[2]),
 		"--cert-dir="+p("pki"),
 		"--tls-cert-file="+p("pki", "apiserver.crt"),
@@ -420,7 +427,9 @@ func up(o upOptions) error {
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction,ResourceQuota,ValidatingAdmissionPolicy",
 		"--allow-privileged=true",
-		"--endpoint-reconciler-type=none",
+		// The lease reconciler (the default) keeps the kubernetes Service's Endpoints and
+		// EndpointSlice naming the advertised address and the secure port.
+		"--endpoint-reconciler-type=lease",
 		"--audit-log-path="+auditLog,
 		"--audit-policy-file="+p("auth", "audit-policy.yaml"),
 		"--audit-log-maxsize=0",
@@ -552,12 +561,12 @@ func up(o upOptions) error {
 		return fmt.Errorf("real node: %w", err)
 	}
 	if realNode.Name != "" {
-		if err := waitFor(ctx, "the real node Ready (kubelet)", dir, append(all, realNodeComponents...), func(ctx context.Context) error {
-			return realNodeReady(ctx, cs)
+		if err := waitFor(ctx, "the real node Ready (kubelet, kube-proxy)", dir, append(all, realNodeComponents...), func(ctx context.Context) error {
+			return realNodeReady(ctx, cs, realNode)
 		}); err != nil {
 			return err
 		}
-		step("real node %s Ready (kubelet and containerd; pod network %s on %s)", realNode.Name, realNode.Subnet, realNode.Bridge)
+		step("real node %s Ready (kubelet, containerd and kube-proxy; pod network %s on %s, the API server on %s)", realNode.Name, realNode.Subnet, realNode.Bridge, realNode.APIServer)
 	}
 	if err := waitFor(ctx, "the controller manager (default ServiceAccount)", dir, all, func(ctx context.Context) error {
 		_, err := cs.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})

@@ -17,8 +17,10 @@ import (
 )
 
 // writePKI generates, under dir/pki, a cluster CA, the API server's serving certificate signed by
-// it and the RSA key pair that signs and verifies service-account tokens.
-func writePKI(dir string) error {
+// it (for loopback, the kubernetes Service's names and cluster IP, and advertise, the real
+// node's bridge address where Pods reach it) and the RSA key pair that signs and verifies
+// service-account tokens.
+func writePKI(dir, advertise string) error {
 	pki := filepath.Join(dir, "pki")
 	if err := os.MkdirAll(pki, 0o700); err != nil {
 		return err
@@ -60,7 +62,7 @@ func writePKI(dir string) error {
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 			"kubernetes.default.svc.cluster.local"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1"), net.ParseIP(serviceIP)},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1"), net.ParseIP(serviceIP), net.ParseIP(advertise)},
 	}
 	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
 	if err != nil {

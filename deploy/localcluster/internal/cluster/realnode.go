@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,6 +73,11 @@ type RealNodeState struct {
 	Bridge  string `json:"bridge,omitempty"`
 	HostIP  string `json:"hostIP,omitempty"`
 	Kubelet string `json:"kubelet,omitempty"`
+	// APIServer is the API server's URL on the bridge address (the forwarder; the address the
+	// kubernetes Service's endpoint names, which Pods reach through kube-proxy).
+	APIServer string `json:"apiServer,omitempty"`
+	// ProxyHealthz is kube-proxy's health URL on loopback (200 once its rules are in sync).
+	ProxyHealthz string `json:"proxyHealthz,omitempty"`
 	// Images maps each image imported into the node's containerd to its reference by digest.
 	Images map[string]string `json:"images,omitempty"`
 }
@@ -82,8 +89,12 @@ type realNodeOptions struct {
 
 func realNodeDir(dir string) string { return filepath.Join(dir, "node") }
 
-// realNodeComponents are the real node's processes, in start order.
-var realNodeComponents = []string{"containerd", "kubelet"}
+// realNodeComponents are the real node's processes, in start order: containerd, the API
+// server's forwarder onto the pod network (forward.go), the kubelet and kube-proxy.
+var realNodeComponents = []string{"containerd", forwardComponent, "kubelet", kubeProxyComponent}
+
+// kubeProxyComponent is kube-proxy's component name (pid and log file).
+const kubeProxyComponent = "kube-proxy"
 
 // startRealNode brings up the real node of the cluster in dir (its API server at server):
 // takes the machine's real-node lock, records the host as found, starts containerd, imports
@@ -108,8 +119,24 @@ func startRealNode(ctx context.Context, dir, server string, cs kubernetes.Interf
 		}
 	}
 	kubelet := filepath.Join(o.binDir, "kubelet")
-	if _, err := os.Stat(kubelet); err != nil {
-		return nil, fmt.Errorf("kubelet binary missing in %s (build with deploy/localcluster/cluster.sh)", o.binDir)
+	kubeProxy := filepath.Join(o.binDir, "kube-proxy")
+	for _, b := range []string{kubelet, kubeProxy} {
+		if _, err := os.Stat(b); err != nil {
+			return nil, fmt.Errorf("%s binary missing in %s (build with deploy/localcluster/cluster.sh)", filepath.Base(b), o.binDir)
+		}
+	}
+	for _, b := range []string{"iptables", "iptables-save", "iptables-restore"} {
+		if _, err := exec.LookPath(b); err != nil {
+			return nil, fmt.Errorf("the real node's kube-proxy needs Debian's iptables (cluster.sh installs it with apt-get): %s: %w", b, err)
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	apiURL, err := url.Parse(server)
+	if err != nil {
+		return nil, fmt.Errorf("API server URL %q: %w", server, err)
 	}
 	// A Unix socket's path has at most 107 bytes; containerd adds ".ttrpc" to its socket's.
 	if socket := filepath.Join(realNodeDir(dir), "containerd", "containerd.sock.ttrpc"); len(socket) > 100 {
@@ -133,16 +160,36 @@ func startRealNode(ctx context.Context, dir, server string, cs kubernetes.Interf
 	}
 	defer lk.Close() // containerd and the kubelet hold it from here on (realnode_lock.go)
 	nodeDir := realNodeDir(dir)
-	kubeletPort, healthzPort, err := twoFreePorts()
+	ports, err := freePorts(4)
 	if err != nil {
 		return nil, err
 	}
+	kubeletPort, healthzPort, proxyHealthz, proxyMetrics := ports[0], ports[1], ports[2], ports[3]
 	hostIP := hostAddress(o.subnet)
 	cfg, err := writeRealNodeConfig(dir, server, o.subnet, hostIP, images["pause"], kubeletPort, healthzPort)
 	if err != nil {
 		return nil, fmt.Errorf("real node configuration: %w", err)
 	}
+	proxyConfig, err := writeKubeProxyConfig(dir, server, o.subnet, hostIP, proxyHealthz, proxyMetrics)
+	if err != nil {
+		return nil, fmt.Errorf("kube-proxy configuration: %w", err)
+	}
 	if err := createBridge(o.subnet); err != nil {
+		return nil, err
+	}
+	// kube-proxy's rules route a Pod's connection to a Service whose endpoint is another Pod
+	// through the host (a DNAT in PREROUTING, then forwarded back onto the bridge), and the
+	// reply, bridged straight between the Pods, must pass the same conntrack entry: IP
+	// forwarding on, bridged traffic through iptables. Both are recorded beforehand and set
+	// back by cluster-down (realnode_host.go).
+	for k, v := range map[string]string{"net/ipv4/ip_forward": "1", "net/bridge/bridge-nf-call-iptables": "1"} {
+		if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v+"\n"), 0o644); err != nil {
+			return nil, fmt.Errorf("set %s=%s for kube-proxy: %w", strings.ReplaceAll(k, "/", "."), v, err)
+		}
+	}
+	// The API server's port on the bridge address it advertises (forward.go).
+	if err := startProcess(dir, forwardComponent, []*os.File{lk}, self, "forward", "--dir", dir,
+		"--listen", net.JoinHostPort(hostIP, apiURL.Port()), "--to", apiURL.Host); err != nil {
 		return nil, err
 	}
 	if err := startProcess(dir, "containerd", []*os.File{lk}, "containerd", "--config", cfg.containerdConfig, "--log-level", "info"); err != nil {
@@ -171,14 +218,25 @@ func startRealNode(ctx context.Context, dir, server string, cs kubernetes.Interf
 	); err != nil {
 		return nil, err
 	}
+	if err := startProcess(dir, kubeProxyComponent, []*os.File{lk}, kubeProxy, "--config="+proxyConfig, "--v=1"); err != nil {
+		return nil, err
+	}
 	return &RealNodeState{
 		Name: RealNodeName, Label: RealNodeLabel, Taint: RealNodeTaint, Subnet: o.subnet, Bridge: realNodeBridge,
 		HostIP: hostIP, Kubelet: "https://" + net.JoinHostPort(hostIP, strconv.Itoa(kubeletPort)), Images: images,
+		APIServer:    "https://" + net.JoinHostPort(hostIP, apiURL.Port()),
+		ProxyHealthz: "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(proxyHealthz)) + "/healthz",
 	}, nil
 }
 
-// realNodeReady waits until the real node's Node is Ready and untainted but for RealNodeTaint.
-func realNodeReady(ctx context.Context, cs kubernetes.Interface) error {
+// realNodeReady tells whether the real node's Node is Ready and untainted but for RealNodeTaint
+// and kube-proxy has programmed its rules (its healthz, when recorded).
+func realNodeReady(ctx context.Context, cs kubernetes.Interface, rn *RealNodeState) error {
+	if rn != nil && rn.ProxyHealthz != "" {
+		if err := proxyHealthy(ctx, rn.ProxyHealthz); err != nil {
+			return err
+		}
+	}
 	node, err := cs.CoreV1().Nodes().Get(ctx, RealNodeName, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("node %s: %w", RealNodeName, err)
@@ -346,7 +404,7 @@ func reuseRealNode(ctx context.Context, dir string, s State, o upOptions) error 
 	}
 	if rn.Name != "" {
 		if err := waitFor(ctx, "the real node Ready (kubelet)", dir, realNodeComponents, func(ctx context.Context) error {
-			return realNodeReady(ctx, cs)
+			return realNodeReady(ctx, cs, rn)
 		}); err != nil {
 			_ = stopRealNode(dir, logf)
 			return err
@@ -369,4 +427,23 @@ func nodeDown(dir string) error {
 	}
 	s.RealNode = &RealNodeState{Absent: "stopped by localcluster node-down (make cluster-up adds it again)"}
 	return writeState(dir, s)
+}
+
+// proxyHealthy tells whether kube-proxy at healthz answers 200 (its rules are in sync).
+func proxyHealthy(ctx context.Context, healthz string) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, healthz, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("kube-proxy's healthz: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("kube-proxy's healthz: %s", resp.Status)
+	}
+	return nil
 }

@@ -225,8 +225,9 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
 
 // cniConfig is the pod network: a bridge (created beforehand with the host's address) with
 // host-local addresses from subnet kept under the node's directory; isGateway false (the
-// plugin leaves IP forwarding as it is), no masquerade, no routes: Pods reach each other and
-// the host, nothing beyond.
+// plugin itself leaves IP forwarding alone), no masquerade, no default route: Pods reach each
+// other, the host, and the Service cluster IPs through the host (one route, to serviceCIDR via
+// the host's address, where kube-proxy's rules rewrite them), nothing beyond.
 func cniConfig(node, subnet string) ([]byte, error) {
 	conf := map[string]any{
 		"cniVersion": "0.4.0",
@@ -239,6 +240,7 @@ func cniConfig(node, subnet string) ([]byte, error) {
 					"type":    "host-local",
 					"dataDir": filepath.Join(node, "cni", "ipam"),
 					"ranges":  [][]map[string]string{{{"subnet": subnet, "gateway": hostAddress(subnet)}}},
+					"routes":  []map[string]string{{"dst": serviceCIDR, "gw": hostAddress(subnet)}},
 				},
 			},
 		},
@@ -311,4 +313,69 @@ func twoFreePorts() (int, int, error) {
 		return 0, 0, err
 	}
 	return p[0], p[1], nil
+}
+
+// writeKubeProxyConfig writes kube-proxy's client certificate (user system:kube-proxy, which
+// the API server's bootstrap policy binds to system:node-proxier), its kubeconfig and its
+// configuration under the node's directory, and returns the configuration's path.
+func writeKubeProxyConfig(dir, server, subnet, hostIP string, healthz, metrics int) (string, error) {
+	node := realNodeDir(dir)
+	pki := filepath.Join(node, "pki")
+	if err := signLeaf(filepath.Join(dir, "pki"), pki, "kube-proxy-client", &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "system:kube-proxy"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}); err != nil {
+		return "", err
+	}
+	caPEM, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
+	if err != nil {
+		return "", err
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["localcluster"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
+	kc.AuthInfos["kube-proxy"] = &clientcmdapi.AuthInfo{ClientCertificate: filepath.Join(pki, "kube-proxy-client.crt"), ClientKey: filepath.Join(pki, "kube-proxy-client.key")}
+	kc.Contexts["localcluster"] = &clientcmdapi.Context{Cluster: "localcluster", AuthInfo: "kube-proxy"}
+	kc.CurrentContext = "localcluster"
+	kubeconfig := filepath.Join(node, "kubeconfig-kube-proxy")
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		return "", err
+	}
+	path := filepath.Join(node, "kube-proxy-config.yaml")
+	return path, os.WriteFile(path, []byte(kubeProxyConfig(kubeconfig, subnet, hostIP, healthz, metrics)), 0o644)
+}
+
+// kubeProxyConfig is kube-proxy's configuration: iptables mode for the real node (its Node name,
+// the host's bridge address as its node IP), the pod network as the cluster CIDR (traffic from
+// outside it to a Service is masqueraded), NodePorts only on the bridge address and never on
+// loopback (no route_localnet), conntrack settings left as the host has them (no sysctl written),
+// the OOM score left alone (the machine's sandbox withholds CAP_SYS_RESOURCE), healthz and
+// metrics on loopback.
+func kubeProxyConfig(kubeconfig, subnet, hostIP string, healthz, metrics int) string {
+	q := strconv.Quote
+	return strings.TrimLeft(`
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection:
+  kubeconfig: `+q(kubeconfig)+`
+hostnameOverride: `+RealNodeName+`
+bindAddress: `+hostIP+`
+healthzBindAddress: 127.0.0.1:`+strconv.Itoa(healthz)+`
+metricsBindAddress: 127.0.0.1:`+strconv.Itoa(metrics)+`
+mode: iptables
+clusterCIDR: `+subnet+`
+detectLocalMode: ClusterCIDR
+nodePortAddresses:
+- `+hostIP+`/32
+oomScoreAdj: 0
+iptables:
+  localhostNodePorts: false
+  masqueradeAll: false
+  syncPeriod: 30s
+  minSyncPeriod: 0s
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+`, "\n")
 }

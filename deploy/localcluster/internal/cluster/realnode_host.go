@@ -58,6 +58,113 @@ type hostState struct {
 	Cgroups map[string]bool `json:"cgroups"`
 	// Links are the network interfaces.
 	Links []string `json:"links"`
+	// KubeChains are the packet filter chains named KUBE-* (kube-proxy's), as
+	// "<tool> <table> <chain>" for iptables and ip6tables.
+	KubeChains []string `json:"kubeChains"`
+}
+
+// filterTools are the packet filter tools whose KUBE-* chains kube-proxy makes (it programs
+// both families when the host has both).
+var filterTools = []string{"iptables", "ip6tables"}
+
+// kubeChains lists the KUBE-* chains of every table of tool's save output (none when the tool
+// is missing).
+func kubeChains(tool string) []string {
+	out, err := exec.Command(tool + "-save").Output()
+	if err != nil {
+		return nil
+	}
+	var chains []string
+	table := ""
+	for _, l := range strings.Split(string(out), "\n") {
+		switch {
+		case strings.HasPrefix(l, "*"):
+			table = l[1:]
+		case strings.HasPrefix(l, ":KUBE-"):
+			chains = append(chains, tool+" "+table+" "+strings.Fields(l[1:])[0])
+		}
+	}
+	return chains
+}
+
+// removeKubeChains removes from tool's tables the KUBE-* chains not in found, and every rule
+// that jumps to one of them, in one iptables-restore transaction per table (--noflush: nothing
+// else changes).
+func removeKubeChains(tool string, found []string, log func(string, ...any)) {
+	out, err := exec.Command(tool + "-save").Output()
+	if err != nil {
+		return
+	}
+	for _, r := range kubeChainRemovals(tool, string(out), found) {
+		cmd := exec.Command(tool+"-restore", "--noflush")
+		cmd.Stdin = strings.NewReader(r.script)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			log("%s-restore (removing kube-proxy's %d chains of table %s): %v: %s", tool, r.chains, r.table, err, out)
+			continue
+		}
+		log("removed kube-proxy's %d chains and %d jumps to them from %s table %s", r.chains, r.jumps, tool, r.table)
+	}
+}
+
+// chainRemoval is the iptables-restore script that removes one table's new KUBE-* chains.
+type chainRemoval struct {
+	table         string
+	chains, jumps int
+	script        string
+}
+
+// kubeChainRemovals reads tool's save output and returns, per table with KUBE-* chains not in
+// found, the script that deletes the rules of other chains jumping to them, then flushes and
+// deletes them.
+func kubeChainRemovals(tool, save string, found []string) []chainRemoval {
+	type tableRules struct{ jumps, chains []string }
+	tables := map[string]*tableRules{}
+	var order []string
+	table := ""
+	isNew := func(chain string) bool {
+		return strings.HasPrefix(chain, "KUBE-") && !slices.Contains(found, tool+" "+table+" "+chain)
+	}
+	for _, l := range strings.Split(save, "\n") {
+		switch {
+		case strings.HasPrefix(l, "*"):
+			table = l[1:]
+			tables[table] = &tableRules{}
+			order = append(order, table)
+		case strings.HasPrefix(l, ":") && tables[table] != nil:
+			if c := strings.Fields(l[1:])[0]; isNew(c) {
+				tables[table].chains = append(tables[table].chains, c)
+			}
+		case strings.HasPrefix(l, "-A ") && tables[table] != nil:
+			f := strings.Fields(l)
+			if len(f) < 2 || isNew(f[1]) {
+				continue // flushed with its chain
+			}
+			if j := slices.Index(f, "-j"); j > 0 && j+1 < len(f) && isNew(f[j+1]) {
+				tables[table].jumps = append(tables[table].jumps, "-D"+strings.TrimPrefix(l, "-A"))
+			}
+		}
+	}
+	var out []chainRemoval
+	for _, t := range order {
+		r := tables[t]
+		if len(r.chains) == 0 && len(r.jumps) == 0 {
+			continue
+		}
+		var b strings.Builder
+		b.WriteString("*" + t + "\n")
+		for _, j := range r.jumps {
+			b.WriteString(j + "\n")
+		}
+		for _, c := range r.chains {
+			b.WriteString("-F " + c + "\n")
+		}
+		for _, c := range r.chains {
+			b.WriteString("-X " + c + "\n")
+		}
+		b.WriteString("COMMIT\n")
+		out = append(out, chainRemoval{table: t, chains: len(r.chains), jumps: len(r.jumps), script: b.String()})
+	}
+	return out
 }
 
 func snapshotHost() (hostState, error) {
@@ -84,6 +191,9 @@ func snapshotHost() (hostState, error) {
 		s.Links = append(s.Links, i.Name)
 	}
 	slices.Sort(s.Links)
+	for _, tool := range filterTools {
+		s.KubeChains = append(s.KubeChains, kubeChains(tool)...)
+	}
 	return s, nil
 }
 
@@ -255,11 +365,20 @@ func mustMask(subnet string) (int, int) {
 	return pn.Mask.Size()
 }
 
-// teardownNode stops the node's processes in dir: the kubelet, then every Pod sandbox through
+// teardownNode stops the node's processes in dir: kube-proxy and the API server's forwarder,
+// the kubelet, then every Pod sandbox through
 // the CRI (containers stopped, the network torn down by the CNI plugins), then containerd, and
 // kills what is left (container processes, shims).
 func teardownNode(dir, nodeDir string, log func(string, ...any)) error {
 	var errs []error
+	// kube-proxy first, so it rewrites no rule that restoreHost removes; then the forwarder.
+	for _, c := range []string{kubeProxyComponent, forwardComponent} {
+		if stopped, err := stop(dir, c, 15*time.Second); err != nil {
+			errs = append(errs, err)
+		} else if stopped {
+			log("stopped %s", c)
+		}
+	}
 	if stopped, err := stop(dir, "kubelet", 15*time.Second); err != nil {
 		errs = append(errs, err)
 	} else if stopped {
@@ -353,7 +472,8 @@ func killMatching(s string, log func(string, ...any)) {
 
 // restoreHost undoes what the real node recorded in h changed: it detaches every mount under
 // the node's directory and the network namespaces it made, deletes the bridge, removes the
-// cgroups and fixed paths it created, and sets the sysctls back. It then compares the host with
+// cgroups, kube-proxy's KUBE-* packet filter chains (and the rules jumping to them) and the
+// fixed paths it created, and sets the sysctls back. It then compares the host with
 // h.Found and fails naming what differs.
 func restoreHost(h holderRecord, log func(string, ...any)) error {
 	nodeDir := realNodeDir(h.Dir)
@@ -392,6 +512,9 @@ func restoreHost(h holderRecord, log func(string, ...any)) error {
 		if !h.Found.Cgroups[c] {
 			removeCgroup(c)
 		}
+	}
+	for _, tool := range filterTools {
+		removeKubeChains(tool, h.Found.KubeChains, log)
 	}
 	for _, p := range hostPaths {
 		if !h.Found.Paths[p] {
@@ -472,6 +595,11 @@ func diffHost(was, now hostState) []string {
 	for _, l := range now.Links {
 		if (l == realNodeBridge || strings.HasPrefix(l, "veth")) && !slices.Contains(was.Links, l) {
 			out = append(out, "network interface "+l+" is left")
+		}
+	}
+	for _, c := range now.KubeChains {
+		if !slices.Contains(was.KubeChains, c) {
+			out = append(out, "packet filter chain "+c+" is left")
 		}
 	}
 	return out
