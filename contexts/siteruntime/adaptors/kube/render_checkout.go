@@ -99,7 +99,10 @@ func (r *Renderer) RenderHelper(s application.HelperSpec) (application.NativeObj
 		{Name: WorkspaceVolume, MountPath: WorkspacePath},
 		{Name: CredentialVolume, MountPath: CredentialPath, ReadOnly: true},
 	}
-	mode := int32(0o440)
+	// The credential files are the root user's and HelperGroupID's, mode
+	// 0440: the platform image runs as its own unprivileged user, which
+	// reads them only through the Pod's fsGroup.
+	mode, group := int32(0o440), int64(HelperGroupID)
 	volumes := []corev1.Volume{
 		{Name: WorkspaceVolume, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.WorkspaceClaim}}},
 		{Name: CredentialVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: s.Credential, DefaultMode: &mode}}},
@@ -124,6 +127,7 @@ func (r *Renderer) RenderHelper(s application.HelperSpec) (application.NativeObj
 			ActiveDeadlineSeconds:         &deadline,
 			ServiceAccountName:            s.ServiceAccount,
 			AutomountServiceAccountToken:  &noToken,
+			SecurityContext:               &corev1.PodSecurityContext{FSGroup: &group},
 			NodeSelector:                  maps.Clone(r.Scheduling.NodeSelector),
 			Tolerations:                   slices.Clone(r.Scheduling.Tolerations),
 			Containers: []corev1.Container{{
@@ -141,6 +145,12 @@ func (r *Renderer) RenderHelper(s application.HelperSpec) (application.NativeObj
 	}
 	return object(domain.KindPod, s.Namespace, name, pod)
 }
+
+// HelperGroupID is the workspace helper Pod's fsGroup: the group of the
+// platform image's user (uid and gid 65532, deploy/images), so that the
+// helper reads its credential Secret's files (mode 0440) and no other user
+// of the node does (docs/site-runtime.md#the-workspace-helper).
+const HelperGroupID = 65532
 
 // VerifyContainerName is a serving Pod's init container that verifies its
 // prepared checkout.

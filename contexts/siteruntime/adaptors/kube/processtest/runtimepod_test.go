@@ -628,11 +628,21 @@ func TestTheRuntimePodAuthenticatesByItsTokenAndAdoptsTheJobAfterItsProcessIsKil
 	killed := r.deploy(dep, pod.UID, corev1.EnvVar{Name: "METALLO_FAILPOINTS", Value: application.FailAfterNativeCall + "@1"})
 	startB := r.appendCmd(siteprotocol.OpStart, b, startOf(b))
 	res, raw := r.result(startB, killed.Name)
-	after, err := r.e.Client.CoreV1().Pods(runtimeNS).Get(testCtx(t), killed.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("the killed Runtime's Pod %s is gone: %v", killed.Name, err)
+	// The kubelet reports the restart in the Pod's status after the
+	// restarted container may already have answered: wait for it (bounded).
+	var cst corev1.ContainerStatus
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Second) {
+		after, err := r.e.Client.CoreV1().Pods(runtimeNS).Get(testCtx(t), killed.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the killed Runtime's Pod %s is gone: %v", killed.Name, err)
+		}
+		if len(after.Status.ContainerStatuses) > 0 {
+			cst = after.Status.ContainerStatuses[0]
+		}
+		if cst.RestartCount > 0 || time.Now().After(deadline) {
+			break
+		}
 	}
-	cst := after.Status.ContainerStatuses[0]
 	if cst.RestartCount != 1 || cst.LastTerminationState.Terminated == nil || cst.LastTerminationState.Terminated.ExitCode != 137 {
 		t.Fatalf("the Runtime's container was not killed and restarted in its Pod: %+v", cst)
 	}
