@@ -107,7 +107,7 @@ func withVerification(t *testing.T, s *site, rec domain.NativeRecord) domain.Nat
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.Spec = obj.Spec
+	rec.Spec, rec.SpecDigest = obj.Spec, siteprotocol.Digest(obj.Spec)
 	return rec
 }
 
