@@ -417,8 +417,16 @@ func isvcCheckout(t *testing.T) (*isvcFixture, *grantHost, *helperRun) {
 	f := newIsvcFixture(t)
 	grants := &grantHost{live: map[string]bool{}}
 	helper := &helperRun{native: f.native, outcome: domain.CheckoutOutcome{Outcome: siteprotocol.OutcomeSucceeded, Message: "checked out", Commit: repoCommit, Bytes: 10}}
+	f.reg = isvcCheckoutRegistry(t, f, grants, helper, nil)
+	return f, grants, helper
+}
+
+// isvcCheckoutRegistry is a Runtime process over f's records and cluster
+// whose inference executor checks out repositories, with failpoints fp.
+func isvcCheckoutRegistry(t *testing.T, f *isvcFixture, grants *grantHost, helper *helperRun, fp application.Failpoints) *application.Registry {
+	t.Helper()
 	access := application.NewAccess(f.bindings, f.isvc, f.perms, fixedClock{now})
-	exec, err := application.NewInferenceExecutor(access, f.isvc, jsonIsvcSpecs{}, f.records, nil,
+	exec, err := application.NewInferenceExecutor(access, f.isvc, jsonIsvcSpecs{}, f.records, fp,
 		application.InferenceConfig{DeletionWait: time.Second, ServingRuntime: servingRuntime})
 	if err != nil {
 		t.Fatal(err)
@@ -428,8 +436,7 @@ func isvcCheckout(t *testing.T) (*isvcFixture, *grantHost, *helperRun) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.reg = reg
-	return f, grants, helper
+	return reg
 }
 
 // An inference prepare with a repository checks it out as the application
@@ -483,4 +490,72 @@ func TestAnInferenceWhoseCheckoutFailedSavesNoSpecification(t *testing.T) {
 		t.Fatalf("%d grants left unrevoked", grants.unrevoked())
 	}
 	expect(t, f.run(t, f.cmd(t, siteprotocol.OpStart, map[string]any{}), false), siteprotocol.OutcomeRefused, siteprotocol.ReasonNotPrepared)
+}
+
+// An inference prepare with a repository killed at every failpoint it
+// reaches (after each native call and each record: claim, grant, Secret,
+// helper, outcome, revocation, removal, the saved specification) and
+// recovered in a new process answers the uninterrupted run's result byte
+// for byte, with no grant unrevoked, no Secret or helper left, one of each
+// created and the specification saved once. Fakes: as above.
+func TestAnInferencePrepareWithARepositoryCrashedAtEveryStepRecoversToTheUninterruptedResult(t *testing.T) {
+	body := inferencePayload("")
+	body["repository"] = map[string]any{"url": repoURL, "commit": repoCommit}
+	ref, refGrants, refHelper := isvcCheckout(t)
+	counter := &crashAt{}
+	ref.reg = isvcCheckoutRegistry(t, ref, refGrants, refHelper, counter)
+	want := ref.run(t, ref.cmd(t, siteprotocol.OpPrepare, body), false)
+	expect(t, want, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
+	steps := counter.hits
+	if steps < 12 {
+		t.Fatalf("the prepare passed only %d failpoints", steps)
+	}
+	for n := 1; n <= steps; n++ {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			f, grants, helper := isvcCheckout(t)
+			p := f.cmd(t, siteprotocol.OpPrepare, body)
+			f.reg = isvcCheckoutRegistry(t, f, grants, helper, &crashAt{n: n})
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						if _, ok := r.(crash); !ok {
+							panic(r)
+						}
+					}
+				}()
+				f.run(t, p, false)
+				t.Fatalf("no crash at failpoint %d", n)
+			}()
+			f.reg = isvcCheckoutRegistry(t, f, grants, helper, nil)
+			got := f.run(t, p, true)
+			gb, _ := json.Marshal(got)
+			wb, _ := json.Marshal(want)
+			if !bytes.Equal(gb, wb) {
+				t.Errorf("after a crash at failpoint %d:\n got %s\nwant %s", n, gb, wb)
+			}
+			if n := grants.unrevoked(); n != 0 {
+				t.Errorf("%d grants are not revoked", n)
+			}
+			secrets, pods := 0, 0
+			for _, c := range f.native.createdKinds {
+				switch c {
+				case domain.KindSecret:
+					secrets++
+				case domain.KindPod:
+					pods++
+				}
+			}
+			if secrets != 1 || pods != 1 {
+				t.Errorf("%d Secrets and %d helpers created", secrets, pods)
+			}
+			for k := range f.native.objects {
+				if strings.HasPrefix(k, domain.KindSecret+"/") || strings.HasPrefix(k, domain.KindPod+"/") {
+					t.Errorf("%s still exists", k)
+				}
+			}
+			if rec := f.record(domain.KindInferenceService); rec.Phase != domain.PhasePrepared || f.savedSpec(t).Verify == nil {
+				t.Errorf("the saved InferenceService record is %s, verifying %+v", rec.Phase, f.savedSpec(t).Verify)
+			}
+		})
+	}
 }
