@@ -168,15 +168,20 @@ func inferenceRegistrations(e *application.InferenceExecutor) []application.Regi
 }
 
 // newInferenceExecutor is NewInferenceExecutor over the shared client and
-// access check, with records in services.sqlite; it sees jobs.sqlite, so a
-// prepare or start of a batch Attempt is refused attempt-conflict.
+// access check, with records in services.sqlite, checking out repositories
+// through the workspace helper; it sees jobs.sqlite, so a prepare or start
+// of a batch Attempt is refused attempt-conflict.
 func newInferenceExecutor(cfg Config, native *kube.Workloads, access *application.Access, r application.ServiceRecords,
-	batch application.BatchRecords, fp application.Failpoints) (*application.InferenceExecutor, error) {
+	batch application.BatchRecords, grants application.RepositoryGrants, fp application.Failpoints) (*application.InferenceExecutor, error) {
 	e, err := NewInferenceExecutor(cfg, native, access, r, fp)
 	if err != nil {
 		return nil, err
 	}
-	return e.WithOtherFamilies(batch), nil
+	specs, ccfg, err := CheckoutOf(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return e.WithCheckout(grants, specs, native, ccfg).WithOtherFamilies(batch), nil
 }
 
 // newNativeObjects is NewNativeObjects: the one Kubernetes workload

@@ -1,6 +1,8 @@
 package policytest
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -10,7 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
 // KServe's names of an inference Attempt's predictor (deploy/cluster/policies/deployments.yaml,
@@ -142,4 +147,44 @@ func TestKServesPredictorIsAdmittedOnlyFromItsControllerForItsAttemptsInferenceS
 	refusedBy(t, "the predictor's Pod created by KServe's controller itself (by RBAC or as a bare Pod)", func(err error) bool {
 		return isRBACRefusal(err) || denial{"metallo-pod-origin", msgBarePod}.matches(err)
 	}, createPod(kserve, ns, bare))
+}
+
+// The predictor's read-only verification of its prepared checkout (the init container
+// workspace-verify as the Runtime renders it in the InferenceService, kube.VerifyContainer, which
+// KServe's controller carries onto the predictor Deployment) is accepted in KServe's predictor
+// Deployment (KServe's controller's real token) and in the ReplicaSet controller's predictor Pod
+// (dry runs); the same objects mounting the Attempt's credential for it are refused: the predictor
+// exception admits no credential (docs/site-runtime.md#services-and-the-prepared-workspace).
+func TestKServesPredictorVerifiesItsWorkspaceOnlyWithoutACredential(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	ns := s.namespace
+	a := s.attempt(s.alice)
+	kserve := s.e.ClientFor(s.e.ServiceAccountConfig(kserveNamespace, kserveAccount))
+	rsController := s.e.ClientFor(kubeconfig.Impersonate(s.e.Config, replicaSetController))
+	verify := kube.VerifyContainer(application.WorkspaceVerification{Image: platformImage,
+		Repository: siteprotocol.Repository{URL: "https://git.example.org/lab/model.git", Commit: strings.Repeat("d", 40)}, SizeLimitBytes: 1 << 20})
+	pod := func() *corev1.Pod {
+		p := a.attemptPod("7c6d5b4f8")
+		p.OwnerReferences[0].Name = a.predictorName() + "-7c6d5b4f8"
+		p.Labels[labelApp] = "isvc." + a.predictorName()
+		p.Spec.InitContainers = []corev1.Container{verify}
+		return p
+	}
+	d := a.predictorDeployment()
+	d.Spec.Template.Spec.InitContainers = []corev1.Container{verify}
+	acceptedDryRun(t, "KServe's predictor Deployment verifying its workspace", createDeployment(kserve, ns, d))
+	acceptedDryRun(t, "the ReplicaSet controller's predictor Pod verifying its workspace", createPod(rsController, ns, pod()))
+
+	withCredential := verify
+	withCredential.VolumeMounts = append(slices.Clone(verify.VolumeMounts), corev1.VolumeMount{Name: "credential", MountPath: "/var/run/secrets/metallo/repository"})
+	credential := corev1.Volume{Name: "credential", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: a.secretName()}}}
+	d = a.predictorDeployment()
+	d.Spec.Template.Spec.InitContainers = []corev1.Container{withCredential}
+	d.Spec.Template.Spec.Volumes = append(d.Spec.Template.Spec.Volumes, credential)
+	refused(t, "KServe's predictor Deployment verifying its workspace with the credential", "metallo-deployments", msgNoCredential, createDeployment(kserve, ns, d))
+	p := pod()
+	p.Spec.InitContainers = []corev1.Container{withCredential}
+	p.Spec.Volumes = append(p.Spec.Volumes, credential)
+	refused(t, "the predictor Pod verifying its workspace with the credential", "metallo-pods", msgHelperCredential, createPod(rsController, ns, p))
 }

@@ -409,3 +409,153 @@ func TestAnApplicationWhoseCheckoutFailedSavesNoSpecification(t *testing.T) {
 	}
 	expect(t, f.run(t, f.cmd(t, siteprotocol.OpStart, map[string]any{}), false), siteprotocol.OutcomeRefused, siteprotocol.ReasonNotPrepared)
 }
+
+// isvcCheckout is an inference fixture whose executor checks out
+// repositories (the grant provider and the helper stand-ins above).
+func isvcCheckout(t *testing.T) (*isvcFixture, *grantHost, *helperRun) {
+	t.Helper()
+	f := newIsvcFixture(t)
+	grants := &grantHost{live: map[string]bool{}}
+	helper := &helperRun{native: f.native, outcome: domain.CheckoutOutcome{Outcome: siteprotocol.OutcomeSucceeded, Message: "checked out", Commit: repoCommit, Bytes: 10}}
+	f.reg = isvcCheckoutRegistry(t, f, grants, helper, nil)
+	return f, grants, helper
+}
+
+// isvcCheckoutRegistry is a Runtime process over f's records and cluster
+// whose inference executor checks out repositories, with failpoints fp.
+func isvcCheckoutRegistry(t *testing.T, f *isvcFixture, grants *grantHost, helper *helperRun, fp application.Failpoints) *application.Registry {
+	t.Helper()
+	access := application.NewAccess(f.bindings, f.isvc, f.perms, fixedClock{now})
+	exec, err := application.NewInferenceExecutor(access, f.isvc, jsonIsvcSpecs{}, f.records, fp,
+		application.InferenceConfig{DeletionWait: time.Second, ServingRuntime: servingRuntime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec.WithCheckout(grants, checkoutSpecs{}, helper, application.CheckoutConfig{Image: pinned{}.BatchImage(), Wait: time.Second, HelperDeletionWait: time.Second, MaxBytes: 1 << 10})
+	reg, err := application.NewRegistry(append(application.NewMemberExecutor(f.bindings, nil).Registrations(), exec.Registrations()...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// An inference prepare with a repository checks it out as the application
+// family does (the helper, its grant revoked, the Secret and the helper
+// gone, through the one access check) and saves a predictor that verifies
+// it (docs/site-runtime.md#services-and-the-prepared-workspace); recovery
+// answers the same, and start creates the InferenceService. Fakes: the API
+// server, the permission and grant providers, the helper's run.
+func TestAnInferencePredictorVerifiesThePreparedCheckout(t *testing.T) {
+	f, grants, _ := isvcCheckout(t)
+	body := inferencePayload("")
+	body["repository"] = map[string]any{"url": repoURL, "commit": repoCommit}
+	p := f.cmd(t, siteprotocol.OpPrepare, body)
+	r := f.run(t, p, false)
+	expect(t, r, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
+	if grants.unrevoked() != 0 || len(grants.revokes) != 1 {
+		t.Fatalf("grants: %d unrevoked, revoked %v", grants.unrevoked(), grants.revokes)
+	}
+	if v := f.savedSpec(t).Verify; v == nil || v.Repository.Commit != repoCommit || v.Repository.URL != repoURL || v.Image != (pinned{}).BatchImage() || v.SizeLimitBytes != 1<<10 {
+		t.Fatalf("the saved specification verifies %+v", v)
+	}
+	for _, kind := range []string{domain.KindPod, domain.KindSecret} {
+		if rec := f.record(kind); rec.Phase != domain.PhaseRemoved {
+			t.Fatalf("the helper's %s is %q, not removed, at prepare's success", kind, rec.Phase)
+		}
+	}
+	for _, r := range f.records.rows {
+		if r.ServiceKind != string(siteprotocol.ServiceInference) {
+			t.Errorf("record %s %s in services.sqlite without the service kind", r.Kind, r.Name)
+		}
+	}
+	if again := f.run(t, p, true); again.Message != r.Message {
+		t.Errorf("recovery answered %q, then %q", r.Message, again.Message)
+	}
+	expect(t, f.run(t, f.cmd(t, siteprotocol.OpStart, map[string]any{}), false), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
+}
+
+// A failed checkout ends the inference prepare with its own reason and
+// saves no InferenceService specification: start is refused not-prepared.
+// Fakes: as above.
+func TestAnInferenceWhoseCheckoutFailedSavesNoSpecification(t *testing.T) {
+	f, grants, helper := isvcCheckout(t)
+	helper.outcome = domain.CheckoutFailed(siteprotocol.ReasonSymlinkEscape, "the link data leaves the checkout")
+	body := inferencePayload("")
+	body["repository"] = map[string]any{"url": repoURL, "commit": repoCommit}
+	expect(t, f.run(t, f.cmd(t, siteprotocol.OpPrepare, body), false), siteprotocol.OutcomeFailed, siteprotocol.ReasonSymlinkEscape)
+	if rec := f.record(domain.KindInferenceService); rec.Name != "" {
+		t.Fatalf("an InferenceService specification was saved: %+v", rec)
+	}
+	if grants.unrevoked() != 0 {
+		t.Fatalf("%d grants left unrevoked", grants.unrevoked())
+	}
+	expect(t, f.run(t, f.cmd(t, siteprotocol.OpStart, map[string]any{}), false), siteprotocol.OutcomeRefused, siteprotocol.ReasonNotPrepared)
+}
+
+// An inference prepare with a repository killed at every failpoint it
+// reaches (after each native call and each record: claim, grant, Secret,
+// helper, outcome, revocation, removal, the saved specification) and
+// recovered in a new process answers the uninterrupted run's result byte
+// for byte, with no grant unrevoked, no Secret or helper left, one of each
+// created and the specification saved once. Fakes: as above.
+func TestAnInferencePrepareWithARepositoryCrashedAtEveryStepRecoversToTheUninterruptedResult(t *testing.T) {
+	body := inferencePayload("")
+	body["repository"] = map[string]any{"url": repoURL, "commit": repoCommit}
+	ref, refGrants, refHelper := isvcCheckout(t)
+	counter := &crashAt{}
+	ref.reg = isvcCheckoutRegistry(t, ref, refGrants, refHelper, counter)
+	want := ref.run(t, ref.cmd(t, siteprotocol.OpPrepare, body), false)
+	expect(t, want, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
+	steps := counter.hits
+	if steps < 12 {
+		t.Fatalf("the prepare passed only %d failpoints", steps)
+	}
+	for n := 1; n <= steps; n++ {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			f, grants, helper := isvcCheckout(t)
+			p := f.cmd(t, siteprotocol.OpPrepare, body)
+			f.reg = isvcCheckoutRegistry(t, f, grants, helper, &crashAt{n: n})
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						if _, ok := r.(crash); !ok {
+							panic(r)
+						}
+					}
+				}()
+				f.run(t, p, false)
+				t.Fatalf("no crash at failpoint %d", n)
+			}()
+			f.reg = isvcCheckoutRegistry(t, f, grants, helper, nil)
+			got := f.run(t, p, true)
+			gb, _ := json.Marshal(got)
+			wb, _ := json.Marshal(want)
+			if !bytes.Equal(gb, wb) {
+				t.Errorf("after a crash at failpoint %d:\n got %s\nwant %s", n, gb, wb)
+			}
+			if n := grants.unrevoked(); n != 0 {
+				t.Errorf("%d grants are not revoked", n)
+			}
+			secrets, pods := 0, 0
+			for _, c := range f.native.createdKinds {
+				switch c {
+				case domain.KindSecret:
+					secrets++
+				case domain.KindPod:
+					pods++
+				}
+			}
+			if secrets != 1 || pods != 1 {
+				t.Errorf("%d Secrets and %d helpers created", secrets, pods)
+			}
+			for k := range f.native.objects {
+				if strings.HasPrefix(k, domain.KindSecret+"/") || strings.HasPrefix(k, domain.KindPod+"/") {
+					t.Errorf("%s still exists", k)
+				}
+			}
+			if rec := f.record(domain.KindInferenceService); rec.Phase != domain.PhasePrepared || f.savedSpec(t).Verify == nil {
+				t.Errorf("the saved InferenceService record is %s, verifying %+v", rec.Phase, f.savedSpec(t).Verify)
+			}
+		})
+	}
+}

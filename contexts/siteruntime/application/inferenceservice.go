@@ -46,26 +46,35 @@ type InferenceNatives interface {
 //   - prepare renders the InferenceService on the Site's pinned
 //     ServingRuntime (a command naming another runtime, or a demand the
 //     Site cannot render, is refused invalid-payload before anything is
-//     created), creates the Attempt's workspace claim as the member and
-//     saves the specification in services.sqlite (phase prepared) before
+//     created), creates the Attempt's workspace claim as the member, checks
+//     a payload's repository out into it through the workspace helper
+//     (WithCheckout; the predictor then verifies it, read-only, in its
+//     init container workspace-verify:
+//     docs/site-runtime.md#services-and-the-prepared-workspace) and saves
+//     the specification in services.sqlite (phase prepared) before
 //     answering; the attempt-conflict rules of the application family hold
 //     (another family's Attempt, another command's preparation);
 //   - start creates exactly what prepare saved as the member after a fresh
-//     access check (Lifecycle.EnsureCreated); recovery adopts an
+//     access check (Lifecycle.EnsureCreated), once a checkout is verified,
+//     its grant revoked and its Secret and helper gone (CheckoutReadiness); recovery adopts an
 //     InferenceService of the name only when every rendered field matches;
 //   - observe reports the InferenceService's state (InferenceObserver);
 //     native-missing when it is gone;
-//   - cancel and cleanup (also the claim) are the Lifecycle's UID-bound
+//   - cancel and cleanup (also the claim, and a helper Pod or credential
+//     Secret a crash left) are the Lifecycle's UID-bound
 //     foreground deletes as the Runtime; KServe's controller removes the
 //     predictor it made. A deletion that does not finish within the bound
 //     (an InferenceService whose finalizer KServe cannot remove) is
 //     failed / deletion-pending: the Runtime never removes finalizers.
 type InferenceExecutor struct {
-	life   *Lifecycle
-	native InferenceNatives
-	specs  InferenceSpecs
-	fp     Failpoints
-	cfg    InferenceConfig
+	// checkout is set by WithCheckout; without it a prepare with a
+	// repository is refused unsupported-operation.
+	checkout *Checkout
+	life     *Lifecycle
+	native   InferenceNatives
+	specs    InferenceSpecs
+	fp       Failpoints
+	cfg      InferenceConfig
 }
 
 // NewInferenceExecutor returns the inference service executors; records is
@@ -83,7 +92,7 @@ func NewInferenceExecutor(access *Access, native InferenceNatives, specs Inferen
 	life := NewLifecycle(access, native, records, fp, LifecycleConfig{
 		DeletionWait: cfg.DeletionWait, ServiceKind: string(siteprotocol.ServiceInference),
 		Workload: []string{domain.KindInferenceService},
-		Owned:    []string{domain.KindInferenceService, domain.KindWorkspace},
+		Owned:    []string{domain.KindInferenceService, domain.KindPod, domain.KindSecret, domain.KindWorkspace},
 		State:    inferenceState(native),
 	})
 	return &InferenceExecutor{life: life, native: native, specs: specs, fp: fp, cfg: cfg}, nil
@@ -109,6 +118,15 @@ func (e *InferenceExecutor) WithOtherFamilies(others ...FamilyRecords) *Inferenc
 	return e
 }
 
+// WithCheckout makes e's prepare check out a payload's repository into
+// the workspace through the workspace helper, and its predictor verify it
+// (docs/site-runtime.md#services-and-the-prepared-workspace). It returns
+// e.
+func (e *InferenceExecutor) WithCheckout(grants RepositoryGrants, specs CheckoutSpecs, pods HelperPods, cfg CheckoutConfig) *InferenceExecutor {
+	e.checkout = NewCheckout(e.life, grants, specs, pods, cfg)
+	return e
+}
+
 // Registrations routes the inference family's operations to e.
 func (e *InferenceExecutor) Registrations() []Registration {
 	return workloadRegistrations(siteprotocol.FamilyInference, e)
@@ -126,6 +144,9 @@ func (e *InferenceExecutor) Recover(ctx context.Context, cmd siteprotocol.Comman
 }
 
 func (e *InferenceExecutor) perform(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {
+	if err := e.checkout.RetryRevocation(ctx, cmd); err != nil {
+		return domain.Answer{}, err
+	}
 	return e.life.perform(ctx, cmd, recovering, familySteps{name: "inference", prepare: e.prepare, start: e.start, observe: e.observe})
 }
 
@@ -134,7 +155,7 @@ func (e *InferenceExecutor) prepare(ctx context.Context, cmd siteprotocol.Comman
 	if err != nil {
 		return domain.Refused(siteprotocol.ReasonInvalidPayload, "prepare payload: %v", err), nil
 	}
-	if p.Repository != nil {
+	if p.Repository != nil && e.checkout == nil {
 		return domain.Refused(siteprotocol.ReasonUnsupportedOperation,
 			"this Runtime cannot check out repositories yet (%s at %s); prepare an empty workspace (no repository)", p.Repository.URL, p.Repository.Commit), nil
 	}
@@ -164,20 +185,38 @@ func (e *InferenceExecutor) prepare(ctx context.Context, cmd siteprotocol.Comman
 	// is created: a prepare refused for what it asks creates nothing. A
 	// saved specification is never rendered again.
 	spec.Identity, spec.Namespace, spec.ServiceAccount, spec.WorkspaceClaim = IdentityOf(cmd), b.Namespace, b.Account, ws.Name
+	if p.Repository != nil {
+		// The predictor verifies the prepared checkout, read-only, before
+		// its container starts (docs/site-runtime.md#services-and-the-prepared-workspace).
+		spec.Verify = &WorkspaceVerification{Image: e.checkout.cfg.Image, Repository: *p.Repository, SizeLimitBytes: e.checkout.SizeLimit(p.WorkspaceSizeBytes)}
+	}
 	isvcRec := domain.FindRecord(records, domain.KindInferenceService)
 	isvc, err := savedOrRendered(isvcRec, func() (NativeObject, error) { return e.specs.RenderInferenceService(spec) })
 	if err != nil {
 		return renderRefusal(err)
 	}
-	ws, wsUID, refusal, err := e.life.EnsureCreated(ctx, cmd, e.life.Access().Start(cmd, b), domain.FindRecord(records, domain.KindWorkspace), ws, recovering)
+	// One access check for the claim and the checkout's creates.
+	access := e.life.Access().Start(cmd, b)
+	ws, wsUID, refusal, err := e.life.EnsureCreated(ctx, cmd, access, domain.FindRecord(records, domain.KindWorkspace), ws, recovering)
 	if refusal != nil || err != nil {
 		return OrAnswer(refusal), err
+	}
+	checkedOut := ""
+	if p.Repository != nil && isvcRec == nil {
+		// The specification is saved only once the checkout is ready.
+		o, answer, err := e.checkout.Run(ctx, cmd, access, ws.Name, *p.Repository, p.WorkspaceSizeBytes, recovering)
+		if answer != nil || err != nil {
+			return OrAnswer(answer), err
+		}
+		checkedOut = fmt.Sprintf("; %s checked out at %s by the workspace helper, its credential revoked and the helper gone", p.Repository.URL, o.Commit)
+	} else if p.Repository != nil {
+		checkedOut = fmt.Sprintf("; %s checked out at %s by the workspace helper, its credential revoked and the helper gone", p.Repository.URL, p.Repository.Commit)
 	}
 	if err := savePrepared(ctx, e.life, e.fp, cmd, isvcRec, isvc); err != nil {
 		return domain.Answer{}, err
 	}
 	return domain.Succeeded(siteprotocol.ReasonPrepared,
-		fmt.Sprintf("workspace claim %s created in namespace %s as %s; InferenceService %s rendered on serving runtime %s and saved", ws.Name, ws.Namespace, b.Account, isvc.Name, e.cfg.ServingRuntime),
+		fmt.Sprintf("workspace claim %s created in namespace %s as %s%s; InferenceService %s rendered on serving runtime %s and saved", ws.Name, ws.Namespace, b.Account, checkedOut, isvc.Name, e.cfg.ServingRuntime),
 		siteprotocol.PrepareDetail{Workspace: siteprotocol.WorkspaceRef{ClaimName: ws.Name, UID: wsUID}, SpecDigest: siteprotocol.Digest(isvc.Spec)},
 		ws.Ref(wsUID)), nil
 }
@@ -196,6 +235,9 @@ func (e *InferenceExecutor) start(ctx context.Context, cmd siteprotocol.Command,
 	ws, isvcRec := domain.FindRecord(records, domain.KindWorkspace), domain.FindRecord(records, domain.KindInferenceService)
 	if ws == nil || ws.Phase != domain.PhaseCreated || isvcRec == nil {
 		return domain.Refused(siteprotocol.ReasonNotPrepared, "attempt %s has no prepared workspace and saved InferenceService specification; send prepare first", cmd.AttemptID), nil
+	}
+	if refusal := CheckoutReadiness(cmd, records); refusal != nil {
+		return *refusal, nil
 	}
 	b, refusal, err := e.life.Access().Binding(ctx, cmd)
 	if refusal != nil || err != nil {

@@ -47,6 +47,10 @@ type InferenceServiceSpec struct {
 	// WorkspaceClaim is the Attempt's claim, mounted at /workspace in the
 	// predictor's container.
 	WorkspaceClaim string
+	// Verify is the predictor's read-only verification of the prepared
+	// checkout (its init container workspace-verify); nil when the prepare
+	// named no repository.
+	Verify *WorkspaceVerification
 }
 
 // InferenceSpecs renders the inference family's native objects

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	kservev1beta1 "github.com/kserve/kserve/pkg/apis/serving/v1beta1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -84,7 +85,8 @@ func crashedInferenceStart(t *testing.T, s *site, saved, mutate func(*kservev1be
 // (naming the field), the InferenceService is not deleted and the record
 // is unchanged. Real: the API server, KServe's webhooks (the objects are
 // valid InferenceServices). No admission policy (noPolicy): recovery must
-// not depend on them.
+// not depend on them. The predictor's init container workspace-verify of a
+// prepare with a repository is one of those fields.
 func TestRecoveryRefusesToAdoptAnInferenceServiceThatDiffersInAnyRenderedField(t *testing.T) {
 	t.Parallel()
 	s := newIsvcSite(t, isvcOptions{siteOptions: siteOptions{noPolicy: true}})
@@ -132,6 +134,48 @@ func TestRecoveryRefusesToAdoptAnInferenceServiceThatDiffersInAnyRenderedField(t
 	for field, mutate := range cases {
 		t.Run(field, func(t *testing.T) {
 			p, rec, created := crashedInferenceStart(t, s, nil, mutate)
+			_, err := s.registry.Recover(testContext(t), p)
+			if !errors.Is(err, application.ErrUnexplained) || !strings.Contains(err.Error(), field) {
+				t.Fatalf("recovery: want unexplained native state naming %s, got %v", field, err)
+			}
+			u, err := s.e.Dynamic.Resource(kubetest.InferenceServiceResource).Namespace(s.ns).Get(testContext(t), created.GetName(), metav1.GetOptions{})
+			if err != nil || u.GetUID() != created.GetUID() || u.GetDeletionTimestamp() != nil {
+				t.Fatalf("the unexplained InferenceService must stay untouched: %v", err)
+			}
+			recs, err := s.journal.Services().Records(testContext(t), p.Command.AttemptID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := domain.FindRecord(recs, domain.KindInferenceService); r == nil || r.UID != "" || r.Phase != domain.PhaseCreating || string(r.Spec) != string(rec.Spec) {
+				t.Fatalf("the record changed: %+v", r)
+			}
+		})
+	}
+	// The predictor's workspace-verify of a prepare with a repository
+	// (docs/site-runtime.md#services-and-the-prepared-workspace): the saved
+	// record carries it (as withVerification saves it), the live object
+	// differs in it.
+	verifying := func(i *kservev1beta1.InferenceService) {
+		i.Spec.Predictor.InitContainers = []corev1.Container{kube.VerifyContainer(isvcVerification())}
+	}
+	initContainer := func(i *kservev1beta1.InferenceService) *corev1.Container { return &i.Spec.Predictor.InitContainers[0] }
+	verifyCases := map[string]func(*kservev1beta1.InferenceService){
+		"spec.predictor.initContainers": func(i *kservev1beta1.InferenceService) {
+			i.Spec.Predictor.InitContainers = append(i.Spec.Predictor.InitContainers, corev1.Container{Name: "more", Image: testImage})
+		},
+		"spec.predictor.initContainers[0].image": func(i *kservev1beta1.InferenceService) {
+			initContainer(i).Image = "registry.example/other@sha256:" + strings.Repeat("2", 64)
+		},
+		"spec.predictor.initContainers[0].command[5]": func(i *kservev1beta1.InferenceService) {
+			initContainer(i).Command[5] = strings.Repeat("f", 40)
+		},
+		"spec.predictor.initContainers[0].volumeMounts[0].readOnly": func(i *kservev1beta1.InferenceService) {
+			initContainer(i).VolumeMounts[0].ReadOnly = false
+		},
+	}
+	for field, mutate := range verifyCases {
+		t.Run(field, func(t *testing.T) {
+			p, rec, created := crashedInferenceStart(t, s, verifying, mutate)
 			_, err := s.registry.Recover(testContext(t), p)
 			if !errors.Is(err, application.ErrUnexplained) || !strings.Contains(err.Error(), field) {
 				t.Fatalf("recovery: want unexplained native state naming %s, got %v", field, err)

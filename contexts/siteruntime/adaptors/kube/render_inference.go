@@ -42,7 +42,11 @@ const (
 // the predictor component; its model of the saved format on the pinned
 // ServingRuntime, with the saved model arguments only (the runtime adds
 // its own prefix), requests = limits = demand and the claim at
-// /workspace. Fields it does not set (empty strings, empty objects,
+// /workspace; for a prepared checkout (s.Verify) the predictor's init
+// container workspace-verify (VerifyContainer, as the application
+// family's serving Pod: docs/site-runtime.md#services-and-the-prepared-workspace),
+// which KServe's controller carries onto the predictor Deployment's Pod
+// template. Fields it does not set (empty strings, empty objects,
 // status) are left out of the rendered bytes, so the API server and
 // KServe's defaulter own them. It fails wrapping
 // application.ErrUnsupportedDemand for a demand the Site cannot express.
@@ -59,6 +63,10 @@ func (r *Renderer) RenderInferenceService(s application.InferenceServiceSpec) (a
 	if len(r.InferencePodAnnotations) > 0 {
 		podAnnotations = maps.Clone(r.InferencePodAnnotations)
 	}
+	var initContainers []corev1.Container
+	if v := s.Verify; v != nil {
+		initContainers = []corev1.Container{VerifyContainer(*v)}
+	}
 	isvc := kservev1beta1.InferenceService{
 		TypeMeta: metav1.TypeMeta{APIVersion: kservev1beta1.SchemeGroupVersion.String(), Kind: domain.KindInferenceService},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: labels,
@@ -70,6 +78,7 @@ func (r *Renderer) RenderInferenceService(s application.InferenceServiceSpec) (a
 				AutomountServiceAccountToken: &noToken,
 				NodeSelector:                 maps.Clone(r.Scheduling.NodeSelector),
 				Tolerations:                  slices.Clone(r.Scheduling.Tolerations),
+				InitContainers:               initContainers,
 				Volumes: []corev1.Volume{{Name: WorkspaceVolume, VolumeSource: corev1.VolumeSource{
 					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.WorkspaceClaim},
 				}}},
