@@ -306,15 +306,6 @@ serverTLSBootstrap: false
 `, "\n")
 }
 
-// twoFreePorts returns two free TCP ports on 127.0.0.1.
-func twoFreePorts() (int, int, error) {
-	p, err := freePorts(2)
-	if err != nil {
-		return 0, 0, err
-	}
-	return p[0], p[1], nil
-}
-
 // writeKubeProxyConfig writes kube-proxy's client certificate (user system:kube-proxy, which
 // the API server's bootstrap policy binds to system:node-proxier), its kubeconfig and its
 // configuration under the node's directory, and returns the configuration's path.
