@@ -220,35 +220,22 @@ func (e *ApplicationExecutor) prepare(ctx context.Context, cmd siteprotocol.Comm
 		spec.Verify = &WorkspaceVerification{Image: e.checkout.cfg.Image, Repository: *p.Repository, SizeLimitBytes: e.checkout.SizeLimit(p.WorkspaceSizeBytes)}
 	}
 	depRec, svcRec := domain.FindRecord(records, domain.KindDeployment), domain.FindRecord(records, domain.KindService)
-	dep, err := e.rendered(depRec, func() (NativeObject, error) { return e.specs.RenderDeployment(spec) })
+	dep, err := savedOrRendered(depRec, func() (NativeObject, error) { return e.specs.RenderDeployment(spec) })
 	if err != nil {
 		return renderRefusal(err)
 	}
-	svc, err := e.rendered(svcRec, func() (NativeObject, error) { return e.specs.RenderService(spec) })
+	svc, err := savedOrRendered(svcRec, func() (NativeObject, error) { return e.specs.RenderService(spec) })
 	if err != nil {
 		return renderRefusal(err)
 	}
-	// One access check for the claim and the checkout's creates.
-	access := e.life.Access().Start(cmd, b)
-	ws, wsUID, refusal, err := e.life.EnsureCreated(ctx, cmd, access, domain.FindRecord(records, domain.KindWorkspace), ws, recovering)
-	if refusal != nil || err != nil {
-		return OrAnswer(refusal), err
+	ws, wsUID, checkedOut, answer, err := prepareServiceWorkspace(ctx, e.life, e.checkout, cmd, b, records, ws, p, depRec != nil, recovering)
+	if answer != nil || err != nil {
+		return OrAnswer(answer), err
 	}
-	checkedOut := ""
-	if p.Repository != nil && depRec == nil {
-		// The specification is saved only once the checkout is ready.
-		o, answer, err := e.checkout.Run(ctx, cmd, access, ws.Name, *p.Repository, p.WorkspaceSizeBytes, recovering)
-		if answer != nil || err != nil {
-			return OrAnswer(answer), err
-		}
-		checkedOut = fmt.Sprintf("; %s checked out at %s by the workspace helper, its credential revoked and the helper gone", p.Repository.URL, o.Commit)
-	} else if p.Repository != nil {
-		checkedOut = fmt.Sprintf("; %s checked out at %s by the workspace helper, its credential revoked and the helper gone", p.Repository.URL, p.Repository.Commit)
-	}
-	if err := e.savePrepared(ctx, cmd, depRec, dep); err != nil {
+	if err := savePrepared(ctx, e.life, e.fp, cmd, depRec, dep); err != nil {
 		return domain.Answer{}, err
 	}
-	if err := e.savePrepared(ctx, cmd, svcRec, svc); err != nil {
+	if err := savePrepared(ctx, e.life, e.fp, cmd, svcRec, svc); err != nil {
 		return domain.Answer{}, err
 	}
 	return domain.Succeeded(siteprotocol.ReasonPrepared,
@@ -263,18 +250,6 @@ func (e *ApplicationExecutor) prepare(ctx context.Context, cmd siteprotocol.Comm
 // service kind: a later command never changes either.
 func (e *ApplicationExecutor) preparedElsewhere(cmd siteprotocol.Command, records []domain.NativeRecord) (*domain.Answer, error) {
 	return servicePreparedElsewhere(e.specs, siteprotocol.ServiceApplication, cmd, records, domain.KindDeployment, domain.KindService)
-}
-
-// rendered is savedOrRendered: the saved specification is never
-// rendered again.
-func (e *ApplicationExecutor) rendered(rec *domain.NativeRecord, render func() (NativeObject, error)) (NativeObject, error) {
-	return savedOrRendered(rec, render)
-}
-
-// savePrepared saves obj's specification in phase prepared, unless rec
-// holds it already.
-func (e *ApplicationExecutor) savePrepared(ctx context.Context, cmd siteprotocol.Command, rec *domain.NativeRecord, obj NativeObject) error {
-	return savePrepared(ctx, e.life, e.fp, cmd, rec, obj)
 }
 
 func (e *ApplicationExecutor) start(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {

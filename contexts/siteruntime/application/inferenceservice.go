@@ -195,22 +195,9 @@ func (e *InferenceExecutor) prepare(ctx context.Context, cmd siteprotocol.Comman
 	if err != nil {
 		return renderRefusal(err)
 	}
-	// One access check for the claim and the checkout's creates.
-	access := e.life.Access().Start(cmd, b)
-	ws, wsUID, refusal, err := e.life.EnsureCreated(ctx, cmd, access, domain.FindRecord(records, domain.KindWorkspace), ws, recovering)
-	if refusal != nil || err != nil {
-		return OrAnswer(refusal), err
-	}
-	checkedOut := ""
-	if p.Repository != nil && isvcRec == nil {
-		// The specification is saved only once the checkout is ready.
-		o, answer, err := e.checkout.Run(ctx, cmd, access, ws.Name, *p.Repository, p.WorkspaceSizeBytes, recovering)
-		if answer != nil || err != nil {
-			return OrAnswer(answer), err
-		}
-		checkedOut = fmt.Sprintf("; %s checked out at %s by the workspace helper, its credential revoked and the helper gone", p.Repository.URL, o.Commit)
-	} else if p.Repository != nil {
-		checkedOut = fmt.Sprintf("; %s checked out at %s by the workspace helper, its credential revoked and the helper gone", p.Repository.URL, p.Repository.Commit)
+	ws, wsUID, checkedOut, answer, err := prepareServiceWorkspace(ctx, e.life, e.checkout, cmd, b, records, ws, p, isvcRec != nil, recovering)
+	if answer != nil || err != nil {
+		return OrAnswer(answer), err
 	}
 	if err := savePrepared(ctx, e.life, e.fp, cmd, isvcRec, isvc); err != nil {
 		return domain.Answer{}, err

@@ -83,6 +83,36 @@ func preparedFor(specs identityReader, cmd siteprotocol.Command, b domain.Member
 	return nil, nil
 }
 
+// prepareServiceWorkspace is a service prepare's native part, the same for
+// every service family: the Attempt's workspace claim ws created as the
+// member, then, when p names a repository and the specification is not
+// saved yet (specSaved false), its checkout by the workspace helper, both
+// under one access check. It returns the claim, its UID and a note on the
+// checkout for the answer's message, or a refusal or failure of either
+// step as the answer; errors are EnsureCreated's and Checkout.Run's
+// (docs/site-runtime.md#services-and-the-prepared-workspace).
+func prepareServiceWorkspace(ctx context.Context, life *Lifecycle, checkout *Checkout, cmd siteprotocol.Command, b domain.MemberBinding,
+	records []domain.NativeRecord, ws NativeObject, p siteprotocol.PreparePayload, specSaved, recovering bool) (NativeObject, string, string, *domain.Answer, error) {
+	access := life.Access().Start(cmd, b)
+	ws, wsUID, refusal, err := life.EnsureCreated(ctx, cmd, access, domain.FindRecord(records, domain.KindWorkspace), ws, recovering)
+	if refusal != nil || err != nil {
+		return ws, "", "", refusal, err
+	}
+	if p.Repository == nil {
+		return ws, wsUID, "", nil, nil
+	}
+	commit := p.Repository.Commit
+	if !specSaved {
+		// The specification is saved only once the checkout is ready.
+		o, answer, err := checkout.Run(ctx, cmd, access, ws.Name, *p.Repository, p.WorkspaceSizeBytes, recovering)
+		if answer != nil || err != nil {
+			return ws, "", "", answer, err
+		}
+		commit = o.Commit
+	}
+	return ws, wsUID, fmt.Sprintf("; %s checked out at %s by the workspace helper, its credential revoked and the helper gone", p.Repository.URL, commit), nil, nil
+}
+
 // savedOrRendered is the specification rec (this command's, from before a
 // crash) saved, or else what render gives: a saved specification is never
 // rendered again.
