@@ -196,7 +196,7 @@ endef
 # --- end resource_provisioning benchmark ---
 
 # --- batch on Kubernetes: the demo and the native start benchmark (issue 6) ---
-## demo: the main job end to end on the local cluster, narrated: central roles and a Runtime as processes, a Job created as the member (deploy/demo)
+## demo: the main job end to end on the local cluster, narrated: central roles and a Runtime as processes, a Job created as the member (deploy/demo); METALLO_DEMO_RUNTIME=pod runs the Runtime as a Pod installed from deploy/runtime
 .PHONY: demo bench-native
 demo: build cluster-up
 	$(GO) run ./deploy/demo --metallo $(BIN)

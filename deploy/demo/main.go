@@ -26,7 +26,14 @@
 // refuses a commit whose link leaves the tree. It exits 0 only if all of that
 // happened, and stops every process it started.
 //
-// Usage: go run ./deploy/demo --metallo bin/metallo
+// With --runtime pod (METALLO_DEMO_RUNTIME=pod) the Runtime is not a process
+// but a Pod of the cluster, installed as a Site installs it (runtimepod.go):
+// the central roles serve TLS on the real node's bridge address with a
+// certificate of the local cluster's CA, deploy/localcluster/runtime is
+// applied under the demo's overlay, its install hook Job runs, and the
+// Deployment's Pod authenticates with its projected token.
+//
+// Usage: go run ./deploy/demo --metallo bin/metallo [--runtime process|pod]
 package main
 
 import (
@@ -84,11 +91,17 @@ func main() {
 		dir     = flag.String("dir", "var/demo", "the demo's state directory (emptied first)")
 		cases   = flag.String("resources", "deploy/demo/waldur-resources.json", "Waldur resource records (the alpha record is reported)")
 		cluster = flag.String("cluster-dir", envOr("METALLO_CLUSTER_DIR", "var/localcluster"), "the local cluster's state directory")
+		mode    = flag.String("runtime", envOr("METALLO_DEMO_RUNTIME", runtimeProcess), "how the Runtime runs: process (a process of this machine) or pod (deploy/runtime applied to the local cluster)")
 	)
 	flag.Parse()
+	if *mode != runtimeProcess && *mode != runtimePod {
+		fmt.Fprintf(os.Stderr, "demo: --runtime (METALLO_DEMO_RUNTIME) must be %s or %s, not %q\n", runtimeProcess, runtimePod, *mode)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	d := &demo{out: os.Stdout, bin: *bin, dir: *dir, cases: *cases, clusterDir: *cluster, keys: map[string]string{}}
+	d := &demo{out: os.Stdout, bin: *bin, dir: *dir, cases: *cases, clusterDir: *cluster, keys: map[string]string{}, runtimeMode: *mode, client: http.DefaultClient}
 	err := d.run(ctx)
+	d.stopRuntimePod()
 	d.stopProcesses()
 	stop()
 	if err != nil {
@@ -120,6 +133,14 @@ type demo struct {
 	realNode   realNode
 	procs      []*process
 	step       int
+	// runtimeMode is runtimeProcess or runtimePod (--runtime).
+	runtimeMode string
+	// client calls the Site API (it trusts caFile's CA when the Site API serves TLS).
+	client *http.Client
+	caFile string
+	// podInstalled and podName: the Runtime installed as a Pod, and its Pod.
+	podInstalled bool
+	podName      string
 }
 
 // realNode is cluster.json's realNode: the node where containers run.
@@ -129,6 +150,7 @@ type realNode struct {
 	Label  string            `json:"label"`
 	Taint  string            `json:"taint"`
 	Subnet string            `json:"subnet"`
+	HostIP string            `json:"hostIP"`
 	Images map[string]string `json:"images"`
 }
 
@@ -147,6 +169,11 @@ func (d *demo) section(title string) {
 
 func (d *demo) run(ctx context.Context) error {
 	fmt.Fprintln(d.out, "Metallo demo: a Run's batch Job created at a Site as its member, run on a real node, observed to its end.")
+	if d.runtimeMode == runtimePod {
+		fmt.Fprintln(d.out, "The Site Runtime runs as a Pod of the local cluster, installed from deploy/runtime (METALLO_DEMO_RUNTIME=pod).")
+	} else {
+		fmt.Fprintln(d.out, "The Site Runtime runs as a process of this machine (METALLO_DEMO_RUNTIME=pod runs it as a Pod of the cluster).")
+	}
 	if err := d.prepareDir(); err != nil {
 		return err
 	}
@@ -158,9 +185,11 @@ func (d *demo) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tokenFile, kubeconfig, err := d.runtimeCredentials(ctx)
-	if err != nil {
-		return err
+	var tokenFile, kubeconfig string
+	if d.runtimeMode == runtimeProcess {
+		if tokenFile, kubeconfig, err = d.runtimeCredentials(ctx); err != nil {
+			return err
+		}
 	}
 	if err := d.startCentral(ctx); err != nil {
 		return err
@@ -375,11 +404,10 @@ func (d *demo) stopProcesses() {
 
 func (d *demo) startCentral(ctx context.Context) error {
 	d.section("provisioning,execution on SQLite (one process), the Runtime's environment authenticated by TokenReview")
-	port, err := freePort()
+	listen, tlsArgs, err := d.siteAPIListen()
 	if err != nil {
 		return err
 	}
-	d.base = fmt.Sprintf("http://127.0.0.1:%d", port)
 	cs, err := readClusterKubeconfig(d.clusterDir)
 	if err != nil {
 		return err
@@ -397,10 +425,10 @@ func (d *demo) startCentral(ctx context.Context) error {
 	if err := os.WriteFile(d.path("environments.yaml"), []byte(envs), 0o600); err != nil {
 		return err
 	}
-	p, err := d.start("central", "serve", "--role", "provisioning,execution", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+	p, err := d.start("central", append([]string{"serve", "--role", "provisioning,execution", "--listen", listen,
 		"--admin-listen", "", "--keys-file", d.path("keys.yaml"), "--environments-file", d.path("environments.yaml"),
-		"--provisioning-database-url", "sqlite:"+d.path("provisioning.sqlite"), "--execution-database-url", "sqlite:"+d.path("execution.sqlite"),
-		"--migrate", "--waldur-instance", waldurInstance, "--environment-site", environment+"="+site, "--resource-owner", "in-process", "--log-format", "json")
+		"--provisioning-database-url", "sqlite:" + d.path("provisioning.sqlite"), "--execution-database-url", "sqlite:" + d.path("execution.sqlite"),
+		"--migrate", "--waldur-instance", waldurInstance, "--environment-site", environment + "=" + site, "--resource-owner", "in-process", "--log-format", "json"}, tlsArgs...)...)
 	if err != nil {
 		return err
 	}
@@ -408,6 +436,9 @@ func (d *demo) startCentral(ctx context.Context) error {
 		return err
 	}
 	d.say("metallo serve --role provisioning,execution at %s (pid %d; log %s)", d.base, p.cmd.Process.Pid, rel(d.path("central.log")))
+	if len(tlsArgs) > 0 {
+		d.say("over TLS on the real node's bridge address, where its Pods reach it: certificate %s issued by the local cluster's CA %s", rel(d.path("site-api.crt")), rel(d.caFile))
+	}
 	d.say("databases %s and %s; environment %s at Site %s trusts %s by TokenReview", rel(d.path("provisioning.sqlite")), rel(d.path("execution.sqlite")), environment, site, siteagent.RuntimeUser())
 	return nil
 }
@@ -427,7 +458,7 @@ func readClusterKubeconfig(dir string) (string, error) {
 func (d *demo) waitHTTP(ctx context.Context, p *process, url string) error {
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		resp, err := http.Get(url)
+		resp, err := d.client.Get(url)
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -448,6 +479,16 @@ func (d *demo) waitHTTP(ctx context.Context, p *process, url string) error {
 }
 
 func (d *demo) startRuntime(ctx context.Context, tokenFile, kubeconfig, project, member string) error {
+	grants, err := json.Marshal([]permissions.Grant{{Member: member, Project: project,
+		Actions: []domain.PermissionAction{domain.ActionStart, domain.ActionRead, domain.ActionCancel}}})
+	if err != nil {
+		return err
+	}
+	// A standalone Site's repository credentials: none yet, this Run checks nothing out.
+	repositoryGrants := []byte("# repository credentials per Project (docs/site-runtime.md#repository-grants)\n[]\n")
+	if d.runtimeMode == runtimePod {
+		return d.startRuntimePod(ctx, grants, repositoryGrants)
+	}
 	d.section("The Site Runtime: install, check (TokenReview), serve")
 	journals, record := d.path("runtime/journals"), "file:"+d.path("runtime/installation.json")
 	out, err := exec.CommandContext(ctx, d.bin, "runtime", "install", "--journal-dir", journals, "--environment", environment,
@@ -462,19 +503,13 @@ func (d *demo) startRuntime(ctx context.Context, tokenFile, kubeconfig, project,
 		return fmt.Errorf("metallo runtime check: %v: %s", err, out)
 	}
 	d.say("metallo runtime check (the Site API reviewed the token with the cluster): %s", strings.TrimSpace(string(out)))
-	grants, err := json.Marshal([]permissions.Grant{{Member: member, Project: project,
-		Actions: []domain.PermissionAction{domain.ActionStart, domain.ActionRead, domain.ActionCancel}}})
-	if err != nil {
-		return err
-	}
 	if err := os.WriteFile(d.path("runtime/permissions.yaml"), grants, 0o600); err != nil {
 		return err
 	}
-	batchImage := d.realNode.Images[platformImage]
-	// A standalone Site's repository credentials: none yet, this Run checks nothing out.
-	if err := os.WriteFile(d.path("runtime/repository-grants.yaml"), []byte("# repository credentials per Project (docs/site-runtime.md#repository-grants)\n[]\n"), 0o600); err != nil {
+	if err := os.WriteFile(d.path("runtime/repository-grants.yaml"), repositoryGrants, 0o600); err != nil {
 		return err
 	}
+	batchImage := d.realNode.Images[platformImage]
 	p, err := d.start("runtime", "serve", "--role", "runtime", "--journal-dir", journals, "--environment", environment,
 		"--authority", d.base, "--token-file", tokenFile, "--kubeconfig", kubeconfig, "--batch-image", batchImage,
 		"--permissions", "policy:"+d.path("runtime/permissions.yaml"), "--installation-record", record,
@@ -532,7 +567,7 @@ func (d *demo) call(ctx context.Context, method, path, key string, body, out any
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := d.client.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -1,6 +1,8 @@
 // Package tlstest makes a test certificate authority and serving pairs it
 // issues, written as PEM files, for tests of TLS listeners and the clients
-// that trust them through a CA bundle (docs/operations.md#tls).
+// that trust them through a CA bundle (docs/operations.md#tls); the demo
+// uses ReadCA and IssuePair to serve the Site API with a certificate of
+// the local cluster's CA.
 package tlstest
 
 import (
@@ -11,6 +13,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -70,9 +74,22 @@ type Pair struct {
 // addresses), valid for a day, with a fresh key and serial number.
 func (ca *CA) Issue(tb testing.TB, hosts ...string) Pair {
 	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	p, err := ca.IssuePair(hosts...)
 	if err != nil {
 		tb.Fatal(err)
+	}
+	return p
+}
+
+// IssuePair is Issue for a caller without a test (the demo): it returns
+// an error when no host is given or signing fails.
+func (ca *CA) IssuePair(hosts ...string) (Pair, error) {
+	if len(hosts) == 0 {
+		return Pair{}, errors.New("tlstest: a serving certificate needs at least one host")
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return Pair{}, err
 	}
 	now := time.Now()
 	serial := big.NewInt(ca.serial.Add(1))
@@ -88,17 +105,17 @@ func (ca *CA) Issue(tb testing.TB, hosts ...string) Pair {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
-		tb.Fatal(err)
+		return Pair{}, fmt.Errorf("tlstest: sign the certificate for %v: %w", hosts, err)
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		tb.Fatal(err)
+		return Pair{}, err
 	}
 	return Pair{
 		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
 		Serial:  serial,
-	}
+	}, nil
 }
 
 // Write writes the pair to certFile and keyFile, each by a rename of a
@@ -106,8 +123,18 @@ func (ca *CA) Issue(tb testing.TB, hosts ...string) Pair {
 // a reader never sees half a file.
 func (p Pair) Write(tb testing.TB, certFile, keyFile string) {
 	tb.Helper()
-	write(tb, keyFile, p.KeyPEM)
-	write(tb, certFile, p.CertPEM)
+	if err := p.WriteFiles(certFile, keyFile); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// WriteFiles is Write for a caller without a test; it returns the first
+// write or rename error.
+func (p Pair) WriteFiles(certFile, keyFile string) error {
+	if err := writeFile(keyFile, p.KeyPEM); err != nil {
+		return err
+	}
+	return writeFile(certFile, p.CertPEM)
 }
 
 // ServedSerial dials addr over TLS, trusting only pool and checking the
@@ -124,13 +151,17 @@ func ServedSerial(pool *x509.CertPool, addr, serverName string) (*big.Int, error
 
 func write(tb testing.TB, path string, b []byte) {
 	tb.Helper()
+	if err := writeFile(path, b); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func writeFile(path string, b []byte) error {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		tb.Fatal(err)
+		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		tb.Fatal(err)
-	}
+	return os.Rename(tmp, path)
 }
 
 // LoadCA reads an existing certificate authority, its PEM certificate
@@ -139,29 +170,40 @@ func write(tb testing.TB, path string, b []byte) {
 // to issue serving pairs with Issue.
 func LoadCA(tb testing.TB, certFile, keyFile string) *CA {
 	tb.Helper()
-	certPEM, err := os.ReadFile(certFile)
+	ca, err := ReadCA(certFile, keyFile)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return ca
+}
+
+// ReadCA is LoadCA for a caller without a test (the demo issues the Site
+// API's certificate with the local cluster's CA). It returns an error when
+// a file cannot be read, is not PEM, or the key is not an EC key.
+func ReadCA(certFile, keyFile string) (*CA, error) {
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, err
+	}
 	keyPEM, err := os.ReadFile(keyFile)
 	if err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
 	cb, _ := pem.Decode(certPEM)
 	kb, _ := pem.Decode(keyPEM)
 	if cb == nil || kb == nil {
-		tb.Fatalf("tlstest: %s or %s is not PEM", certFile, keyFile)
+		return nil, fmt.Errorf("tlstest: %s or %s is not PEM", certFile, keyFile)
 	}
 	cert, err := x509.ParseCertificate(cb.Bytes)
 	if err != nil {
-		tb.Fatal(err)
+		return nil, fmt.Errorf("tlstest: %s: %w", certFile, err)
 	}
 	key, err := x509.ParseECPrivateKey(kb.Bytes)
 	if err != nil {
-		tb.Fatalf("tlstest: %s: %v (an EC key is expected)", keyFile, err)
+		return nil, fmt.Errorf("tlstest: %s: %w (an EC key is expected)", keyFile, err)
 	}
-	ca := &CA{cert: cert, key: key, dir: tb.TempDir(), Pool: x509.NewCertPool(), CAFile: certFile}
+	ca := &CA{cert: cert, key: key, Pool: x509.NewCertPool(), CAFile: certFile}
 	ca.Pool.AddCert(cert)
 	ca.serial.Store(time.Now().UnixNano())
-	return ca
+	return ca, nil
 }

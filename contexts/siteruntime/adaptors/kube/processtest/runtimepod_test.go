@@ -14,20 +14,14 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/installation"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/runtimepod"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
@@ -51,10 +45,10 @@ import (
 
 const (
 	runtimeNS      = siteagent.RuntimeNamespace
-	runtimeName    = "metallo-runtime"
-	installJobName = "metallo-runtime-install"
-	journalsClaim  = "metallo-runtime-journals"
-	recordName     = "runtime-installation"
+	runtimeName    = runtimepod.Deployment
+	installJobName = runtimepod.InstallJob
+	journalsClaim  = runtimepod.JournalsClaim
+	recordName     = runtimepod.Record
 	fieldManager   = "metallo-processtest"
 )
 
@@ -64,8 +58,7 @@ type podRuntime struct {
 	e       *kubetest.Env
 	node    *kubetest.RealNode
 	site    *harness.Site
-	dyn     dynamic.Interface
-	mapper  meta.RESTMapper
+	applier *runtimepod.Applier
 	objects []*unstructured.Unstructured
 	// project, member and binding are the Attempt's owner, bound in e.Namespace.
 	project, member, binding string
@@ -112,53 +105,20 @@ func newPodRuntime(t *testing.T) *podRuntime {
 	r.site = site
 
 	// The top overlay: what changes per cluster and per Site API process.
-	top := filepath.Join(dir, "overlay")
-	if err := os.MkdirAll(top, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	base, err := filepath.Abs(filepath.Join("..", "..", "..", "..", "..", "deploy", "localcluster", "runtime"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, err := filepath.Rel(top, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	image := node.Image(t, kubetest.ImageRuntime)
-	name, digest, _ := strings.Cut(image, "@")
 	grants, _ := json.Marshal([]permissions.Grant{{Member: r.member, Project: r.project, Actions: []domain.PermissionAction{domain.ActionStart}}})
 	caPEM, err := os.ReadFile(ca.CAFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for file, content := range map[string][]byte{"ca.crt": caPEM, "policy.yaml": grants, "grants.yaml": []byte("[]\n"), "kustomization.yaml": []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-namespace: %s
-resources:
-- %s
-images:
-- name: registry.invalid/pharos-metallo/metallo
-  newName: %s
-  digest: %s
-configMapGenerator:
-- name: metallo-runtime
-  behavior: merge
-  options:
-    disableNameSuffixHash: true
-  literals:
-  - METALLO_ENVIRONMENT=%s
-  - METALLO_AUTHORITY=%s
-  - METALLO_BATCH_IMAGE=%s
-  - METALLO_PULL_WAIT=1s
-  - METALLO_BACKOFF_INITIAL=20ms
-  - METALLO_BACKOFF_MAX=500ms
-  - METALLO_LIVENESS_BOUND=10s
-- name: metallo-site-api-ca
-  files: [ca.crt]
-- name: metallo-runtime-permissions
-  files: [policy.yaml, grants.yaml]
-patches:
-- target: {kind: Deployment, name: metallo-runtime}
+	overlay := runtimepod.Overlay{Base: base, Namespace: runtimeNS, Image: node.Image(t, kubetest.ImageRuntime),
+		Environment: site.Environment, Authority: authority, BatchImage: node.Image(t, kubetest.ImagePlatform),
+		CAPEM: caPEM, Policy: grants,
+		Literals: []string{"METALLO_PULL_WAIT=1s", "METALLO_BACKOFF_INITIAL=20ms", "METALLO_BACKOFF_MAX=500ms", "METALLO_LIVENESS_BOUND=10s"},
+		Patches: `- target: {kind: Deployment, name: metallo-runtime}
   patch: |-
     - op: replace
       path: /spec/template/spec/containers/0/livenessProbe/initialDelaySeconds
@@ -166,30 +126,13 @@ patches:
     - op: replace
       path: /spec/template/spec/containers/0/livenessProbe/periodSeconds
       value: 5
-`, runtimeNS, rel, name, digest, site.Environment, authority, node.Image(t, kubetest.ImagePlatform)))} {
-		if err := os.WriteFile(filepath.Join(top, file), content, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), top)
-	if err != nil {
-		t.Fatalf("kustomize build of deploy/localcluster/runtime: %v", err)
-	}
-	for _, res := range rm.Resources() {
-		m, err := res.Map()
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.objects = append(r.objects, &unstructured.Unstructured{Object: m})
-	}
-	if r.dyn, err = dynamic.NewForConfig(e.Config); err != nil {
+`}
+	if r.objects, err = overlay.Render(filepath.Join(dir, "overlay")); err != nil {
 		t.Fatal(err)
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(e.Config)
-	if err != nil {
+	if r.applier, err = runtimepod.NewApplier(e.Config, fieldManager); err != nil {
 		t.Fatal(err)
 	}
-	r.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 	t.Cleanup(r.cleanUp)
 	return r
 }
@@ -219,34 +162,8 @@ func object[T any](t *testing.T, objs []*unstructured.Unstructured, kind, name s
 // apply server-side applies the rendered objects of the given kinds, in order.
 func (r *podRuntime) apply(kinds ...string) {
 	r.t.Helper()
-	ctx := testCtx(r.t)
-	for _, kind := range kinds {
-		for _, o := range r.objects {
-			if o.GetKind() == kind {
-				r.applyObject(ctx, o)
-			}
-		}
-	}
-}
-
-func (r *podRuntime) applyObject(ctx context.Context, o *unstructured.Unstructured) {
-	r.t.Helper()
-	gvk := o.GroupVersionKind()
-	m, err := r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
+	if err := r.applier.ApplyKinds(testCtx(r.t), r.objects, kinds...); err != nil {
 		r.t.Fatal(err)
-	}
-	var ri dynamic.ResourceInterface = r.dyn.Resource(m.Resource)
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		ri = r.dyn.Resource(m.Resource).Namespace(o.GetNamespace())
-	}
-	data, err := json.Marshal(o.Object)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	force := true
-	if _, err := ri.Patch(ctx, o.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: fieldManager, Force: &force, FieldValidation: "Strict"}); err != nil {
-		r.t.Fatalf("apply %s %s: %v", o.GetKind(), o.GetName(), err)
 	}
 }
 
@@ -255,96 +172,28 @@ func (r *podRuntime) applyObject(ctx context.Context, o *unstructured.Unstructur
 func (r *podRuntime) cleanUp() {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cs := r.e.Client
-	fg := metav1.DeletePropagationForeground
-	del := metav1.DeleteOptions{PropagationPolicy: &fg}
-	sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=metallo"}
-	deps, _ := cs.AppsV1().Deployments(runtimeNS).List(ctx, sel)
-	for _, d := range deps.Items {
-		_ = cs.AppsV1().Deployments(runtimeNS).Delete(ctx, d.Name, del)
-	}
-	jobs, _ := cs.BatchV1().Jobs(runtimeNS).List(ctx, metav1.ListOptions{})
-	for _, j := range jobs.Items {
-		_ = cs.BatchV1().Jobs(runtimeNS).Delete(ctx, j.Name, del)
-	}
-	for {
-		pods, err := cs.CoreV1().Pods(runtimeNS).List(ctx, metav1.ListOptions{})
-		if err != nil || len(pods.Items) == 0 || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	claims, _ := cs.CoreV1().PersistentVolumeClaims(runtimeNS).List(ctx, metav1.ListOptions{})
-	for _, c := range claims.Items {
-		_ = cs.CoreV1().PersistentVolumeClaims(runtimeNS).Delete(ctx, c.Name, metav1.DeleteOptions{})
-	}
 	// Only the ConfigMaps these tests make (the base's, the generated CA and permissions, the
 	// records); the base's Role is applied again as rendered (the fencing test widens it),
 	// since deploy/policytest relies on it and its binding.
-	cms, _ := cs.CoreV1().ConfigMaps(runtimeNS).List(ctx, metav1.ListOptions{})
-	for _, c := range cms.Items {
-		if c.Name == runtimeName || strings.HasPrefix(c.Name, recordName) || strings.HasPrefix(c.Name, "metallo-site-api-ca") || strings.HasPrefix(c.Name, "metallo-runtime-permissions") {
-			_ = cs.CoreV1().ConfigMaps(runtimeNS).Delete(ctx, c.Name, metav1.DeleteOptions{})
-		}
+	if err := runtimepod.Remove(ctx, r.e.Client, runtimeNS, func(c string) bool {
+		return c == runtimeName || strings.HasPrefix(c, recordName) || strings.HasPrefix(c, "metallo-site-api-ca") || strings.HasPrefix(c, "metallo-runtime-permissions")
+	}); err != nil {
+		r.t.Logf("cleanup of %s: %v", runtimeNS, err)
 	}
-	for _, o := range r.objects {
-		if o.GetKind() == "Role" {
-			r.applyObject(ctx, o)
-		}
+	if err := r.applier.ApplyKinds(ctx, r.objects, "Role"); err != nil {
+		r.t.Logf("cleanup of %s: %v", runtimeNS, err)
 	}
 }
 
-// install applies everything but the Deployment and runs the install Job (name) to its end,
-// returning its Pod's log; it fails the test when the Job fails.
+// install runs the install Job to its end and returns its Pod's log; it fails the test when
+// the Job fails.
 func (r *podRuntime) install(job *batchv1.Job) string {
 	r.t.Helper()
-	ctx := testCtx(r.t)
-	cs := r.e.Client
-	if _, err := cs.BatchV1().Jobs(runtimeNS).Create(ctx, job, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
-		r.t.Fatalf("create Job %s: %v", job.Name, err)
-	}
-	deadline := time.Now().Add(4 * time.Minute)
-	for {
-		j, err := cs.BatchV1().Jobs(runtimeNS).Get(ctx, job.Name, metav1.GetOptions{})
-		if err != nil {
-			r.t.Fatal(err)
-		}
-		if _, ok := kubetest.JobCondition(j, batchv1.JobComplete); ok {
-			break
-		}
-		if _, failed := kubetest.JobCondition(j, batchv1.JobFailed); failed || time.Now().After(deadline) {
-			r.t.Fatalf("install Job %s did not complete: %+v\n%s", job.Name, j.Status, r.jobLogs(ctx, job.Name))
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	log := r.jobLogs(ctx, job.Name)
-	// The Job is deleted with its Pod, as Argo CD's HookSucceeded policy does.
-	fg := metav1.DeletePropagationForeground
-	if err := cs.BatchV1().Jobs(runtimeNS).Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil {
+	log, err := runtimepod.Install(testCtx(r.t), r.e.Client, runtimeNS, job, 4*time.Minute)
+	if err != nil {
 		r.t.Fatal(err)
 	}
-	for {
-		if _, err := cs.BatchV1().Jobs(runtimeNS).Get(ctx, job.Name, metav1.GetOptions{}); err != nil {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
 	return log
-}
-
-func (r *podRuntime) jobLogs(ctx context.Context, job string) string {
-	pods, err := r.e.Client.CoreV1().Pods(runtimeNS).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + job})
-	if err != nil {
-		return err.Error()
-	}
-	var b strings.Builder
-	for _, p := range pods.Items {
-		fmt.Fprintf(&b, "--- %s on %s (%s)\n", p.Name, p.Spec.NodeName, p.Status.Phase)
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			b.WriteString(r.e.PodLogs(runtimeNS, p.Name, "install"))
-		}
-	}
-	return b.String()
 }
 
 // journalDir is the host directory of a journal claim (the local cluster's hostPath volume).
@@ -380,34 +229,24 @@ func (r *podRuntime) deploy(d *appsv1.Deployment, not types.UID, env ...corev1.E
 	unstructured.RemoveNestedField(u.Object, "status")
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
 	unstructured.RemoveNestedField(u.Object, "spec", "template", "metadata", "creationTimestamp")
-	r.applyObject(ctx, u)
+	if err := r.applier.Apply(ctx, u); err != nil {
+		r.t.Fatal(err)
+	}
 	return r.runningPod(d.Name, not)
 }
 
-// runningPod waits for the Deployment's one running Pod other than the one with UID not.
+// runningPod waits for the Deployment's one running Pod other than the one with UID not, on
+// the real node.
 func (r *podRuntime) runningPod(deployment string, not types.UID) *corev1.Pod {
 	r.t.Helper()
-	ctx := testCtx(r.t)
-	deadline := time.Now().Add(4 * time.Minute)
-	for {
-		pods, err := r.e.Client.CoreV1().Pods(runtimeNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + deployment})
-		if err != nil {
-			r.t.Fatal(err)
-		}
-		for i := range pods.Items {
-			p := &pods.Items[i]
-			if p.UID != not && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil {
-				if p.Spec.NodeName != r.node.Name {
-					r.t.Fatalf("the Runtime's Pod %s runs on %s, not the real node", p.Name, p.Spec.NodeName)
-				}
-				return p
-			}
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("no running Pod of Deployment %s: %+v", deployment, pods.Items)
-		}
-		time.Sleep(250 * time.Millisecond)
+	p, err := runtimepod.RunningPod(testCtx(r.t), r.e.Client, runtimeNS, deployment, not, 4*time.Minute)
+	if err != nil {
+		r.t.Fatal(err)
 	}
+	if p.Spec.NodeName != r.node.Name {
+		r.t.Fatalf("the Runtime's Pod %s runs on %s, not the real node", p.Name, p.Spec.NodeName)
+	}
+	return p
 }
 
 // appendCmd appends a command of the test's member and project; workload ones carry the
