@@ -44,7 +44,8 @@ const (
 //     condition's lastTransitionTime. A Pod created since that transition
 //     is progress the controller has not counted yet (a quota raised after
 //     a wait outlasted the deadline): not a failure;
-//   - running while a Pod runs but is not Ready;
+//   - running while a Pod runs but is not Ready, or is Ready and the
+//     Deployment's status has not counted it yet (the message says which);
 //   - queued otherwise (no Pod yet, a Pod pending).
 func DeploymentObservation(dep *appsv1.Deployment, replicaSets []appsv1.ReplicaSet, pods []corev1.Pod) application.Observation {
 	if deploymentHealthy(dep) {
@@ -79,6 +80,12 @@ func DeploymentObservation(dep *appsv1.Deployment, replicaSets []appsv1.ReplicaS
 	}
 	for _, p := range live {
 		if p.Status.Phase == corev1.PodRunning {
+			if podReady(p) {
+				// Ready, but the Deployment's status has not counted it yet (its
+				// controllers lag behind the Pod's status): still running.
+				return application.Observation{State: siteprotocol.StateRunning, Message: fmt.Sprintf("Pod %s is Ready; Deployment %s has not counted it yet (observed generation %d of %d, %d ready, %d available)",
+					p.Name, dep.Name, dep.Status.ObservedGeneration, dep.Generation, dep.Status.ReadyReplicas, dep.Status.AvailableReplicas)}
+			}
 			return application.Observation{State: siteprotocol.StateRunning, Message: fmt.Sprintf("Pod %s is running, not Ready", p.Name)}
 		}
 	}
@@ -91,6 +98,15 @@ func DeploymentObservation(dep *appsv1.Deployment, replicaSets []appsv1.ReplicaS
 		return application.Observation{State: siteprotocol.StateQueued, Reason: ReasonFailedCreate, Message: msg}
 	}
 	return application.Observation{State: siteprotocol.StateQueued, Message: "no Pod of the Deployment yet"}
+}
+
+func podReady(p corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
 
 // createdSince reports whether a Pod was created at or after t: progress

@@ -1,6 +1,7 @@
 package kube_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -93,6 +94,13 @@ func TestDeploymentObservationClassifiesEveryNativeSituation(t *testing.T) {
 		if obs.State != c.state || obs.Reason != c.reason {
 			t.Errorf("%s: %s (%s: %s), want %s (%s)", c.name, obs.State, obs.Reason, obs.Message, c.state, c.reason)
 		}
+	}
+	// Running says whether the Pod is Ready yet or the Deployment has not counted it.
+	if obs := kube.DeploymentObservation(deployment(progressing, unavailable), []appsv1.ReplicaSet{replicaSet("")}, []corev1.Pod{servicePod(corev1.PodRunning)}); !strings.Contains(obs.Message, "running, not Ready") {
+		t.Errorf("a running Pod not Ready: %q", obs.Message)
+	}
+	if obs := kube.DeploymentObservation(stale, []appsv1.ReplicaSet{replicaSet("")}, []corev1.Pod{servicePod(corev1.PodRunning, ready)}); !strings.Contains(obs.Message, "is Ready; Deployment") || !strings.Contains(obs.Message, "has not counted it yet") {
+		t.Errorf("a Ready Pod the Deployment has not counted: %q", obs.Message)
 	}
 	obs := kube.DeploymentObservation(deployment(timedOut, unavailable), []appsv1.ReplicaSet{replicaSet("")}, []corev1.Pod{servicePod(corev1.PodRunning)})
 	if obs.Message != deadlinePassed || obs.FinishedAt != "2026-12-01T14:17:16Z" {
