@@ -623,8 +623,10 @@ func (d *demo) allocation(ctx context.Context, ns, project, member string) error
 	if err := os.WriteFile(d.path("alpha-resource.json"), one, 0o600); err != nil {
 		return err
 	}
-	out, err := exec.CommandContext(ctx, d.bin, "provisioning", "waldur-report", "--site", site, "--resource", d.path("alpha-resource.json"),
-		"--post", d.base, "--key-file", d.path("site-alpha.key")).CombinedOutput()
+	report := exec.CommandContext(ctx, d.bin, "provisioning", "waldur-report", "--site", site, "--resource", d.path("alpha-resource.json"),
+		"--post", d.base, "--key-file", d.path("site-alpha.key"))
+	report.Env = d.clientEnv()
+	out, err := report.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("metallo provisioning waldur-report: %v: %s", err, out)
 	}

@@ -81,6 +81,16 @@ func (d *demo) siteAPIListen() (listen string, extra []string, err error) {
 	return listen, []string{"--tls-cert-file", cert, "--tls-key-file", key}, nil
 }
 
+// clientEnv is the environment of a metallo client command the demo runs against the Site
+// API: over TLS its certificate is the local cluster CA's, which Go's SSL_CERT_FILE makes the
+// command trust (in place of the system roots; nothing else is dialled).
+func (d *demo) clientEnv() []string {
+	if d.caFile == "" {
+		return nil
+	}
+	return append(os.Environ(), "SSL_CERT_FILE="+d.caFile)
+}
+
 // startRuntimePod installs the Runtime as a Site does: deploy/localcluster/runtime under the
 // demo's own overlay (var/demo/runtime/overlay: images by digest, the authority, the CA, the
 // permission provider's policy), server-side applied; the install hook Job run to its end and
