@@ -17,7 +17,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/pharos-metallo/metallo/platform/gittest"
@@ -43,9 +42,10 @@ type Provider struct {
 	byID    map[string]Grant
 }
 
-// New serves the provider for tb; members maps member (Party) UUIDs to
-// their users at host. A member without a user is denied (403).
-func New(tb testing.TB, host *gittest.Host, members map[string]gittest.User) *Provider {
+// New serves the provider for tb (a test, or a program owning the host:
+// make demo); members maps member (Party) UUIDs to their users at host. A
+// member without a user is denied (403).
+func New(tb gittest.TB, host *gittest.Host, members map[string]gittest.User) *Provider {
 	p := &Provider{host: host, members: members, byKey: map[string]Grant{}, byID: map[string]Grant{}}
 	srv := httptest.NewServer(http.HandlerFunc(p.serve))
 	tb.Cleanup(srv.Close)
