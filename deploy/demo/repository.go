@@ -22,6 +22,7 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/grants/granttest"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/gittest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
@@ -64,7 +65,8 @@ type gitHost struct {
 // each grant as a real access token of the member's Gitea user (scope
 // read:repository), deleted at Gitea when the Runtime revokes the grant.
 // The CA goes into the project namespace as the ConfigMap repository-ca,
-// as the Site agent would put it there.
+// and the platform image into its ConfigMap metallo-site, as the Site
+// agent would put them there.
 func (d *demo) repositoryHost(ctx context.Context, ns, member string) error {
 	d.section("The Site's repository host and grant provider (stand-ins: neither is part of Metallo)")
 	if d.realNode.HostIP == "" {
@@ -102,12 +104,18 @@ func (d *demo) repositoryHost(ctx context.Context, ns, member string) error {
 	if _, err := d.admin.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		return err
 	}
+	// The Site agent names the Site's fixed platform image for the admission
+	// policy metallo-workspace-helpers; without it every helper is refused.
+	if err := siteagent.PlatformImage(ctx, d.admin, ns, d.realNode.Images[platformImage]); err != nil {
+		return err
+	}
 	d.say("Gitea at %s (HTTPS, LFS; the real node's bridge address, so its Pods reach it; log %s)", g.host.URL, rel(o.logPath))
 	d.say("private repository %s: main is at \"model v2\"; the Run asks for \"model v1\", %s, which is no branch head", g.repo.URL, g.exact)
 	d.say("at that commit README.md says %q and weights.bin is an LFS object of %d bytes (sha256 %s…)", strings.TrimSpace(readmeAtCommit), len(weightsAtCommit), weightsDigest()[:16])
 	d.say("member user %s at Gitea may read it (a collaborator); it holds no access token", g.member.Name)
 	d.say("the grant provider at %s: each grant a token of the member's Gitea user, scope read:repository, revoked by deleting it", g.provider.URL)
 	d.say("the host's CA in ConfigMap %s/%s (key %s), which the Runtime mounts into the workspace helper", ns, repositoryCA, kube.CAKey)
+	d.say("the Site agent's ConfigMap %s/%s names the platform image, the only image a workspace helper may run (admission policy metallo-workspace-helpers)", ns, siteagent.SiteConfigMap)
 	return nil
 }
 
@@ -244,7 +252,7 @@ func (d *demo) preparedCheckout(ctx context.Context, ns, attempt string, prepare
 		return err
 	}
 	if status != http.StatusUnauthorized {
-		return fmt.Errorf("Gitea answered the revoked token %d, want 401", status)
+		return fmt.Errorf("the revoked token: Gitea answered %d, want 401", status)
 	}
 	d.say("revoked before prepare answered: at Gitea the member holds no token, and the grant's token is refused (%d)", status)
 	// At the API server: neither object exists.
