@@ -196,9 +196,9 @@ endef
 # --- end resource_provisioning benchmark ---
 
 # --- batch on Kubernetes: the demo and the native start benchmark (issue 6) ---
-## demo: the main job end to end on the local cluster, narrated: central roles and a Runtime as processes, a Job created as the member (deploy/demo); METALLO_DEMO_RUNTIME=pod runs the Runtime as a Pod installed from deploy/runtime
+## demo: the main job end to end on the local cluster, narrated: central roles and a Runtime as processes, a private repository checked out by the helper Pod, a Job created as the member (deploy/demo); METALLO_DEMO_RUNTIME=pod runs the Runtime as a Pod installed from deploy/runtime
 .PHONY: demo bench-native
-demo: build cluster-up
+demo: build services git-tools githost-build cluster-up
 	$(GO) run ./deploy/demo --metallo $(BIN)
 
 ## bench-native: batch Attempts started/s against the local cluster next to raw client-go Job creates/s, application Attempts started/s next to raw Deployment+Service creates/s, and inference Attempts started/s next to raw InferenceService creates/s; writes the "Native start", "Application start" and "Inference start" sections of BENCHMARKS.md (also kept in var/bench-native.md, var/bench-application.md, var/bench-inference.md)

@@ -20,10 +20,12 @@ import (
 // checkout narrates `metallo workspace-init`, the program of an Attempt's
 // helper Pod, run here as a process against a public repository that
 // git http-backend serves on loopback (plain http, no credential, no LFS:
-// HTTPS, LFS and scoped tokens are exercised against Gitea in the Git
-// host lane, docs/testing.md#the-git-host-lane).
+// the batch prepare above checked a private repository out over HTTPS
+// with LFS and a scoped token, in the helper Pod): what the batch Run does
+// not show, a second run that verifies a complete checkout without
+// fetching, and a commit whose link leaves the tree, refused.
 func (d *demo) checkout(ctx context.Context) error {
-	d.section("Repository checkout: metallo workspace-init, the helper Pod's program, run here as a process")
+	d.section("metallo workspace-init, the helper Pod's program, run here as a process: a verified replay and a link out of the tree")
 	root := d.path("git")
 	bare, work := filepath.Join(root, "srv", "model.git"), filepath.Join(root, "work")
 	git := func(dir string, args ...string) (string, error) {

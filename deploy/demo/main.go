@@ -11,20 +11,29 @@
 // the binding the commands name; delivery appends the member's bind-member
 // by itself (with the account's UID); a Run is planned;
 // prepare, start and observe commands are appended and the
-// Runtime performs them: the Job is created as the member (the audit log
+// Runtime performs them. The Site's repository host is Gitea over HTTPS
+// with LFS (platform/gittest) at the real node's bridge address, and its
+// grant provider a stand-in minting real Gitea tokens (granttest): prepare
+// checks a private repository out at an exact commit (not the branch
+// head, an LFS object included) into the Attempt's workspace with the
+// workspace helper Pod on the real node, and the demo checks, before
+// start, that the helper reported the commit, that the grant's token is
+// deleted and refused at Gitea, and that the API server has neither the
+// credential Secret nor the helper. The Job is created as the member (the audit log
 // says so) with the Site's scheduling flags, so its Pod lands on the local
 // cluster's real node (a kubelet with containerd and runc) and its
-// container runs for real in the platform image: it writes a file in its
-// workspace, observe reports its exit code, and the demo shows its log
+// container runs for real in the platform image: it reads the checkout
+// (README.md's content and the LFS object's digest are in its log) and
+// writes a file in its workspace, observe reports its exit code, and the demo shows its log
 // from pods/log and the file; the member then reads the same log through
 // the stream (read-logs, after the Runtime's read checks). KWOK's fake Nodes are in the cluster too but
 // nothing of this Run lands there. Then an application service (the
 // httpservice image) is prepared, started as the member, observed until
 // healthy on the real node, asked through proxy (its answer comes back
-// through the stream), cancelled and observed gone. Last, `metallo workspace-init` checks a
-// repository out at an exact commit, verifies it on a second run and
+// through the stream), cancelled and observed gone. Last, `metallo workspace-init`, run
+// as a process, verifies a complete checkout on a second run and
 // refuses a commit whose link leaves the tree. It exits 0 only if all of that
-// happened, and stops every process it started.
+// happened, and stops every process it started (Gitea too).
 //
 // With --runtime pod (METALLO_DEMO_RUNTIME=pod) the Runtime is not a process
 // but a Pod of the cluster, installed as a Site installs it (runtimepod.go):
@@ -69,6 +78,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
+	"github.com/pharos-metallo/metallo/platform/servingtls/tlstest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
@@ -103,6 +113,7 @@ func main() {
 	err := d.run(ctx)
 	d.stopRuntimePod()
 	d.stopProcesses()
+	d.git.close()
 	stop()
 	if err != nil {
 		fmt.Fprintf(os.Stdout, "\nDEMO FAILED: %v\n(logs in %s)\n", err, *dir)
@@ -132,12 +143,15 @@ type demo struct {
 	nodes      []string
 	realNode   realNode
 	procs      []*process
+	git        *gitHost
 	step       int
 	// runtimeMode is runtimeProcess or runtimePod (--runtime).
 	runtimeMode string
 	// client calls the Site API (it trusts caFile's CA when the Site API serves TLS).
 	client *http.Client
 	caFile string
+	// ca is the local cluster's CA once read (bridgeListener).
+	ca *tlstest.CA
 	// podInstalled and podName: the Runtime installed as a Pod, and its Pod.
 	podInstalled bool
 	podName      string
@@ -183,6 +197,9 @@ func (d *demo) run(ctx context.Context) error {
 	project, member := uuid.NewString(), uuid.NewString()
 	ns, err := d.siteProject(ctx, project, member)
 	if err != nil {
+		return err
+	}
+	if err := d.repositoryHost(ctx, ns, member); err != nil {
 		return err
 	}
 	var tokenFile, kubeconfig string
@@ -484,10 +501,8 @@ func (d *demo) startRuntime(ctx context.Context, tokenFile, kubeconfig, project,
 	if err != nil {
 		return err
 	}
-	// A standalone Site's repository credentials: none yet, this Run checks nothing out.
-	repositoryGrants := []byte("# repository credentials per Project (docs/site-runtime.md#repository-grants)\n[]\n")
 	if d.runtimeMode == runtimePod {
-		return d.startRuntimePod(ctx, grants, repositoryGrants)
+		return d.startRuntimePod(ctx, grants)
 	}
 	d.section("The Site Runtime: install, check (TokenReview), serve")
 	journals, record := d.path("runtime/journals"), "file:"+d.path("runtime/installation.json")
@@ -506,17 +521,15 @@ func (d *demo) startRuntime(ctx context.Context, tokenFile, kubeconfig, project,
 	if err := os.WriteFile(d.path("runtime/permissions.yaml"), grants, 0o600); err != nil {
 		return err
 	}
-	if err := os.WriteFile(d.path("runtime/repository-grants.yaml"), repositoryGrants, 0o600); err != nil {
-		return err
-	}
 	batchImage := d.realNode.Images[platformImage]
-	p, err := d.start("runtime", "serve", "--role", "runtime", "--journal-dir", journals, "--environment", environment,
+	provider, caConfigMap, repositoryAbout := d.repositoryGrants()
+	repositoryFlags := []string{"--repository-grants", provider, "--repository-ca-configmap", caConfigMap}
+	p, err := d.start("runtime", append([]string{"serve", "--role", "runtime", "--journal-dir", journals, "--environment", environment,
 		"--authority", d.base, "--token-file", tokenFile, "--kubeconfig", kubeconfig, "--batch-image", batchImage,
-		"--permissions", "policy:"+d.path("runtime/permissions.yaml"), "--installation-record", record,
-		"--repository-grants", "file:"+d.path("runtime/repository-grants.yaml"),
+		"--permissions", "policy:" + d.path("runtime/permissions.yaml"), "--installation-record", record,
 		"--heartbeat-file", d.path("runtime/heartbeat"), "--admin-listen", "", "--pull-wait", "2s",
-		"--pod-node-selector", d.realNode.Label+"=true", "--pod-tolerations", d.realNode.Taint+"=true:NoSchedule",
-		"--log-format", "json")
+		"--pod-node-selector", d.realNode.Label + "=true", "--pod-tolerations", d.realNode.Taint + "=true:NoSchedule",
+		"--log-format", "json"}, repositoryFlags...)...)
 	if err != nil {
 		return err
 	}
@@ -527,7 +540,7 @@ func (d *demo) startRuntime(ctx context.Context, tokenFile, kubeconfig, project,
 	d.say("permissions from the policy file %s (standalone Site): the member may start, read and cancel", rel(d.path("runtime/permissions.yaml")))
 	d.say("batch image %s: the platform image (metallo, a shell, git, git-lfs, CA certificates), by digest", batchImage)
 	d.say("Site scheduling: every Pod it renders selects %s=true and tolerates the taint %s=true:NoSchedule", d.realNode.Label, d.realNode.Taint)
-	d.say("repository grants from the file %s (standalone Site; the provider is always chosen explicitly): no credentials, this Run checks nothing out", rel(d.path("runtime/repository-grants.yaml")))
+	d.say("%s", repositoryAbout)
 	return nil
 }
 
@@ -815,11 +828,13 @@ func (d *demo) commands(ctx context.Context, ns, project, member, binding string
 		d.say("#%d %-11s → %s / %s: %s %s (appended by delivery; desired revision %d, applied %d)", delivered.Sequence, siteprotocol.OpBindMember,
 			r.Outcome, r.Reason, r.Message, compact(r.Detail), delivered.DesiredRevision, delivered.AppliedRevision)
 	}
-	if r, err := do(siteprotocol.OpPrepare, map[string]any{"workspace_size_bytes": 10 << 30}); err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
-		return failed("prepare", r, err)
+	if err := d.preparedCheckout(ctx, ns, attempt, func() (siteprotocol.Result, error) {
+		return do(siteprotocol.OpPrepare, map[string]any{"workspace_size_bytes": 10 << 30, "repository": d.git.repository()})
+	}); err != nil {
+		return err
 	}
 	start, err := do(siteprotocol.OpStart, map[string]any{"demand": demand, "time_limit_seconds": 600,
-		"argv": []string{"sh", "-c", trainScript}, "env": map[string]string{"EPOCHS": "3"}})
+		"argv": []string{"sh", "-c", checkoutScript + trainScript}, "env": map[string]string{"EPOCHS": "3"}})
 	if err != nil || start.Outcome != siteprotocol.OutcomeSucceeded || len(start.NativeRefs) != 1 {
 		return failed("start", start, err)
 	}
@@ -1028,6 +1043,9 @@ func (d *demo) showJob(ctx context.Context, ref siteprotocol.NativeRef, observed
 	}
 	if !strings.Contains(string(logs), "wrote 3 lines") {
 		return errors.New("the container's log does not say it wrote its metrics")
+	}
+	if err := d.git.readCheckout(string(logs)); err != nil {
+		return err
 	}
 	return d.showWorkspace(ctx, ref.Namespace, pod)
 }

@@ -53,28 +53,17 @@ func (d *demo) siteAPIListen() (listen string, extra []string, err error) {
 		d.base, d.client = "http://"+listen, http.DefaultClient
 		return listen, nil, nil
 	}
-	host := d.realNode.HostIP
-	if host == "" {
-		return "", nil, errors.New("cluster.json names no host address of the real node's bridge (make cluster-down, then make cluster-up)")
-	}
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return "", nil, fmt.Errorf("listen on the bridge's host address %s: %w", host, err)
-	}
-	listen = l.Addr().String()
-	_ = l.Close()
-	ca, err := tlstest.ReadCA(filepath.Join(d.clusterDir, "pki", "ca.crt"), filepath.Join(d.clusterDir, "pki", "ca.key"))
-	if err != nil {
-		return "", nil, fmt.Errorf("the local cluster's CA: %w", err)
-	}
-	pair, err := ca.IssuePair(host)
+	l, pair, err := d.bridgeListener()
 	if err != nil {
 		return "", nil, err
 	}
+	listen = l.Addr().String()
+	_ = l.Close()
 	cert, key := d.path("site-api.crt"), d.path("site-api.key")
 	if err := pair.WriteFiles(cert, key); err != nil {
 		return "", nil, err
 	}
+	ca := d.ca
 	d.caFile = ca.CAFile
 	d.base = "https://" + listen
 	d.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool, MinVersion: tls.VersionTLS12}}}
@@ -91,12 +80,39 @@ func (d *demo) clientEnv() []string {
 	return append(os.Environ(), "SSL_CERT_FILE="+d.caFile)
 }
 
+// bridgeListener listens on a free port of the real node's bridge address, where the
+// cluster's Pods reach this machine, and issues a serving pair for that address with the local
+// cluster's CA (read once, kept in d.ca).
+func (d *demo) bridgeListener() (net.Listener, tlstest.Pair, error) {
+	host := d.realNode.HostIP
+	if host == "" {
+		return nil, tlstest.Pair{}, errors.New("cluster.json names no host address of the real node's bridge (make cluster-down, then make cluster-up)")
+	}
+	if d.ca == nil {
+		ca, err := tlstest.ReadCA(filepath.Join(d.clusterDir, "pki", "ca.crt"), filepath.Join(d.clusterDir, "pki", "ca.key"))
+		if err != nil {
+			return nil, tlstest.Pair{}, fmt.Errorf("the local cluster's CA: %w", err)
+		}
+		d.ca = ca
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return nil, tlstest.Pair{}, fmt.Errorf("listen on the bridge's host address %s: %w", host, err)
+	}
+	pair, err := d.ca.IssuePair(host)
+	if err != nil {
+		_ = l.Close()
+		return nil, tlstest.Pair{}, err
+	}
+	return l, pair, nil
+}
+
 // startRuntimePod installs the Runtime as a Site does: deploy/localcluster/runtime under the
 // demo's own overlay (var/demo/runtime/overlay: images by digest, the authority, the CA, the
 // permission provider's policy), server-side applied; the install hook Job run to its end and
 // deleted; then the Deployment, whose Pod must run on the real node and have its first
 // request accepted by the Site API (its projected token reviewed by TokenReview).
-func (d *demo) startRuntimePod(ctx context.Context, grants, repositoryGrants []byte) error {
+func (d *demo) startRuntimePod(ctx context.Context, grants []byte) error {
 	d.section("The Site Runtime as a Pod: deploy/runtime applied (install hook, Deployment), its projected token")
 	if d.realNode.Images[runtimeImage] == "" {
 		return fmt.Errorf("the real node has no %s image (make image)", runtimeImage)
@@ -108,13 +124,19 @@ func (d *demo) startRuntimePod(ctx context.Context, grants, repositoryGrants []b
 	if err != nil {
 		return err
 	}
+	provider, caConfigMap, repositoryAbout := d.repositoryGrants()
 	base, err := filepath.Abs(filepath.Join("deploy", "localcluster", "runtime"))
 	if err != nil {
 		return err
 	}
 	overlay := runtimepod.Overlay{Base: base, Namespace: siteagent.RuntimeNamespace, Image: d.realNode.Images[runtimeImage],
 		Environment: environment, Authority: d.base, BatchImage: d.realNode.Images[platformImage],
-		CAPEM: ca, Policy: grants, RepositoryGrants: repositoryGrants, Literals: []string{"METALLO_PULL_WAIT=2s"}}
+		CAPEM: ca, Policy: grants, Literals: []string{"METALLO_PULL_WAIT=2s",
+			// The grant provider over HTTPS on the bridge's host address; its certificate is
+			// the local cluster CA's, which Go's SSL_CERT_FILE makes the Runtime trust for it
+			// (the Site API's through --ca-file, the same file).
+			"METALLO_REPOSITORY_GRANTS=" + provider, "METALLO_REPOSITORY_CA_CONFIGMAP=" + caConfigMap,
+			"SSL_CERT_FILE=/etc/metallo/site-api-ca/ca.crt"}}
 	dir := d.path("runtime/overlay")
 	objs, err := overlay.Render(dir)
 	if err != nil {
@@ -178,6 +200,7 @@ func (d *demo) startRuntimePod(ctx context.Context, grants, repositoryGrants []b
 	d.say("its Site API token: the projected service-account token (audience metallo) of %s, accepted after a TokenReview;", siteagent.RuntimeUser())
 	d.say("it trusts the Site API's certificate by the local cluster's CA (--ca-file from ConfigMap metallo-site-api-ca)")
 	d.say("permissions from the policy file of ConfigMap metallo-runtime-permissions (standalone Site): the member may start, read and cancel")
+	d.say("%s", repositoryAbout)
 	d.say("its log is saved to %s when the demo ends", rel(d.path("runtime.log")))
 	return nil
 }

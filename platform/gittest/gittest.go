@@ -9,7 +9,8 @@
 //
 // A test that asks for the host and cannot have it FAILS with the reason;
 // it never skips. Every such test logs LaneMarker, which the CI lane check
-// counts (docs/testing.md#the-git-host-lane).
+// counts (docs/testing.md#the-git-host-lane). A program may own a host too
+// (make demo does): it passes a TB of its own.
 package gittest
 
 import (
@@ -37,9 +38,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/pharos-metallo/metallo/platform/database/dbtest"
@@ -48,12 +49,24 @@ import (
 // LaneMarker is logged by every test that uses the Git host.
 const LaneMarker = "metallo-lane: githost"
 
+// TB is what a Host needs of its owner: a test (testing.TB has every
+// method), or a program standing in for one. Fatal and Fatalf must not
+// return.
+type TB interface {
+	dbtest.TB
+	Logf(format string, args ...any)
+	Fatal(args ...any)
+	TempDir() string
+	Failed() bool
+}
+
 // Host is a running Gitea for one test.
 type Host struct {
-	// URL is the host's base URL, https://127.0.0.1:PORT (no trailing /).
+	// URL is the host's base URL, https://127.0.0.1:PORT (no trailing /),
+	// or https://IP:PORT when StartReachableAt named IP.
 	URL string
-	// ReachableURL is the base URL at the address StartReachableAt named
-	// (empty otherwise).
+	// ReachableURL is the base URL at the address StartReachableAt named,
+	// the same as URL (empty otherwise).
 	ReachableURL string
 	extraIP      net.IP
 	// ProtocolV0URL is the same host behind a proxy that drops the
@@ -65,7 +78,7 @@ type Host struct {
 	// Admin is the administrator.
 	Admin User
 
-	tb         testing.TB
+	tb         TB
 	dir        string
 	adminToken string
 	client     *http.Client
@@ -100,7 +113,7 @@ const coldBuildBudget = 25 * time.Minute
 
 // Start builds Gitea if needed, starts it for tb on loopback and returns
 // it; it is stopped and its database and files removed when tb ends.
-func Start(tb testing.TB) *Host {
+func Start(tb TB) *Host {
 	tb.Helper()
 	tb.Log(LaneMarker)
 	h, err := start(tb, nil)
@@ -110,13 +123,13 @@ func Start(tb testing.TB) *Host {
 	return h
 }
 
-// StartReachableAt is Start, also reachable at ip (the real node's bridge
-// address, where its Pods reach this machine; docs/testing.md#the-real-node):
-// the server certificate names ip as well, and a TCP forwarder on ip:PORT
-// to the loopback listener gives ReachableURL. Gitea's own URLs (the LFS
-// batch API's hrefs) still name loopback, so a Pod fetches Git objects,
-// not LFS objects, through it.
-func StartReachableAt(tb testing.TB, ip string) *Host {
+// StartReachableAt is Start at ip instead of loopback (the real node's
+// bridge address, where its Pods reach this machine;
+// docs/testing.md#the-real-node): Gitea listens on ip, its ROOT_URL names
+// ip, so the LFS batch API's hrefs do too, and the server certificate names
+// ip as well as 127.0.0.1 and localhost. URL and ReachableURL are both
+// https://IP:PORT.
+func StartReachableAt(tb TB, ip string) *Host {
 	tb.Helper()
 	tb.Log(LaneMarker)
 	addr := net.ParseIP(ip)
@@ -127,36 +140,11 @@ func StartReachableAt(tb testing.TB, ip string) *Host {
 	if err != nil {
 		tb.Fatalf("Git host lane cannot start: %v", err)
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		tb.Fatalf("Git host lane: listen on %s: %v", ip, err)
-	}
-	tb.Cleanup(func() { _ = l.Close() })
-	target := strings.TrimPrefix(h.URL, "https://")
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				u, err := net.DialTimeout("tcp", target, 10*time.Second)
-				if err != nil {
-					return
-				}
-				defer u.Close()
-				go func() { _, _ = io.Copy(u, c) }()
-				_, _ = io.Copy(c, u)
-			}()
-		}
-	}()
-	h.ReachableURL = "https://" + l.Addr().String()
-	tb.Logf("gittest: also reachable at %s", h.ReachableURL)
+	h.ReachableURL = h.URL
 	return h
 }
 
-func start(tb testing.TB, extraIP net.IP) (*Host, error) {
+func start(tb TB, extraIP net.IP) (*Host, error) {
 	if _, err := exec.LookPath("git"); err != nil {
 		return nil, errors.New("git is not installed (make test installs git and git-lfs)")
 	}
@@ -178,16 +166,20 @@ func start(tb testing.TB, extraIP net.IP) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	listen := net.IPv4(127, 0, 0, 1)
+	if extraIP != nil {
+		listen = extraIP
+	}
+	port, err := freePort(listen)
 	if err != nil {
 		return nil, err
 	}
-	h.URL = fmt.Sprintf("https://127.0.0.1:%d", port)
+	h.URL = "https://" + net.JoinHostPort(listen.String(), strconv.Itoa(port))
 	ini := filepath.Join(dir, "custom", "conf", "app.ini")
 	if err := os.MkdirAll(filepath.Dir(ini), 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(ini, []byte(appIni(dir, filepath.Join(cache, "share"), port, certFile, keyFile, dbURL)), 0o600); err != nil {
+	if err := os.WriteFile(ini, []byte(appIni(dir, filepath.Join(cache, "share"), listen.String(), port, certFile, keyFile, dbURL)), 0o600); err != nil {
 		return nil, err
 	}
 	gitea := filepath.Join(cache, "bin", "gitea")
@@ -285,17 +277,24 @@ func build() (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-func appIni(dir, share string, port int, certFile, keyFile string, db *url.URL) string {
+// appIni is Gitea's configuration: it listens on addr:port and its
+// ROOT_URL (the base of every URL it hands out, LFS hrefs included) is
+// https://addr:port/.
+func appIni(dir, share, addr string, port int, certFile, keyFile string, db *url.URL) string {
+	host := addr
+	if strings.Contains(addr, ":") {
+		host = "[" + addr + "]"
+	}
 	return fmt.Sprintf(`APP_NAME = metallo tests
 RUN_MODE = prod
 WORK_PATH = %[1]s
 
 [server]
 PROTOCOL = https
-HTTP_ADDR = 127.0.0.1
+HTTP_ADDR = %[10]s
 HTTP_PORT = %[3]d
-ROOT_URL = https://127.0.0.1:%[3]d/
-DOMAIN = 127.0.0.1
+ROOT_URL = https://%[11]s:%[3]d/
+DOMAIN = %[10]s
 CERT_FILE = %[4]s
 KEY_FILE = %[5]s
 STATIC_ROOT_PATH = %[2]s
@@ -371,7 +370,7 @@ ENABLED = false
 MODE = file
 LEVEL = Info
 ROOT_PATH = %[1]s/log
-`, dir, share, port, certFile, keyFile, db.Host, strings.TrimPrefix(db.Path, "/"), db.User.Username(), password(db))
+`, dir, share, port, certFile, keyFile, db.Host, strings.TrimPrefix(db.Path, "/"), db.User.Username(), password(db), addr, host)
 }
 
 func password(u *url.URL) string {
@@ -480,8 +479,8 @@ func (h *Host) certificates() (certFile, keyFile string, pool *x509.CertPool, er
 	return certFile, keyFile, pool, nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(ip net.IP) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
 	if err != nil {
 		return 0, err
 	}

@@ -39,9 +39,20 @@ func ServerURL() string {
 	return DefaultServerURL
 }
 
+// TB is what NewPostgres needs of its caller: a test (testing.TB has
+// every method), or a program standing in for one (make demo's Git host,
+// platform/gittest). Fatalf must not return.
+type TB interface {
+	Helper()
+	Log(args ...any)
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
 // NewPostgres creates an empty database and returns its URL. The database is
 // dropped (with FORCE) when the test ends.
-func NewPostgres(tb testing.TB) string {
+func NewPostgres(tb TB) string {
 	tb.Helper()
 	tb.Log(LaneMarker)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -1,7 +1,10 @@
 package kube_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"strings"
 	"testing"
@@ -33,11 +36,12 @@ func (l *lazyGrants) Revoke(ctx context.Context, id string) error { return l.g.R
 // A batch Attempt whose workspace is a real repository at an exact commit,
 // on the real node: prepare's helper Pod runs `metallo workspace-init` in
 // the platform image on the real node, fetching over HTTPS from the Git
-// host (reached at the bridge address, its CA from the namespace's
-// ConfigMap) with a token the grant provider double minted at the host;
+// host (listening at the bridge address, its CA from the namespace's
+// ConfigMap), LFS objects included, with a token the grant provider
+// double minted at the host;
 // prepare answers prepared only after the token is deleted at the host and
 // the helper and the Secret are gone; then the Job reads the checked-out
-// file, whose content is in its log. Real: everything but the grant
+// files (the LFS object's digest too), whose content is in its log. Real: everything but the grant
 // provider (a double minting real tokens): the kubelet, containerd, runc,
 // Gitea, git.
 func TestAPrepareWithARepositoryOnTheRealNodeChecksItOutAndTheJobReadsIt(t *testing.T) {
@@ -60,11 +64,14 @@ func TestAPrepareWithARepositoryOnTheRealNodeChecksItOutAndTheJobReadsIt(t *test
 	host.AddReader(repo, reader)
 	members[s.member] = reader
 	wt := host.NewWorkTree()
+	wt.TrackLFS("*.bin")
+	weights := bytes.Repeat([]byte("weights of model v1\n"), 4096)
+	wt.Write("weights.bin", weights)
 	wt.Write("README.md", []byte("model v1 at the exact commit\n"))
 	exact := wt.Commit("v1")
 	wt.Write("README.md", []byte("model v2, the branch head\n"))
 	wt.Commit("v2")
-	wt.Push(repo, false)
+	wt.Push(repo, true)
 	ctx := testContext(t)
 	ca, err := os.ReadFile(host.CAFile)
 	if err != nil {
@@ -74,11 +81,13 @@ func TestAPrepareWithARepositoryOnTheRealNodeChecksItOutAndTheJobReadsIt(t *test
 	if _, err := s.e.Client.CoreV1().ConfigMaps(s.ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	url := strings.Replace(repo.URL, host.URL, host.ReachableURL, 1)
+	if !strings.HasPrefix(repo.URL, host.ReachableURL+"/") {
+		t.Fatalf("the repository's URL %s is not at the bridge address %s", repo.URL, host.ReachableURL)
+	}
 
 	attempt := uuid.NewString()
 	prep := s.execute(s.command(siteprotocol.OpPrepare, attempt, map[string]any{"workspace_size_bytes": 64 << 20,
-		"repository": map[string]any{"url": url, "commit": exact}}))
+		"repository": map[string]any{"url": repo.URL, "commit": exact, "lfs": true}}))
 	want(t, prep, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
 	t.Logf("prepare: %s", prep.Message)
 	for _, get := range []func() error{
@@ -99,7 +108,7 @@ func TestAPrepareWithARepositoryOnTheRealNodeChecksItOutAndTheJobReadsIt(t *test
 		t.Fatalf("after prepare the member holds tokens %+v (%v); grants issued %d", tokens, err, len(provider.Grants()))
 	}
 
-	want(t, s.startArgv(attempt, 300, []string{"sh", "-c", "cat /workspace/repo/README.md; ls -a /workspace/repo"}, nil), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
+	want(t, s.startArgv(attempt, 300, []string{"sh", "-c", "cat /workspace/repo/README.md; sha256sum /workspace/repo/weights.bin; ls -a /workspace/repo"}, nil), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
 	done := s.observeUntil(attempt, "succeeded", func(r siteprotocol.Result) bool {
 		st := state(t, r)
 		if st == siteprotocol.StateFailed {
@@ -110,7 +119,8 @@ func TestAPrepareWithARepositoryOnTheRealNodeChecksItOutAndTheJobReadsIt(t *test
 	want(t, done, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonObserved)
 	pod := s.podOf(attempt)
 	log := s.e.PodLogs(s.ns, pod.Name, kube.ContainerName)
-	if !strings.Contains(log, "model v1 at the exact commit") || pod.Spec.NodeName != node.Name {
+	digest := sha256.Sum256(weights)
+	if !strings.Contains(log, "model v1 at the exact commit") || !strings.Contains(log, hex.EncodeToString(digest[:])) || pod.Spec.NodeName != node.Name {
 		t.Fatalf("the Job on %s read:\n%s", pod.Spec.NodeName, log)
 	}
 	t.Logf("the Job's log on %s:\n%s", pod.Spec.NodeName, log)

@@ -10,14 +10,15 @@ package granttest
 
 import (
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/pharos-metallo/metallo/platform/gittest"
@@ -33,7 +34,7 @@ type Grant struct {
 
 // Provider is the test double.
 type Provider struct {
-	// URL is the provider's base URL (plain http on loopback).
+	// URL is the provider's base URL (plain http on loopback, or https with NewTLS).
 	URL string
 
 	host    *gittest.Host
@@ -43,11 +44,27 @@ type Provider struct {
 	byID    map[string]Grant
 }
 
-// New serves the provider for tb; members maps member (Party) UUIDs to
-// their users at host. A member without a user is denied (403).
-func New(tb testing.TB, host *gittest.Host, members map[string]gittest.User) *Provider {
+// New serves the provider for tb (a test, or a program owning the host:
+// make demo); members maps member (Party) UUIDs to their users at host. A
+// member without a user is denied (403).
+func New(tb gittest.TB, host *gittest.Host, members map[string]gittest.User) *Provider {
 	p := &Provider{host: host, members: members, byKey: map[string]Grant{}, byID: map[string]Grant{}}
 	srv := httptest.NewServer(http.HandlerFunc(p.serve))
+	tb.Cleanup(srv.Close)
+	p.URL = srv.URL
+	return p
+}
+
+// NewTLS is New served over HTTPS on listener (for example on the real node's bridge address,
+// which a Runtime in a Pod reaches) with the serving certificate cert: the Runtime accepts plain
+// http only to loopback.
+func NewTLS(tb gittest.TB, host *gittest.Host, members map[string]gittest.User, listener net.Listener, cert tls.Certificate) *Provider {
+	p := &Provider{host: host, members: members, byKey: map[string]Grant{}, byID: map[string]Grant{}}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(p.serve))
+	_ = srv.Listener.Close()
+	srv.Listener = listener
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	srv.StartTLS()
 	tb.Cleanup(srv.Close)
 	p.URL = srv.URL
 	return p
