@@ -30,7 +30,16 @@
 // nothing of this Run lands there. Then an application service (the
 // httpservice image) is prepared, started as the member, observed until
 // healthy on the real node, asked through proxy (its answer comes back
-// through the stream), cancelled and observed gone. Last, `metallo workspace-init`, run
+// through the stream), cancelled and observed gone. Then an inference service on the
+// Runtime's pinned ServingRuntime (the local cluster's metallo-httpservice:
+// the httpservice image speaking the KServe v1 protocol) is prepared,
+// started — its InferenceService created as the member —, observed until
+// KServe's own controller has made its predictor Deployment and Service
+// (the audit log says so), the Pod is Ready on the real node with the
+// arguments of the private inference argument rule and KServe reports it
+// Ready (healthy), asked for a prediction (through the stream's proxy
+// where the Runtime answers it for inference, else through the API
+// server's service proxy), cancelled and observed gone. Last, `metallo workspace-init`, run
 // as a process, verifies a complete checkout on a second run and
 // refuses a commit whose link leaves the tree. It exits 0 only if all of that
 // happened, and stops every process it started (Gitea too).
@@ -228,6 +237,9 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 	if err := d.commands(ctx, ns, project, member, binding, demand); err != nil {
+		return err
+	}
+	if err := d.inferenceService(ctx, ns, project, member, binding); err != nil {
 		return err
 	}
 	return d.checkout(ctx)
@@ -528,6 +540,7 @@ func (d *demo) startRuntime(ctx context.Context, tokenFile, kubeconfig, project,
 		"--authority", d.base, "--token-file", tokenFile, "--kubeconfig", kubeconfig, "--batch-image", batchImage,
 		"--permissions", "policy:" + d.path("runtime/permissions.yaml"), "--installation-record", record,
 		"--heartbeat-file", d.path("runtime/heartbeat"), "--admin-listen", "", "--pull-wait", "2s",
+		"--serving-runtime", inferenceRuntime,
 		"--pod-node-selector", d.realNode.Label + "=true", "--pod-tolerations", d.realNode.Taint + "=true:NoSchedule",
 		"--log-format", "json"}, repositoryFlags...)...)
 	if err != nil {

@@ -6,6 +6,13 @@
 // /bytes?n=N answers N bytes of "b" (at most 8 MiB; for bounded answers). It listens on :$PORT (default 8080), exits 0 on SIGTERM and
 // is built static (CGO_ENABLED=0) by deploy/images.
 //
+// When its arguments begin with --model_name=NAME (then optionally --backend=huggingface, then
+// model arguments, as a KServe ServingRuntime renders a serving Pod's; inference.go), it also
+// speaks the KServe v1 inference protocol of that one model: GET /v1/models/NAME answers
+// {"name":NAME,"ready":true}, POST /v1/models/NAME:predict with {"instances":[...]} answers
+// {"predictions":[...]} (the instances echoed), another model 404 and a malformed body 400, with
+// a JSON error. The local cluster's ClusterServingRuntime metallo-httpservice runs it so.
+//
 // `httpservice get [-ca FILE] [-token FILE] URL` is its client, for tests of what a Pod reaches:
 // it prints the response's status line and body, verifying an https URL's certificate with the
 // CA bundle FILE (the system's without -ca) and sending the bearer token read from -token; it
@@ -44,6 +51,34 @@ func main() {
 		port = "8080"
 	}
 	host, _ := os.Hostname()
+	model, err := modelOf(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "httpservice:", err)
+		os.Exit(2)
+	}
+	srv := &http.Server{Addr: ":" + port, Handler: handler(host, model), ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shut)
+	}()
+	if model != nil {
+		fmt.Printf("httpservice listening on :%s as %s, serving model %s (KServe v1 protocol; model arguments %q)\n", port, host, model.name, model.args)
+	} else {
+		fmt.Printf("httpservice listening on :%s as %s\n", port, host)
+	}
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintln(os.Stderr, "httpservice:", err)
+		os.Exit(1)
+	}
+}
+
+// handler is the service's routes; with a model (modelOf), also the KServe v1 inference
+// protocol's (v1Routes).
+func handler(host string, model *inferenceModel) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = fmt.Fprintln(w, "ok")
@@ -77,20 +112,10 @@ func main() {
 			"message": os.Getenv("MESSAGE"),
 		})
 	})
-	srv := &http.Server{Addr: ":" + port, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	go func() {
-		<-ctx.Done()
-		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shut)
-	}()
-	fmt.Printf("httpservice listening on :%s as %s\n", port, host)
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		fmt.Fprintln(os.Stderr, "httpservice:", err)
-		os.Exit(1)
+	if model != nil {
+		model.routes(mux)
 	}
+	return mux
 }
 
 // get is the client: GET one URL, print the status line and body.

@@ -567,6 +567,9 @@ func up(o upOptions) error {
 			return err
 		}
 		step("real node %s Ready (kubelet, containerd and kube-proxy; pod network %s on %s, the API server on %s)", realNode.Name, realNode.Subnet, realNode.Bridge, realNode.APIServer)
+		if err := applyHTTPServiceRuntime(ctx, ap, realNode.Images); err != nil {
+			return err
+		}
 	}
 	if err := waitFor(ctx, "the controller manager (default ServiceAccount)", dir, all, func(ctx context.Context) error {
 		_, err := cs.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})

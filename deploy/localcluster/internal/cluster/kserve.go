@@ -44,6 +44,11 @@ const (
 	kserveDefaulter = "inferenceservice.kserve-webhook-server.defaulter"
 	// huggingFaceRuntime is the ClusterServingRuntime for the huggingface model format.
 	huggingFaceRuntime = "kserve-huggingfaceserver"
+	// httpServiceRuntime is the ClusterServingRuntime of the real node: the httpservice image
+	// (deploy/images) as the huggingface format's model server, by the KServe v1 protocol.
+	httpServiceRuntime = "metallo-httpservice"
+	// httpServiceImage names the httpservice image in the real node's images.
+	httpServiceImage = "httpservice"
 	// kserveTokenLifetime is how long the controller's service-account token is valid.
 	kserveTokenLifetime = 365 * 24 * time.Hour
 )
@@ -407,4 +412,53 @@ func writeWebhookCert(pki, dir string) error {
 		DNSNames:    []string{"localhost"},
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
 	})
+}
+
+// httpServiceRuntimeObject is the ClusterServingRuntime httpServiceRuntime: KServe's
+// huggingface runtime's shape (format huggingface, the arguments --model_name={{.Name}}
+// --backend=huggingface, KServe's container security context) with the real node's httpservice
+// image by digest as its kserve-container, which speaks the KServe v1 protocol of the model its
+// --model_name= names (deploy/images/README.md). It is never auto-selected: only an
+// InferenceService that names it (the Runtime's --serving-runtime) runs on it. KServe renders
+// the container as a template, so the readiness probe asks the model itself:
+// GET /v1/models/<InferenceService name> on the image's port 8080.
+func httpServiceRuntimeObject(image string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "serving.kserve.io/v1alpha1", "kind": "ClusterServingRuntime",
+		"metadata": map[string]any{"name": httpServiceRuntime},
+		"spec": map[string]any{
+			"supportedModelFormats": []any{map[string]any{"name": "huggingface", "version": "1", "autoSelect": false}},
+			"protocolVersions":      []any{"v1"},
+			"containers": []any{map[string]any{
+				"name":  "kserve-container",
+				"image": image,
+				"args":  []any{"--model_name={{.Name}}", "--backend=huggingface"},
+				"env":   []any{map[string]any{"name": "PORT", "value": "8080"}},
+				"readinessProbe": map[string]any{
+					"httpGet":       map[string]any{"path": "/v1/models/{{.Name}}", "port": int64(8080)},
+					"periodSeconds": int64(2), "timeoutSeconds": int64(1), "failureThreshold": int64(3),
+				},
+				"securityContext": map[string]any{
+					"allowPrivilegeEscalation": false, "privileged": false, "runAsNonRoot": true,
+					"capabilities": map[string]any{"drop": []any{"ALL"}},
+				},
+			}},
+		},
+	}}
+}
+
+// applyHTTPServiceRuntime installs (or updates) httpServiceRuntime with the real node's
+// httpservice image; without such an image (no real node, or a manifest without it) it installs
+// nothing and says so.
+func applyHTTPServiceRuntime(ctx context.Context, ap *applier, images map[string]string) error {
+	image := images[httpServiceImage]
+	if image == "" {
+		logf("no %s image on the real node: ClusterServingRuntime %s not installed", httpServiceImage, httpServiceRuntime)
+		return nil
+	}
+	if err := ap.apply(ctx, []*unstructured.Unstructured{httpServiceRuntimeObject(image)}); err != nil {
+		return fmt.Errorf("ClusterServingRuntime %s: %w", httpServiceRuntime, err)
+	}
+	logf("installed ClusterServingRuntime %s (format huggingface, not auto-selected): %s", httpServiceRuntime, image)
+	return nil
 }

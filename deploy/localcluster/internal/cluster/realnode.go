@@ -383,6 +383,9 @@ func reuseRealNode(ctx context.Context, dir string, s State, o upOptions) error 
 			return err
 		}
 		s.RealNode.Images = images
+		if err := reuseHTTPServiceRuntime(ctx, dir, images); err != nil {
+			return err
+		}
 		logf("%s", s.RealNode.describe())
 		return writeState(dir, s)
 	}
@@ -409,10 +412,27 @@ func reuseRealNode(ctx context.Context, dir string, s State, o upOptions) error 
 			_ = stopRealNode(dir, logf)
 			return err
 		}
+		if err := reuseHTTPServiceRuntime(ctx, dir, rn.Images); err != nil {
+			return err
+		}
 	}
 	s.RealNode = rn
 	logf("%s", rn.describe())
 	return writeState(dir, s)
+}
+
+// reuseHTTPServiceRuntime installs the real node's ClusterServingRuntime on the running
+// cluster in dir with its images as just imported (applyHTTPServiceRuntime).
+func reuseHTTPServiceRuntime(ctx context.Context, dir string, images map[string]string) error {
+	cfg, err := adminConfig(dir)
+	if err != nil {
+		return err
+	}
+	ap, err := newApplier(cfg)
+	if err != nil {
+		return err
+	}
+	return applyHTTPServiceRuntime(ctx, ap, images)
 }
 
 // nodeDown stops the real node of the cluster in dir, restores the host, and records the node

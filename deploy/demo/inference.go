@@ -1,0 +1,370 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
+	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
+
+// inferenceRuntime is the ClusterServingRuntime the demo's Runtime pins
+// (--serving-runtime): the local cluster's stand-in for KServe's
+// huggingface server on the real node, the httpservice image by digest
+// speaking the KServe v1 protocol
+// (deploy/localcluster/README.md#the-real-nodes-model-server).
+const inferenceRuntime = "metallo-httpservice"
+
+// demoModelArgs are the inference Attempt's saved model arguments: what
+// the runtime's --model_name=<name> --backend=huggingface precede.
+var demoModelArgs = []string{"--model_id=metallo/echo", "--dtype=float32"}
+
+var (
+	inferenceServices      = schema.GroupVersionResource{Group: "serving.kserve.io", Version: "v1beta1", Resource: "inferenceservices"}
+	clusterServingRuntimes = schema.GroupVersionResource{Group: "serving.kserve.io", Version: "v1alpha1", Resource: "clusterservingruntimes"}
+)
+
+// inferenceService is the demo's inference service
+// (docs/site-runtime.md#inference-services-on-kserve): an Attempt of
+// family inference prepared on the pinned runtime, started — the
+// InferenceService created as the member —, observed until KServe's own
+// controller has made its predictor on the real node and reports it
+// Ready (healthy), asked for a prediction, cancelled and observed gone.
+// Its commands go to the same stream as the others'.
+func (d *demo) inferenceService(ctx context.Context, ns, project, member, binding string) error {
+	d.section("An inference service on KServe: prepared, started as the member, Ready through KServe's controller, asked, cancelled")
+	dyn, err := dynamic.NewForConfig(d.adminCfg)
+	if err != nil {
+		return err
+	}
+	image := d.realNode.Images[httpServiceImage]
+	if image == "" {
+		return fmt.Errorf("the real node has no %s image (make image)", httpServiceImage)
+	}
+	rt, err := dyn.Resource(clusterServingRuntimes).Get(ctx, inferenceRuntime, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("ClusterServingRuntime %s (installed by make cluster-up with the real node): %w", inferenceRuntime, err)
+	}
+	containers, _, _ := unstructured.NestedSlice(rt.Object, "spec", "containers")
+	var rtImage string
+	var rtArgs []string
+	if len(containers) == 1 {
+		c, _ := containers[0].(map[string]any)
+		rtImage, _, _ = unstructured.NestedString(c, "image")
+		rtArgs, _, _ = unstructured.NestedStringSlice(c, "args")
+	}
+	if rtImage != image {
+		return fmt.Errorf("ClusterServingRuntime %s runs %q, not the real node's %s image %s (make cluster-down, then make cluster-up)", inferenceRuntime, rtImage, httpServiceImage, image)
+	}
+	d.say("the Runtime pins --serving-runtime %s: KServe's huggingface runtime's shape (format huggingface, args %q)", inferenceRuntime, rtArgs)
+	d.say("with the httpservice image %s, which speaks the KServe v1 protocol of the model it is named", image)
+
+	run, attempt := uuid.NewString(), uuid.NewString()
+	var sents []sent
+	do := func(op siteprotocol.Operation, payload any) (siteprotocol.Result, error) {
+		s, err := d.send(ctx, siteprotocol.FamilyInference, run, attempt, member, project, binding, op, payload)
+		if err == nil {
+			sents = append(sents, s)
+		}
+		return s.result, err
+	}
+	r, err := do(siteprotocol.OpPrepare, map[string]any{"workspace_size_bytes": 1 << 30, "service_kind": "inference", "port": 8080,
+		"model":  map[string]any{"format": "huggingface", "runtime": inferenceRuntime, "args": demoModelArgs},
+		"demand": map[string]int64{"cpu": 100, "memory": 64 << 20}})
+	if err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
+		return failed("prepare (inference)", r, err)
+	}
+	d.say("prepare rendered the InferenceService from KServe v0.16.0's types and saved it in services.sqlite; start creates exactly it")
+	start, err := do(siteprotocol.OpStart, nil)
+	if err != nil || start.Outcome != siteprotocol.OutcomeSucceeded || len(start.NativeRefs) != 1 || start.NativeRefs[0].Kind != domain.KindInferenceService {
+		return failed("start (inference)", start, err)
+	}
+	ref := start.NativeRefs[0]
+	began := time.Now()
+	for i := 0; ; i++ {
+		r, err := do(siteprotocol.OpObserve, nil)
+		if err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
+			return failed("observe (inference)", r, err)
+		}
+		st, err := siteprotocol.DecodeDetail[siteprotocol.ObserveDetail](r)
+		if err != nil {
+			return err
+		}
+		if st.State == siteprotocol.StateHealthy {
+			break
+		}
+		if st.State == siteprotocol.StateFailed || i >= 90 {
+			return fmt.Errorf("the inference service did not become healthy: %s", r.Detail)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+	d.say("healthy %s after start: KServe reports the InferenceService Ready", time.Since(began).Round(time.Second))
+	predictor, err := d.showInferenceService(ctx, dyn, ref)
+	if err != nil {
+		return err
+	}
+	if err := d.askModel(ctx, do, ref, predictor); err != nil {
+		return err
+	}
+	if r, err := do(siteprotocol.OpCancel, nil); err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
+		return failed("cancel (inference)", r, err)
+	}
+	r, err = do(siteprotocol.OpObserve, nil)
+	if err != nil || r.Reason != siteprotocol.ReasonNativeMissing {
+		return failed("observe after cancel (inference)", r, err)
+	}
+	if _, err := d.admin.AppsV1().Deployments(ref.Namespace).Get(ctx, predictor, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		return fmt.Errorf("the predictor Deployment %s after cancel: %v (want it gone)", predictor, err)
+	}
+	d.say("cancel deleted the InferenceService by its UID, in the foreground, as the Runtime; KServe's controller removed its")
+	d.say("finalizer and the garbage collector the predictor it owned; observe reports it gone")
+	for _, s := range sents {
+		rec, err := d.acknowledged(ctx, s.id)
+		if err != nil {
+			return err
+		}
+		if rec.Digest != s.result.Digest {
+			return fmt.Errorf("command %d: the recorded result changed", s.sequence)
+		}
+	}
+	d.say("its %d results acknowledged by the execution role (exact bytes, digest-checked)", len(sents))
+	return nil
+}
+
+// showInferenceService shows, from the API server itself, the
+// InferenceService the start created and what KServe's controller made of
+// it: who created each (the audit log), the predictor Deployment's
+// owner, its Pod on the real node and the Pod's arguments under the
+// private inference argument rule. It returns the predictor's name.
+func (d *demo) showInferenceService(ctx context.Context, dyn dynamic.Interface, ref siteprotocol.NativeRef) (string, error) {
+	isvc, err := dyn.Resource(inferenceServices).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	if string(isvc.GetUID()) != ref.UID {
+		return "", fmt.Errorf("InferenceService %s has uid %s; the start result names %s", ref.Name, isvc.GetUID(), ref.UID)
+	}
+	mode, _, _ := unstructured.NestedString(isvc.Object, "status", "deploymentMode")
+	url, _, _ := unstructured.NestedString(isvc.Object, "status", "url")
+	d.say("InferenceService %s/%s uid %s: deployment mode %s, annotation %s=%s, cluster-local URL %s", ref.Namespace, ref.Name, ref.UID,
+		mode, kube.AnnotationDeploymentMode, isvc.GetAnnotations()[kube.AnnotationDeploymentMode], url)
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	audit := &kubetest.AuditLog{Path: d.audit}
+	ev, err := audit.Creation(actx, "inferenceservices", ref.Namespace, ref.Name)
+	if err != nil {
+		return "", err
+	}
+	sa, _, _ := unstructured.NestedString(isvc.Object, "spec", "predictor", "serviceAccountName")
+	member := kubeconfig.ServiceAccountUser(ref.Namespace, sa)
+	if ev.Actor() != member || ev.User.Username != siteagent.RuntimeUser() {
+		return "", fmt.Errorf("audit log: the InferenceService was created by %q as %q; want %s impersonated by the Runtime", ev.User.Username, ev.Actor(), member)
+	}
+	d.say("audit log: created by %s, authenticated as %s (the Runtime impersonating the member)", ev.Actor(), ev.User.Username)
+
+	predictor := ref.Name + kube.PredictorSuffix
+	dep, err := d.admin.AppsV1().Deployments(ref.Namespace).Get(ctx, predictor, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("the predictor Deployment %s: %w", predictor, err)
+	}
+	owner := metav1.GetControllerOf(dep)
+	if owner == nil || owner.Kind != domain.KindInferenceService || string(owner.UID) != ref.UID {
+		return "", fmt.Errorf("the predictor Deployment %s is controlled by %+v, not InferenceService %s", predictor, owner, ref.UID)
+	}
+	svc, err := d.admin.CoreV1().Services(ref.Namespace).Get(ctx, predictor, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("the predictor Service %s: %w", predictor, err)
+	}
+	for _, res := range []string{"deployments", "services"} {
+		ev, err := audit.Creation(actx, res, ref.Namespace, predictor)
+		if err != nil {
+			return "", err
+		}
+		if ev.Actor() != kubetest.KServeController {
+			return "", fmt.Errorf("audit log: %s %s was created by %q; want KServe's controller %s", res, predictor, ev.Actor(), kubetest.KServeController)
+		}
+	}
+	d.say("KServe's controller (%s, per the audit log) made the Deployment and Service %s,", kubetest.KServeController, predictor)
+	d.say("controlled by the InferenceService (uid %s); the admission policies admitted them for it; Service selector %v", owner.UID, svc.Spec.Selector)
+
+	pods, err := d.admin.CoreV1().Pods(ref.Namespace).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(dep.Spec.Selector)})
+	if err != nil {
+		return "", err
+	}
+	var ready []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if p.Spec.NodeName != d.realNode.Name {
+			return "", fmt.Errorf("the predictor Pod %s is on %q, not the real node %s", p.Name, p.Spec.NodeName, d.realNode.Name)
+		}
+		var c *corev1.Container
+		for i, k := range p.Spec.Containers {
+			if k.Name == "kserve-container" {
+				c = &p.Spec.Containers[i]
+			}
+		}
+		if c == nil || c.Image != d.realNode.Images[httpServiceImage] {
+			return "", fmt.Errorf("the predictor Pod %s has no kserve-container of the httpservice image: %+v", p.Name, p.Spec.Containers)
+		}
+		if err := domain.CheckInferenceArgs(c.Args, ref.Name, demoModelArgs); err != nil {
+			return "", fmt.Errorf("the predictor Pod %s's arguments %q break the private inference argument rule: %w", p.Name, c.Args, err)
+		}
+		d.say("Pod %s on %s, the real node (IP %s), service account %s; kserve-container args %q:", p.Name, p.Spec.NodeName, p.Status.PodIP, p.Spec.ServiceAccountName, c.Args)
+		d.say("exactly --model_name=<name>, the backend, then the saved model arguments (the private inference argument rule holds)")
+		ready = append(ready, p.Name)
+	}
+	if len(ready) != 1 {
+		return "", fmt.Errorf("want one predictor Pod, got %v", ready)
+	}
+	if dep.Status.AvailableReplicas < 1 {
+		return "", fmt.Errorf("the predictor Deployment %s has no available replica", predictor)
+	}
+	probe := kserveProbe(dep)
+	if probe == "" {
+		return "", fmt.Errorf("the predictor Deployment %s's kserve-container has no HTTP readiness probe", predictor)
+	}
+	d.say("the kubelet found it ready at %s (the runtime's readiness probe, templated by KServe)", probe)
+	return predictor, nil
+}
+
+// kserveProbe describes the predictor's kserve-container readiness probe
+// (the runtime's, templated by KServe); empty when it has no HTTP one.
+func kserveProbe(dep *appsv1.Deployment) string {
+	for _, c := range dep.Spec.Template.Spec.Containers {
+		if c.Name == "kserve-container" && c.ReadinessProbe != nil && c.ReadinessProbe.HTTPGet != nil {
+			return fmt.Sprintf("GET %s on port %s", c.ReadinessProbe.HTTPGet.Path, c.ReadinessProbe.HTTPGet.Port.String())
+		}
+	}
+	return ""
+}
+
+// askModel asks the model for a prediction. The member asks through the
+// stream (proxy) where the Runtime answers it for the inference family;
+// a Runtime without the inference family's private reads refuses it
+// unsupported-operation, and then the administrator asks the same
+// question through the API server's service proxy, to show the model
+// answering the KServe v1 protocol.
+func (d *demo) askModel(ctx context.Context, do func(siteprotocol.Operation, any) (siteprotocol.Result, error), ref siteprotocol.NativeRef, predictor string) error {
+	predict := `{"instances": [[1.0, 2.0], {"text": "is the model ready?"}]}`
+	path := "/v1/models/" + ref.Name + ":predict"
+	pr, err := do(siteprotocol.OpProxy, map[string]any{"method": "POST", "path": path, "body_base64": base64.StdEncoding.EncodeToString([]byte(predict)),
+		"headers": map[string][]string{"Content-Type": {"application/json"}}})
+	if err != nil {
+		return fmt.Errorf("proxy (inference): %w", err)
+	}
+	var answer []byte
+	switch {
+	case pr.Outcome == siteprotocol.OutcomeSucceeded:
+		pd, err := siteprotocol.DecodeDetail[siteprotocol.ProxyDetail](pr)
+		if err != nil {
+			return err
+		}
+		if pd.Status != http.StatusOK {
+			return fmt.Errorf("the model answered %d through the stream", pd.Status)
+		}
+		if answer, err = base64.StdEncoding.DecodeString(pd.BodyBase64); err != nil {
+			return err
+		}
+		d.say("proxy: POST %s through the stream, as the member; the model answered %d", path, pd.Status)
+	case pr.Reason == siteprotocol.ReasonUnsupportedOperation:
+		d.say("proxy through the stream: %s (%s) — the inference family's private reads are still to come;", pr.Reason, pr.Message)
+		d.say("the administrator asks the same through the API server's service proxy instead")
+		svc, err := d.admin.CoreV1().Services(ref.Namespace).Get(ctx, predictor, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(svc.Spec.Ports) == 0 {
+			return fmt.Errorf("the predictor Service %s has no port", predictor)
+		}
+		port := strconv.Itoa(int(svc.Spec.Ports[0].Port))
+		base := []string{"/api/v1/namespaces", ref.Namespace, "services", "http:" + predictor + ":" + port, "proxy", "v1", "models"}
+		ready, err := d.admin.CoreV1().RESTClient().Get().AbsPath(append(base, ref.Name)...).DoRaw(ctx)
+		if err != nil {
+			return fmt.Errorf("GET /v1/models/%s through the service proxy: %w", ref.Name, err)
+		}
+		var st struct {
+			Name  string `json:"name"`
+			Ready bool   `json:"ready"`
+		}
+		if err := json.Unmarshal(ready, &st); err != nil || st.Name != ref.Name || !st.Ready {
+			return fmt.Errorf("GET /v1/models/%s answered %s", ref.Name, ready)
+		}
+		d.say("GET /v1/models/%s (Service %s port %s):", ref.Name, predictor, port)
+		d.say("  | %s", strings.TrimSpace(string(ready)))
+		answer, err = d.admin.CoreV1().RESTClient().Post().AbsPath(append(base, ref.Name+":predict")...).
+			SetHeader("Content-Type", "application/json").Body([]byte(predict)).DoRaw(ctx)
+		if err != nil {
+			return fmt.Errorf("POST %s through the service proxy: %w", path, err)
+		}
+		d.say("POST %s with %s:", path, predict)
+	default:
+		return failed("proxy (inference)", pr, nil)
+	}
+	var got, want struct {
+		Predictions []any `json:"predictions"`
+		Instances   []any `json:"instances"`
+	}
+	if err := json.Unmarshal(answer, &got); err != nil {
+		return fmt.Errorf("the model answered %q: %w", answer, err)
+	}
+	if err := json.Unmarshal([]byte(predict), &want); err != nil {
+		return err
+	}
+	g, _ := json.Marshal(got.Predictions)
+	w, _ := json.Marshal(want.Instances)
+	if !bytes.Equal(g, w) {
+		return fmt.Errorf("the model answered %s; want the instances %s as its predictions", answer, w)
+	}
+	d.say("  | %s", strings.TrimSpace(string(answer)))
+	d.say("(the KServe v1 protocol: the stand-in model echoes its instances as its predictions)")
+	return nil
+}
+
+// send appends one command of family to the stream as the execution
+// service and waits for its acknowledged result, narrating it as the
+// other steps' commands are.
+func (d *demo) send(ctx context.Context, family siteprotocol.Family, run, attempt, member, project, binding string, op siteprotocol.Operation, payload any) (sent, error) {
+	c := map[string]any{"id": uuid.NewString(), "operation": op, "issued_at": time.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
+		"member_id": member, "project_id": project, "family": family, "run_id": run, "attempt_id": attempt,
+		"account_ref": map[string]any{"binding_id": binding, "generation": 1}}
+	if payload != nil {
+		c["payload"] = payload
+	}
+	var receipt siteprotocol.AppendReceipt
+	if _, _, err := d.call(ctx, http.MethodPost, "/execution/v1/streams/"+environment+"/commands", d.keys["service:execution"], c, &receipt); err != nil {
+		return sent{}, err
+	}
+	id, _ := c["id"].(string)
+	r, err := d.acknowledged(ctx, id)
+	if err != nil {
+		return sent{}, err
+	}
+	d.say("#%d %-11s → %s / %s: %s %s", receipt.Sequence, op, r.Outcome, r.Reason, r.Message, compact(r.Detail))
+	return sent{id: id, op: op, sequence: receipt.Sequence, result: r}, nil
+}
