@@ -145,7 +145,9 @@ type StreamStore interface {
 	// stream, of commands appended with operation and acknowledged at or
 	// before acknowledgedBefore, oldest first, recording at as their
 	// expiry; their digests and acknowledgement times stay. It returns how
-	// many it dropped (fewer than limit: none is left).
+	// many it dropped (fewer than limit: none is left); errors wrap
+	// ErrUnavailable when the database cannot be reached
+	// (docs/execution-ports.md#read-results-retention).
 	ExpireResults(ctx context.Context, operation string, acknowledgedBefore, at time.Time, limit int) (int, error)
 }
 

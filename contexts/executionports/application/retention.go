@@ -35,7 +35,8 @@ func ReadResultSweepInterval(retention time.Duration) time.Duration {
 // read-file, proxy: siteprotocol.ReadOperations) once their retention
 // after acknowledgement has passed; their digests stay, so an exact replay
 // of the same result is still answered as before (domain.DecideAcknowledgement
-// compares digests) and GET …/commands/{id} says the content expired.
+// compares digests) and GET …/commands/{id} says the content expired
+// (docs/execution-ports.md#read-results-retention).
 type ReadResultRetention struct {
 	store     StreamStore
 	clock     Clock
