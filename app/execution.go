@@ -42,6 +42,7 @@ func ExecutionRole() Role {
 			fs.StringVar(&cfg.ProvisioningKeyFile, "provisioning-key-file", "", "file holding a service key of the provisioning role, for --resource-owner http")
 			fs.DurationVar(&cfg.DeliveryInterval, "binding-delivery-interval", application.DefaultDeliveryInterval, "period of the full reconcile that delivers member bindings (bind-member / retire-member) to each environment's stream: a retirement is appended within about this bound (docs/execution-ports.md#delivery-of-member-bindings)")
 			fs.DurationVar(&cfg.FeedInterval, "binding-feed-interval", application.DefaultFeedInterval, "how often binding delivery reads the owner's change feed when caught up: a member-binding change is delivered within about this bound, the full reconcile of --binding-delivery-interval being the safety net (docs/execution-ports.md#following-the-change-feed)")
+			fs.DurationVar(&cfg.ReadResultRetention, "read-result-retention", application.DefaultReadResultRetention, "how long the content of a read's result (read-logs, read-file, proxy) is kept after its acknowledgement; then a sweep drops it and keeps only its digest, so GET …/commands/{id} says it expired (docs/execution-ports.md#read-results-retention)")
 			fs.StringSliceVar(&services, "execution-services", []string{httpapi.DefaultService}, "service principal IDs (service:<id> in keys.yaml) allowed on /execution/v1 routes")
 		},
 		Preflight: func(log *zap.Logger) error {

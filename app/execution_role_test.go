@@ -100,6 +100,7 @@ func TestExecutionPreflightNamesBadFlagsAndLogsTheEmbeddedDefault(t *testing.T) 
 	for flag, args := range map[string][]string{
 		"execution-database-url": {"--execution-database-url", "mysql://x"},
 		"resource-owner":         {"--resource-owner", "guess"},
+		"read-result-retention":  {"--resource-owner", "in-process", "--read-result-retention", "-1m"},
 	} {
 		err := configured(t, ExecutionRole(), args...).Preflight(zap.NewNop())
 		if !errors.Is(err, config.ErrInvalidFlag) || !strings.Contains(err.Error(), "--"+flag) {

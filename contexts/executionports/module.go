@@ -89,6 +89,12 @@ type Config struct {
 	// feed when it is caught up (default application.DefaultFeedInterval;
 	// delivery.go).
 	FeedInterval time.Duration
+	// ReadResultRetention is how long the content of a read's result
+	// (read-logs, read-file, proxy) is kept after its acknowledgement before
+	// the sweep drops it, keeping its digest (--read-result-retention;
+	// 0: application.DefaultReadResultRetention;
+	// docs/execution-ports.md#read-results-retention).
+	ReadResultRetention time.Duration
 }
 
 // ErrNoOwner is wrapped by Config.Validate's error when no owner adaptor is
@@ -122,6 +128,9 @@ func (c Config) Validate() error {
 	if c.FeedInterval < 0 {
 		return config.Invalid("binding-feed-interval", c.FeedInterval.String(), errors.New("must not be negative (0: the default)"))
 	}
+	if c.ReadResultRetention < 0 {
+		return config.Invalid("read-result-retention", c.ReadResultRetention.String(), errors.New("must not be negative (0: the default)"))
+	}
 	switch c.ResourceOwner {
 	case OwnerInProcess, OwnerHTTP:
 		return nil
@@ -151,6 +160,7 @@ func Module(cfg Config) fx.Option {
 			application.NewPlanner,
 			NewDeliveryStore,
 			newDeliverer,
+			newReadResultRetention,
 		),
 		fx.Provide(
 			httpserver.AsRegistrar(newRegistrar),
@@ -160,6 +170,7 @@ func Module(cfg Config) fx.Option {
 		fx.Invoke(requireOwnerPorts),
 		fx.Invoke(listenForAppends),
 		fx.Invoke(runDelivery),
+		fx.Invoke(runReadResultSweep),
 		fx.Invoke(stopWaitingPulls),
 	)
 }
@@ -200,6 +211,42 @@ func requireOwnerPorts(application.ProjectResources, application.MemberAccounts,
 // lifetime (delivery.go).
 func runDelivery(cfg Config, lc fx.Lifecycle, d *application.Deliverer, feed application.BindingFeed, log *zap.Logger) {
 	RunDelivery(lc, d, feed, DeliverySchedule{Interval: cfg.DeliveryInterval, FeedInterval: cfg.FeedInterval}, log)
+}
+
+// newReadResultRetention is the sweep of read results' content for the
+// configured retention, on the context's clock.
+func newReadResultRetention(cfg Config, store application.StreamStore, c clock.Clock) *application.ReadResultRetention {
+	return application.NewReadResultRetention(store, c, cfg.ReadResultRetention)
+}
+
+// runReadResultSweep runs the retention sweep for the process's lifetime.
+func runReadResultSweep(lc fx.Lifecycle, r *application.ReadResultRetention, log *zap.Logger) {
+	RunReadResultSweep(lc, r, application.ReadResultSweepInterval(r.Retention()), log)
+}
+
+// RunReadResultSweep runs r's sweep (docs/execution-ports.md#read-results-retention)
+// for the process's lifetime: at start, then every interval (> 0) after the
+// previous sweep ended. A failed sweep is logged and the next one goes on
+// where it stopped; every server process may sweep (PostgreSQL: concurrent
+// sweeps skip each other's rows).
+func RunReadResultSweep(lc fx.Lifecycle, r *application.ReadResultRetention, interval time.Duration, log *zap.Logger) {
+	background.Run(lc, "read result sweep", func(ctx context.Context) {
+		t := time.NewTimer(0)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if n, err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("dropping expired read results failed; the next sweep goes on", zap.Int("dropped", n), zap.Error(err))
+			} else if n > 0 {
+				log.Info("dropped the content of expired read results", zap.Int("results", n), zap.Duration("retention", r.Retention()))
+			}
+			t.Reset(interval)
+		}
+	})
 }
 
 // NewStore returns the stream store of the handle's engine.

@@ -255,6 +255,31 @@ func (h *Handle) Migrate(ctx context.Context, migrations fs.FS, contextName stri
 	return applied, nil
 }
 
+// MigrateTo migrates contextName up or down to version (tests of a
+// migration over the rows of the version before it) and returns the
+// schema's version afterwards, also when a migration failed (a failed
+// migration is rolled back: the version stays the last one applied).
+func (h *Handle) MigrateTo(ctx context.Context, migrations fs.FS, contextName string, version int64) (int64, error) {
+	p, err := h.provider(migrations, contextName)
+	if err != nil {
+		return 0, err
+	}
+	current, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read the %s schema version on %s: %w", contextName, h.Target, err)
+	}
+	if version >= current {
+		_, err = p.UpTo(ctx, version)
+	} else {
+		_, err = p.DownTo(ctx, version)
+	}
+	after, verr := p.GetDBVersion(ctx)
+	if err != nil {
+		return after, fmt.Errorf("migrate %s on %s to version %d: %w", contextName, h.Target, version, err)
+	}
+	return after, verr
+}
+
 // ErrPendingMigrations is returned by CheckMigrated when the schema is
 // behind the binary.
 var ErrPendingMigrations = errors.New("database has pending migrations")

@@ -138,6 +138,18 @@ func TestTheProtocolDocumentsExamplesDecodeAndCarryTheDigestsTheCodecComputes(t 
 				continue
 			}
 			remember(ex, c)
+		case "record":
+			var rec siteprotocol.CommandRecord
+			if err := strictDecode(ex.text, &rec); err != nil {
+				t.Errorf("line %d: a command record that does not decode: %v", ex.line, err)
+				continue
+			}
+			c, err := siteprotocol.ParsePulled(rec.Command)
+			if err != nil {
+				t.Errorf("line %d: a recorded command the codec refuses: %v", ex.line, err)
+				continue
+			}
+			remember(ex, c)
 		case "pull":
 			var p siteprotocol.Pull
 			if err := strictDecode(ex.text, &p); err != nil {
@@ -198,11 +210,13 @@ func TestTheProtocolDocumentsExamplesDecodeAndCarryTheDigestsTheCodecComputes(t 
 				t.Errorf("line %d: the result names sequence %d; command %s is sequence %d", ex.line, r.Sequence, r.CommandID, k.sequence)
 			}
 			results[r.Sequence] = r.Digest
+		case "record":
+			checkRecordedResult(t, ex, results)
 		}
 	}
 	for _, ex := range examples {
 		switch ex.kind {
-		case "append", "command", "pull", "canonical", "result":
+		case "append", "command", "pull", "canonical", "result", "record":
 		case "receipt":
 			var a siteprotocol.AppendReceipt
 			if err := strictDecode(ex.text, &a); err != nil {
@@ -306,4 +320,45 @@ func TestTheExampleCheckFailsOnAWrongDigest(t *testing.T) {
 		return
 	}
 	t.Fatal("the document has no pulled command example")
+}
+
+// checkRecordedResult checks a command record example
+// (docs/site-protocol.md#read-results-expire): a record with its result
+// names the result's digest and answers its command; an expired one
+// (result_expired_at) has no result, is a read's, and keeps the digest of
+// the result recorded for its sequence in an earlier example.
+func checkRecordedResult(t *testing.T, ex docExample, results map[int64]string) {
+	t.Helper()
+	var rec siteprotocol.CommandRecord
+	if err := strictDecode(ex.text, &rec); err != nil {
+		return // reported in the first pass
+	}
+	c, err := siteprotocol.ParsePulled(rec.Command)
+	if err != nil {
+		return
+	}
+	if !siteprotocol.IsDigest(rec.ResultDigest) || rec.AcknowledgedAt == "" {
+		t.Errorf("line %d: a record example without result_digest or acknowledged_at", ex.line)
+		return
+	}
+	if rec.ResultExpiredAt == "" {
+		r, err := siteprotocol.ParseResult(rec.Result)
+		switch {
+		case err != nil:
+			t.Errorf("line %d: a recorded result the codec refuses: %v", ex.line, err)
+		case r.Digest != rec.ResultDigest || r.CommandID != c.ID || r.CommandDigest != c.Digest || r.Sequence != c.Sequence:
+			t.Errorf("line %d: the recorded result (%s, for %s/%d) does not match result_digest %s or the command %s/%d", ex.line, r.Digest, r.CommandID, r.Sequence, rec.ResultDigest, c.ID, c.Sequence)
+		default:
+			results[c.Sequence] = r.Digest
+		}
+		return
+	}
+	switch {
+	case rec.Result != nil:
+		t.Errorf("line %d: an expired record still carries its result", ex.line)
+	case !c.Operation.IsRead():
+		t.Errorf("line %d: an expired record of %s, which is not a read", ex.line, c.Operation)
+	case results[c.Sequence] != rec.ResultDigest:
+		t.Errorf("line %d: the expired record keeps digest %s; the result of sequence %d digests to %q", ex.line, rec.ResultDigest, c.Sequence, results[c.Sequence])
+	}
 }

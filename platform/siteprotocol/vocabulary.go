@@ -39,6 +39,22 @@ func (op Operation) Known() bool {
 	return false
 }
 
+// ReadOperations lists the private reads (docs/site-protocol.md#private-reads):
+// read-logs, read-file and proxy. Their results carry a member's data, so
+// the execution role keeps a read result's content only for its retention
+// after acknowledgement, then only its digest
+// (docs/site-protocol.md#read-results-expire).
+func ReadOperations() []Operation { return []Operation{OpReadLogs, OpReadFile, OpProxy} }
+
+// IsRead reports whether op is one of ReadOperations.
+func (op Operation) IsRead() bool {
+	switch op {
+	case OpReadLogs, OpReadFile, OpProxy:
+		return true
+	}
+	return false
+}
+
 // NeedsFamily reports whether commands of op must name a family (the
 // workload operations); member binding operations carry none.
 func (op Operation) NeedsFamily() bool {

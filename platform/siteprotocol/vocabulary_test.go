@@ -56,3 +56,21 @@ func TestEveryReasonHasItsOutcomeAndResultsMustCarryIt(t *testing.T) {
 		}
 	}
 }
+
+// The read operations are exactly read-logs, read-file and proxy: their
+// results are the ones whose content the server keeps only for its
+// retention (docs/site-protocol.md#read-results-expire).
+func TestTheReadOperationsAreThePrivateReads(t *testing.T) {
+	reads := map[Operation]bool{}
+	for _, op := range ReadOperations() {
+		reads[op] = true
+	}
+	if len(reads) != 3 || !reads[OpReadLogs] || !reads[OpReadFile] || !reads[OpProxy] {
+		t.Fatalf("ReadOperations() = %v", ReadOperations())
+	}
+	for _, op := range append(Operations(), "x-unknown") {
+		if op.IsRead() != reads[op] {
+			t.Fatalf("%s.IsRead() = %v", op, op.IsRead())
+		}
+	}
+}

@@ -91,13 +91,24 @@ type AppendReceipt struct {
 }
 
 // CommandRecord is Execution's read of one command: the command as stored
-// and, once acknowledged, its exact result.
+// and, once acknowledged, its result's digest and exact bytes — except a
+// read's result (Operation.IsRead) whose content has expired: then
+// ResultExpiredAt says when and Result is absent, while ResultDigest stays
+// (docs/site-protocol.md#read-results-expire).
 type CommandRecord struct {
 	Command json.RawMessage `json:"command"`
-	// Result is the recorded result's exact bytes, absent until acknowledged.
+	// Result is the recorded result's exact bytes, absent until acknowledged
+	// and once expired.
 	Result json.RawMessage `json:"result,omitempty"`
-	// AcknowledgedAt is when the server recorded the result.
+	// ResultDigest is the recorded result's digest (lower-case hex SHA-256,
+	// the result's own digest member), absent until acknowledged; it stays
+	// after the content expired.
+	ResultDigest string `json:"result_digest,omitempty"`
+	// AcknowledgedAt is when the server recorded the result (RFC 3339, UTC).
 	AcknowledgedAt string `json:"acknowledged_at,omitempty"`
+	// ResultExpiredAt is when the server dropped the result's content (RFC
+	// 3339, UTC), absent while it is held.
+	ResultExpiredAt string `json:"result_expired_at,omitempty"`
 }
 
 // Rebind is the body of POST /execution/v1/streams/{environment}/rebind:

@@ -30,7 +30,10 @@ type Environments interface {
 // canonical (JCS) object the digest covers, as siteprotocol.ParseAppend
 // returns them.
 type NewCommand struct {
-	ID        string
+	ID string
+	// Operation is the command's operation as appended (stored beside it,
+	// so the results of reads can be found: ExpireResults).
+	Operation string
 	Digest    string
 	Canonical []byte
 }
@@ -73,10 +76,15 @@ type CommandRecord struct {
 	Command    StoredCommand
 	AppendedAt time.Time
 	// Result holds the recorded result's exact bytes; nil until
-	// acknowledged.
-	Result         []byte
+	// acknowledged, and nil again once its content expired.
+	Result []byte
+	// ResultDigest is the recorded result's digest; "" until acknowledged.
+	// It stays when the content expires.
 	ResultDigest   string
 	AcknowledgedAt time.Time
+	// ResultExpiredAt is when the result's content was dropped
+	// (ExpireReadResults); zero while it is held.
+	ResultExpiredAt time.Time
 }
 
 // Binding actions recorded in a stream's binding history.
@@ -133,6 +141,14 @@ type StreamStore interface {
 	Locked(ctx context.Context, environment string, at time.Time, fn func(LockedStream) error) error
 	// Bindings returns the stream's binding history, oldest first.
 	Bindings(ctx context.Context, environment string) ([]Binding, error)
+	// ExpireResults drops the content of at most limit results, of every
+	// stream, of commands appended with operation and acknowledged at or
+	// before acknowledgedBefore, oldest first, recording at as their
+	// expiry; their digests and acknowledgement times stay. It returns how
+	// many it dropped (fewer than limit: none is left); errors wrap
+	// ErrUnavailable when the database cannot be reached
+	// (docs/execution-ports.md#read-results-retention).
+	ExpireResults(ctx context.Context, operation string, acknowledgedBefore, at time.Time, limit int) (int, error)
 }
 
 // ResourcesOwner is the context that owns Project allocations (the owner

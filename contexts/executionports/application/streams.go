@@ -62,7 +62,7 @@ func (s *Streams) Append(ctx context.Context, environment string, raw []byte) (A
 	if err != nil {
 		return Appended{}, fmt.Errorf("append command: %w", err)
 	}
-	a, err := s.store.Append(ctx, environment, NewCommand{ID: cmd.ID, Digest: cmd.Digest, Canonical: canonical}, s.clock.Now())
+	a, err := s.store.Append(ctx, environment, NewCommand{ID: cmd.ID, Operation: string(cmd.Operation), Digest: cmd.Digest, Canonical: canonical}, s.clock.Now())
 	if err != nil {
 		return Appended{}, err
 	}

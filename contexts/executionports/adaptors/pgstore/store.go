@@ -60,7 +60,7 @@ func isUniqueViolation(err error) bool {
 func (s *Store) Append(ctx context.Context, environment string, c application.NewCommand, at time.Time) (application.Appended, error) {
 	for range maxAttempts {
 		seq, err := s.q.AppendCommand(ctx, pgdb.AppendCommandParams{
-			Channel: Channel, Environment: environment, CommandID: c.ID, Digest: c.Digest, Canonical: c.Canonical, AppendedAt: ts(at),
+			Channel: Channel, Environment: environment, CommandID: c.ID, Operation: c.Operation, Digest: c.Digest, Canonical: c.Canonical, AppendedAt: ts(at),
 		})
 		switch {
 		case err == nil:
@@ -134,7 +134,21 @@ func (s *Store) Command(ctx context.Context, environment, id string) (applicatio
 	return application.CommandRecord{
 		Command:    application.StoredCommand{Sequence: row.Sequence, Digest: row.Digest, Canonical: row.Canonical},
 		AppendedAt: row.AppendedAt.Time, Result: row.Result, ResultDigest: row.ResultDigest.String, AcknowledgedAt: row.AcknowledgedAt.Time,
+		ResultExpiredAt: row.ResultExpiredAt.Time,
 	}, nil
+}
+
+// ExpireResults implements application.StreamStore: one statement over the
+// held results of operation by age (index commands_held_results); rows
+// another sweep holds are skipped, not waited for.
+func (s *Store) ExpireResults(ctx context.Context, operation string, acknowledgedBefore, at time.Time, limit int) (int, error) {
+	n, err := s.q.ExpireResults(ctx, pgdb.ExpireResultsParams{
+		ExpiredAt: ts(at), Operation: operation, AcknowledgedBefore: ts(acknowledgedBefore), MaxCount: int32(min(limit, math.MaxInt32)),
+	})
+	if err != nil {
+		return 0, unavailable(fmt.Errorf("expire %s results: %w", operation, err))
+	}
+	return int(n), nil
 }
 
 // Bindings implements application.StreamStore.

@@ -89,3 +89,11 @@ func dropDatabase(t *testing.T, url string) {
 func TestPostgresStoreConformsToTheDeliveryRules(t *testing.T) {
 	storetest.ExerciseDelivery(t, func(t *testing.T) storetest.DeliveryStore { return pgstore.New(open(t).Pool) })
 }
+
+func TestTheRetentionMigrationKeepsResultsAndFindsReadsStoredBefore(t *testing.T) {
+	ctx := context.Background()
+	h, err := database.Open(ctx, database.Target{Engine: database.Postgres, URL: dbtest.NewPostgres(t)}, database.Options{})
+	dbtest.Must(t, err)
+	t.Cleanup(h.Close)
+	storetest.ExerciseRetentionMigration(t, h, func(h *database.Handle) application.StreamStore { return pgstore.New(h.Pool) })
+}

@@ -117,7 +117,7 @@ func (s *Store) Append(ctx context.Context, environment string, c application.Ne
 				return err
 			}
 			n, err := q.InsertCommand(ctx, sqlitedb.InsertCommandParams{
-				Environment: environment, Sequence: head, CommandID: c.ID, Digest: c.Digest, Canonical: c.Canonical, AppendedAt: ts(at),
+				Environment: environment, Sequence: head, CommandID: c.ID, Operation: c.Operation, Digest: c.Digest, Canonical: c.Canonical, AppendedAt: ts(at),
 			})
 			if err != nil {
 				return err
@@ -189,7 +189,20 @@ func (s *Store) Command(ctx context.Context, environment, id string) (applicatio
 	return application.CommandRecord{
 		Command:    application.StoredCommand{Sequence: row.Sequence, Digest: row.Digest, Canonical: row.Canonical},
 		AppendedAt: parseTS(row.AppendedAt), Result: row.Result, ResultDigest: row.ResultDigest.String, AcknowledgedAt: parseTS(row.AcknowledgedAt.String),
+		ResultExpiredAt: parseTS(row.ResultExpiredAt.String),
 	}, nil
+}
+
+// ExpireResults implements application.StreamStore: one statement (one
+// transaction) over the held results of operation by age.
+func (s *Store) ExpireResults(ctx context.Context, operation string, acknowledgedBefore, at time.Time, limit int) (int, error) {
+	n, err := s.queries(ctx).ExpireResults(ctx, sqlitedb.ExpireResultsParams{
+		ExpiredAt: nullTS(at, true), Operation: operation, AcknowledgedBefore: ts(acknowledgedBefore), MaxCount: int64(limit),
+	})
+	if err != nil {
+		return 0, unavailable(fmt.Errorf("expire %s results: %w", operation, err))
+	}
+	return int(n), nil
 }
 
 // Bindings implements application.StreamStore.

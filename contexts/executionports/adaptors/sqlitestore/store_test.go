@@ -82,3 +82,11 @@ func migratedNoLock(t *testing.T, path string) *database.Handle {
 func TestSQLiteStoreConformsToTheDeliveryRules(t *testing.T) {
 	storetest.ExerciseDelivery(t, func(t *testing.T) storetest.DeliveryStore { return sqlitestore.New(open(t).DB) })
 }
+
+func TestTheRetentionMigrationKeepsResultsAndFindsReadsStoredBefore(t *testing.T) {
+	ctx := context.Background()
+	h, err := database.Open(ctx, database.Target{Engine: database.SQLite, Path: dbtest.SQLitePath(t, "execution.sqlite")}, database.Options{})
+	dbtest.Must(t, err)
+	t.Cleanup(h.Close)
+	storetest.ExerciseRetentionMigration(t, h, func(h *database.Handle) application.StreamStore { return sqlitestore.New(h.DB) })
+}

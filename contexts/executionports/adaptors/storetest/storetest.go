@@ -7,7 +7,7 @@
 //
 // The suite is split by concern, one file each with its table of tests
 // (the shape of River's driver conformance suite): append.go, reads.go,
-// results.go and binding.go; this file holds Exercise and the shared
+// results.go, binding.go and retention.go; this file holds Exercise and the shared
 // fixtures.
 package storetest
 
@@ -38,6 +38,7 @@ func Exercise(t *testing.T, newStore NewStore) {
 	tests = append(tests, readTests...)
 	tests = append(tests, resultTests...)
 	tests = append(tests, bindingTests...)
+	tests = append(tests, retentionTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
 	}
@@ -60,7 +61,7 @@ func Command(t testing.TB, salt, n int) (application.NewCommand, siteprotocol.Co
 	if err != nil {
 		t.Fatalf("build command: %v", err)
 	}
-	return application.NewCommand{ID: cmd.ID, Digest: cmd.Digest, Canonical: canonical}, cmd
+	return application.NewCommand{ID: cmd.ID, Operation: string(cmd.Operation), Digest: cmd.Digest, Canonical: canonical}, cmd
 }
 
 // Result builds the encoded result of cmd at sequence with message msg.

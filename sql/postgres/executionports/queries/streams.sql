@@ -36,12 +36,12 @@ SELECT command_id, digest, result_digest FROM commands
 WHERE environment = $1 AND sequence = $2;
 
 -- name: CommandRecord :one
-SELECT sequence, digest, canonical, result, result_digest, appended_at, acknowledged_at
+SELECT sequence, digest, canonical, result, result_digest, appended_at, acknowledged_at, result_expired_at
 FROM commands WHERE environment = $1 AND command_id = $2;
 
 -- name: RecordResult :execrows
 UPDATE commands SET result = $3, result_digest = $4, acknowledged_at = $5
-WHERE environment = $1 AND sequence = $2 AND result IS NULL;
+WHERE environment = $1 AND sequence = $2 AND result_digest IS NULL;
 
 -- name: AdvanceAcknowledged :execrows
 UPDATE streams SET acknowledged_sequence = sqlc.arg(sequence)
@@ -69,9 +69,25 @@ WITH head AS (
     WHERE environment = sqlc.arg(environment)
     RETURNING head_sequence
 ), inserted AS (
-    INSERT INTO commands (environment, sequence, command_id, digest, canonical, appended_at)
-    SELECT sqlc.arg(environment), head.head_sequence, sqlc.arg(command_id), sqlc.arg(digest), sqlc.arg(canonical), sqlc.arg(appended_at)
+    INSERT INTO commands (environment, sequence, command_id, operation, digest, canonical, appended_at)
+    SELECT sqlc.arg(environment), head.head_sequence, sqlc.arg(command_id), sqlc.arg(operation), sqlc.arg(digest), sqlc.arg(canonical), sqlc.arg(appended_at)
     FROM head
     RETURNING sequence
 )
 SELECT inserted.sequence FROM inserted, LATERAL (SELECT pg_notify(sqlc.arg(channel)::text, sqlc.arg(environment)::text)) AS notified;
+
+-- name: ExpireResults :execrows
+-- Drops the content of at most sqlc.arg(max_count) held results of the
+-- commands of operation sqlc.arg(operation) acknowledged at or before
+-- sqlc.arg(acknowledged_before), oldest first, keeping their digests and
+-- recording sqlc.arg(expired_at) (docs/execution-ports.md#read-results-retention).
+-- Concurrent sweeps skip each other's rows.
+UPDATE commands SET result = NULL, result_expired_at = sqlc.arg(expired_at)
+WHERE result IS NOT NULL AND (environment, sequence) IN (
+    SELECT c.environment, c.sequence FROM commands c
+    WHERE c.operation = sqlc.arg(operation) AND c.result IS NOT NULL
+      AND c.acknowledged_at <= sqlc.arg(acknowledged_before)
+    ORDER BY c.acknowledged_at
+    LIMIT sqlc.arg(max_count)
+    FOR UPDATE SKIP LOCKED
+);

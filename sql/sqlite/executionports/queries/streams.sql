@@ -11,8 +11,8 @@ WHERE environment = ?
 RETURNING head_sequence;
 
 -- name: InsertCommand :execrows
-INSERT INTO commands (environment, sequence, command_id, digest, canonical, appended_at)
-VALUES (?, ?, ?, ?, ?, ?)
+INSERT INTO commands (environment, sequence, command_id, operation, digest, canonical, appended_at)
+VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (command_id) DO NOTHING;
 
 -- name: StreamState :one
@@ -39,12 +39,12 @@ SELECT command_id, digest, result_digest FROM commands
 WHERE environment = ? AND sequence = ?;
 
 -- name: CommandRecord :one
-SELECT sequence, digest, canonical, result, result_digest, appended_at, acknowledged_at
+SELECT sequence, digest, canonical, result, result_digest, appended_at, acknowledged_at, result_expired_at
 FROM commands WHERE environment = ? AND command_id = ?;
 
 -- name: RecordResult :execrows
 UPDATE commands SET result = sqlc.arg(result), result_digest = sqlc.arg(result_digest), acknowledged_at = sqlc.arg(acknowledged_at)
-WHERE environment = sqlc.arg(environment) AND sequence = sqlc.arg(sequence) AND result IS NULL;
+WHERE environment = sqlc.arg(environment) AND sequence = sqlc.arg(sequence) AND result_digest IS NULL;
 
 -- name: AdvanceAcknowledged :execrows
 UPDATE streams SET acknowledged_sequence = sqlc.arg(sequence)
@@ -61,3 +61,19 @@ VALUES (?, ?, ?, ?, ?, ?, ?);
 -- name: Bindings :many
 SELECT action, installation_id, previous_installation_id, principal, reason, recorded_at
 FROM stream_bindings WHERE environment = ? ORDER BY id;
+
+-- name: ExpireResults :execrows
+-- Drops the content of at most sqlc.arg(max_count) held results of the
+-- commands of operation sqlc.arg(operation) acknowledged at or before
+-- sqlc.arg(acknowledged_before), oldest first, keeping their digests and
+-- recording sqlc.arg(expired_at) (docs/execution-ports.md#read-results-retention).
+-- Times are compared by julianday(): RFC 3339 text with trimmed fractions
+-- does not sort as text.
+UPDATE commands SET result = NULL, result_expired_at = sqlc.arg(expired_at)
+WHERE result IS NOT NULL AND (environment, sequence) IN (
+    SELECT c.environment, c.sequence FROM commands c
+    WHERE c.operation = sqlc.arg(operation) AND c.result IS NOT NULL
+      AND julianday(c.acknowledged_at) <= julianday(CAST(sqlc.arg(acknowledged_before) AS TEXT))
+    ORDER BY julianday(c.acknowledged_at)
+    LIMIT CAST(sqlc.arg(max_count) AS INTEGER)
+);

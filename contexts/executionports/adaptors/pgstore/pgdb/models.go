@@ -27,15 +27,17 @@ type BindingDelivery struct {
 }
 
 type Command struct {
-	Environment    string
-	Sequence       int64
-	CommandID      string
-	Digest         string
-	Canonical      []byte
-	AppendedAt     pgtype.Timestamptz
-	Result         []byte
-	ResultDigest   pgtype.Text
-	AcknowledgedAt pgtype.Timestamptz
+	Environment     string
+	Sequence        int64
+	CommandID       string
+	Digest          string
+	Canonical       []byte
+	AppendedAt      pgtype.Timestamptz
+	Result          []byte
+	ResultDigest    pgtype.Text
+	AcknowledgedAt  pgtype.Timestamptz
+	Operation       string
+	ResultExpiredAt pgtype.Timestamptz
 }
 
 type Stream struct {

@@ -35,8 +35,8 @@ WITH head AS (
     WHERE environment = $2
     RETURNING head_sequence
 ), inserted AS (
-    INSERT INTO commands (environment, sequence, command_id, digest, canonical, appended_at)
-    SELECT $2, head.head_sequence, $3, $4, $5, $6
+    INSERT INTO commands (environment, sequence, command_id, operation, digest, canonical, appended_at)
+    SELECT $2, head.head_sequence, $3, $4, $5, $6, $7
     FROM head
     RETURNING sequence
 )
@@ -47,6 +47,7 @@ type AppendCommandParams struct {
 	Channel     string
 	Environment string
 	CommandID   string
+	Operation   string
 	Digest      string
 	Canonical   []byte
 	AppendedAt  pgtype.Timestamptz
@@ -62,6 +63,7 @@ func (q *Queries) AppendCommand(ctx context.Context, arg AppendCommandParams) (i
 		arg.Channel,
 		arg.Environment,
 		arg.CommandID,
+		arg.Operation,
 		arg.Digest,
 		arg.Canonical,
 		arg.AppendedAt,
@@ -153,7 +155,7 @@ func (q *Queries) CommandByID(ctx context.Context, commandID string) (CommandByI
 }
 
 const commandRecord = `-- name: CommandRecord :one
-SELECT sequence, digest, canonical, result, result_digest, appended_at, acknowledged_at
+SELECT sequence, digest, canonical, result, result_digest, appended_at, acknowledged_at, result_expired_at
 FROM commands WHERE environment = $1 AND command_id = $2
 `
 
@@ -163,13 +165,14 @@ type CommandRecordParams struct {
 }
 
 type CommandRecordRow struct {
-	Sequence       int64
-	Digest         string
-	Canonical      []byte
-	Result         []byte
-	ResultDigest   pgtype.Text
-	AppendedAt     pgtype.Timestamptz
-	AcknowledgedAt pgtype.Timestamptz
+	Sequence        int64
+	Digest          string
+	Canonical       []byte
+	Result          []byte
+	ResultDigest    pgtype.Text
+	AppendedAt      pgtype.Timestamptz
+	AcknowledgedAt  pgtype.Timestamptz
+	ResultExpiredAt pgtype.Timestamptz
 }
 
 func (q *Queries) CommandRecord(ctx context.Context, arg CommandRecordParams) (CommandRecordRow, error) {
@@ -183,6 +186,7 @@ func (q *Queries) CommandRecord(ctx context.Context, arg CommandRecordParams) (C
 		&i.ResultDigest,
 		&i.AppendedAt,
 		&i.AcknowledgedAt,
+		&i.ResultExpiredAt,
 	)
 	return i, err
 }
@@ -258,6 +262,43 @@ func (q *Queries) EnsureStream(ctx context.Context, arg EnsureStreamParams) erro
 	return err
 }
 
+const expireResults = `-- name: ExpireResults :execrows
+UPDATE commands SET result = NULL, result_expired_at = $1
+WHERE result IS NOT NULL AND (environment, sequence) IN (
+    SELECT c.environment, c.sequence FROM commands c
+    WHERE c.operation = $2 AND c.result IS NOT NULL
+      AND c.acknowledged_at <= $3
+    ORDER BY c.acknowledged_at
+    LIMIT $4
+    FOR UPDATE SKIP LOCKED
+)
+`
+
+type ExpireResultsParams struct {
+	ExpiredAt          pgtype.Timestamptz
+	Operation          string
+	AcknowledgedBefore pgtype.Timestamptz
+	MaxCount           int32
+}
+
+// Drops the content of at most sqlc.arg(max_count) held results of the
+// commands of operation sqlc.arg(operation) acknowledged at or before
+// sqlc.arg(acknowledged_before), oldest first, keeping their digests and
+// recording sqlc.arg(expired_at) (docs/execution-ports.md#read-results-retention).
+// Concurrent sweeps skip each other's rows.
+func (q *Queries) ExpireResults(ctx context.Context, arg ExpireResultsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, expireResults,
+		arg.ExpiredAt,
+		arg.Operation,
+		arg.AcknowledgedBefore,
+		arg.MaxCount,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const insertBinding = `-- name: InsertBinding :exec
 INSERT INTO stream_bindings (environment, action, installation_id, previous_installation_id, principal, reason, recorded_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -315,7 +356,7 @@ func (q *Queries) LockStream(ctx context.Context, environment string) (LockStrea
 
 const recordResult = `-- name: RecordResult :execrows
 UPDATE commands SET result = $3, result_digest = $4, acknowledged_at = $5
-WHERE environment = $1 AND sequence = $2 AND result IS NULL
+WHERE environment = $1 AND sequence = $2 AND result_digest IS NULL
 `
 
 type RecordResultParams struct {

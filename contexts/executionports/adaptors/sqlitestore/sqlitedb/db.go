@@ -54,6 +54,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.ensureStreamStmt, err = db.PrepareContext(ctx, ensureStream); err != nil {
 		return nil, fmt.Errorf("error preparing query EnsureStream: %w", err)
 	}
+	if q.expireResultsStmt, err = db.PrepareContext(ctx, expireResults); err != nil {
+		return nil, fmt.Errorf("error preparing query ExpireResults: %w", err)
+	}
 	if q.insertBindingStmt, err = db.PrepareContext(ctx, insertBinding); err != nil {
 		return nil, fmt.Errorf("error preparing query InsertBinding: %w", err)
 	}
@@ -134,6 +137,11 @@ func (q *Queries) Close() error {
 	if q.ensureStreamStmt != nil {
 		if cerr := q.ensureStreamStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing ensureStreamStmt: %w", cerr)
+		}
+	}
+	if q.expireResultsStmt != nil {
+		if cerr := q.expireResultsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing expireResultsStmt: %w", cerr)
 		}
 	}
 	if q.insertBindingStmt != nil {
@@ -230,6 +238,7 @@ type Queries struct {
 	deliveryAtStmt               *sql.Stmt
 	deliveryByCommandStmt        *sql.Stmt
 	ensureStreamStmt             *sql.Stmt
+	expireResultsStmt            *sql.Stmt
 	insertBindingStmt            *sql.Stmt
 	insertCommandStmt            *sql.Stmt
 	insertDeliveryStmt           *sql.Stmt
@@ -255,6 +264,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		deliveryAtStmt:               q.deliveryAtStmt,
 		deliveryByCommandStmt:        q.deliveryByCommandStmt,
 		ensureStreamStmt:             q.ensureStreamStmt,
+		expireResultsStmt:            q.expireResultsStmt,
 		insertBindingStmt:            q.insertBindingStmt,
 		insertCommandStmt:            q.insertCommandStmt,
 		insertDeliveryStmt:           q.insertDeliveryStmt,

@@ -27,15 +27,17 @@ type BindingDelivery struct {
 }
 
 type Command struct {
-	Environment    string
-	Sequence       int64
-	CommandID      string
-	Digest         string
-	Canonical      []byte
-	AppendedAt     string
-	Result         []byte
-	ResultDigest   sql.NullString
-	AcknowledgedAt sql.NullString
+	Environment     string
+	Sequence        int64
+	CommandID       string
+	Digest          string
+	Canonical       []byte
+	AppendedAt      string
+	Result          []byte
+	ResultDigest    sql.NullString
+	AcknowledgedAt  sql.NullString
+	Operation       string
+	ResultExpiredAt sql.NullString
 }
 
 type Stream struct {

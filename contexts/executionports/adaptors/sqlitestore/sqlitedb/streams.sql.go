@@ -126,7 +126,7 @@ func (q *Queries) CommandByID(ctx context.Context, commandID string) (CommandByI
 }
 
 const commandRecord = `-- name: CommandRecord :one
-SELECT sequence, digest, canonical, result, result_digest, appended_at, acknowledged_at
+SELECT sequence, digest, canonical, result, result_digest, appended_at, acknowledged_at, result_expired_at
 FROM commands WHERE environment = ? AND command_id = ?
 `
 
@@ -136,13 +136,14 @@ type CommandRecordParams struct {
 }
 
 type CommandRecordRow struct {
-	Sequence       int64
-	Digest         string
-	Canonical      []byte
-	Result         []byte
-	ResultDigest   sql.NullString
-	AppendedAt     string
-	AcknowledgedAt sql.NullString
+	Sequence        int64
+	Digest          string
+	Canonical       []byte
+	Result          []byte
+	ResultDigest    sql.NullString
+	AppendedAt      string
+	AcknowledgedAt  sql.NullString
+	ResultExpiredAt sql.NullString
 }
 
 func (q *Queries) CommandRecord(ctx context.Context, arg CommandRecordParams) (CommandRecordRow, error) {
@@ -156,6 +157,7 @@ func (q *Queries) CommandRecord(ctx context.Context, arg CommandRecordParams) (C
 		&i.ResultDigest,
 		&i.AppendedAt,
 		&i.AcknowledgedAt,
+		&i.ResultExpiredAt,
 	)
 	return i, err
 }
@@ -232,6 +234,43 @@ func (q *Queries) EnsureStream(ctx context.Context, arg EnsureStreamParams) erro
 	return err
 }
 
+const expireResults = `-- name: ExpireResults :execrows
+UPDATE commands SET result = NULL, result_expired_at = ?1
+WHERE result IS NOT NULL AND (environment, sequence) IN (
+    SELECT c.environment, c.sequence FROM commands c
+    WHERE c.operation = ?2 AND c.result IS NOT NULL
+      AND julianday(c.acknowledged_at) <= julianday(CAST(?3 AS TEXT))
+    ORDER BY julianday(c.acknowledged_at)
+    LIMIT CAST(?4 AS INTEGER)
+)
+`
+
+type ExpireResultsParams struct {
+	ExpiredAt          sql.NullString
+	Operation          string
+	AcknowledgedBefore string
+	MaxCount           int64
+}
+
+// Drops the content of at most sqlc.arg(max_count) held results of the
+// commands of operation sqlc.arg(operation) acknowledged at or before
+// sqlc.arg(acknowledged_before), oldest first, keeping their digests and
+// recording sqlc.arg(expired_at) (docs/execution-ports.md#read-results-retention).
+// Times are compared by julianday(): RFC 3339 text with trimmed fractions
+// does not sort as text.
+func (q *Queries) ExpireResults(ctx context.Context, arg ExpireResultsParams) (int64, error) {
+	result, err := q.exec(ctx, q.expireResultsStmt, expireResults,
+		arg.ExpiredAt,
+		arg.Operation,
+		arg.AcknowledgedBefore,
+		arg.MaxCount,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const insertBinding = `-- name: InsertBinding :exec
 INSERT INTO stream_bindings (environment, action, installation_id, previous_installation_id, principal, reason, recorded_at)
 VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -261,8 +300,8 @@ func (q *Queries) InsertBinding(ctx context.Context, arg InsertBindingParams) er
 }
 
 const insertCommand = `-- name: InsertCommand :execrows
-INSERT INTO commands (environment, sequence, command_id, digest, canonical, appended_at)
-VALUES (?, ?, ?, ?, ?, ?)
+INSERT INTO commands (environment, sequence, command_id, operation, digest, canonical, appended_at)
+VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (command_id) DO NOTHING
 `
 
@@ -270,6 +309,7 @@ type InsertCommandParams struct {
 	Environment string
 	Sequence    int64
 	CommandID   string
+	Operation   string
 	Digest      string
 	Canonical   []byte
 	AppendedAt  string
@@ -280,6 +320,7 @@ func (q *Queries) InsertCommand(ctx context.Context, arg InsertCommandParams) (i
 		arg.Environment,
 		arg.Sequence,
 		arg.CommandID,
+		arg.Operation,
 		arg.Digest,
 		arg.Canonical,
 		arg.AppendedAt,
@@ -292,7 +333,7 @@ func (q *Queries) InsertCommand(ctx context.Context, arg InsertCommandParams) (i
 
 const recordResult = `-- name: RecordResult :execrows
 UPDATE commands SET result = ?1, result_digest = ?2, acknowledged_at = ?3
-WHERE environment = ?4 AND sequence = ?5 AND result IS NULL
+WHERE environment = ?4 AND sequence = ?5 AND result_digest IS NULL
 `
 
 type RecordResultParams struct {
