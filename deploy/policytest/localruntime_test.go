@@ -1,9 +1,6 @@
 package policytest
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,55 +9,26 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/runtimepod"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 )
 
 // localRuntime builds deploy/localcluster/runtime through an overlay such as the demo's or a
 // test's (placeholder digests, an authority on the bridge's host address, the CA and the grants
-// as files), as the real-node tests of processtest do with real values.
+// as files) with runtimepod.Overlay, as the demo and the real-node tests of processtest do
+// with real values.
 func localRuntime(t *testing.T) (dir string, objs []*unstructured.Unstructured) {
 	t.Helper()
 	dir = t.TempDir()
-	base, err := filepath.Abs(repo("deploy", "localcluster", "runtime"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel, err := filepath.Rel(dir, base)
-	if err != nil {
-		t.Fatal(err)
-	}
 	digest := "sha256:" + strings.Repeat("a", 64)
-	for name, content := range map[string]string{
-		"ca.crt": "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n", "policy.yaml": "[]\n", "grants.yaml": "[]\n",
-		"kustomization.yaml": fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-namespace: %s
-resources:
-- %s
-images:
-- name: registry.invalid/pharos-metallo/metallo
-  newName: localcluster.metallo.dev/runtime
-  digest: %s
-configMapGenerator:
-- name: metallo-runtime
-  behavior: merge
-  options:
-    disableNameSuffixHash: true
-  literals:
-  - METALLO_ENVIRONMENT=alpha-k8s
-  - METALLO_AUTHORITY=https://10.88.0.1:8443
-  - METALLO_BATCH_IMAGE=localcluster.metallo.dev/platform@%s
-- name: metallo-site-api-ca
-  files: [ca.crt]
-- name: metallo-runtime-permissions
-  files: [policy.yaml, grants.yaml]
-`, runtimeNamespace, rel, digest, digest),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	objs, err := runtimepod.Overlay{Base: repo("deploy", "localcluster", "runtime"), Namespace: runtimeNamespace,
+		Image: "localcluster.metallo.dev/runtime@" + digest, Environment: "alpha-k8s", Authority: "https://10.88.0.1:8443",
+		BatchImage: "localcluster.metallo.dev/platform@" + digest, CAPEM: []byte("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n"),
+		Policy: []byte("[]\n")}.Render(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return dir, build(t, dir)
+	return dir, objs
 }
 
 // The local cluster's overlay of the Runtime (deploy/localcluster/runtime): the Deployment and
