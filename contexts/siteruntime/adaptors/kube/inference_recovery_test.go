@@ -11,11 +11,13 @@ import (
 	"github.com/google/uuid"
 	kservev1beta1 "github.com/kserve/kserve/pkg/apis/serving/v1beta1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
@@ -195,19 +197,14 @@ func TestRecoveryRefusesToAdoptAnInferenceServiceThatDiffersInAnyRenderedField(t
 	}
 }
 
-// A saved legacy record (deployment mode RawDeployment, written as history
-// wrote it) whose InferenceService the administrator created with that
-// annotation is adopted by recovery: same UID, the record keeps
-// RawDeployment, and the audit log shows no update or patch of it by the
-// Runtime. KServe's v0.16 webhook then refuses its controller's finalizer
-// removal (the mode differs from the Standard it records; kserve#5885), so
-// a cancel ends failed / deletion-pending after the bound, saying so; the
-// Runtime removed no finalizer (kubetest finalizes it as the
-// administrator at clean-up). Real: the API server, KServe's controller and
-// webhooks, the audit log.
-func TestALegacyRawDeploymentRecordIsAdoptedNeverPatchedAndItsHangingDeletionIsDeletionPending(t *testing.T) {
-	t.Parallel()
-	s := newIsvcSite(t, isvcOptions{siteOptions: siteOptions{noPolicy: true, deletionWait: 5 * time.Second}})
+// adoptedLegacyInferenceService leaves a saved legacy record (deployment
+// mode RawDeployment, written as history wrote it) whose InferenceService
+// the administrator created with that annotation, adopted by recovery:
+// same UID, the record keeps RawDeployment. It returns once KServe's
+// controller has recorded the mode it resolved and its finalizer on the
+// object, with the start command and the object created.
+func adoptedLegacyInferenceService(t *testing.T, s *site) (*domain.Pending, *unstructured.Unstructured) {
+	t.Helper()
 	legacy := func(i *kservev1beta1.InferenceService) {
 		i.Annotations[kube.AnnotationDeploymentMode] = application.DeploymentModeRawDeployment
 	}
@@ -229,8 +226,6 @@ func TestALegacyRawDeploymentRecordIsAdoptedNeverPatchedAndItsHangingDeletionIsD
 	if rec.UID != string(created.GetUID()) || !strings.Contains(string(rec.Spec), `"serving.kserve.io/deploymentMode":"RawDeployment"`) {
 		t.Fatalf("the record %+v does not keep RawDeployment", rec)
 	}
-	// Once KServe's controller has recorded the mode it resolved (Standard) and its finalizer, its
-	// webhook refuses every later update of the object, the finalizer removal included.
 	err = wait.PollUntilContextTimeout(testContext(t), 100*time.Millisecond, long, true, func(c context.Context) (bool, error) {
 		u, err := s.e.Dynamic.Resource(kubetest.InferenceServiceResource).Namespace(s.ns).Get(c, created.GetName(), metav1.GetOptions{})
 		if err != nil {
@@ -242,6 +237,54 @@ func TestALegacyRawDeploymentRecordIsAdoptedNeverPatchedAndItsHangingDeletionIsD
 	if err != nil {
 		t.Fatalf("KServe never recorded the legacy object's mode and finalizer: %v", err)
 	}
+	return p, created
+}
+
+// runtimeRequests are the audit log's requests by the Runtime on the
+// InferenceService name; it fails the test at an update or patch of it (a
+// finalizer removal included), and at none that deletes it.
+func runtimeRequests(t *testing.T, s *site, name string) []kubetest.AuditEvent {
+	t.Helper()
+	evs, err := s.e.AuditLog().Events()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []kubetest.AuditEvent
+	deleted := false
+	for _, ev := range evs {
+		if ev.User.Username != siteagent.RuntimeUser() || ev.ObjectRef == nil || ev.ObjectRef.Resource != "inferenceservices" || ev.ObjectRef.Name != name {
+			continue
+		}
+		switch ev.Verb {
+		case "update", "patch":
+			t.Fatalf("the Runtime changed the legacy InferenceService: %+v", ev)
+		case "delete":
+			deleted = true
+		}
+		out = append(out, ev)
+	}
+	if !deleted {
+		t.Fatal("the audit log shows no delete of the legacy InferenceService by the Runtime")
+	}
+	return out
+}
+
+// A saved legacy record (deployment mode RawDeployment, written as history
+// wrote it) whose InferenceService the administrator created with that
+// annotation is adopted by recovery: same UID, the record keeps
+// RawDeployment, and the audit log shows no update or patch of it by the
+// Runtime. KServe's v0.16 webhook then refuses its controller's finalizer
+// removal (the mode differs from the Standard it records; kserve#5885), so
+// a cancel ends failed / deletion-pending after the bound, saying so; the
+// Runtime removed no finalizer (kubetest finalizes it as the
+// administrator at clean-up). Real: the API server, KServe's controller and
+// webhooks, the audit log.
+func TestALegacyRawDeploymentRecordIsAdoptedNeverPatchedAndItsHangingDeletionIsDeletionPending(t *testing.T) {
+	t.Parallel()
+	s := newIsvcSite(t, isvcOptions{siteOptions: siteOptions{noPolicy: true, deletionWait: 5 * time.Second}})
+	// Once KServe's controller has recorded the mode it resolved (Standard) and its finalizer, its
+	// webhook refuses every later update of the object, the finalizer removal included.
+	p, created := adoptedLegacyInferenceService(t, s)
 	c := s.simple(siteprotocol.OpCancel, p.Command.AttemptID)
 	want(t, c, siteprotocol.OutcomeFailed, siteprotocol.ReasonDeletionPending)
 	if !strings.Contains(c.Message, "still being deleted") {
@@ -251,23 +294,68 @@ func TestALegacyRawDeploymentRecordIsAdoptedNeverPatchedAndItsHangingDeletionIsD
 	if err != nil || u.GetDeletionTimestamp() == nil || len(u.GetFinalizers()) == 0 || u.GetAnnotations()[kube.AnnotationDeploymentMode] != application.DeploymentModeRawDeployment {
 		t.Fatalf("the legacy object: %v, finalizers %v, annotations %v", err, u.GetFinalizers(), u.GetAnnotations())
 	}
+	runtimeRequests(t, s, created.GetName())
+}
+
+// A legacy object whose finalizer KServe can remove is cleaned up: the
+// saved legacy record adopted as above, the administrator writes, through
+// the status subresource, status.deploymentMode RawDeployment, so that the
+// object's recorded mode agrees with its annotation. KServe v0.16.0's
+// validator compares only those two (validateDeploymentMode,
+// pkg/apis/serving/v1beta1/inference_service_validation.go) and does not
+// see status writes (its webhook matches inferenceservices, not
+// inferenceservices/status); its controller removes its finalizer on a
+// deleted object before anything else of the reconcile
+// (pkg/controller/v1beta1/inferenceservice/controller.go), so the finalizer
+// patch is admitted. A cancel then ends succeeded / deleted and the object
+// is gone; the audit log shows no update or patch of it by the Runtime and
+// a patch by KServe's controller after the Runtime's delete (the finalizer
+// removal). Real: the API server, KServe's controller and webhooks, the
+// garbage collector, the audit log. Written by the test as the
+// administrator: the object and its recorded mode.
+func TestALegacyRawDeploymentObjectWhoseFinalizerKServeCanRemoveIsCleanedUp(t *testing.T) {
+	t.Parallel()
+	s := newIsvcSite(t, isvcOptions{siteOptions: siteOptions{noPolicy: true, deletionWait: long}})
+	p, created := adoptedLegacyInferenceService(t, s)
+	isvcs := s.e.Dynamic.Resource(kubetest.InferenceServiceResource).Namespace(s.ns)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u, err := isvcs.Get(testContext(t), created.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if err := unstructured.SetNestedField(u.Object, application.DeploymentModeRawDeployment, "status", "deploymentMode"); err != nil {
+			return err
+		}
+		_, err = isvcs.UpdateStatus(testContext(t), u, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("the administrator's status write: %v", err)
+	}
+	c := s.simple(siteprotocol.OpCancel, p.Command.AttemptID)
+	want(t, c, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonDeleted)
+	if _, err := isvcs.Get(testContext(t), created.GetName(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the legacy InferenceService is still there after cancel: %v", err)
+	}
+	var deleted time.Time
+	for _, ev := range runtimeRequests(t, s, created.GetName()) {
+		if ev.Verb == "delete" {
+			deleted = ev.Received.Time
+		}
+	}
 	evs, err := s.e.AuditLog().Events()
 	if err != nil {
 		t.Fatal(err)
 	}
-	deleted := false
+	finalized := false
 	for _, ev := range evs {
-		if ev.User.Username != siteagent.RuntimeUser() || ev.ObjectRef == nil || ev.ObjectRef.Resource != "inferenceservices" || ev.ObjectRef.Name != created.GetName() {
-			continue
-		}
-		switch ev.Verb {
-		case "update", "patch":
-			t.Fatalf("the Runtime changed the legacy InferenceService: %+v", ev)
-		case "delete":
-			deleted = true
+		if ev.Actor() == kubetest.KServeController && ev.Verb == "patch" && ev.ObjectRef != nil && ev.ObjectRef.Resource == "inferenceservices" &&
+			ev.ObjectRef.Name == created.GetName() && ev.ObjectRef.Subresource == "" && ev.Code() == 200 && !ev.Received.Time.Before(deleted) {
+			finalized = true
 		}
 	}
-	if !deleted {
-		t.Fatal("the audit log shows no delete of the legacy InferenceService by the Runtime")
+	if !finalized {
+		t.Fatal("the audit log shows no patch of the deleted legacy InferenceService by KServe's controller")
 	}
+	want(t, s.simple(siteprotocol.OpObserve, p.Command.AttemptID), siteprotocol.OutcomeFailed, siteprotocol.ReasonNativeMissing)
 }

@@ -3,12 +3,15 @@ package kube_test
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	kservev1beta1 "github.com/kserve/kserve/pkg/apis/serving/v1beta1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
@@ -296,4 +299,54 @@ func TestAFailingPredictorIsObservedFailedModelLoadFailed(t *testing.T) {
 	if st := isvc.Status.ModelStatus.ModelRevisionStates; st == nil || st.TargetModelState != kservev1beta1.FailedToLoad {
 		t.Fatalf("KServe's model status %+v", isvc.Status.ModelStatus)
 	}
+}
+
+// A namespace quota that refuses the predictor's Pod: KServe reports only
+// PredictorReady False (MinimumReplicasUnavailable), so observe reads the
+// predictor Deployment KServe made and answers queued, quoting the quota's
+// refusal ("exceeded quota"), never failed; once the quota is raised the
+// Pod is created and the service becomes healthy when KServe reports it
+// Ready. Real: ResourceQuota admission, KServe's controller, the Deployment
+// and ReplicaSet controllers. Simulated by KWOK: the Node.
+func TestAQuotaRefusingThePredictorPodIsQueuedAndHealthyOnceRaised(t *testing.T) {
+	t.Parallel()
+	s := newIsvcSite(t, isvcOptions{})
+	s.quota(&corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "project-cpu"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse("100m")}}}, corev1.ResourceRequestsCPU)
+	attempt := uuid.NewString()
+	want(t, s.execute(s.command(siteprotocol.OpPrepare, attempt, isvcPrepare())), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
+	want(t, s.simple(siteprotocol.OpStart, attempt), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
+	notFailed := func(r siteprotocol.Result) siteprotocol.State {
+		st := state(t, r)
+		if st == siteprotocol.StateFailed {
+			t.Fatalf("a quota wait failed: %s", r.Detail)
+		}
+		return st
+	}
+	r := s.observeUntil(attempt, "queued on the quota", func(r siteprotocol.Result) bool {
+		return notFailed(r) == siteprotocol.StateQueued && strings.Contains(detail[siteprotocol.ObserveDetail](t, r).Message, "exceeded quota")
+	})
+	if d := detail[siteprotocol.ObserveDetail](t, r); d.Reason != kube.ReasonFailedCreate {
+		t.Fatalf("queued on the quota: %s", r.Detail)
+	}
+	u, err := s.e.Dynamic.Resource(kubetest.InferenceServiceResource).Namespace(s.ns).Get(testContext(t), domain.AttemptObjectName(attempt, ""), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var isvc kservev1beta1.InferenceService
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &isvc); err != nil {
+		t.Fatal(err)
+	}
+	if c := isvc.Status.GetCondition(kservev1beta1.PredictorReady); c == nil || c.Status != corev1.ConditionFalse {
+		t.Fatalf("KServe's PredictorReady while the quota refuses the Pod: %+v", c)
+	}
+	q, err := s.e.Client.CoreV1().ResourceQuotas(s.ns).Get(testContext(t), "project-cpu", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Spec.Hard[corev1.ResourceRequestsCPU] = resource.MustParse("2")
+	if _, err := s.e.Client.CoreV1().ResourceQuotas(s.ns).Update(testContext(t), q, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.observeUntil(attempt, "healthy", func(r siteprotocol.Result) bool { return notFailed(r) == siteprotocol.StateHealthy })
 }
