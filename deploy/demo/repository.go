@@ -189,7 +189,7 @@ func (g *gitHost) readCheckout(log string) error {
 
 // preparedCheckout sends the batch prepare (by prepare) while it watches
 // the Attempt's helper Pod and credential Secret, then checks, before the
-// Run may start, what prepare promises (seed 000): the helper ran
+// Run may start, what prepare promises (docs/site-runtime.md#the-workspace-helper): the helper ran
 // metallo workspace-init on the real node and reported the exact commit,
 // one grant was issued, its token is gone at Gitea and refused there, and
 // the API server has neither the Secret nor the helper any more.
