@@ -197,9 +197,13 @@ endef
 
 # --- batch on Kubernetes: the demo and the native start benchmark (issue 6) ---
 ## demo: the main job end to end on the local cluster, narrated: central roles and a Runtime as processes, a private repository checked out by the helper Pod, a Job created as the member (deploy/demo); METALLO_DEMO_RUNTIME=pod runs the Runtime as a Pod installed from deploy/runtime
-.PHONY: demo bench-native
-demo: build services git-tools githost-build cluster-up
+.PHONY: demo demo-check bench-native
+demo: demo-check build services git-tools githost-build cluster-up
 	$(GO) run ./deploy/demo --metallo $(BIN)
+
+# demo-check refuses a bad METALLO_DEMO_RUNTIME before anything is built or started.
+demo-check:
+	@case "$${METALLO_DEMO_RUNTIME:-process}" in process|pod) ;; *) echo "METALLO_DEMO_RUNTIME must be process or pod, not '$$METALLO_DEMO_RUNTIME'" >&2; exit 2;; esac
 
 ## bench-native: batch Attempts started/s against the local cluster next to raw client-go Job creates/s, application Attempts started/s next to raw Deployment+Service creates/s, and inference Attempts started/s next to raw InferenceService creates/s; writes the "Native start", "Application start" and "Inference start" sections of BENCHMARKS.md (also kept in var/bench-native.md, var/bench-application.md, var/bench-inference.md)
 bench: bench-native

@@ -70,6 +70,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -82,6 +83,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/runtimepod"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
@@ -247,17 +249,31 @@ func (d *demo) run(ctx context.Context) error {
 
 func (d *demo) prepareDir() error {
 	d.section("Fresh state under " + d.dir)
-	if err := os.RemoveAll(d.dir); err != nil {
-		return err
+	// What the demo needs is checked before the previous run's logs are removed.
+	if _, err := exec.LookPath(d.bin); err != nil {
+		return fmt.Errorf("the metallo binary %s: %w (make build, or make demo)", d.bin, err)
 	}
-	if err := os.MkdirAll(filepath.Join(d.dir, "runtime"), 0o750); err != nil {
-		return err
+	if _, err := os.Stat(filepath.Join(d.clusterDir, "cluster.json")); err != nil {
+		return fmt.Errorf("no local cluster (run make cluster-up): %w", err)
 	}
 	abs, err := filepath.Abs(d.dir)
 	if err != nil {
 		return err
 	}
 	d.dir = abs
+	// A previous demo killed before it could stop its processes (the central roles, a
+	// Runtime process, Gitea) left them running on what is removed next.
+	for _, left := range leftoverProcesses(d.dir) {
+		if err := syscall.Kill(left.pid, syscall.SIGKILL); err == nil {
+			d.say("stopped pid %d left by a previous demo: %s", left.pid, left.cmd)
+		}
+	}
+	if err := os.RemoveAll(d.dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(d.dir, "runtime"), 0o750); err != nil {
+		return err
+	}
 	for _, p := range []string{"site:alpha", "service:beto", "service:execution"} {
 		out, err := exec.Command(d.bin, "keys", "new", "--principal", p, "--append", d.path("keys.yaml")).Output()
 		if err != nil {
@@ -277,6 +293,44 @@ func (d *demo) prepareDir() error {
 }
 
 func (d *demo) path(name string) string { return filepath.Join(d.dir, name) }
+
+type leftover struct {
+	pid int
+	cmd string
+}
+
+// leftoverProcesses lists the processes (other than this one) with an argument under dir:
+// what a previous demo started there (its metallo serve processes name their files under it,
+// Gitea its configuration).
+func leftoverProcesses(dir string) []leftover {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []leftover
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		for _, a := range args {
+			if strings.HasPrefix(a, dir+string(filepath.Separator)) || strings.Contains(a, "="+dir+string(filepath.Separator)) {
+				cmd := strings.Join(args, " ")
+				if len(cmd) > 100 {
+					cmd = cmd[:100] + "…"
+				}
+				out = append(out, leftover{pid: pid, cmd: cmd})
+				break
+			}
+		}
+	}
+	return out
+}
 
 type clusterState struct {
 	Kubeconfig string    `json:"kubeconfig"`
@@ -517,6 +571,13 @@ func (d *demo) startRuntime(ctx context.Context, tokenFile, kubeconfig, project,
 		return d.startRuntimePod(ctx, grants)
 	}
 	d.section("The Site Runtime: install, check (TokenReview), serve")
+	// A Runtime Pod of a killed pod-mode demo would pull from this environment too.
+	if _, err := d.admin.AppsV1().Deployments(siteagent.RuntimeNamespace).Get(ctx, runtimepod.Deployment, metav1.GetOptions{}); err == nil {
+		if err := d.removeRuntimePod(ctx); err != nil {
+			return err
+		}
+		d.say("removed the Runtime Pod a previous pod-mode demo left in %s", siteagent.RuntimeNamespace)
+	}
 	journals, record := d.path("runtime/journals"), "file:"+d.path("runtime/installation.json")
 	out, err := exec.CommandContext(ctx, d.bin, "runtime", "install", "--journal-dir", journals, "--environment", environment,
 		"--authority", d.base, "--installation-record", record, "--log-level", "error").CombinedOutput()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -210,8 +211,12 @@ func (d *demo) startRuntimePod(ctx context.Context, grants []byte) error {
 // and the RBAC objects (the cluster's other users keep them).
 func (d *demo) removeRuntimePod(ctx context.Context) error {
 	if d.podName != "" {
-		if b, err := d.admin.CoreV1().Pods(siteagent.RuntimeNamespace).GetLogs(d.podName, nil).DoRaw(ctx); err == nil {
-			_ = os.WriteFile(d.path("runtime.log"), b, 0o600)
+		b, err := d.admin.CoreV1().Pods(siteagent.RuntimeNamespace).GetLogs(d.podName, &corev1.PodLogOptions{Container: "runtime"}).DoRaw(ctx)
+		if err != nil {
+			b = []byte(fmt.Sprintf("(the log of Pod %s/%s: %v)\n", siteagent.RuntimeNamespace, d.podName, err))
+		}
+		if err := os.WriteFile(d.path("runtime.log"), b, 0o600); err != nil {
+			return err
 		}
 	}
 	return runtimepod.Remove(ctx, d.admin, siteagent.RuntimeNamespace, func(name string) bool {

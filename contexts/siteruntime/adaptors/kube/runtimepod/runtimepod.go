@@ -227,7 +227,7 @@ func Install(ctx context.Context, cs kubernetes.Interface, namespace string, job
 			break
 		}
 		if condition(j, batchv1.JobFailed) || time.Now().After(deadline) {
-			return "", fmt.Errorf("install Job %s did not complete within %s: %+v\n%s", job.Name, bound, j.Status, JobLogs(ctx, cs, namespace, job.Name))
+			return "", fmt.Errorf("install Job %s did not complete within %s (active %d, failed %d)\n%s", job.Name, bound, j.Status.Active, j.Status.Failed, JobLogs(ctx, cs, namespace, job.Name))
 		}
 		if err := sleep(ctx, 500*time.Millisecond); err != nil {
 			return "", err
@@ -275,7 +275,12 @@ func JobLogs(ctx context.Context, cs kubernetes.Interface, namespace, job string
 	}
 	var b strings.Builder
 	for _, p := range pods.Items {
-		fmt.Fprintf(&b, "--- %s on %s (%s)\n", p.Name, p.Spec.NodeName, p.Status.Phase)
+		fmt.Fprintf(&b, "--- %s on %q (%s)\n", p.Name, p.Spec.NodeName, p.Status.Phase)
+		for _, c := range p.Status.Conditions {
+			if c.Status != corev1.ConditionTrue && c.Message != "" {
+				fmt.Fprintf(&b, "%s: %s: %s\n", c.Type, c.Reason, c.Message)
+			}
+		}
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			raw, err := cs.CoreV1().Pods(namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
 			if err != nil {
@@ -315,7 +320,8 @@ func RunningPod(ctx context.Context, cs kubernetes.Interface, namespace, deploym
 // Remove deletes what an install created in namespace, but the namespace, the service account
 // and the RBAC objects (the cluster's other users keep them): the part-of=metallo Deployments
 // and every Job (foreground), then, once their Pods are gone (bounded by ctx), every claim and
-// the ConfigMaps for which configMap returns true.
+// the ConfigMaps for which configMap returns true, and waits (bounded by ctx) until the claims
+// are gone.
 func Remove(ctx context.Context, cs kubernetes.Interface, namespace string, configMap func(name string) bool) error {
 	fg := metav1.DeletePropagationForeground
 	del := metav1.DeleteOptions{PropagationPolicy: &fg}
@@ -361,5 +367,19 @@ func Remove(ctx context.Context, cs kubernetes.Interface, namespace string, conf
 			_ = cs.CoreV1().ConfigMaps(namespace).Delete(ctx, c.Name, metav1.DeleteOptions{})
 		}
 	}
-	return nil
+	// A claim keeps its protection finalizer until no Pod uses it: wait until every claim is
+	// gone, so that an install right after this one creates a fresh claim instead of
+	// patching the terminating one (which then vanishes under the install Job).
+	for {
+		claims, err := cs.CoreV1().PersistentVolumeClaims(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(claims.Items) == 0 {
+			return nil
+		}
+		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+			return fmt.Errorf("the Runtime's claims are not gone: %w", err)
+		}
+	}
 }
