@@ -64,11 +64,8 @@ type TB interface {
 type Host struct {
 	// URL is the host's base URL, https://127.0.0.1:PORT (no trailing /),
 	// or https://IP:PORT when StartReachableAt named IP.
-	URL string
-	// ReachableURL is the base URL at the address StartReachableAt named,
-	// the same as URL (empty otherwise).
-	ReachableURL string
-	extraIP      net.IP
+	URL     string
+	extraIP net.IP
 	// ProtocolV0URL is the same host behind a proxy that drops the
 	// Git-Protocol header, so it speaks only Git's protocol v0 and refuses
 	// a fetch of an unadvertised commit (an older server).
@@ -127,8 +124,7 @@ func Start(tb TB) *Host {
 // bridge address, where its Pods reach this machine;
 // docs/testing.md#the-real-node): Gitea listens on ip, its ROOT_URL names
 // ip, so the LFS batch API's hrefs do too, and the server certificate names
-// ip as well as 127.0.0.1 and localhost. URL and ReachableURL are both
-// https://IP:PORT.
+// ip as well as 127.0.0.1 and localhost. URL is https://IP:PORT.
 func StartReachableAt(tb TB, ip string) *Host {
 	tb.Helper()
 	tb.Log(LaneMarker)
@@ -140,7 +136,6 @@ func StartReachableAt(tb TB, ip string) *Host {
 	if err != nil {
 		tb.Fatalf("Git host lane cannot start: %v", err)
 	}
-	h.ReachableURL = h.URL
 	return h
 }
 

@@ -81,8 +81,8 @@ func TestAPrepareWithARepositoryOnTheRealNodeChecksItOutAndTheJobReadsIt(t *test
 	if _, err := s.e.Client.CoreV1().ConfigMaps(s.ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(repo.URL, host.ReachableURL+"/") {
-		t.Fatalf("the repository's URL %s is not at the bridge address %s", repo.URL, host.ReachableURL)
+	if !strings.HasPrefix(host.URL, "https://"+node.HostIP+":") || !strings.HasPrefix(repo.URL, host.URL+"/") {
+		t.Fatalf("the repository's URL %s is not at the bridge address %s (host %s)", repo.URL, node.HostIP, host.URL)
 	}
 
 	attempt := uuid.NewString()
