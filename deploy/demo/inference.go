@@ -101,26 +101,8 @@ func (d *demo) inferenceService(ctx context.Context, ns, project, member, bindin
 	}
 	ref := start.NativeRefs[0]
 	began := time.Now()
-	for i := 0; ; i++ {
-		r, err := do(siteprotocol.OpObserve, nil)
-		if err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
-			return failed("observe (inference)", r, err)
-		}
-		st, err := siteprotocol.DecodeDetail[siteprotocol.ObserveDetail](r)
-		if err != nil {
-			return err
-		}
-		if st.State == siteprotocol.StateHealthy {
-			break
-		}
-		if st.State == siteprotocol.StateFailed || i >= 90 {
-			return fmt.Errorf("the inference service did not become healthy: %s", r.Detail)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
+	if err := observeHealthy(ctx, do, "inference", 90); err != nil {
+		return err
 	}
 	d.say("healthy %s after start: KServe reports the InferenceService Ready", time.Since(began).Round(time.Second))
 	predictor, err := d.showInferenceService(ctx, dyn, ref)
@@ -347,8 +329,8 @@ func (d *demo) askModel(ctx context.Context, do func(siteprotocol.Operation, any
 }
 
 // send appends one command of family to the stream as the execution
-// service and waits for its acknowledged result, narrating it as the
-// other steps' commands are.
+// service and waits for its acknowledged result, narrating it: every
+// step's commands go through it.
 func (d *demo) send(ctx context.Context, family siteprotocol.Family, run, attempt, member, project, binding string, op siteprotocol.Operation, payload any) (sent, error) {
 	c := map[string]any{"id": uuid.NewString(), "operation": op, "issued_at": time.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
 		"member_id": member, "project_id": project, "family": family, "run_id": run, "attempt_id": attempt,

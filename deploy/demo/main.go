@@ -864,26 +864,12 @@ func (d *demo) commands(ctx context.Context, ns, project, member, binding string
 	run, attempt := uuid.NewString(), uuid.NewString()
 	var all []sent
 	doAs := func(family siteprotocol.Family, run, attempt string, op siteprotocol.Operation, payload any) (siteprotocol.Result, error) {
-		c := map[string]any{"id": uuid.NewString(), "operation": op, "issued_at": time.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
-			"member_id": member, "project_id": project}
-		if op != siteprotocol.OpBindMember {
-			c["family"], c["run_id"], c["attempt_id"] = family, run, attempt
-			c["account_ref"] = map[string]any{"binding_id": binding, "generation": 1}
-		}
-		if payload != nil {
-			c["payload"] = payload
-		}
-		var receipt siteprotocol.AppendReceipt
-		if _, _, err := d.call(ctx, http.MethodPost, "/execution/v1/streams/"+environment+"/commands", d.keys["service:execution"], c, &receipt); err != nil {
-			return siteprotocol.Result{}, err
-		}
-		r, err := d.acknowledged(ctx, c["id"].(string))
+		c, err := d.send(ctx, family, run, attempt, member, project, binding, op, payload)
 		if err != nil {
-			return r, err
+			return c.result, err
 		}
-		all = append(all, sent{id: c["id"].(string), op: op, sequence: receipt.Sequence, result: r})
-		d.say("#%d %-11s → %s / %s: %s %s", receipt.Sequence, op, r.Outcome, r.Reason, r.Message, compact(r.Detail))
-		return r, nil
+		all = append(all, c)
+		return c.result, nil
 	}
 	do := func(op siteprotocol.Operation, payload any) (siteprotocol.Result, error) {
 		return doAs(siteprotocol.FamilyBatch, run, attempt, op, payload)
@@ -1162,6 +1148,33 @@ func (d *demo) readLogs(ctx context.Context, job siteprotocol.NativeRef, do func
 	return nil
 }
 
+// observeHealthy observes the service (family for the messages) every 2 seconds until it is
+// healthy; it fails on an observe that does not succeed, a failed state, or after tries
+// observes.
+func observeHealthy(ctx context.Context, do func(siteprotocol.Operation, any) (siteprotocol.Result, error), family string, tries int) error {
+	for i := 0; ; i++ {
+		r, err := do(siteprotocol.OpObserve, nil)
+		if err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
+			return failed("observe ("+family+")", r, err)
+		}
+		st, err := siteprotocol.DecodeDetail[siteprotocol.ObserveDetail](r)
+		if err != nil {
+			return err
+		}
+		if st.State == siteprotocol.StateHealthy {
+			return nil
+		}
+		if st.State == siteprotocol.StateFailed || i >= tries {
+			return fmt.Errorf("the %s service did not become healthy: %s", family, r.Detail)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
 // showWorkspace prints the file the Job wrote in its workspace claim (a
 // hostPath volume of the local cluster, on this machine like the node).
 func (d *demo) showWorkspace(ctx context.Context, namespace string, pod corev1.Pod) error {
@@ -1222,26 +1235,8 @@ func (d *demo) applicationService(ctx context.Context, commands func(attempt, ru
 	if err != nil || start.Outcome != siteprotocol.OutcomeSucceeded || len(start.NativeRefs) != 2 {
 		return failed("start (application)", start, err)
 	}
-	for i := 0; ; i++ {
-		r, err := do(siteprotocol.OpObserve, nil)
-		if err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
-			return failed("observe (application)", r, err)
-		}
-		st, err := siteprotocol.DecodeDetail[siteprotocol.ObserveDetail](r)
-		if err != nil {
-			return err
-		}
-		if st.State == siteprotocol.StateHealthy {
-			break
-		}
-		if st.State == siteprotocol.StateFailed || i >= 60 {
-			return fmt.Errorf("the application service did not become healthy: %s", r.Detail)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
+	if err := observeHealthy(ctx, do, "application", 60); err != nil {
+		return err
 	}
 	dep, svc := start.NativeRefs[0], start.NativeRefs[1]
 	d.say("Deployment %s (uid %s) and Service %s (uid %s, ClusterIP) are the member's: healthy, its Pod Ready on %s", dep.Name, dep.UID, svc.Name, svc.UID, d.realNode.Name)
