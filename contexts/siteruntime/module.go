@@ -170,7 +170,9 @@ func inferenceRegistrations(e *application.InferenceExecutor) []application.Regi
 // newInferenceExecutor is NewInferenceExecutor over the shared client and
 // access check, with records in services.sqlite, checking out repositories
 // through the workspace helper; it sees jobs.sqlite, so a prepare or start
-// of a batch Attempt is refused attempt-conflict.
+// of a batch Attempt is refused attempt-conflict. Its private reads follow
+// the InferenceService's Pod chain, which it registers on the shared
+// client (kube.InferencePodChain), and proxy to KServe's predictor Service.
 func newInferenceExecutor(cfg Config, native *kube.Workloads, access *application.Access, r application.ServiceRecords,
 	batch application.BatchRecords, grants application.RepositoryGrants, fp application.Failpoints) (*application.InferenceExecutor, error) {
 	e, err := NewInferenceExecutor(cfg, native, access, r, fp)
@@ -181,7 +183,8 @@ func newInferenceExecutor(cfg Config, native *kube.Workloads, access *applicatio
 	if err != nil {
 		return nil, err
 	}
-	return e.WithCheckout(grants, specs, native, ccfg).WithOtherFamilies(batch), nil
+	native.WithPodChain(domain.KindInferenceService, kube.InferencePodChain())
+	return e.WithCheckout(grants, specs, native, ccfg).WithOtherFamilies(batch).WithReads(native).WithProxy(native), nil
 }
 
 // newNativeObjects is NewNativeObjects: the one Kubernetes workload

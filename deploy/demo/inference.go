@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -49,10 +48,12 @@ var (
 // family inference prepared on the pinned runtime, started — the
 // InferenceService created as the member —, observed until KServe's own
 // controller has made its predictor on the real node and reports it
-// Ready (healthy), asked for a prediction, cancelled and observed gone.
+// Ready (healthy), its predictor's log read and the model asked for a
+// prediction through the stream as the member (read-logs, proxy),
+// cancelled and observed gone.
 // Its commands go to the same stream as the others'.
 func (d *demo) inferenceService(ctx context.Context, ns, project, member, binding string) error {
-	d.section("An inference service on KServe: prepared, started as the member, Ready through KServe's controller, asked, cancelled")
+	d.section("An inference service on KServe: prepared, started as the member, Ready through KServe's controller, its log read and the model asked through the stream, cancelled")
 	dyn, err := dynamic.NewForConfig(d.adminCfg)
 	if err != nil {
 		return err
@@ -107,6 +108,9 @@ func (d *demo) inferenceService(ctx context.Context, ns, project, member, bindin
 	d.say("healthy %s after start: KServe reports the InferenceService Ready", time.Since(began).Round(time.Second))
 	predictor, err := d.showInferenceService(ctx, dyn, ref)
 	if err != nil {
+		return err
+	}
+	if err := d.readPredictorLog(ctx, do, ref); err != nil {
 		return err
 	}
 	if err := d.askModel(ctx, do, ref, predictor); err != nil {
@@ -246,68 +250,78 @@ func kserveProbe(dep *appsv1.Deployment) string {
 	return ""
 }
 
-// askModel asks the model for a prediction. The member asks through the
-// stream (proxy) where the Runtime answers it for the inference family;
-// a Runtime without the inference family's private reads refuses it
-// unsupported-operation, and then the administrator asks the same
-// question through the API server's service proxy, to show the model
-// answering the KServe v1 protocol.
+// readPredictorLog reads the predictor's log tail through the command
+// stream, as the member (read-logs, docs/site-runtime.md#private-reads):
+// the Runtime checks the binding, a fresh execution.read answer, the Pod →
+// ReplicaSet → predictor Deployment → InferenceService UID chain and the
+// Pod's arguments under the private inference argument rule, then answers
+// the log's last bytes of kserve-container exactly; they equal what
+// pods/log gives the administrator.
+func (d *demo) readPredictorLog(ctx context.Context, do func(siteprotocol.Operation, any) (siteprotocol.Result, error), ref siteprotocol.NativeRef) error {
+	r, err := do(siteprotocol.OpReadLogs, map[string]any{"tail_bytes": 4096})
+	if err != nil || r.Outcome != siteprotocol.OutcomeSucceeded || len(r.NativeRefs) != 2 {
+		return failed("read-logs (inference)", r, err)
+	}
+	rd, err := siteprotocol.DecodeDetail[siteprotocol.ReadLogsDetail](r)
+	if err != nil {
+		return err
+	}
+	got, err := base64.StdEncoding.DecodeString(rd.ContentBase64)
+	if err != nil {
+		return err
+	}
+	pod := r.NativeRefs[1]
+	d.say("read-logs: Pod %s, container %s, %d bytes, truncated %v; decoded:", pod.Name, rd.Container, len(got), rd.Truncated)
+	for _, line := range strings.Split(strings.TrimRight(string(got), "\n"), "\n") {
+		d.say("  | %s", line)
+	}
+	logs, err := d.admin.CoreV1().Pods(ref.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: kube.PredictorContainer}).DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("pods/log: %w", err)
+	}
+	if rd.Container != kube.PredictorContainer || rd.Truncated || !bytes.Equal(got, logs) || !strings.Contains(string(got), "serving model "+ref.Name) {
+		return fmt.Errorf("read-logs answered %q of %s; pods/log holds %q", got, rd.Container, logs)
+	}
+	d.say("the same bytes as pods/log gives the administrator: the model server's start line, naming its model")
+	return nil
+}
+
+// askModel asks the model for a prediction through the command stream, as
+// the member (proxy, docs/site-runtime.md#private-reads): the Runtime
+// checks the Attempt's Pods as for read-logs and KServe's predictor
+// Service live — controlled by the recorded InferenceService by UID,
+// ClusterIP, selecting exactly the predictor Deployment's Pods — and sends
+// one KServe v1 predict through the API server's service proxy, dropping
+// the member's Authorization header; the model echoes its instances as
+// its predictions.
 func (d *demo) askModel(ctx context.Context, do func(siteprotocol.Operation, any) (siteprotocol.Result, error), ref siteprotocol.NativeRef, predictor string) error {
 	predict := `{"instances": [[1.0, 2.0], {"text": "is the model ready?"}]}`
 	path := "/v1/models/" + ref.Name + ":predict"
 	pr, err := do(siteprotocol.OpProxy, map[string]any{"method": "POST", "path": path, "body_base64": base64.StdEncoding.EncodeToString([]byte(predict)),
-		"headers": map[string][]string{"Content-Type": {"application/json"}}})
+		"headers": map[string][]string{"Content-Type": {"application/json"}, "Authorization": {"Bearer not-forwarded"}}})
+	if err != nil || pr.Outcome != siteprotocol.OutcomeSucceeded {
+		return failed("proxy (inference)", pr, err)
+	}
+	pd, err := siteprotocol.DecodeDetail[siteprotocol.ProxyDetail](pr)
 	if err != nil {
-		return fmt.Errorf("proxy (inference): %w", err)
+		return err
 	}
-	var answer []byte
-	switch {
-	case pr.Outcome == siteprotocol.OutcomeSucceeded:
-		pd, err := siteprotocol.DecodeDetail[siteprotocol.ProxyDetail](pr)
-		if err != nil {
-			return err
-		}
-		if pd.Status != http.StatusOK {
-			return fmt.Errorf("the model answered %d through the stream", pd.Status)
-		}
-		if answer, err = base64.StdEncoding.DecodeString(pd.BodyBase64); err != nil {
-			return err
-		}
-		d.say("proxy: POST %s through the stream, as the member; the model answered %d", path, pd.Status)
-	case pr.Reason == siteprotocol.ReasonUnsupportedOperation:
-		d.say("proxy through the stream: %s (%s) — the inference family's private reads are still to come;", pr.Reason, pr.Message)
-		d.say("the administrator asks the same through the API server's service proxy instead")
-		svc, err := d.admin.CoreV1().Services(ref.Namespace).Get(ctx, predictor, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if len(svc.Spec.Ports) == 0 {
-			return fmt.Errorf("the predictor Service %s has no port", predictor)
-		}
-		port := strconv.Itoa(int(svc.Spec.Ports[0].Port))
-		base := []string{"/api/v1/namespaces", ref.Namespace, "services", "http:" + predictor + ":" + port, "proxy", "v1", "models"}
-		ready, err := d.admin.CoreV1().RESTClient().Get().AbsPath(append(base, ref.Name)...).DoRaw(ctx)
-		if err != nil {
-			return fmt.Errorf("GET /v1/models/%s through the service proxy: %w", ref.Name, err)
-		}
-		var st struct {
-			Name  string `json:"name"`
-			Ready bool   `json:"ready"`
-		}
-		if err := json.Unmarshal(ready, &st); err != nil || st.Name != ref.Name || !st.Ready {
-			return fmt.Errorf("GET /v1/models/%s answered %s", ref.Name, ready)
-		}
-		d.say("GET /v1/models/%s (Service %s port %s):", ref.Name, predictor, port)
-		d.say("  | %s", strings.TrimSpace(string(ready)))
-		answer, err = d.admin.CoreV1().RESTClient().Post().AbsPath(append(base, ref.Name+":predict")...).
-			SetHeader("Content-Type", "application/json").Body([]byte(predict)).DoRaw(ctx)
-		if err != nil {
-			return fmt.Errorf("POST %s through the service proxy: %w", path, err)
-		}
-		d.say("POST %s with %s:", path, predict)
-	default:
-		return failed("proxy (inference)", pr, nil)
+	if pd.Status != http.StatusOK {
+		return fmt.Errorf("the model answered %d through the stream", pd.Status)
 	}
+	answer, err := base64.StdEncoding.DecodeString(pd.BodyBase64)
+	if err != nil {
+		return err
+	}
+	svc, err := d.admin.CoreV1().Services(ref.Namespace).Get(ctx, predictor, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("the predictor Service %s: %w", predictor, err)
+	}
+	if len(pr.NativeRefs) == 0 || pr.NativeRefs[0].Name != predictor || pr.NativeRefs[0].UID != string(svc.UID) {
+		return fmt.Errorf("the proxy went through %+v, not KServe's predictor Service %s (uid %s)", pr.NativeRefs, predictor, svc.UID)
+	}
+	d.say("proxy: POST %s through the stream, as the member, via KServe's Service %s (uid %s);", path, predictor, svc.UID)
+	d.say("the model answered %d with headers %v:", pd.Status, pd.Headers)
 	var got, want struct {
 		Predictions []any `json:"predictions"`
 		Instances   []any `json:"instances"`
@@ -324,7 +338,8 @@ func (d *demo) askModel(ctx context.Context, do func(siteprotocol.Operation, any
 		return fmt.Errorf("the model answered %s; want the instances %s as its predictions", answer, w)
 	}
 	d.say("  | %s", strings.TrimSpace(string(answer)))
-	d.say("(the KServe v1 protocol: the stand-in model echoes its instances as its predictions)")
+	d.say("(the KServe v1 protocol: the stand-in model echoes its instances as its predictions; the member's")
+	d.say("Authorization header was dropped before the request left the Runtime)")
 	return nil
 }
 

@@ -37,9 +37,9 @@
 // KServe's own controller has made its predictor Deployment and Service
 // (the audit log says so), the Pod is Ready on the real node with the
 // arguments of the private inference argument rule and KServe reports it
-// Ready (healthy), asked for a prediction (through the stream's proxy
-// where the Runtime answers it for inference, else through the API
-// server's service proxy), cancelled and observed gone. Last, `metallo workspace-init`, run
+// Ready (healthy), its predictor's log read through the stream
+// (read-logs) and the model asked for a prediction through the stream's
+// proxy as the member, cancelled and observed gone. Last, `metallo workspace-init`, run
 // as a process, verifies a complete checkout on a second run and
 // refuses a commit whose link leaves the tree. It exits 0 only if all of that
 // happened, and stops every process it started (Gitea too).

@@ -65,7 +65,9 @@ type InferenceNatives interface {
 //     foreground deletes as the Runtime; KServe's controller removes the
 //     predictor it made. A deletion that does not finish within the bound
 //     (an InferenceService whose finalizer KServe cannot remove) is
-//     failed / deletion-pending: the Runtime never removes finalizers.
+//     failed / deletion-pending: the Runtime never removes finalizers;
+//   - read-logs and proxy are the private reads (WithReads, WithProxy) of
+//     its predictor Pods and predictor Service.
 type InferenceExecutor struct {
 	// checkout is set by WithCheckout; without it a prepare with a
 	// repository is refused unsupported-operation.
@@ -75,6 +77,8 @@ type InferenceExecutor struct {
 	specs    InferenceSpecs
 	fp       Failpoints
 	cfg      InferenceConfig
+	// reads are set by WithReads (and its proxy by WithProxy).
+	reads *PrivateReads
 }
 
 // NewInferenceExecutor returns the inference service executors; records is
@@ -127,6 +131,28 @@ func (e *InferenceExecutor) WithCheckout(grants RepositoryGrants, specs Checkout
 	return e
 }
 
+// WithReads makes e answer read-logs of its predictor Pods through pods
+// (Pod → ReplicaSet → the predictor Deployment, both read live → the
+// recorded InferenceService, and the private argument rule against the
+// saved specification; docs/site-runtime.md#private-reads); without it
+// read-logs is refused unsupported-operation. It returns e.
+func (e *InferenceExecutor) WithReads(pods WorkloadPods) *InferenceExecutor {
+	e.reads = NewPrivateReads(e.life, e.specs, pods, domain.KindInferenceService)
+	return e
+}
+
+// WithProxy makes e answer proxy to its Attempts' predictor Services
+// through p (after WithReads): the Service KServe's controller makes for
+// the recorded InferenceService, checked live by p
+// (docs/site-runtime.md#private-reads); without it proxy is refused
+// unsupported-operation. It returns e.
+func (e *InferenceExecutor) WithProxy(p ServiceProxy) *InferenceExecutor {
+	if e.reads != nil {
+		e.reads.WithProxy(p, "")
+	}
+	return e
+}
+
 // Registrations routes the inference family's operations to e.
 func (e *InferenceExecutor) Registrations() []Registration {
 	return workloadRegistrations(siteprotocol.FamilyInference, e)
@@ -147,7 +173,7 @@ func (e *InferenceExecutor) perform(ctx context.Context, cmd siteprotocol.Comman
 	if err := e.checkout.RetryRevocation(ctx, cmd); err != nil {
 		return domain.Answer{}, err
 	}
-	return e.life.perform(ctx, cmd, recovering, familySteps{name: "inference", prepare: e.prepare, start: e.start, observe: e.observe})
+	return e.life.perform(ctx, cmd, recovering, familySteps{name: "inference", prepare: e.prepare, start: e.start, observe: e.observe, reads: e.reads})
 }
 
 func (e *InferenceExecutor) prepare(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {

@@ -30,22 +30,47 @@ type ProxyResponse struct {
 	// Truncated is true when it was longer.
 	Body      []byte
 	Truncated bool
+	// Service is the live Service the request went through (its UID as
+	// read before the send).
+	Service siteprotocol.NativeRef
+}
+
+// ProxyTarget is what a proxy goes to (docs/site-runtime.md#private-reads):
+// the Attempt's recorded workload object and, where the Runtime created
+// the Service itself, that Service's record.
+type ProxyTarget struct {
+	// Root is the recorded workload object (the application family's
+	// Deployment, the inference family's InferenceService) with its
+	// recorded UID, and RootSpec its saved specification.
+	Root     siteprotocol.NativeRef
+	RootSpec []byte
+	// Service is the Service the Runtime recorded (the application
+	// family's attempt-<attempt>) and ServiceSpec its saved specification.
+	// Both are zero where a controller makes the Service from Root
+	// (KServe's predictor Service of an InferenceService).
+	Service     siteprotocol.NativeRef
+	ServiceSpec []byte
 }
 
 // ServiceProxy sends requests to an Attempt's Service through the API
 // server's service proxy, as the Runtime (docs/site-runtime.md#private-reads).
 type ServiceProxy interface {
-	// ProxyService sends req to the Service svc names after checking it
-	// live: its name holds svc.UID, it carries id's identity labels, and
-	// its type, selector and port are those of saved (the specification
-	// the Runtime saved for it). Errors: wrapping ErrNativeIdentityMismatch
-	// (nothing was sent), ErrWorkloadGone (the Service is gone),
-	// ErrEndpointUnavailable (the API server reached no endpoint), any
+	// ProxyService sends req to t's Service after checking it live. A
+	// recorded Service (t.Service set): its name holds its recorded UID,
+	// it carries id's identity labels, and its type, selector and port are
+	// those of t.ServiceSpec. A controller's Service (t.Service zero): the
+	// family's rule, e.g. KServe's predictor Service controlled by t.Root
+	// by UID, selecting exactly the Attempt's exact Pods. Errors: wrapping
+	// ErrNativeIdentityMismatch (nothing was sent), ErrWorkloadGone (the
+	// recorded Service is gone), ErrEndpointUnavailable (no Service or
+	// endpoint the API server could reach; nothing usable was sent), any
 	// other error (the request may or may not have reached the service).
-	ProxyService(ctx context.Context, svc siteprotocol.NativeRef, saved []byte, id ObjectIdentity, req ProxyRequest) (ProxyResponse, error)
+	ProxyService(ctx context.Context, t ProxyTarget, id ObjectIdentity, req ProxyRequest) (ProxyResponse, error)
 }
 
-// WithProxy makes r answer proxy through p. It returns r.
+// WithProxy makes r answer proxy through p to the Service of the recorded
+// kind service, or, with service empty, to the Service a controller makes
+// from the root object (KServe's predictor Service). It returns r.
 func (r *PrivateReads) WithProxy(p ServiceProxy, service string) *PrivateReads {
 	r.proxy, r.service = p, service
 	return r
@@ -113,18 +138,23 @@ func FilterHeaders(h map[string][]string) (out map[string][]string, truncated bo
 	return out, truncated
 }
 
-// Proxy answers proxy for an application Attempt: after the checks of
-// PrivateReads (the Deployment's record, binding, fresh execution.read,
-// every Pod of the Attempt exact by Pod → ReplicaSet → Deployment), the
-// Service's record must hold a UID, and the live Service must be exact
-// (ServiceProxy). A method, path or header the protocol does not admit is
-// invalid-payload (siteprotocol's payload rules); a workload without a ready Pod, or a Service the API server reaches no
-// endpoint of, fails endpoint-unavailable with nothing sent. The answer is
-// the service's status — an upstream error is the service's answer, never
-// a Runtime failure — its filtered headers and its body up to 1 MiB
-// (truncated when longer). A proxy is sent at most once: Recover of a
-// proxy whose answer was not saved fails native-error without sending it
-// again (it may have reached the service).
+// Proxy answers proxy for a service Attempt: after the checks of
+// PrivateReads (the workload's record, binding, fresh execution.read,
+// every Pod of the Attempt exact by its family's chain — Pod → ReplicaSet
+// → Deployment, or → Deployment → InferenceService with the private
+// argument rule), the Service is checked live (ServiceProxy): the
+// application family's recorded Service, whose record must hold a UID
+// (not-started otherwise; removed: native-missing), or the inference
+// family's predictor Service, which KServe's controller makes. A method,
+// path or header the protocol does not admit is invalid-payload
+// (siteprotocol's payload rules); a workload without a ready Pod, or a
+// Service the API server reaches no endpoint of, fails
+// endpoint-unavailable with nothing sent. The answer is the service's
+// status — an upstream error is the service's answer, never a Runtime
+// failure — its filtered headers and its body up to 1 MiB (truncated when
+// longer). A proxy is sent at most once: Recover of a proxy whose answer
+// was not saved fails native-error without sending it again (it may have
+// reached the service).
 func (r *PrivateReads) Proxy(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {
 	if r.proxy == nil {
 		return domain.Refused(siteprotocol.ReasonUnsupportedOperation, "this family does not proxy to a service"), nil
@@ -143,19 +173,26 @@ func (r *PrivateReads) Proxy(ctx context.Context, cmd siteprotocol.Command, reco
 	if refusal != nil || err != nil {
 		return OrAnswer(refusal), err
 	}
-	records, err := r.life.Records(ctx, cmd.AttemptID)
-	if err != nil {
-		return domain.Answer{}, err
-	}
-	svc := domain.FindRecord(records, r.service)
-	if svc == nil || svc.UID == "" {
-		return domain.Refused(siteprotocol.ReasonNotStarted, "attempt %s has no service to proxy to", cmd.AttemptID), nil
-	}
-	svcRef := RecordRef(*svc)
-	if svc.Phase == domain.PhaseRemoved || svc.Phase == domain.PhaseDeleting {
-		return domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonNativeMissing,
-			Message:    fmt.Sprintf("%s %s/%s (uid %s) was removed by command %s", svcRef.Kind, svcRef.Namespace, svcRef.Name, svcRef.UID, svc.CommandID),
-			NativeRefs: []siteprotocol.NativeRef{svcRef}}, nil
+	target := ProxyTarget{Root: RecordRef(*rec), RootSpec: rec.Spec}
+	// svcRef names the Service in answers: the recorded one, or until the
+	// live one is read, the root object its controller makes it from.
+	svcRef := target.Root
+	if r.service != "" {
+		records, err := r.life.Records(ctx, cmd.AttemptID)
+		if err != nil {
+			return domain.Answer{}, err
+		}
+		svc := domain.FindRecord(records, r.service)
+		if svc == nil || svc.UID == "" {
+			return domain.Refused(siteprotocol.ReasonNotStarted, "attempt %s has no service to proxy to", cmd.AttemptID), nil
+		}
+		svcRef = RecordRef(*svc)
+		if svc.Phase == domain.PhaseRemoved || svc.Phase == domain.PhaseDeleting {
+			return domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonNativeMissing,
+				Message:    fmt.Sprintf("%s %s/%s (uid %s) was removed by command %s", svcRef.Kind, svcRef.Namespace, svcRef.Name, svcRef.UID, svc.CommandID),
+				NativeRefs: []siteprotocol.NativeRef{svcRef}}, nil
+		}
+		target.Service, target.ServiceSpec = svcRef, svc.Spec
 	}
 	pod, refusal, err := r.pod(ctx, *rec, id, true)
 	if refusal != nil || err != nil {
@@ -175,7 +212,7 @@ func (r *PrivateReads) Proxy(ctx context.Context, cmd siteprotocol.Command, reco
 			NativeRefs: []siteprotocol.NativeRef{svcRef}}, nil
 	}
 	headers, _ := FilterHeaders(p.Headers)
-	resp, err := r.proxy.ProxyService(ctx, svcRef, svc.Spec, id, ProxyRequest{Method: p.Method, Path: p.Path, Headers: headers, Body: body})
+	resp, err := r.proxy.ProxyService(ctx, target, id, ProxyRequest{Method: p.Method, Path: p.Path, Headers: headers, Body: body})
 	switch {
 	case errors.Is(err, ErrNativeIdentityMismatch):
 		return domain.Answer{Outcome: siteprotocol.OutcomeRefused, Reason: siteprotocol.ReasonNativeIdentityMismatch,
@@ -187,6 +224,9 @@ func (r *PrivateReads) Proxy(ctx context.Context, cmd siteprotocol.Command, reco
 		return unavailable(err.Error()), nil
 	case err != nil:
 		return domain.Answer{}, fmt.Errorf("proxy %s %s to %s %s/%s: %w", p.Method, p.Path, svcRef.Kind, svcRef.Namespace, svcRef.Name, err)
+	}
+	if resp.Service.Name != "" {
+		svcRef = resp.Service
 	}
 	out, headersTruncated := FilterHeaders(resp.Headers)
 	msg := fmt.Sprintf("%s %s answered %d (%d body bytes) through %s %s", p.Method, p.Path, resp.Status, len(resp.Body), svcRef.Kind, svcRef.Name)

@@ -20,15 +20,17 @@ import (
 // behind it (outside the application layer): it records what was sent
 // and answers what a test sets.
 type fakeProxy struct {
-	mu   sync.Mutex
-	err  error
-	resp application.ProxyResponse
-	sent []application.ProxyRequest
+	mu      sync.Mutex
+	err     error
+	resp    application.ProxyResponse
+	sent    []application.ProxyRequest
+	targets []application.ProxyTarget // every target asked, sent or not
 }
 
-func (p *fakeProxy) ProxyService(_ context.Context, _ siteprotocol.NativeRef, _ []byte, _ application.ObjectIdentity, req application.ProxyRequest) (application.ProxyResponse, error) {
+func (p *fakeProxy) ProxyService(_ context.Context, t application.ProxyTarget, _ application.ObjectIdentity, req application.ProxyRequest) (application.ProxyResponse, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.targets = append(p.targets, t)
 	if p.err != nil {
 		return application.ProxyResponse{}, p.err
 	}
@@ -42,8 +44,8 @@ type readyPods struct {
 	ready bool
 }
 
-func (p readyPods) WorkloadPod(ctx context.Context, root siteprotocol.NativeRef, id application.ObjectIdentity) (application.WorkloadPod, error) {
-	pod, err := p.fakePods.WorkloadPod(ctx, root, id)
+func (p readyPods) WorkloadPod(ctx context.Context, root siteprotocol.NativeRef, saved []byte, id application.ObjectIdentity) (application.WorkloadPod, error) {
+	pod, err := p.fakePods.WorkloadPod(ctx, root, saved, id)
 	pod.Ready = p.ready
 	return pod, err
 }

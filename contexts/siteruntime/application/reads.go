@@ -71,16 +71,20 @@ type LogTail struct {
 // (docs/site-runtime.md#private-reads); it never acts as the member.
 type WorkloadPods interface {
 	// WorkloadPod returns the Pod of root — the Attempt's recorded object
-	// (a Job, a Deployment) with its recorded UID — after checking the
-	// exact native identity: root's name holds root.UID; every Pod
-	// labelled with the Attempt has the controller chain of root's kind
-	// (Pod → Job; Pod → ReplicaSet → Deployment), each link the controller
-	// owner reference whose UID is the next object's live UID, ending at
-	// root; every object of the chain carries id's run, attempt, member
-	// and Project labels. Errors: wrapping ErrNativeIdentityMismatch (the
-	// first broken link), ErrWorkloadGone (root gone), ErrNoWorkloadPod
-	// (no Pod), or any other error (a failed read; nothing is known).
-	WorkloadPod(ctx context.Context, root siteprotocol.NativeRef, id ObjectIdentity) (WorkloadPod, error)
+	// (a Job, a Deployment, an InferenceService) with its recorded UID,
+	// whose saved specification is saved — after checking the exact
+	// native identity: root's name holds root.UID; every Pod labelled with
+	// the Attempt has the controller chain of root's kind (Pod → Job; Pod
+	// → ReplicaSet → Deployment; Pod → ReplicaSet → Deployment →
+	// InferenceService), each link the controller owner reference whose
+	// UID is the next object's live UID, ending at root; every object of
+	// the chain carries id's run, attempt, member and Project labels; and
+	// every Pod passes the family's own rule against saved (an inference
+	// Pod's private argument rule, domain.CheckInferenceArgs). Errors:
+	// wrapping ErrNativeIdentityMismatch (the first broken link or rule),
+	// ErrWorkloadGone (root gone), ErrNoWorkloadPod (no Pod), or any other
+	// error (a failed read; nothing is known).
+	WorkloadPod(ctx context.Context, root siteprotocol.NativeRef, saved []byte, id ObjectIdentity) (WorkloadPod, error)
 	// PodLog returns the last tailBytes bytes of container's log in pod,
 	// exactly, and whether the log held more. Errors: wrapping
 	// ErrLogUnavailable when the kubelet has no log to give; any other
@@ -90,10 +94,11 @@ type WorkloadPods interface {
 
 // PrivateReads performs a family's private reads on its Lifecycle
 // (docs/site-runtime.md#private-reads): read-logs of the Attempt's
-// workload Pod. Before anything is read from the cluster:
+// workload Pod, and proxy to its Service (WithProxy). Before anything is
+// read from the cluster:
 //
 //   - the Attempt's object of the family's root kind (the Job; the
-//     Deployment) is recorded with its UID (refused not-started), for the
+//     Deployment; the InferenceService) is recorded with its UID (refused not-started), for the
 //     command's Run, member and Project — another member of the Project
 //     reading the Attempt is refused attempt-conflict — in the namespace
 //     of the command's binding;
@@ -111,8 +116,8 @@ type PrivateReads struct {
 	specs WorkspaceSpecs
 	pods  WorkloadPods
 	root  string
-	// proxy and service (the recorded kind proxied to) are set by
-	// WithProxy.
+	// proxy and service (the recorded kind proxied to; empty: the
+	// Service a controller makes from root) are set by WithProxy.
 	proxy   ServiceProxy
 	service string
 }
@@ -219,7 +224,7 @@ func (r *PrivateReads) pod(ctx context.Context, rec domain.NativeRecord, id Obje
 			NativeRefs: []siteprotocol.NativeRef{ref}}
 		return WorkloadPod{}, &a, nil
 	}
-	pod, err := r.pods.WorkloadPod(ctx, ref, id)
+	pod, err := r.pods.WorkloadPod(ctx, ref, rec.Spec, id)
 	switch {
 	case errors.Is(err, ErrNativeIdentityMismatch):
 		a := domain.Answer{Outcome: siteprotocol.OutcomeRefused, Reason: siteprotocol.ReasonNativeIdentityMismatch,

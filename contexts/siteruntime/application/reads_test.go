@@ -25,12 +25,15 @@ type fakePods struct {
 	finds    int
 	logReads int
 	asked    []string // containers whose log was read
+	roots    []siteprotocol.NativeRef
+	saved    [][]byte // the saved specifications the chain was checked against
 }
 
-func (p *fakePods) WorkloadPod(_ context.Context, root siteprotocol.NativeRef, id application.ObjectIdentity) (application.WorkloadPod, error) {
+func (p *fakePods) WorkloadPod(_ context.Context, root siteprotocol.NativeRef, saved []byte, id application.ObjectIdentity) (application.WorkloadPod, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.finds++
+	p.roots, p.saved = append(p.roots, root), append(p.saved, saved)
 	if p.chainErr != nil {
 		return application.WorkloadPod{}, p.chainErr
 	}

@@ -30,6 +30,9 @@ type isvcOptions struct {
 	siteOptions
 	// podAnnotations go on every predictor component (KWOK's fail stage).
 	podAnnotations map[string]string
+	// servingRuntime is the pinned ServingRuntime (--serving-runtime;
+	// kubetest.HuggingFaceRuntime when empty).
+	servingRuntime string
 }
 
 // newIsvcSite is newSite whose registry also routes family inference to an
@@ -44,7 +47,9 @@ func newIsvcSite(t testing.TB, o isvcOptions) *site {
 }
 
 // inference (re)builds the inference executor (a Runtime restart keeps the
-// journal and the cluster).
+// journal and the cluster), with its private reads as the runtime role
+// composes them: the InferenceService's Pod chain on the workload client,
+// read-logs and proxy through it.
 func (s *site) inference(o isvcOptions) {
 	s.t.Helper()
 	workloads, err := kube.New(s.e.ServiceAccountConfig(siteagent.RuntimeNamespace, siteagent.RuntimeAccount))
@@ -57,11 +62,17 @@ func (s *site) inference(o isvcOptions) {
 	}
 	access := application.NewAccess(s.journal, workloads, perms, systemClock{})
 	s.renderer.InferencePodAnnotations = o.podAnnotations
+	runtime := o.servingRuntime
+	if runtime == "" {
+		runtime = kubetest.HuggingFaceRuntime
+	}
 	exec, err := application.NewInferenceExecutor(access, workloads, s.renderer, s.journal.Services(), nil,
-		application.InferenceConfig{DeletionWait: o.deletionWait, ServingRuntime: kubetest.HuggingFaceRuntime})
+		application.InferenceConfig{DeletionWait: o.deletionWait, ServingRuntime: runtime})
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	workloads.WithPodChain(domain.KindInferenceService, kube.InferencePodChain())
+	exec.WithReads(workloads).WithProxy(workloads)
 	if s.registry, err = application.NewRegistry(append(application.NewMemberExecutor(s.journal, nil).Registrations(), exec.Registrations()...)...); err != nil {
 		s.t.Fatal(err)
 	}

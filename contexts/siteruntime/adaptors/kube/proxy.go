@@ -18,45 +18,45 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
 // ProxyService sends req to the Attempt's Service through the API
 // server's service proxy (/api/v1/namespaces/<ns>/services/<name>:<port>/proxy<path>),
 // as the Runtime (its services/proxy grant in project namespaces;
-// application.ServiceProxy). First the live Service is checked against
-// svc and saved (the specification the Runtime saved): its UID, the
-// identity labels, type ClusterIP, exactly the saved selector and the
-// saved port; otherwise nothing is sent (application.ErrNativeIdentityMismatch).
-// The answer's body is read up to siteprotocol.MaxReadBytes (Truncated
-// when longer). An error status that the API server itself answers (a
-// metav1.Status body: no endpoints, an endpoint it cannot reach) wraps
-// application.ErrEndpointUnavailable; every other status is the service's.
-func (w *Workloads) ProxyService(ctx context.Context, svc siteprotocol.NativeRef, saved []byte, id application.ObjectIdentity, req application.ProxyRequest) (application.ProxyResponse, error) {
-	var want corev1.Service
-	if err := json.Unmarshal(saved, &want); err != nil {
-		return application.ProxyResponse{}, fmt.Errorf("decode the saved Service: %w", err)
-	}
-	if len(want.Spec.Ports) == 0 {
-		return application.ProxyResponse{}, fmt.Errorf("the saved Service %s has no port", svc.Name)
-	}
-	live, err := w.client.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+// application.ServiceProxy). First the live Service is checked: a
+// recorded Service (t.Service, the application family's) against its
+// record and saved specification (recordedService); KServe's predictor
+// Service of a recorded InferenceService (t.Root) by its controller, its
+// selector and the Pods it selects (predictorService). Otherwise nothing
+// is sent (application.ErrNativeIdentityMismatch). The request goes to
+// the Service's first port. The answer's body is read up to
+// siteprotocol.MaxReadBytes (Truncated when longer). An error status that
+// the API server itself answers (a metav1.Status body: no endpoints, an
+// endpoint it cannot reach) wraps application.ErrEndpointUnavailable;
+// every other status is the service's.
+func (w *Workloads) ProxyService(ctx context.Context, t application.ProxyTarget, id application.ObjectIdentity, req application.ProxyRequest) (application.ProxyResponse, error) {
+	var live *corev1.Service
+	var err error
 	switch {
-	case apierrors.IsNotFound(err):
-		return application.ProxyResponse{}, fmt.Errorf("%w: Service %s/%s (uid %s) no longer exists", application.ErrWorkloadGone, svc.Namespace, svc.Name, svc.UID)
-	case err != nil:
-		return application.ProxyResponse{}, fmt.Errorf("read Service %s/%s: %w", svc.Namespace, svc.Name, err)
+	case t.Service.UID != "":
+		live, err = w.recordedService(ctx, t.Service, t.ServiceSpec, id)
+	case t.Root.Kind == domain.KindInferenceService:
+		live, err = w.predictorService(ctx, t.Root, t.RootSpec, id)
+	default:
+		return application.ProxyResponse{}, fmt.Errorf("the Runtime proxies to no Service of %s objects", t.Root.Kind)
 	}
-	if m := serviceMismatch(live, svc, &want, id); m != "" {
-		return application.ProxyResponse{}, fmt.Errorf("%w: Service %s/%s %s", application.ErrNativeIdentityMismatch, svc.Namespace, svc.Name, m)
+	if err != nil {
+		return application.ProxyResponse{}, err
 	}
 	client, err := rest.HTTPClientFor(w.config)
 	if err != nil {
 		return application.ProxyResponse{}, fmt.Errorf("http client of the API server: %w", err)
 	}
-	port := strconv.Itoa(int(want.Spec.Ports[0].Port))
-	target := strings.TrimRight(w.config.Host, "/") + "/api/v1/namespaces/" + url.PathEscape(svc.Namespace) +
-		"/services/" + url.PathEscape(svc.Name) + ":" + port + "/proxy" + req.Path
+	port := strconv.Itoa(int(live.Spec.Ports[0].Port))
+	target := strings.TrimRight(w.config.Host, "/") + "/api/v1/namespaces/" + url.PathEscape(live.Namespace) +
+		"/services/" + url.PathEscape(live.Name) + ":" + port + "/proxy" + req.Path
 	hr, err := http.NewRequestWithContext(ctx, req.Method, target, bytes.NewReader(req.Body))
 	if err != nil {
 		return application.ProxyResponse{}, fmt.Errorf("proxy request: %w", err)
@@ -78,11 +78,38 @@ func (w *Workloads) ProxyService(ctx context.Context, svc siteprotocol.NativeRef
 	if resp.StatusCode >= 500 && apiServerStatus(resp.Header, body) {
 		return application.ProxyResponse{}, fmt.Errorf("%w: the API server answered %d: %s", application.ErrEndpointUnavailable, resp.StatusCode, strings.TrimSpace(string(body)))
 	}
-	out := application.ProxyResponse{Status: resp.StatusCode, Headers: maps.Clone(map[string][]string(resp.Header)), Body: body}
+	out := application.ProxyResponse{Status: resp.StatusCode, Headers: maps.Clone(map[string][]string(resp.Header)), Body: body,
+		Service: siteprotocol.NativeRef{Kind: domain.KindService, Namespace: live.Namespace, Name: live.Name, UID: string(live.UID)}}
 	if len(body) > siteprotocol.MaxReadBytes {
 		out.Body, out.Truncated = body[:siteprotocol.MaxReadBytes], true
 	}
 	return out, nil
+}
+
+// recordedService reads the Service the Runtime recorded (svc) and
+// checks it against saved, the specification the Runtime saved: its UID,
+// the identity labels, type ClusterIP, exactly the saved selector and the
+// saved port. Errors: wrapping application.ErrWorkloadGone (gone),
+// application.ErrNativeIdentityMismatch (not exact), or a failed read.
+func (w *Workloads) recordedService(ctx context.Context, svc siteprotocol.NativeRef, saved []byte, id application.ObjectIdentity) (*corev1.Service, error) {
+	var want corev1.Service
+	if err := json.Unmarshal(saved, &want); err != nil {
+		return nil, fmt.Errorf("decode the saved Service: %w", err)
+	}
+	if len(want.Spec.Ports) == 0 {
+		return nil, fmt.Errorf("the saved Service %s has no port", svc.Name)
+	}
+	live, err := w.client.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("%w: Service %s/%s (uid %s) no longer exists", application.ErrWorkloadGone, svc.Namespace, svc.Name, svc.UID)
+	case err != nil:
+		return nil, fmt.Errorf("read Service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	if m := serviceMismatch(live, svc, &want, id); m != "" {
+		return nil, fmt.Errorf("%w: Service %s/%s %s", application.ErrNativeIdentityMismatch, svc.Namespace, svc.Name, m)
+	}
+	return live, nil
 }
 
 // serviceMismatch names the first way live differs from the Service the

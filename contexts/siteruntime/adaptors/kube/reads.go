@@ -22,22 +22,29 @@ import (
 type PodChain struct {
 	// Links are the kinds from the Pod's controller up to the recorded
 	// object, which is the last: a Job's Pods {Job}; a Deployment's
-	// {ReplicaSet, Deployment}. The objects between are read live, never
-	// recorded (a Deployment's ReplicaSet; KServe's predictor Deployment).
+	// {ReplicaSet, Deployment}; an InferenceService's {ReplicaSet,
+	// Deployment, InferenceService}. The objects between are read live,
+	// never recorded (a Deployment's ReplicaSet; KServe's predictor
+	// Deployment).
 	Links []string
+	// Names, when set, fixes the name of a link's object: the object of
+	// that kind must be named the recorded object's name followed by the
+	// suffix (KServe's predictor Deployment, <isvc>-predictor).
+	Names map[string]string
 	// Main is the workload's own container, read when a payload names none.
 	Main string
 	// CheckPod, when set, is a family's own rule on a Pod whose chain is
-	// exact (an inference Pod's private argument rule): a non-empty answer
-	// is the mismatch.
-	CheckPod func(pod *corev1.Pod) string
+	// exact, against root (the recorded object) and saved (its saved
+	// specification): an inference Pod's private argument rule. A
+	// non-empty answer is the mismatch; an error is a failed check
+	// (nothing is known).
+	CheckPod func(pod *corev1.Pod, root siteprotocol.NativeRef, saved []byte) (string, error)
 }
 
 // PodChains are the chains of the recorded kinds whose Pods the private
 // reads read: batch's Job and the application family's Deployment. A
-// family adds its own (KServe's InferenceService: {ReplicaSet,
-// Deployment, InferenceService} with the private argument rule) with
-// Workloads.WithPodChain.
+// family adds its own (KServe's InferenceService: InferencePodChain, with
+// the private argument rule) with Workloads.WithPodChain.
 func PodChains() map[string]PodChain {
 	return map[string]PodChain{
 		domain.KindJob:        {Links: []string{domain.KindJob}, Main: ContainerName},
@@ -61,20 +68,21 @@ func (w *Workloads) chain(kind string) (PodChain, bool) {
 	return c, ok
 }
 
-// WorkloadPod finds the Pod of root, the Attempt's recorded object, as the
-// Runtime (application.WorkloadPods): root's name must hold root.UID
-// (another UID: the object was made again under the recorded name) and
-// carry id's identity labels; every Pod labelled with the Attempt must
-// have root's chain — each link the Pod's (then the object's) controller
-// owner reference of the link's kind and API group, whose UID is the live
-// UID of the object of that name, the last link root itself — and every
-// object of it the identity labels. One Pod whose chain is broken refuses
-// the read, even beside an exact one: a Pod the Runtime cannot explain is
-// never read past. Of the exact Pods, the newest one not being deleted is
-// read (else the newest). Errors wrap application.ErrNativeIdentityMismatch
-// application.ErrWorkloadGone or application.ErrNoWorkloadPod as the port
-// says.
-func (w *Workloads) WorkloadPod(ctx context.Context, root siteprotocol.NativeRef, id application.ObjectIdentity) (application.WorkloadPod, error) {
+// WorkloadPod finds the Pod of root, the Attempt's recorded object whose
+// saved specification is saved, as the Runtime (application.WorkloadPods):
+// root's name must hold root.UID (another UID: the object was made again
+// under the recorded name) and carry id's identity labels; every Pod
+// labelled with the Attempt must have root's chain — each link the Pod's
+// (then the object's) controller owner reference of the link's kind and
+// API group, whose UID is the live UID of the object of that name (and
+// the name the chain's Names fix), the last link root itself — every
+// object of it the identity labels, and pass the chain's CheckPod. One
+// Pod whose chain is broken refuses the read, even beside an exact one: a
+// Pod the Runtime cannot explain is never read past. Of the exact Pods,
+// the newest one not being deleted is read (else the newest). Errors wrap
+// application.ErrNativeIdentityMismatch, application.ErrWorkloadGone or
+// application.ErrNoWorkloadPod as the port says.
+func (w *Workloads) WorkloadPod(ctx context.Context, root siteprotocol.NativeRef, saved []byte, id application.ObjectIdentity) (application.WorkloadPod, error) {
 	chain, ok := w.chain(root.Kind)
 	if !ok || len(chain.Links) == 0 || chain.Links[len(chain.Links)-1] != root.Kind {
 		return application.WorkloadPod{}, fmt.Errorf("the Runtime reads no Pods of %s objects", root.Kind)
@@ -104,7 +112,7 @@ func (w *Workloads) WorkloadPod(ctx context.Context, root siteprotocol.NativeRef
 		if isHelperPod(p.Name, id.AttemptID) {
 			continue
 		}
-		if m, err := w.checkChain(ctx, &p, chain, root, id, seen); err != nil {
+		if m, err := w.exactPod(ctx, &p, chain, root, saved, id, seen); err != nil {
 			return application.WorkloadPod{}, err
 		} else if m != "" {
 			return application.WorkloadPod{}, fmt.Errorf("%w: Pod %s/%s (uid %s) %s", application.ErrNativeIdentityMismatch, p.Namespace, p.Name, p.UID, m)
@@ -145,6 +153,18 @@ func isHelperPod(name, attempt string) bool {
 	return name == domain.AttemptObjectName(attempt, domain.SuffixHelper)
 }
 
+// exactPod checks pod's controller chain (checkChain) and then the
+// chain's own Pod rule (CheckPod) against root and its saved
+// specification; it answers the first mismatch (empty when the Pod is
+// exact) or an error of a failed read or check.
+func (w *Workloads) exactPod(ctx context.Context, pod *corev1.Pod, chain PodChain, root siteprotocol.NativeRef, saved []byte, id application.ObjectIdentity, seen map[string]string) (string, error) {
+	m, err := w.checkChain(ctx, pod, chain, root, id, seen)
+	if m != "" || err != nil || chain.CheckPod == nil {
+		return m, err
+	}
+	return chain.CheckPod(pod, root, saved)
+}
+
 // checkChain walks pod's controller chain; it answers the first broken
 // link (empty when the chain is exact) or an error of a failed read.
 func (w *Workloads) checkChain(ctx context.Context, pod *corev1.Pod, chain PodChain, root siteprotocol.NativeRef, id application.ObjectIdentity, seen map[string]string) (string, error) {
@@ -170,6 +190,9 @@ func (w *Workloads) checkChain(ctx context.Context, pod *corev1.Pod, chain PodCh
 				return fmt.Sprintf("leads to %s %s (uid %s), not to the recorded %s %s (uid %s)", kind, owner.Name, owner.UID, root.Kind, root.Name, root.UID), nil
 			}
 			return "", nil
+		}
+		if suffix, ok := chain.Names[kind]; ok && owner.Name != root.Name+suffix {
+			return fmt.Sprintf("is controlled by %s %s (%s), where its chain needs %s %s%s", kind, owner.Name, what, kind, root.Name, suffix), nil
 		}
 		key := kind + "/" + owner.Name
 		u, found, err := w.get(ctx, kind, pod.Namespace, owner.Name)

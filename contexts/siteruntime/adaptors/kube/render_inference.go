@@ -28,6 +28,10 @@ const (
 	// PredictorSuffix names the predictor Deployment and Service KServe's
 	// controller creates for an InferenceService: <isvc>-predictor.
 	PredictorSuffix = "-predictor"
+	// PredictorContainer is the serving container of KServe's predictor
+	// Pods, the ServingRuntime's: the one the private inference argument
+	// rule reads and read-logs reads by default.
+	PredictorContainer = "kserve-container"
 )
 
 // RenderInferenceService renders the inference service's KServe
