@@ -159,7 +159,8 @@ func newApplicationExecutor(cfg Config, native *kube.Workloads, access *applicat
 	if err != nil {
 		return nil, err
 	}
-	return e.WithCheckout(grants, specs, native, ccfg).WithOtherFamilies(batch).WithReads(native).WithProxy(native), nil
+	return e.WithCheckout(grants, specs, native, ccfg).WithOtherFamilies(batch).WithReads(native).WithProxy(native).
+		WithFileReads(specs, native, FileReadsOf(cfg)), nil
 }
 
 // inferenceRegistrations routes the inference family's operations.
@@ -208,7 +209,11 @@ func newBatchExecutor(cfg Config, j *journal.Journal, native *kube.Workloads, ac
 	if e, err = WithCheckout(cfg, e, grants, native); err != nil {
 		return nil, nil, err
 	}
-	return e.WithOtherFamilies(services).WithReads(native), w, nil
+	specs, _, err := CheckoutOf(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return e.WithOtherFamilies(services).WithReads(native).WithFileReads(specs, native, FileReadsOf(cfg)), w, nil
 }
 
 // registryParams are the registrations of ExecutorsGroup.
