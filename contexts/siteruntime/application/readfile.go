@@ -166,7 +166,7 @@ func (r *PrivateReads) ReadFile(ctx context.Context, cmd siteprotocol.Command) (
 	if err != nil {
 		return domain.Answer{}, err
 	}
-	claim, refusal, err := r.liveClaim(ctx, cmd, records)
+	claim, claimObj, refusal, err := r.liveClaim(ctx, cmd, records)
 	if refusal != nil || err != nil {
 		return OrAnswer(refusal), err
 	}
@@ -188,7 +188,7 @@ func (r *PrivateReads) ReadFile(ctx context.Context, cmd siteprotocol.Command) (
 		return OrAnswer(refusal), err
 	}
 	reader := obj.Ref(uid)
-	out, content, err := r.awaitReader(ctx, reader, claim, p.MaxBytes)
+	out, content, err := r.awaitReader(ctx, reader, claim, claimObj, p.MaxBytes)
 	if err != nil {
 		return domain.Answer{}, err
 	}
@@ -246,36 +246,51 @@ func (r *PrivateReads) workloadNode(ctx context.Context, rec domain.NativeRecord
 	return pod.Node, nil, nil
 }
 
-// liveClaim returns the Attempt's recorded workspace claim after checking
-// that the live claim of its name has the recorded UID and carries what
-// was rendered: a claim not recorded (or removed) is native-missing, gone
-// native-missing, another UID or a changed claim native-identity-mismatch.
-func (r *PrivateReads) liveClaim(ctx context.Context, cmd siteprotocol.Command, records []domain.NativeRecord) (siteprotocol.NativeRef, *domain.Answer, error) {
+// liveClaim returns the Attempt's recorded workspace claim (its reference
+// and its saved object) after checking that the live claim of its name has
+// the recorded UID and carries what was rendered: a claim not recorded (or
+// removed) is native-missing, gone native-missing, another UID or a
+// changed claim native-identity-mismatch.
+func (r *PrivateReads) liveClaim(ctx context.Context, cmd siteprotocol.Command, records []domain.NativeRecord) (siteprotocol.NativeRef, NativeObject, *domain.Answer, error) {
 	rec := domain.FindRecord(records, domain.KindWorkspace)
 	if rec == nil || rec.UID == "" || rec.Phase == domain.PhaseRemoved || rec.Phase == domain.PhaseDeleting {
 		a := domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonNativeMissing,
 			Message: fmt.Sprintf("attempt %s has no workspace claim to read (none recorded, or removed)", cmd.AttemptID)}
-		return siteprotocol.NativeRef{}, &a, nil
+		return siteprotocol.NativeRef{}, NativeObject{}, &a, nil
 	}
-	ref := RecordRef(*rec)
-	live, found, err := r.life.native.Lookup(ctx, SavedObject(*rec))
+	ref, obj := RecordRef(*rec), SavedObject(*rec)
+	why, err := r.claimMismatch(ctx, ref, obj)
 	switch {
 	case err != nil:
-		return ref, nil, fmt.Errorf("look up the workspace claim %s/%s: %w", ref.Namespace, ref.Name, err)
-	case !found:
+		return ref, obj, nil, err
+	case why == "gone":
 		a := domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonNativeMissing,
 			Message: fmt.Sprintf("the workspace claim %s/%s (uid %s) no longer exists; nothing was read", ref.Namespace, ref.Name, ref.UID), NativeRefs: []siteprotocol.NativeRef{ref}}
-		return ref, &a, nil
-	case live.UID != ref.UID:
+		return ref, obj, &a, nil
+	case why != "":
 		a := domain.Answer{Outcome: siteprotocol.OutcomeRefused, Reason: siteprotocol.ReasonNativeIdentityMismatch,
-			Message: fmt.Sprintf("nothing was read: the workspace claim %s/%s has uid %s; the Runtime recorded uid %s", ref.Namespace, ref.Name, live.UID, ref.UID), NativeRefs: []siteprotocol.NativeRef{ref}}
-		return ref, &a, nil
-	case live.Mismatch != "":
-		a := domain.Answer{Outcome: siteprotocol.OutcomeRefused, Reason: siteprotocol.ReasonNativeIdentityMismatch,
-			Message: fmt.Sprintf("nothing was read: the workspace claim %s/%s (uid %s) is not the claim the Runtime rendered: %s", ref.Namespace, ref.Name, ref.UID, live.Mismatch), NativeRefs: []siteprotocol.NativeRef{ref}}
-		return ref, &a, nil
+			Message: fmt.Sprintf("nothing was read: the workspace claim %s/%s (uid %s) %s", ref.Namespace, ref.Name, ref.UID, why), NativeRefs: []siteprotocol.NativeRef{ref}}
+		return ref, obj, &a, nil
 	}
-	return ref, nil, nil
+	return ref, obj, nil, nil
+}
+
+// claimMismatch compares the live claim of the recorded claim's name with
+// it: "" when it has the recorded UID and carries what was rendered,
+// "gone" when there is none, else what differs.
+func (r *PrivateReads) claimMismatch(ctx context.Context, ref siteprotocol.NativeRef, obj NativeObject) (string, error) {
+	live, found, err := r.life.native.Lookup(ctx, obj)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("look up the workspace claim %s/%s: %w", ref.Namespace, ref.Name, err)
+	case !found:
+		return "gone", nil
+	case live.UID != ref.UID:
+		return fmt.Sprintf("has been replaced: the live claim has uid %s", live.UID), nil
+	case live.Mismatch != "":
+		return "is not the claim the Runtime rendered: " + live.Mismatch, nil
+	}
+	return "", nil
 }
 
 // createReader creates the reader as the member under cmd's access check:
@@ -329,7 +344,7 @@ func (r *PrivateReads) createReader(ctx context.Context, cmd siteprotocol.Comman
 // time, its container failed, its log no line of workspace-read, or the
 // claim replaced meanwhile. content is the decoded bytes of a succeeded
 // read. Errors are ctx's.
-func (r *PrivateReads) awaitReader(ctx context.Context, ref, claim siteprotocol.NativeRef, maxBytes int64) (domain.FileRead, []byte, error) {
+func (r *PrivateReads) awaitReader(ctx context.Context, ref, claimRef siteprotocol.NativeRef, claim NativeObject, maxBytes int64) (domain.FileRead, []byte, error) {
 	f := r.files
 	deadline := time.NewTimer(f.cfg.Wait)
 	defer deadline.Stop()
@@ -345,7 +360,7 @@ func (r *PrivateReads) awaitReader(ctx context.Context, ref, claim siteprotocol.
 		case !found:
 			return domain.FileReadFailed("the reader Pod %s/%s (uid %s) is gone without its line", ref.Namespace, ref.Name, ref.UID), nil, nil
 		case s.Done:
-			return r.readerLine(ctx, ref, claim, s, maxBytes)
+			return r.readerLine(ctx, ref, claimRef, claim, s, maxBytes)
 		}
 		select {
 		case <-ctx.Done():
@@ -362,7 +377,7 @@ func (r *PrivateReads) awaitReader(ctx context.Context, ref, claim siteprotocol.
 }
 
 // readerLine reads the terminated reader's log and parses its line.
-func (r *PrivateReads) readerLine(ctx context.Context, ref, claim siteprotocol.NativeRef, s HelperState, maxBytes int64) (domain.FileRead, []byte, error) {
+func (r *PrivateReads) readerLine(ctx context.Context, ref, claimRef siteprotocol.NativeRef, claim NativeObject, s HelperState, maxBytes int64) (domain.FileRead, []byte, error) {
 	f := r.files
 	if s.ExitCode != 0 {
 		return domain.FileReadFailed("the reader Pod %s (uid %s) ended with exit code %d: %s", ref.Name, ref.UID, s.ExitCode, s.Message), nil, nil
@@ -379,12 +394,12 @@ func (r *PrivateReads) readerLine(ctx context.Context, ref, claim siteprotocol.N
 	if _, found, err := f.pods.ReaderState(ctx, ref); err != nil || !found {
 		return domain.FileReadFailed("the reader Pod %s (uid %s) could not be read again after its log (found %v, %v); its log is not answered", ref.Name, ref.UID, found, err), nil, nil
 	}
-	live, found, err := r.life.native.Lookup(ctx, NativeObject{Kind: claim.Kind, Namespace: claim.Namespace, Name: claim.Name})
+	why, err := r.claimMismatch(ctx, claimRef, claim)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return domain.FileRead{}, nil, ctx.Err()
-	case err != nil || !found || live.UID != claim.UID:
-		return domain.FileReadFailed("the workspace claim %s (uid %s) could not be confirmed after the read (found %v, uid %q, %v); its content is not answered", claim.Name, claim.UID, found, live.UID, err), nil, nil
+	case err != nil || why != "":
+		return domain.FileReadFailed("the workspace claim %s (uid %s) could not be confirmed after the read (%s%v); its content is not answered", claim.Name, claimRef.UID, why, err), nil, nil
 	}
 	out, content, err := domain.ParseFileRead(log, maxBytes)
 	if err != nil {

@@ -39,6 +39,8 @@ type fakeKubelet struct {
 	never  bool              // the reader never terminates
 	exit   int32
 	logs   map[string]int // reader UID → logs read
+	// onLog runs after each log read (with no lock held).
+	onLog func()
 }
 
 func (k *fakeKubelet) ReaderState(_ context.Context, ref siteprotocol.NativeRef) (application.HelperState, bool, error) {
@@ -59,6 +61,9 @@ func (k *fakeKubelet) ReaderLog(_ context.Context, ref siteprotocol.NativeRef, l
 	k.native.mu.Unlock()
 	if !ok || o.uid != ref.UID {
 		return nil, fmt.Errorf("%w: pods %q not found", application.ErrLogUnavailable, ref.Name)
+	}
+	if k.onLog != nil {
+		defer k.onLog()
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -409,6 +414,26 @@ func TestReadFileFailuresRemoveTheReader(t *testing.T) {
 		}
 	}
 	f.kubelet.raw = nil
+	// The claim replaced while the reader ran: its bytes are not answered.
+	claimKey := key(domain.KindWorkspace, namespace, domain.AttemptObjectName(attempt, domain.SuffixWorkspace))
+	f.kubelet.onLog = func() {
+		f.native.mu.Lock()
+		o := f.native.objects[claimKey]
+		o.uid = "claim-made-again"
+		f.native.objects[claimKey] = o
+		f.native.mu.Unlock()
+	}
+	r = f.run(t, f.cmd(t, siteprotocol.OpReadFile, readFile("out.txt", 10)), false)
+	expect(t, r, siteprotocol.OutcomeFailed, siteprotocol.ReasonNativeError)
+	if !strings.Contains(r.Message, "could not be confirmed") || len(r.Detail) > 2 || f.readerLive() {
+		t.Fatalf("a claim replaced during the read: %s %s (reader left %v)", r.Message, r.Detail, f.readerLive())
+	}
+	f.kubelet.onLog = nil
+	f.native.mu.Lock()
+	o := f.native.objects[claimKey]
+	o.uid = r.NativeRefs[1].UID
+	f.native.objects[claimKey] = o
+	f.native.mu.Unlock()
 
 	f.native.createErr = fmt.Errorf("%w: metallo-workspace-readers denied the request", application.ErrNativeRequestDenied)
 	expect(t, f.run(t, f.cmd(t, siteprotocol.OpReadFile, readFile("out.txt", 10)), false), siteprotocol.OutcomeRefused, siteprotocol.ReasonNativeRequestDenied)
