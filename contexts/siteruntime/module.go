@@ -147,7 +147,9 @@ func applicationRegistrations(e *application.ApplicationExecutor) []application.
 
 // newApplicationExecutor is NewApplicationExecutor over the shared client
 // and access check, with records in services.sqlite, checking out
-// repositories through the workspace helper; it sees jobs.sqlite,
+// repositories through the workspace helper, with the private reads
+// (read-logs, proxy, read-file through the workspace reader:
+// docs/site-runtime.md#the-workspace-reader); it sees jobs.sqlite,
 // so a prepare or start of a batch Attempt is refused attempt-conflict.
 func newApplicationExecutor(cfg Config, native *kube.Workloads, access *application.Access, r application.ServiceRecords,
 	batch application.BatchRecords, grants application.RepositoryGrants, fp application.Failpoints) (*application.ApplicationExecutor, error) {
@@ -198,7 +200,9 @@ func newAccess(cfg Config, b application.MemberBindings, native *kube.Workloads,
 // newBatchExecutor is NewBatchExecutorOn over the shared client and
 // access check, with the watch of the Runtime's Jobs over jobs.sqlite,
 // logging what the watch does, checking out repositories through the
-// workspace helper with the grant provider; it sees services.sqlite, so a prepare or
+// workspace helper with the grant provider, with the private reads
+// (read-logs, read-file through the workspace reader:
+// docs/site-runtime.md#the-workspace-reader); it sees services.sqlite, so a prepare or
 // start of a service Attempt is refused attempt-conflict.
 func newBatchExecutor(cfg Config, j *journal.Journal, native *kube.Workloads, access *application.Access, r application.BatchRecords,
 	services application.ServiceRecords, grants application.RepositoryGrants, fp application.Failpoints, c clock.Clock, log *zap.Logger) (*application.BatchExecutor, *application.JobWatcher, error) {
