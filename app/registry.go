@@ -19,5 +19,6 @@ func extraCommands(env Env) []*cobra.Command {
 		newProvisioningCommand(env),
 		newRuntimeCommand(env),
 		newWorkspaceInitCommand(env),
+		newWorkspaceReadCommand(env),
 	}
 }

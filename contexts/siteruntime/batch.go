@@ -105,6 +105,14 @@ func CheckoutOf(c Config) (*kube.Renderer, application.CheckoutConfig, error) {
 	}, nil
 }
 
+// FileReadsOf is the workspace reader's configuration for every family
+// (docs/site-runtime.md#the-workspace-reader): the workspace helper's
+// platform image (--batch-image) and --read-file-timeout; the reader is
+// rendered by CheckoutOf's renderer, like every Pod of the Site.
+func FileReadsOf(c Config) application.FileReadConfig {
+	return application.FileReadConfig{Image: c.BatchImage, Timeout: c.ReadFileTimeout}
+}
+
 // WithCheckout makes the batch executor check out a prepare's repository
 // through the workspace helper (CheckoutOf), with grants from
 // --repository-grants, reading the helper through pods (the shared

@@ -63,6 +63,9 @@ type Config struct {
 	CheckoutTimeout       time.Duration
 	WorkspaceMaxBytes     int64
 	RepositoryCAConfigMap string
+	// ReadFileTimeout is the workspace reader's activeDeadlineSeconds
+	// (application.FileReadConfig; docs/site-runtime.md#the-workspace-reader).
+	ReadFileTimeout time.Duration
 	// InstallationRecord is configmap:<namespace>/<name> or file:<path>.
 	InstallationRecord string
 	// GPUResources maps gpu.<vendor> demand keys to Kubernetes extended
@@ -281,6 +284,9 @@ func (c Config) Validate() error {
 	errs.positive("repository-grants-bound", c.RepositoryGrantsBound, "how long an unavailable repository grant provider is retried")
 	if c.CheckoutTimeout < 0 {
 		errs.bad("checkout-timeout", c.CheckoutTimeout.String(), errors.New("must be positive (0: the default, 10m)"))
+	}
+	if c.ReadFileTimeout < 0 || (c.ReadFileTimeout > 0 && (c.ReadFileTimeout < time.Second || c.ReadFileTimeout%time.Second != 0)) {
+		errs.bad("read-file-timeout", c.ReadFileTimeout.String(), errors.New("must be whole seconds, at least 1s (0: the default, 1m)"))
 	}
 	if c.WorkspaceMaxBytes < 0 {
 		errs.bad("workspace-max-bytes", fmt.Sprint(c.WorkspaceMaxBytes), errors.New("must be at least 0 (0: no Site maximum)"))

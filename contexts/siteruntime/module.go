@@ -147,7 +147,9 @@ func applicationRegistrations(e *application.ApplicationExecutor) []application.
 
 // newApplicationExecutor is NewApplicationExecutor over the shared client
 // and access check, with records in services.sqlite, checking out
-// repositories through the workspace helper; it sees jobs.sqlite,
+// repositories through the workspace helper, with the private reads
+// (read-logs, proxy, read-file through the workspace reader:
+// docs/site-runtime.md#the-workspace-reader); it sees jobs.sqlite,
 // so a prepare or start of a batch Attempt is refused attempt-conflict.
 func newApplicationExecutor(cfg Config, native *kube.Workloads, access *application.Access, r application.ServiceRecords,
 	batch application.BatchRecords, grants application.RepositoryGrants, fp application.Failpoints) (*application.ApplicationExecutor, error) {
@@ -159,7 +161,8 @@ func newApplicationExecutor(cfg Config, native *kube.Workloads, access *applicat
 	if err != nil {
 		return nil, err
 	}
-	return e.WithCheckout(grants, specs, native, ccfg).WithOtherFamilies(batch).WithReads(native).WithProxy(native), nil
+	return e.WithCheckout(grants, specs, native, ccfg).WithOtherFamilies(batch).WithReads(native).WithProxy(native).
+		WithFileReads(specs, native, FileReadsOf(cfg)), nil
 }
 
 // inferenceRegistrations routes the inference family's operations.
@@ -172,7 +175,8 @@ func inferenceRegistrations(e *application.InferenceExecutor) []application.Regi
 // through the workspace helper; it sees jobs.sqlite, so a prepare or start
 // of a batch Attempt is refused attempt-conflict. Its private reads follow
 // the InferenceService's Pod chain, which it registers on the shared
-// client (kube.InferencePodChain), and proxy to KServe's predictor Service.
+// client (kube.InferencePodChain), proxy to KServe's predictor Service, and
+// read-file through the workspace reader.
 func newInferenceExecutor(cfg Config, native *kube.Workloads, access *application.Access, r application.ServiceRecords,
 	batch application.BatchRecords, grants application.RepositoryGrants, fp application.Failpoints) (*application.InferenceExecutor, error) {
 	e, err := NewInferenceExecutor(cfg, native, access, r, fp)
@@ -184,7 +188,8 @@ func newInferenceExecutor(cfg Config, native *kube.Workloads, access *applicatio
 		return nil, err
 	}
 	native.WithPodChain(domain.KindInferenceService, kube.InferencePodChain())
-	return e.WithCheckout(grants, specs, native, ccfg).WithOtherFamilies(batch).WithReads(native).WithProxy(native), nil
+	return e.WithCheckout(grants, specs, native, ccfg).WithOtherFamilies(batch).WithReads(native).WithProxy(native).
+		WithFileReads(specs, native, FileReadsOf(cfg)), nil
 }
 
 // newNativeObjects is NewNativeObjects: the one Kubernetes workload
@@ -200,7 +205,9 @@ func newAccess(cfg Config, b application.MemberBindings, native *kube.Workloads,
 // newBatchExecutor is NewBatchExecutorOn over the shared client and
 // access check, with the watch of the Runtime's Jobs over jobs.sqlite,
 // logging what the watch does, checking out repositories through the
-// workspace helper with the grant provider; it sees services.sqlite, so a prepare or
+// workspace helper with the grant provider, with the private reads
+// (read-logs, read-file through the workspace reader:
+// docs/site-runtime.md#the-workspace-reader); it sees services.sqlite, so a prepare or
 // start of a service Attempt is refused attempt-conflict.
 func newBatchExecutor(cfg Config, j *journal.Journal, native *kube.Workloads, access *application.Access, r application.BatchRecords,
 	services application.ServiceRecords, grants application.RepositoryGrants, fp application.Failpoints, c clock.Clock, log *zap.Logger) (*application.BatchExecutor, *application.JobWatcher, error) {
@@ -211,7 +218,11 @@ func newBatchExecutor(cfg Config, j *journal.Journal, native *kube.Workloads, ac
 	if e, err = WithCheckout(cfg, e, grants, native); err != nil {
 		return nil, nil, err
 	}
-	return e.WithOtherFamilies(services).WithReads(native), w, nil
+	specs, _, err := CheckoutOf(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return e.WithOtherFamilies(services).WithReads(native).WithFileReads(specs, native, FileReadsOf(cfg)), w, nil
 }
 
 // registryParams are the registrations of ExecutorsGroup.

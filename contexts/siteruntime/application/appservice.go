@@ -155,6 +155,17 @@ func (e *ApplicationExecutor) WithProxy(p ServiceProxy) *ApplicationExecutor {
 	return e
 }
 
+// WithFileReads makes e answer read-file of its Attempts' workspaces
+// through the workspace reader (after WithReads;
+// docs/site-runtime.md#the-workspace-reader); without it read-file is
+// refused unsupported-operation. It returns e.
+func (e *ApplicationExecutor) WithFileReads(specs ReaderSpecs, pods ReaderPods, cfg FileReadConfig) *ApplicationExecutor {
+	if e.reads != nil {
+		e.reads.WithFiles(specs, pods, cfg)
+	}
+	return e
+}
+
 // Registrations routes the application family's operations to e.
 func (e *ApplicationExecutor) Registrations() []Registration {
 	return workloadRegistrations(siteprotocol.FamilyApplication, e)

@@ -119,6 +119,17 @@ func (e *BatchExecutor) WithReads(pods WorkloadPods) *BatchExecutor {
 	return e
 }
 
+// WithFileReads makes e answer read-file of its Attempts' workspaces
+// through the workspace reader (after WithReads;
+// docs/site-runtime.md#the-workspace-reader); without it read-file is
+// refused unsupported-operation. It returns e.
+func (e *BatchExecutor) WithFileReads(specs ReaderSpecs, pods ReaderPods, cfg FileReadConfig) *BatchExecutor {
+	if e.reads != nil {
+		e.reads.WithFiles(specs, pods, cfg)
+	}
+	return e
+}
+
 // Registrations routes the batch family's workload operations to e.
 func (e *BatchExecutor) Registrations() []Registration {
 	return workloadRegistrations(siteprotocol.FamilyBatch, e)

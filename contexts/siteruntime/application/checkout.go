@@ -338,7 +338,7 @@ func (c *Checkout) outcome(ctx context.Context, cmd siteprotocol.Command, access
 		if err != nil {
 			return domain.CheckoutOutcome{}, fmt.Errorf("render the workspace helper: %w", err)
 		}
-		obj, uid, refusal, err := c.life.EnsureCreated(ctx, cmd, access, domain.FindRecord(records, domain.KindPod), obj, recovering)
+		obj, uid, refusal, err := c.life.EnsureCreated(ctx, cmd, access, domain.FindNamedRecord(records, domain.KindPod, helperName), obj, recovering)
 		switch {
 		case err != nil:
 			return domain.CheckoutOutcome{}, err
@@ -477,7 +477,7 @@ func (c *Checkout) remove(ctx context.Context, cmd siteprotocol.Command) (*domai
 		return nil, err
 	}
 	for _, kind := range []string{domain.KindPod, domain.KindSecret} {
-		rec := domain.FindRecord(records, kind)
+		rec := findCheckoutRecord(records, cmd.AttemptID, kind)
 		if rec == nil || rec.UID == "" || rec.Phase == domain.PhaseRemoved {
 			continue
 		}
@@ -518,9 +518,20 @@ func CheckoutReadiness(cmd siteprotocol.Command, records []domain.NativeRecord) 
 		return notReady("its repository grant is " + g.Phase + ", not revoked")
 	}
 	for _, kind := range []string{domain.KindPod, domain.KindSecret} {
-		if r := domain.FindRecord(records, kind); r == nil || r.Phase != domain.PhaseRemoved {
+		if r := findCheckoutRecord(records, cmd.AttemptID, kind); r == nil || r.Phase != domain.PhaseRemoved {
 			return notReady("its " + kind + " is not removed")
 		}
 	}
 	return nil
+}
+
+// findCheckoutRecord is the record of the checkout's helper Pod
+// (attempt-<attempt>-git: an Attempt's other Pod is its workspace reader)
+// or credential Secret.
+func findCheckoutRecord(records []domain.NativeRecord, attemptID, kind string) *domain.NativeRecord {
+	name := domain.AttemptObjectName(attemptID, domain.SuffixCredential)
+	if kind == domain.KindPod {
+		name = domain.AttemptObjectName(attemptID, domain.SuffixHelper)
+	}
+	return domain.FindNamedRecord(records, kind, name)
 }

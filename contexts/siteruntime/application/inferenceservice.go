@@ -153,6 +153,18 @@ func (e *InferenceExecutor) WithProxy(p ServiceProxy) *InferenceExecutor {
 	return e
 }
 
+// WithFileReads makes e answer read-file of its Attempts' workspaces
+// through the workspace reader (after WithReads;
+// docs/site-runtime.md#the-workspace-reader), pinned to the node of a bound
+// predictor Pod; without it read-file is refused unsupported-operation. It
+// returns e.
+func (e *InferenceExecutor) WithFileReads(specs ReaderSpecs, pods ReaderPods, cfg FileReadConfig) *InferenceExecutor {
+	if e.reads != nil {
+		e.reads.WithFiles(specs, pods, cfg)
+	}
+	return e
+}
+
 // Registrations routes the inference family's operations to e.
 func (e *InferenceExecutor) Registrations() []Registration {
 	return workloadRegistrations(siteprotocol.FamilyInference, e)

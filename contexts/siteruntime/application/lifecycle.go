@@ -133,17 +133,22 @@ func (l *Lifecycle) perform(ctx context.Context, cmd siteprotocol.Command, recov
 		if s.reads != nil {
 			return s.reads.Proxy(ctx, cmd, recovering)
 		}
+	case siteprotocol.OpReadFile:
+		if s.reads != nil && s.reads.files != nil {
+			return s.reads.ReadFile(ctx, cmd)
+		}
 	}
 	return domain.Refused(siteprotocol.ReasonUnsupportedOperation, "the %s executor does not perform %s", s.name, cmd.Operation), nil
 }
 
 // workloadRegistrations routes every workload operation of family
-// (prepare, start, observe, cancel, cleanup, read-logs, proxy) to e; a
-// family without private reads answers them unsupported-operation.
+// (prepare, start, observe, cancel, cleanup, read-logs, read-file, proxy)
+// to e; a family without private reads answers them
+// unsupported-operation.
 func workloadRegistrations(family siteprotocol.Family, e CommandExecutor) []Registration {
 	var regs []Registration
 	for _, op := range []siteprotocol.Operation{siteprotocol.OpPrepare, siteprotocol.OpStart, siteprotocol.OpObserve, siteprotocol.OpCancel, siteprotocol.OpCleanup,
-		siteprotocol.OpReadLogs, siteprotocol.OpProxy} {
+		siteprotocol.OpReadLogs, siteprotocol.OpReadFile, siteprotocol.OpProxy} {
 		regs = append(regs, Registration{Operation: op, Family: family, Executor: e})
 	}
 	return regs
@@ -336,24 +341,28 @@ func (l *Lifecycle) Remove(ctx context.Context, cmd siteprotocol.Command, kinds 
 	}
 	var removed, foreign []siteprotocol.NativeRef
 	for _, kind := range kinds {
-		rec := domain.FindRecord(records, kind)
-		if rec == nil || rec.UID == "" {
-			continue
+		// Every record of the kind: an Attempt's Pods are its workspace
+		// helper and its workspace reader.
+		for i := range records {
+			rec := &records[i]
+			if rec.Kind != kind || rec.UID == "" {
+				continue
+			}
+			ref := RecordRef(*rec)
+			if rec.Phase != domain.PhaseRemoved {
+				out, pending, err := l.Delete(ctx, cmd, *rec)
+				if err != nil {
+					return domain.Answer{}, err
+				}
+				if pending != nil {
+					return *pending, nil
+				}
+				if out.Foreign != nil {
+					foreign = append(foreign, *out.Foreign)
+				}
+			}
+			removed = append(removed, ref)
 		}
-		ref := RecordRef(*rec)
-		if rec.Phase != domain.PhaseRemoved {
-			out, pending, err := l.Delete(ctx, cmd, *rec)
-			if err != nil {
-				return domain.Answer{}, err
-			}
-			if pending != nil {
-				return *pending, nil
-			}
-			if out.Foreign != nil {
-				foreign = append(foreign, *out.Foreign)
-			}
-		}
-		removed = append(removed, ref)
 	}
 	if cmd.Operation == siteprotocol.OpCancel {
 		if len(removed) == 0 {

@@ -52,6 +52,9 @@ type WorkloadPod struct {
 	Main string
 	// Ready is the Pod's Ready condition.
 	Ready bool
+	// Node is the node the Pod is bound to (spec.nodeName; empty while
+	// it is not scheduled).
+	Node string
 }
 
 // Ref is the Pod's native reference.
@@ -120,6 +123,8 @@ type PrivateReads struct {
 	// Service a controller makes from root) are set by WithProxy.
 	proxy   ServiceProxy
 	service string
+	// files is set by WithFiles (read-file).
+	files *fileReads
 }
 
 // NewPrivateReads returns the private reads of the family whose Lifecycle
@@ -180,38 +185,46 @@ func (r *PrivateReads) ReadLogs(ctx context.Context, cmd siteprotocol.Command) (
 // check runs the checks of PrivateReads before anything is read from the
 // cluster, and returns the Attempt's root record and its identity.
 func (r *PrivateReads) check(ctx context.Context, cmd siteprotocol.Command) (*domain.NativeRecord, ObjectIdentity, *domain.Answer, error) {
+	rec, id, _, refusal, err := r.checkAccess(ctx, cmd)
+	return rec, id, refusal, err
+}
+
+// checkAccess is check, also returning the command's access check
+// (performed, with action execution.read) for what a read creates.
+func (r *PrivateReads) checkAccess(ctx context.Context, cmd siteprotocol.Command) (*domain.NativeRecord, ObjectIdentity, *StartAccess, *domain.Answer, error) {
 	records, err := r.life.Records(ctx, cmd.AttemptID)
 	if err != nil {
-		return nil, ObjectIdentity{}, nil, err
+		return nil, ObjectIdentity{}, nil, nil, err
 	}
 	rec := domain.FindRecord(records, r.root)
 	if rec == nil || rec.UID == "" {
 		a := domain.Refused(siteprotocol.ReasonNotStarted, "attempt %s has no workload to read", cmd.AttemptID)
-		return nil, ObjectIdentity{}, &a, nil
+		return nil, ObjectIdentity{}, nil, &a, nil
 	}
 	id, err := r.specs.Identity(rec.Spec)
 	if err != nil {
-		return nil, ObjectIdentity{}, nil, fmt.Errorf("read the identity of attempt %s's %s record: %w", cmd.AttemptID, rec.Kind, err)
+		return nil, ObjectIdentity{}, nil, nil, fmt.Errorf("read the identity of attempt %s's %s record: %w", cmd.AttemptID, rec.Kind, err)
 	}
 	if id.RunID != cmd.RunID || id.MemberID != cmd.MemberID || id.ProjectID != cmd.ProjectID {
 		a := domain.Refused(siteprotocol.ReasonAttemptConflict,
 			"attempt %s is the work of member %s in project %s (run %s); a read by member %s in project %s (run %s) is not allowed",
 			cmd.AttemptID, id.MemberID, id.ProjectID, id.RunID, cmd.MemberID, cmd.ProjectID, cmd.RunID)
-		return nil, ObjectIdentity{}, &a, nil
+		return nil, ObjectIdentity{}, nil, &a, nil
 	}
 	b, refusal, err := r.life.Access().Binding(ctx, cmd)
 	if refusal != nil || err != nil {
-		return nil, ObjectIdentity{}, refusal, err
+		return nil, ObjectIdentity{}, nil, refusal, err
 	}
 	if rec.Namespace != b.Namespace {
 		a := domain.Refused(siteprotocol.ReasonAttemptConflict, "attempt %s's %s is in namespace %s; binding %s names namespace %s",
 			cmd.AttemptID, rec.Kind, rec.Namespace, b.BindingID, b.Namespace)
-		return nil, ObjectIdentity{}, &a, nil
+		return nil, ObjectIdentity{}, nil, &a, nil
 	}
-	if _, refusal, err := r.life.Access().Authorize(ctx, cmd, b, domain.ActionRead); refusal != nil || err != nil {
-		return nil, ObjectIdentity{}, refusal, err
+	access := r.life.Access().Read(cmd, b)
+	if _, refusal, err := access.Identity(ctx); refusal != nil || err != nil {
+		return nil, ObjectIdentity{}, nil, refusal, err
 	}
-	return rec, id, nil, nil
+	return rec, id, access, nil, nil
 }
 
 // pod finds the Attempt's workload Pod by its exact native identity; for a

@@ -95,6 +95,14 @@ func (r *Registry) route(p *domain.Pending) (CommandExecutor, *domain.Answer) {
 	if !cmd.Operation.Known() {
 		return refuse(siteprotocol.ReasonUnsupportedOperation, "operation %q is not part of the Site protocol", cmd.Operation)
 	}
+	if cmd.Operation == siteprotocol.OpReadFile {
+		// A read-file path that could leave the workspace (absolute, ..)
+		// is path-rejected, not a malformed payload
+		// (docs/site-protocol.md#private-reads).
+		if rf, err := siteprotocol.DecodePayload[siteprotocol.ReadFilePayload](cmd); err == nil && !siteprotocol.SafeRelativePath(rf.Path) {
+			return refuse(siteprotocol.ReasonPathRejected, "read-file path %q is not a clean relative path inside the workspace (absolute, .., or an empty name); nothing was read", rf.Path)
+		}
+	}
 	if err := siteprotocol.ValidatePayload(cmd); err != nil {
 		return refuse(siteprotocol.ReasonInvalidPayload, "%s payload: %v", cmd.Operation, err)
 	}

@@ -10,6 +10,9 @@ const (
 	SuffixHelper = "-git"
 	// SuffixCredential names the scoped repository credential Secret.
 	SuffixCredential = "-cred"
+	// SuffixReader names the workspace reader Pod of a read-file
+	// (docs/site-runtime.md#the-workspace-reader).
+	SuffixReader = "-read"
 )
 
 // AttemptObjectName is "attempt-<attempt UUID>" followed by suffix ("" for
@@ -45,10 +48,23 @@ const (
 	KindInferenceService = "InferenceService"
 )
 
-// FindRecord returns the record of kind among records, or nil.
+// FindRecord returns the record of kind among records, or nil. An
+// Attempt holds at most one record of each kind except Pods (the workspace
+// helper and the workspace reader): find those by name (FindNamedRecord).
 func FindRecord(records []NativeRecord, kind string) *NativeRecord {
 	for i := range records {
 		if records[i].Kind == kind {
+			return &records[i]
+		}
+	}
+	return nil
+}
+
+// FindNamedRecord returns the record of kind and name among records, or
+// nil.
+func FindNamedRecord(records []NativeRecord, kind, name string) *NativeRecord {
+	for i := range records {
+		if records[i].Kind == kind && records[i].Name == name {
 			return &records[i]
 		}
 	}

@@ -29,6 +29,9 @@ import (
 // The live object's spec-digest annotation — a Deployment's also on its
 // Pod template — must equal the SHA-256 of spec.
 //
+// On a Pod, the tolerations the DefaultTolerationSeconds admission plugin
+// appends are not compared (withoutDefaultTolerations).
+//
 // One alternative is accepted for a workspace helper Pod: a live helper
 // created with the earlier 30-second grace period whose digest is that of
 // LegacyHelperSpec(spec) is compared with that specification, so every
@@ -57,7 +60,56 @@ func Mismatch(spec []byte, live map[string]any) (string, error) {
 			return fmt.Sprintf("spec.template.metadata.annotations[%s]: live %q, saved specification %s", AnnotationSpecDigest, got, siteprotocol.Digest(spec)), nil
 		}
 	}
-	return subset("", rendered, normalise(live)), nil
+	live = normalise(live)
+	if kind, _ := live["kind"].(string); kind == "Pod" {
+		live = withoutDefaultTolerations(rendered, live)
+	}
+	return subset("", rendered, live), nil
+}
+
+// defaultTolerationKeys are the taints the API server's
+// DefaultTolerationSeconds admission plugin adds a toleration for to
+// every Pod that has none of its own: {key, operator Exists, effect
+// NoExecute, tolerationSeconds 300 by default}.
+var defaultTolerationKeys = []string{"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+
+// withoutDefaultTolerations is a copy of a live Pod without the
+// tolerations the DefaultTolerationSeconds admission plugin appended (of
+// its keys, operator Exists, effect NoExecute, with tolerationSeconds)
+// when the rendered Pod tolerates no taint of that key: a Pod the Runtime
+// renders with tolerations (the Site's --pod-tolerations) holds them live
+// with those two after them (docs/site-runtime.md#the-spec-comparison).
+func withoutDefaultTolerations(rendered, live map[string]any) map[string]any {
+	spec, _ := live["spec"].(map[string]any)
+	got, _ := spec["tolerations"].([]any)
+	if len(got) == 0 {
+		return live
+	}
+	renderedSpec, _ := rendered["spec"].(map[string]any)
+	want, _ := renderedSpec["tolerations"].([]any)
+	renderedKey := func(key string) bool {
+		for _, t := range want {
+			if m, _ := t.(map[string]any); m["key"] == key {
+				return true
+			}
+		}
+		return false
+	}
+	var kept []any
+	for _, t := range got {
+		m, _ := t.(map[string]any)
+		key, _ := m["key"].(string)
+		_, seconds := m["tolerationSeconds"]
+		if slices.Contains(defaultTolerationKeys, key) && m["operator"] == "Exists" && m["effect"] == "NoExecute" && seconds && !renderedKey(key) {
+			continue
+		}
+		kept = append(kept, t)
+	}
+	out := maps.Clone(live)
+	spec = maps.Clone(spec)
+	spec["tolerations"] = kept
+	out["spec"] = spec
+	return out
 }
 
 func annotation(obj map[string]any, key string) string {

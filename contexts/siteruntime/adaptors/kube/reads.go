@@ -133,7 +133,7 @@ func (w *Workloads) WorkloadPod(ctx context.Context, root siteprotocol.NativeRef
 		return a.Name < b.Name
 	})
 	p := exact[0]
-	wp := application.WorkloadPod{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Main: chain.Main}
+	wp := application.WorkloadPod{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Main: chain.Main, Node: p.Spec.NodeName}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
 			wp.Ready = true
@@ -150,7 +150,7 @@ func (w *Workloads) WorkloadPod(ctx context.Context, root siteprotocol.NativeRef
 // repository helper and the file reader are the Runtime's, not the
 // workload's.
 func isHelperPod(name, attempt string) bool {
-	return name == domain.AttemptObjectName(attempt, domain.SuffixHelper)
+	return name == domain.AttemptObjectName(attempt, domain.SuffixHelper) || name == domain.AttemptObjectName(attempt, domain.SuffixReader)
 }
 
 // exactPod checks pod's controller chain (checkChain) and then the

@@ -92,9 +92,6 @@ func HelperCommand(s application.HelperSpec) []string {
 // file workspace-init writes its outcome to.
 func (r *Renderer) RenderHelper(s application.HelperSpec) (application.NativeObject, error) {
 	name := domain.AttemptObjectName(s.Identity.AttemptID, domain.SuffixHelper)
-	grace := int64(application.HelperGracePeriodSeconds)
-	deadline := int64(s.Timeout.Seconds()) + 60
-	noToken := false
 	mounts := []corev1.VolumeMount{
 		{Name: WorkspaceVolume, MountPath: WorkspacePath},
 		{Name: CredentialVolume, MountPath: CredentialPath, ReadOnly: true},
@@ -112,38 +109,74 @@ func (r *Renderer) RenderHelper(s application.HelperSpec) (application.NativeObj
 		volumes = append(volumes, corev1.Volume{Name: CAVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: s.CAConfigMap}, Items: []corev1.KeyToPath{{Key: CAKey, Path: CAKey}}}}})
 	}
-	labels := Labels(s.Identity)
-	labels[LabelRole] = RoleWorkspaceHelper
+	pod := r.platformPod(platformPod{
+		name: name, namespace: s.Namespace, identity: s.Identity, role: RoleWorkspaceHelper, serviceAccount: s.ServiceAccount,
+		image: s.Image, container: HelperContainer, command: HelperCommand(s), deadline: int64(s.Timeout.Seconds()) + 60,
+		security: &corev1.PodSecurityContext{FSGroup: &group}, volumes: volumes, mounts: mounts,
+	})
+	return object(domain.KindPod, s.Namespace, name, pod)
+}
+
+// platformPod is what distinguishes one of the Runtime's own Pods of an
+// Attempt (the workspace helper, the workspace reader) from the other.
+type platformPod struct {
+	name, namespace string
+	identity        application.ObjectIdentity
+	// role is the LabelRole value the admission policies select by.
+	role                             string
+	serviceAccount, image, container string
+	command                          []string
+	// deadline is activeDeadlineSeconds.
+	deadline int64
+	security *corev1.PodSecurityContext
+	volumes  []corev1.Volume
+	mounts   []corev1.VolumeMount
+	affinity *corev1.Affinity
+}
+
+// platformPod renders one of the Runtime's own Pods: the fixed platform
+// image in one container running exactly p.command with no args or env,
+// restartPolicy Never, terminationGracePeriodSeconds 5, p.deadline, the
+// member's service account without a mounted token, the workspace as
+// working directory, no privilege escalation, the termination message
+// from its file, the Site's scheduling, the batch Pod annotations, the
+// identity labels and LabelRole=p.role.
+func (r *Renderer) platformPod(p platformPod) corev1.Pod {
+	grace := int64(application.HelperGracePeriodSeconds)
+	deadline := p.deadline
+	noToken := false
+	labels := Labels(p.identity)
+	labels[LabelRole] = p.role
 	var annotations map[string]string
 	if len(r.PodAnnotations) > 0 {
 		annotations = maps.Clone(r.PodAnnotations)
 	}
-	pod := corev1.Pod{
+	return corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: domain.KindPod},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: labels, Annotations: annotations},
+		ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.namespace, Labels: labels, Annotations: annotations},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			TerminationGracePeriodSeconds: &grace,
 			ActiveDeadlineSeconds:         &deadline,
-			ServiceAccountName:            s.ServiceAccount,
+			ServiceAccountName:            p.serviceAccount,
 			AutomountServiceAccountToken:  &noToken,
-			SecurityContext:               &corev1.PodSecurityContext{FSGroup: &group},
+			SecurityContext:               p.security,
 			NodeSelector:                  maps.Clone(r.Scheduling.NodeSelector),
 			Tolerations:                   slices.Clone(r.Scheduling.Tolerations),
+			Affinity:                      p.affinity,
 			Containers: []corev1.Container{{
-				Name:                     HelperContainer,
-				Image:                    s.Image,
-				Command:                  HelperCommand(s),
+				Name:                     p.container,
+				Image:                    p.image,
+				Command:                  p.command,
 				WorkingDir:               WorkspacePath,
 				TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 				SecurityContext:          &corev1.SecurityContext{AllowPrivilegeEscalation: &noToken},
-				VolumeMounts:             mounts,
+				VolumeMounts:             p.mounts,
 			}},
-			Volumes: volumes,
+			Volumes: p.volumes,
 		},
 	}
-	return object(domain.KindPod, s.Namespace, name, pod)
 }
 
 // HelperGroupID is the workspace helper Pod's fsGroup: the group of the
@@ -207,8 +240,15 @@ func (w *Workloads) HelperState(ctx context.Context, ref siteprotocol.NativeRef)
 // termination, or (a Pod that failed before the container ran, e.g. past
 // its activeDeadlineSeconds) done without an outcome.
 func HelperStateOf(pod *corev1.Pod) application.HelperState {
+	return containerState(pod, HelperContainer)
+}
+
+// containerState is the state of one of the Runtime's own Pods by its
+// container name: the container's termination, or done without an
+// outcome when the Pod ended before the container did.
+func containerState(pod *corev1.Pod, container string) application.HelperState {
 	for _, s := range pod.Status.ContainerStatuses {
-		if s.Name == HelperContainer && s.State.Terminated != nil {
+		if s.Name == container && s.State.Terminated != nil {
 			return application.HelperState{Done: true, Message: s.State.Terminated.Message, ExitCode: s.State.Terminated.ExitCode}
 		}
 	}

@@ -62,6 +62,10 @@ type siteOptions struct {
 	checkoutCA string
 	// fp are the batch executor's failpoints (none when nil).
 	fp application.Failpoints
+	// fileReads, when set, makes the batch executor answer read-file
+	// through the workspace reader with this configuration (its image the
+	// batch image; the namespace's ConfigMap metallo-site names it).
+	fileReads *application.FileReadConfig
 }
 
 // site is a Site project namespace set up as the Site agent would, and a
@@ -145,6 +149,16 @@ func newSite(t testing.TB, o siteOptions) *site {
 			t.Fatal(err)
 		}
 		batch.WithCheckout(o.grants, s.renderer, workloads, application.CheckoutConfig{Image: o.image, Timeout: time.Minute, Wait: 2 * time.Minute, CAConfigMap: o.checkoutCA})
+	}
+	if o.fileReads != nil {
+		if o.grants == nil {
+			if err := siteagent.PlatformImage(ctx, e.Client, s.ns, o.image); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg := *o.fileReads
+		cfg.Image = o.image
+		batch.WithFileReads(s.renderer, workloads, cfg)
 	}
 	if o.watch {
 		w := application.NewJobWatcher(workloads, s.journal.Batch(), s.journal.Batch(), systemClock{}, testWatchEvents{t}, 0)

@@ -1,0 +1,201 @@
+package processtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/systemtest/harness"
+	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+	"github.com/pharos-metallo/metallo/platform/testsetup"
+)
+
+// readFileSteps are the durable steps of a read-file that finds no reader
+// left, in order, as the failpoint that follows each (name@n in a process
+// that starts with that read): the record creating, the create, the record
+// created, the record deleting, the delete, the record removed
+// (docs/site-runtime.md#the-workspace-reader).
+var readFileSteps = []string{
+	application.FailAfterNativeRecord + "@1", application.FailAfterNativeCall + "@1", application.FailAfterNativeRecord + "@2",
+	application.FailAfterNativeRecord + "@3", application.FailAfterNativeCall + "@2", application.FailAfterNativeRecord + "@4",
+}
+
+// TestKilledAtEachDurableStepOfAReadFileEveryReadAnswersTheExactBytesAndNoReaderIsLeft
+// is the kill test of read-file on the real node: the metallo binary's
+// runtime role renders every Pod onto the real node; a batch Job's real
+// container writes a file into its workspace; then one read-file of it per
+// durable step is appended, the Runtime is SIGKILLed by that step's
+// failpoint (between the record before the reader's create, the create,
+// the record after it, the record before its delete, the delete and the
+// record after it) and restarted without failpoints, which recovers the
+// read. Every read is acknowledged with the file's exact bytes (the
+// recovery removed the reader left by UID and read again), every sent
+// result is byte-identical to the recorded one, and no reader is left.
+// Real: the processes, the API server, admission, the scheduler, the
+// kubelet, containerd, the volume, pods/log; KWOK is not involved.
+func TestKilledAtEachDurableStepOfAReadFileEveryReadAnswersTheExactBytesAndNoReaderIsLeft(t *testing.T) {
+	e := kubetest.New(t)
+	node := e.RealNode()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	project, member, binding, attempt := uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()
+	if err := siteagent.Project(ctx, e.Client, e.Namespace, project, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := siteagent.Member(ctx, e.Client, e.Namespace, member); err != nil {
+		t.Fatal(err)
+	}
+	image := node.Image(t, kubetest.ImagePlatform)
+	if err := siteagent.PlatformImage(ctx, e.Client, e.Namespace, image); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bin := testsetup.Binary(t)
+	site, err := harness.NewSite(bin, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(site.Close)
+	if err := site.StartServer("execution.sqlite", ""); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := harness.NewRuntime(bin, site, filepath.Join(dir, "runtime"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := siteagent.RuntimeToken(ctx, e.Client, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := siteagent.WriteKubeconfig(rt.Kubeconfig, e.Config, token); err != nil {
+		t.Fatal(err)
+	}
+	grants, _ := json.Marshal([]permissions.Grant{{Member: member, Project: project, Actions: []domain.PermissionAction{domain.ActionStart, domain.ActionRead}}})
+	if err := os.WriteFile(rt.Policy, grants, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := rt.Install(); err != nil {
+		t.Fatal(out, err)
+	}
+	flags := append([]string{"--batch-image", image, "--read-file-timeout", "1m"}, node.RuntimeFlags()...)
+
+	envelope := func(op siteprotocol.Operation) map[string]any {
+		return map[string]any{"id": uuid.NewString(), "operation": op, "issued_at": "2026-11-29T10:00:00Z", "member_id": member, "project_id": project}
+	}
+	appendCmd := func(c map[string]any) string {
+		raw, _ := json.Marshal(c)
+		if _, err := site.Append(raw); err != nil {
+			t.Fatal(err)
+		}
+		return c["id"].(string)
+	}
+	run := uuid.NewString()
+	workload := func(op siteprotocol.Operation, payload any) string {
+		c := envelope(op)
+		c["family"], c["run_id"], c["attempt_id"] = "batch", run, attempt
+		c["account_ref"] = map[string]any{"binding_id": binding, "generation": 1}
+		c["payload"] = payload
+		return appendCmd(c)
+	}
+	bind := envelope(siteprotocol.OpBindMember)
+	bind["payload"] = map[string]any{"party_id": member, "namespace": e.Namespace, "account": siteprotocol.MemberAccount(member),
+		"binding_id": binding, "revision": 1, "generation": 1}
+	appendCmd(bind)
+	workload(siteprotocol.OpPrepare, map[string]any{"workspace_size_bytes": 1 << 20})
+	start := workload(siteprotocol.OpStart, map[string]any{"demand": map[string]int64{"cpu": 100, "memory": 64 << 20}, "time_limit_seconds": 600,
+		"argv": []string{"sh", "-c", `printf 'read me \377\376 exactly\n' > /workspace/result.txt`}})
+	p, err := rt.Start("", flags...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Kill)
+	waitAcknowledged(t, site, p, start)
+	e.WaitForJob(domain.AttemptObjectName(attempt, ""), 3*time.Minute, "Complete", func(j *batchv1.Job) bool {
+		_, ok := kubetest.JobCondition(j, batchv1.JobComplete)
+		return ok
+	})
+	if err := p.Stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join(workspaceDir(ctx, t, e, attempt), "result.txt"))
+	if err != nil || len(want) == 0 {
+		t.Fatalf("the container's file: %q (%v)", want, err)
+	}
+
+	var reads []string
+	for i, fp := range readFileSteps {
+		id := workload(siteprotocol.OpReadFile, map[string]any{"path": "result.txt", "max_bytes": 4096})
+		reads = append(reads, id)
+		killed, err := rt.Start(fp, flags...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(killed.Kill)
+		select {
+		case <-killed.Done():
+		case <-time.After(3 * time.Minute):
+			t.Fatalf("step %d (%s): the Runtime was not killed within 3 minutes:\n%s", i, fp, killed.Output())
+		}
+		if m := killLine.FindStringSubmatch(killed.Output()); !killed.Killed() || m == nil {
+			t.Fatalf("step %d (%s): exited (%v) without being killed:\n%s", i, fp, killed.ExitErr(), killed.Output())
+		}
+		if rec, err := site.Command(id); err == nil && len(rec.Result) > 0 {
+			t.Fatalf("step %d (%s): the read was acknowledged before the kill", i, fp)
+		}
+		recovered, err := rt.Start("", flags...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(recovered.Kill)
+		waitAcknowledged(t, site, recovered, id)
+		if err := recovered.Stop(30 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	recorded := map[int64][]byte{}
+	for i, id := range reads {
+		rec, err := site.Command(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := siteprotocol.ParseResult(rec.Result)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recorded[r.Sequence] = rec.Result
+		if r.Outcome != siteprotocol.OutcomeSucceeded || r.Reason != siteprotocol.ReasonRead {
+			t.Fatalf("read %d (killed at %s): %s", i, readFileSteps[i], rec.Result)
+		}
+		var d siteprotocol.ReadFileDetail
+		if err := json.Unmarshal(r.Detail, &d); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := base64.StdEncoding.DecodeString(d.ContentBase64); err != nil || !bytes.Equal(got, want) || d.Truncated {
+			t.Fatalf("read %d (killed at %s): %q truncated %v; the file holds %q", i, readFileSteps[i], got, d.Truncated, want)
+		}
+	}
+	for _, put := range site.Proxy.Puts() {
+		if w, ok := recorded[put.Sequence]; ok && !bytes.Equal(put.Body, w) {
+			t.Fatalf("sequence %d: a sent result differs from the recorded one:\n%s\n%s", put.Sequence, put.Body, w)
+		}
+	}
+	if _, err := e.Client.CoreV1().Pods(e.Namespace).Get(ctx, domain.AttemptObjectName(attempt, domain.SuffixReader), metav1.GetOptions{}); err == nil {
+		t.Fatal("a reader is left")
+	}
+	t.Logf("%d read-files, each killed at one durable step and recovered: exact bytes, no reader left", len(reads))
+}
