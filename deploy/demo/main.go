@@ -26,7 +26,9 @@
 // (README.md's content and the LFS object's digest are in its log) and
 // writes a file in its workspace, observe reports its exit code, and the demo shows its log
 // from pods/log and the file; the member then reads the same log through
-// the stream (read-logs, after the Runtime's read checks). KWOK's fake Nodes are in the cluster too but
+// the stream (read-logs, after the Runtime's read checks) and the file (read-file, through the
+// Runtime's workspace reader; a path out of the workspace and a link to /etc refused path-rejected).
+// KWOK's fake Nodes are in the cluster too but
 // nothing of this Run lands there. Then an application service (the
 // httpservice image) is prepared, started as the member, observed until
 // healthy on the real node, asked through proxy (its answer comes back
@@ -78,6 +80,7 @@ import (
 	"github.com/google/uuid"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -928,6 +931,9 @@ func (d *demo) commands(ctx context.Context, ns, project, member, binding string
 	if err := d.readLogs(ctx, job, do); err != nil {
 		return err
 	}
+	if err := d.readFile(ctx, attempt, job, do); err != nil {
+		return err
+	}
 	if err := d.applicationService(ctx, func(attempt, run string) func(siteprotocol.Operation, any) (siteprotocol.Result, error) {
 		return func(op siteprotocol.Operation, payload any) (siteprotocol.Result, error) {
 			return doAs(siteprotocol.FamilyApplication, run, attempt, op, payload)
@@ -1033,7 +1039,8 @@ func (d *demo) delivered(ctx context.Context, binding string) (bindingDelivery, 
 // platform image's shell runs, writing its metrics into the workspace.
 const trainScript = `echo "training for $EPOCHS epochs as uid $(id -u) in $(pwd)"
 for e in $(seq 1 "$EPOCHS"); do echo "epoch $e loss 0.$((10 - e))"; done > metrics.txt
-echo "wrote $(wc -l < metrics.txt) lines to $(pwd)/metrics.txt"`
+echo "wrote $(wc -l < metrics.txt) lines to $(pwd)/metrics.txt"
+ln -s /etc host-etc`
 
 // showJob shows, from the API server itself, who created the Job, where
 // its Pod ran and how the Job ended: the container's exit code (observe's
@@ -1148,6 +1155,96 @@ func (d *demo) readLogs(ctx context.Context, job siteprotocol.NativeRef, do func
 	return nil
 }
 
+// readFile reads the file the Job wrote through the stream (read-file): the
+// Runtime's workspace reader attempt-<id>-read, a Pod of the platform image
+// created as the member with the claim mounted read-only
+// (docs/site-runtime.md#private-reads), answers its exact bytes, which the
+// demo compares with the volume's file; then a path that leaves the
+// workspace is refused on append, and the Job's link to /etc is refused by
+// the reader, which resolves links inside the workspace
+// only.
+func (d *demo) readFile(ctx context.Context, attempt string, job siteprotocol.NativeRef, do func(siteprotocol.Operation, any) (siteprotocol.Result, error)) error {
+	d.section("The member reads a file of its workspace through the stream (read-file)")
+	r, err := do(siteprotocol.OpReadFile, map[string]any{"path": "metrics.txt", "max_bytes": 4096})
+	if err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
+		return failed("read-file", r, err)
+	}
+	rd, err := siteprotocol.DecodeDetail[siteprotocol.ReadFileDetail](r)
+	if err != nil {
+		return err
+	}
+	got, err := base64.StdEncoding.DecodeString(rd.ContentBase64)
+	if err != nil {
+		return err
+	}
+	d.say("%s", r.Message)
+	d.say("metrics.txt, %d bytes, truncated %v; decoded:", len(got), rd.Truncated)
+	for _, line := range strings.Split(strings.TrimRight(string(got), "\n"), "\n") {
+		d.say("  | %s", line)
+	}
+	want, err := d.workspaceFile(ctx, job.Namespace, job.UID, "metrics.txt")
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(got, want) || rd.Truncated {
+		return fmt.Errorf("read-file answered %q; the volume holds %q", got, want)
+	}
+	d.say("the same bytes as the volume holds")
+	reader := domain.AttemptObjectName(attempt, domain.SuffixReader)
+	if _, err := d.admin.CoreV1().Pods(job.Namespace).Get(ctx, reader, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		return fmt.Errorf("the workspace reader %s is still there after the read (%v)", reader, err)
+	}
+	d.say("the reader Pod %s is gone (deleted by UID once its line was read)", reader)
+	// A path with .. never reaches the Runtime: the execution role refuses
+	// the append (a Runtime would refuse it path-rejected before any Pod).
+	if _, err := do(siteprotocol.OpReadFile, map[string]any{"path": "../metrics.txt", "max_bytes": 4096}); err == nil ||
+		!strings.Contains(err.Error(), "422") || !strings.Contains(err.Error(), siteprotocol.ProblemInvalidCommand) {
+		return fmt.Errorf("read-file ../metrics.txt must be refused on append with 422 invalid-command: %v", err)
+	}
+	d.say("read-file ../metrics.txt → 422 %s on append: a path that leaves the workspace is never appended", siteprotocol.ProblemInvalidCommand)
+	r, err = do(siteprotocol.OpReadFile, map[string]any{"path": "host-etc/passwd", "max_bytes": 4096})
+	if err != nil || r.Outcome != siteprotocol.OutcomeRefused || r.Reason != siteprotocol.ReasonPathRejected {
+		return failed("read-file host-etc/passwd (must be refused path-rejected)", r, err)
+	}
+	d.say("read-file host-etc/passwd → %s / %s: the Job's link host-etc -> /etc leaves the workspace, and the reader", r.Outcome, r.Reason)
+	d.say("resolves links inside the workspace only (%s)", r.Message)
+	return nil
+}
+
+// workspaceFile reads name from the workspace claim of the Job whose UID
+// is jobUID, as the administrator on this machine.
+func (d *demo) workspaceFile(ctx context.Context, namespace, jobUID, name string) ([]byte, error) {
+	pods, err := d.admin.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + jobUID})
+	if err != nil || len(pods.Items) != 1 {
+		return nil, fmt.Errorf("the Job's Pod: %d Pods (%v)", len(pods.Items), err)
+	}
+	_, _, dir, err := d.workspaceVolume(ctx, namespace, pods.Items[0])
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(filepath.Join(dir, name))
+}
+
+// workspaceVolume names the workspace claim pod mounts, its volume and the
+// volume's directory (a hostPath volume of the local cluster, on this
+// machine like the node).
+func (d *demo) workspaceVolume(ctx context.Context, namespace string, pod corev1.Pod) (claim, volume, dir string, err error) {
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			claim = v.PersistentVolumeClaim.ClaimName
+		}
+	}
+	pvc, err := d.admin.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, claim, metav1.GetOptions{})
+	if err != nil {
+		return "", "", "", fmt.Errorf("workspace claim %q: %w", claim, err)
+	}
+	pv, err := d.admin.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil || pv.Spec.HostPath == nil {
+		return "", "", "", fmt.Errorf("the workspace's volume %s: %v", pvc.Spec.VolumeName, err)
+	}
+	return claim, pv.Name, pv.Spec.HostPath.Path, nil
+}
+
 // observeHealthy observes the service (family for the messages) every 2 seconds until it is
 // healthy; it fails on an observe that does not succeed, a failed state, or after tries
 // observes.
@@ -1175,29 +1272,18 @@ func observeHealthy(ctx context.Context, do func(siteprotocol.Operation, any) (s
 	}
 }
 
-// showWorkspace prints the file the Job wrote in its workspace claim (a
-// hostPath volume of the local cluster, on this machine like the node).
+// showWorkspace prints the file the Job wrote in its workspace claim.
 func (d *demo) showWorkspace(ctx context.Context, namespace string, pod corev1.Pod) error {
-	claim := ""
-	for _, v := range pod.Spec.Volumes {
-		if v.PersistentVolumeClaim != nil {
-			claim = v.PersistentVolumeClaim.ClaimName
-		}
-	}
-	pvc, err := d.admin.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, claim, metav1.GetOptions{})
+	claim, volume, dir, err := d.workspaceVolume(ctx, namespace, pod)
 	if err != nil {
-		return fmt.Errorf("workspace claim %q: %w", claim, err)
+		return err
 	}
-	pv, err := d.admin.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
-	if err != nil || pv.Spec.HostPath == nil {
-		return fmt.Errorf("the workspace's volume %s: %v", pvc.Spec.VolumeName, err)
-	}
-	file := filepath.Join(pv.Spec.HostPath.Path, "metrics.txt")
+	file := filepath.Join(dir, "metrics.txt")
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return fmt.Errorf("the file the Job wrote: %w", err)
 	}
-	d.say("the file it wrote in its workspace %s (volume %s at %s):", claim, pv.Name, rel(file))
+	d.say("the file it wrote in its workspace %s (volume %s at %s):", claim, volume, rel(file))
 	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
 		d.say("  | %s", line)
 	}
