@@ -87,6 +87,11 @@ func (s *site) app(o appOptions) {
 	}
 	exec := application.NewApplicationExecutor(access, native, s.renderer, s.journal.Services(), nil,
 		application.ApplicationConfig{DeletionWait: o.deletionWait, ProgressDeadline: o.deadline}).WithReads(workloads).WithProxy(workloads)
+	if o.fileReads != nil {
+		cfg := *o.fileReads
+		cfg.Image = s.image
+		exec.WithFileReads(s.renderer, workloads, cfg)
+	}
 	if s.registry, err = application.NewRegistry(append(application.NewMemberExecutor(s.journal, nil).Registrations(), exec.Registrations()...)...); err != nil {
 		s.t.Fatal(err)
 	}

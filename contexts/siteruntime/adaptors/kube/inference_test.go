@@ -49,7 +49,7 @@ func newIsvcSite(t testing.TB, o isvcOptions) *site {
 // inference (re)builds the inference executor (a Runtime restart keeps the
 // journal and the cluster), with its private reads as the runtime role
 // composes them: the InferenceService's Pod chain on the workload client,
-// read-logs and proxy through it.
+// read-logs and proxy through it, and read-file (siteOptions.fileReads).
 func (s *site) inference(o isvcOptions) {
 	s.t.Helper()
 	workloads, err := kube.New(s.e.ServiceAccountConfig(siteagent.RuntimeNamespace, siteagent.RuntimeAccount))
@@ -73,6 +73,11 @@ func (s *site) inference(o isvcOptions) {
 	}
 	workloads.WithPodChain(domain.KindInferenceService, kube.InferencePodChain())
 	exec.WithReads(workloads).WithProxy(workloads)
+	if o.fileReads != nil {
+		cfg := *o.fileReads
+		cfg.Image = s.image
+		exec.WithFileReads(s.renderer, workloads, cfg)
+	}
 	if s.registry, err = application.NewRegistry(append(application.NewMemberExecutor(s.journal, nil).Registrations(), exec.Registrations()...)...); err != nil {
 		s.t.Fatal(err)
 	}

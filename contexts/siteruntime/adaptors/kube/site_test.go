@@ -62,9 +62,10 @@ type siteOptions struct {
 	checkoutCA string
 	// fp are the batch executor's failpoints (none when nil).
 	fp application.Failpoints
-	// fileReads, when set, makes the batch executor answer read-file
-	// through the workspace reader with this configuration (its image the
-	// batch image; the namespace's ConfigMap metallo-site names it).
+	// fileReads, when set, makes the batch executor (and the service
+	// executors of newAppSite and newIsvcSite) answer read-file through
+	// the workspace reader with this configuration (its image the batch
+	// image; the namespace's ConfigMap metallo-site names it).
 	fileReads *application.FileReadConfig
 }
 
