@@ -1,7 +1,9 @@
 package kube_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"knative.dev/pkg/apis"
 	"sigs.k8s.io/yaml"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
@@ -345,16 +349,28 @@ func TestAQuotaRefusingThePredictorPodIsQueuedAndHealthyOnceRaised(t *testing.T)
 	if d := detail[siteprotocol.ObserveDetail](t, r); d.Reason != kube.ReasonFailedCreate {
 		t.Fatalf("queued on the quota: %s", r.Detail)
 	}
-	u, err := s.e.Dynamic.Resource(kubetest.InferenceServiceResource).Namespace(s.ns).Get(testContext(t), domain.AttemptObjectName(attempt, ""), metav1.GetOptions{})
+	// The Runtime reads the refusal from the ReplicaSet; KServe's controller
+	// reports it on the InferenceService once it has seen the Deployment's
+	// new status (until then PredictorReady is Unknown, NewReplicaSetCreated):
+	// wait for KServe, and never see it Ready meanwhile.
+	var c *apis.Condition
+	err := wait.PollUntilContextTimeout(testContext(t), 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		u, err := s.e.Dynamic.Resource(kubetest.InferenceServiceResource).Namespace(s.ns).Get(ctx, domain.AttemptObjectName(attempt, ""), metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		var isvc kservev1beta1.InferenceService
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &isvc); err != nil {
+			return false, err
+		}
+		c = isvc.Status.GetCondition(kservev1beta1.PredictorReady)
+		if c != nil && c.Status == corev1.ConditionTrue {
+			return false, fmt.Errorf("PredictorReady is True while the quota refuses the Pod")
+		}
+		return c != nil && c.Status == corev1.ConditionFalse, nil
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	var isvc kservev1beta1.InferenceService
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &isvc); err != nil {
-		t.Fatal(err)
-	}
-	if c := isvc.Status.GetCondition(kservev1beta1.PredictorReady); c == nil || c.Status != corev1.ConditionFalse {
-		t.Fatalf("KServe's PredictorReady while the quota refuses the Pod: %+v", c)
+		t.Fatalf("KServe's PredictorReady while the quota refuses the Pod: %+v (%v)", c, err)
 	}
 	q, err := s.e.Client.CoreV1().ResourceQuotas(s.ns).Get(testContext(t), "project-cpu", metav1.GetOptions{})
 	if err != nil {
