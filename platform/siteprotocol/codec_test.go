@@ -151,7 +151,11 @@ func TestResultBytesAreCanonicalAndVerifiable(t *testing.T) {
 }
 
 func TestSafeRelativePath(t *testing.T) {
-	for p, ok := range map[string]bool{"out/a.txt": true, "a": true, "../a": false, "/etc/passwd": false, "a/../../b": false, "": false, "./a": false, "a//b": false} {
+	name := strings.Repeat("n", MaxFileNameBytes)
+	long := strings.Repeat(name+"/", MaxFilePathBytes/(MaxFileNameBytes+1)) // 4096 bytes with the last slash
+	for p, ok := range map[string]bool{"out/a.txt": true, "a": true, "../a": false, "/etc/passwd": false, "a/../../b": false, "": false, "./a": false, "a//b": false,
+		"a b/ünï.txt": true, name: true, name + "n": false, long[:len(long)-1]: true, long + "x": false, strings.Repeat("q/", 100000) + "f": false,
+		"a\nb": false, "a\x00b": false, "a\x7fb": false, "a\u202eb": false, "a\tb": false, "a\xffb": false} {
 		if SafeRelativePath(p) != ok {
 			t.Errorf("SafeRelativePath(%q) != %v", p, ok)
 		}

@@ -153,7 +153,7 @@ type ReadLogsDetail struct {
 
 // ReadFilePayload reads a workspace file.
 type ReadFilePayload struct {
-	Path     string `json:"path" doc:"A clean relative path inside the workspace (no .., not absolute)."`
+	Path     string `json:"path" doc:"A clean relative path inside the workspace (no .., not absolute), printable UTF-8, at most 4096 bytes with names of at most 255 bytes."`
 	MaxBytes int64  `json:"max_bytes" doc:"The most bytes to answer (1-1048576)."`
 }
 

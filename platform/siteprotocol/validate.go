@@ -292,7 +292,7 @@ func ValidatePayload(c Command) error {
 		var p ReadFilePayload
 		if decode(&p) {
 			if !SafeRelativePath(p.Path) {
-				ck.add("payload.path", "must be a relative path inside the workspace")
+				ck.add("payload.path", "must be a clean relative path inside the workspace of printable UTF-8, at most %d bytes with names of at most %d", MaxFilePathBytes, MaxFileNameBytes)
 			}
 			if p.MaxBytes < 1 || p.MaxBytes > MaxReadBytes {
 				ck.add("payload.max_bytes", "must be between 1 and %d", MaxReadBytes)
@@ -424,10 +424,24 @@ func validateDemand(ck *checker, field string, d map[string]int64) {
 }
 
 // SafeRelativePath reports whether p is a clean relative path that cannot
-// leave its root: not absolute, no "..", no empty name.
+// leave its root: not absolute, no "..", no empty name, at most
+// MaxFilePathBytes bytes with names of at most MaxFileNameBytes bytes, and
+// printable UTF-8 (no control or format characters such as NUL, newline,
+// DEL or a bidirectional override): a path that no file system could hold
+// is refused before any native effect (docs/site-protocol.md#private-reads).
 func SafeRelativePath(p string) bool {
-	if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, "\x00") {
+	if p == "" || len(p) > MaxFilePathBytes || strings.HasPrefix(p, "/") || !utf8.ValidString(p) {
 		return false
+	}
+	for _, r := range p {
+		if r != ' ' && !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	for name := range strings.SplitSeq(p, "/") {
+		if len(name) > MaxFileNameBytes {
+			return false
+		}
 	}
 	clean := path.Clean(p)
 	return clean == p && clean != "." && clean != ".." && !strings.HasPrefix(clean, "../")

@@ -268,6 +268,11 @@ const (
 	MaxDepth = 32
 	// MaxReadBytes bounds tail_bytes, max_bytes and proxied bodies.
 	MaxReadBytes = 1 << 20
+	// MaxFilePathBytes bounds a read-file path (Linux's PATH_MAX) and
+	// MaxFileNameBytes each of its names (NAME_MAX), in bytes
+	// (docs/site-protocol.md#private-reads).
+	MaxFilePathBytes = 4096
+	MaxFileNameBytes = 255
 	// MaxProxyHeaders bounds the header values of a proxied request and
 	// of a proxied answer; MaxProxyHeaderBytes their names' and values'
 	// bytes in all.
