@@ -201,11 +201,17 @@ func readFile(path string, maxBytes int64) map[string]any {
 }
 
 // readerCreates counts the reader Pods created.
-func (f *readFileFixture) readerCreates() int {
-	f.native.mu.Lock()
-	defer f.native.mu.Unlock()
+func (f *readFileFixture) readerCreates() int { return f.native.podCreates() }
+
+// readerLive reports whether the reader Pod exists.
+func (f *readFileFixture) readerLive() bool { return f.native.podLive(readerName) }
+
+// podCreates counts the Pods created through f.
+func (f *fakeNative) podCreates() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	n := 0
-	for _, k := range f.native.createdKinds {
+	for _, k := range f.createdKinds {
 		if k == domain.KindPod {
 			n++
 		}
@@ -213,10 +219,11 @@ func (f *readFileFixture) readerCreates() int {
 	return n
 }
 
-func (f *readFileFixture) readerLive() bool {
-	f.native.mu.Lock()
-	defer f.native.mu.Unlock()
-	_, ok := f.native.objects[key(domain.KindPod, namespace, readerName)]
+// podLive reports whether the Pod name exists in the test namespace.
+func (f *fakeNative) podLive(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.objects[key(domain.KindPod, namespace, name)]
 	return ok
 }
 

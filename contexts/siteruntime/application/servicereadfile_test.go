@@ -110,24 +110,9 @@ func (f *serviceReadFixture) read(t *testing.T, path string, maxBytes int64) *do
 	return f.as(t, member, bindingID, siteprotocol.OpReadFile, readFile(path, maxBytes), true)
 }
 
-func (f *serviceReadFixture) readerCreates() int {
-	f.native.mu.Lock()
-	defer f.native.mu.Unlock()
-	n := 0
-	for _, k := range f.native.createdKinds {
-		if k == domain.KindPod {
-			n++
-		}
-	}
-	return n
-}
+func (f *serviceReadFixture) readerCreates() int { return f.native.podCreates() }
 
-func (f *serviceReadFixture) readerLive() bool {
-	f.native.mu.Lock()
-	defer f.native.mu.Unlock()
-	_, ok := f.native.objects[key(domain.KindPod, namespace, readerName)]
-	return ok
-}
+func (f *serviceReadFixture) readerLive() bool { return f.native.podLive(readerName) }
 
 var serviceFamilies = []siteprotocol.Family{siteprotocol.FamilyApplication, siteprotocol.FamilyInference}
 
