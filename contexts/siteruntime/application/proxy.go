@@ -194,7 +194,7 @@ func (r *PrivateReads) Proxy(ctx context.Context, cmd siteprotocol.Command, reco
 		}
 		target.Service, target.ServiceSpec = svcRef, svc.Spec
 	}
-	pod, refusal, err := r.pod(ctx, *rec, id, true)
+	pod, refusal, err := r.pod(ctx, *rec, id, noPodUnavailable)
 	if refusal != nil || err != nil {
 		return OrAnswer(refusal), err
 	}

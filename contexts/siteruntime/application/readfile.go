@@ -158,10 +158,13 @@ func (r *PrivateReads) ReadFile(ctx context.Context, cmd siteprotocol.Command) (
 	if refusal != nil || err != nil {
 		return OrAnswer(refusal), err
 	}
-	node, refusal, err := r.workloadNode(ctx, *rec, id)
+	// The reader is required onto the node of a bound workload Pod, where
+	// the ReadWriteOnce claim is attached (none: the scheduler places it).
+	pod, refusal, err := r.pod(ctx, *rec, id, noPodAllowed)
 	if refusal != nil || err != nil {
 		return OrAnswer(refusal), err
 	}
+	node := pod.Node
 	records, err := r.life.Records(ctx, cmd.AttemptID)
 	if err != nil {
 		return domain.Answer{}, err
@@ -214,36 +217,6 @@ func (r *PrivateReads) ReadFile(ctx context.Context, cmd siteprotocol.Command) (
 	}
 	return domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonNativeError,
 		Message: fmt.Sprintf("the workspace reader of %s: %s", p.Path, out.Message), NativeRefs: refs}, nil
-}
-
-// workloadNode finds the Attempt's workload Pod by its exact native
-// identity and returns the node it is bound to (empty when it has no Pod,
-// or one not yet scheduled). A recorded object removed or gone is
-// native-missing; a broken identity native-identity-mismatch.
-func (r *PrivateReads) workloadNode(ctx context.Context, rec domain.NativeRecord, id ObjectIdentity) (string, *domain.Answer, error) {
-	ref := RecordRef(rec)
-	if rec.Phase == domain.PhaseRemoved || rec.Phase == domain.PhaseDeleting {
-		a := domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonNativeMissing,
-			Message:    fmt.Sprintf("%s %s/%s (uid %s) was removed by command %s; its workspace is not read", ref.Kind, ref.Namespace, ref.Name, ref.UID, rec.CommandID),
-			NativeRefs: []siteprotocol.NativeRef{ref}}
-		return "", &a, nil
-	}
-	pod, err := r.pods.WorkloadPod(ctx, ref, rec.Spec, id)
-	switch {
-	case errors.Is(err, ErrNoWorkloadPod):
-		return "", nil, nil
-	case errors.Is(err, ErrNativeIdentityMismatch):
-		a := domain.Answer{Outcome: siteprotocol.OutcomeRefused, Reason: siteprotocol.ReasonNativeIdentityMismatch,
-			Message: fmt.Sprintf("nothing was read: %v", err), NativeRefs: []siteprotocol.NativeRef{ref}}
-		return "", &a, nil
-	case errors.Is(err, ErrWorkloadGone):
-		a := domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonNativeMissing,
-			Message: fmt.Sprintf("nothing to read: %v", err), NativeRefs: []siteprotocol.NativeRef{ref}}
-		return "", &a, nil
-	case err != nil:
-		return "", nil, fmt.Errorf("find the Pod of %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
-	}
-	return pod.Node, nil, nil
 }
 
 // liveClaim returns the Attempt's recorded workspace claim (its reference

@@ -152,7 +152,7 @@ func (r *PrivateReads) ReadLogs(ctx context.Context, cmd siteprotocol.Command) (
 	if refusal != nil || err != nil {
 		return OrAnswer(refusal), err
 	}
-	pod, refusal, err := r.pod(ctx, *rec, id, false)
+	pod, refusal, err := r.pod(ctx, *rec, id, noPodMissing)
 	if refusal != nil || err != nil {
 		return OrAnswer(refusal), err
 	}
@@ -227,9 +227,25 @@ func (r *PrivateReads) checkAccess(ctx context.Context, cmd siteprotocol.Command
 	return rec, id, access, nil, nil
 }
 
-// pod finds the Attempt's workload Pod by its exact native identity; for a
-// proxy (proxy true) a workload without a Pod is endpoint-unavailable.
-func (r *PrivateReads) pod(ctx context.Context, rec domain.NativeRecord, id ObjectIdentity, proxy bool) (WorkloadPod, *domain.Answer, error) {
+// withoutPod is what a private read does with a recorded workload that has
+// no Pod (none yet, or none any more).
+type withoutPod int
+
+const (
+	// noPodMissing fails the read native-missing (read-logs).
+	noPodMissing withoutPod = iota
+	// noPodUnavailable fails it endpoint-unavailable (proxy).
+	noPodUnavailable
+	// noPodAllowed answers the zero WorkloadPod and no refusal (read-file:
+	// the reader is then placed by the scheduler alone).
+	noPodAllowed
+)
+
+// pod finds the Attempt's workload Pod by its exact native identity: a
+// record removed (or being removed) or a workload gone is native-missing,
+// a broken identity native-identity-mismatch, and a workload without a
+// Pod as noPod says.
+func (r *PrivateReads) pod(ctx context.Context, rec domain.NativeRecord, id ObjectIdentity, noPod withoutPod) (WorkloadPod, *domain.Answer, error) {
 	ref := RecordRef(rec)
 	if rec.Phase == domain.PhaseRemoved || rec.Phase == domain.PhaseDeleting {
 		a := domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonNativeMissing,
@@ -239,6 +255,8 @@ func (r *PrivateReads) pod(ctx context.Context, rec domain.NativeRecord, id Obje
 	}
 	pod, err := r.pods.WorkloadPod(ctx, ref, rec.Spec, id)
 	switch {
+	case errors.Is(err, ErrNoWorkloadPod) && noPod == noPodAllowed:
+		return WorkloadPod{}, nil, nil
 	case errors.Is(err, ErrNativeIdentityMismatch):
 		a := domain.Answer{Outcome: siteprotocol.OutcomeRefused, Reason: siteprotocol.ReasonNativeIdentityMismatch,
 			Message: fmt.Sprintf("nothing was read: %v", err), NativeRefs: []siteprotocol.NativeRef{ref}}
@@ -246,7 +264,7 @@ func (r *PrivateReads) pod(ctx context.Context, rec domain.NativeRecord, id Obje
 	case errors.Is(err, ErrWorkloadGone), errors.Is(err, ErrNoWorkloadPod):
 		a := domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonNativeMissing,
 			Message: fmt.Sprintf("nothing to read: %v", err), NativeRefs: []siteprotocol.NativeRef{ref}}
-		if proxy && errors.Is(err, ErrNoWorkloadPod) {
+		if noPod == noPodUnavailable && errors.Is(err, ErrNoWorkloadPod) {
 			a.Reason, a.Message = siteprotocol.ReasonEndpointUnavailable, fmt.Sprintf("nothing was sent: %v", err)
 		}
 		return WorkloadPod{}, &a, nil
