@@ -57,7 +57,11 @@ func (c FileReadConfig) withDefaults() FileReadConfig {
 // ReaderSpec is what an Attempt's workspace reader Pod attempt-<attempt>-read
 // is rendered from.
 type ReaderSpec struct {
-	Identity       ObjectIdentity
+	// Identity is the command's Attempt identity, carried as the reader's
+	// labels.
+	Identity ObjectIdentity
+	// Namespace and ServiceAccount are the binding's: the reader is
+	// created there, as that member account.
 	Namespace      string
 	ServiceAccount string
 	// Image is FileReadConfig.Image.
