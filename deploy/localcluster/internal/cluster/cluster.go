@@ -275,16 +275,62 @@ func waitFor(ctx context.Context, what string, dir string, watch []string, check
 	}
 }
 
+// unhealthyGrace is how long up waits for a running cluster that fails a health check to pass
+// one before it restarts it (docs in deploy/localcluster/README.md).
+const unhealthyGrace = 90 * time.Second
+
+// running tells whether a cluster is recorded in dir and every control-plane component's
+// process still runs.
+func running(dir string) bool {
+	if _, err := readState(dir); err != nil {
+		return false
+	}
+	for _, c := range components {
+		if !componentAlive(dir, c) {
+			return false
+		}
+	}
+	return true
+}
+
+// healthyOrWait returns the state of the healthy cluster in dir. A cluster whose processes all
+// run but which fails a check (under load /readyz, a Node's status or KServe's health can lag
+// for seconds) is checked again until it passes, a component exits or grace ends: restarting it
+// on one failed check would take the API server, its port and its data from every test binary
+// and user of it at once. It returns the last check's error when the cluster is not healthy.
+func healthyOrWait(dir string, grace time.Duration) (State, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	s, err := healthy(ctx, dir)
+	if err == nil || !running(dir) {
+		return s, err
+	}
+	logf("the running cluster failed a health check (%v): checking again for up to %s before restarting it", err, grace)
+	for {
+		select {
+		case <-ctx.Done():
+			return s, err
+		case <-time.After(time.Second):
+		}
+		if s, err = healthy(ctx, dir); err == nil {
+			logf("the running cluster is healthy again")
+			return s, nil
+		}
+		if !running(dir) {
+			return s, err
+		}
+	}
+}
+
 func up(o upOptions) error {
 	began := time.Now()
 	step := func(format string, args ...any) {
 		logf("[%5.1fs] "+format, append([]any{time.Since(began).Seconds()}, args...)...)
 	}
+	dir := o.dir
+	s, err := healthyOrWait(dir, unhealthyGrace)
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	dir := o.dir
-
-	s, err := healthy(ctx, dir)
 	if err == nil && s.RealNode == nil && o.realNode.mode != RealNodeOff {
 		err = errors.New("it was started by a localcluster without the real node")
 	}
