@@ -230,8 +230,12 @@ func (l *discardLane) start(t *testing.T, attempt string) string {
 		"time_limit_seconds": 600, "argv": []string{"python", "train.py", attempt}})
 }
 
-// run starts the Runtime without failpoints and waits until command id is
-// acknowledged.
+// run starts the Runtime without failpoints and waits until command id, the
+// only one not yet acknowledged, is acknowledged by the server and cleared in
+// the Runtime's journal. The server records the result before the Runtime
+// clears it: a stop in between leaves it pending, and the next Runtime's first
+// send would be its replay, which a FailAfterSend@1 armed for the next command
+// would hit instead (seen once in CI).
 func (l *discardLane) run(t *testing.T, id string) *harness.Process {
 	t.Helper()
 	p, err := l.rt.Start("")
@@ -240,6 +244,7 @@ func (l *discardLane) run(t *testing.T, id string) *harness.Process {
 	}
 	t.Cleanup(p.Kill)
 	waitAcknowledged(t, l.site, p, id)
+	waitMetric(t, p, "metallo_runtime_pending_sequence", 0)
 	return p
 }
 
