@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -79,7 +80,7 @@ func (w *Workloads) chain(kind string) (PodChain, bool) {
 // object of it the identity labels, and pass the chain's CheckPod. One
 // Pod whose chain is broken refuses the read, even beside an exact one: a
 // Pod the Runtime cannot explain is never read past. Of the exact Pods,
-// the newest one not being deleted is read (else the newest). Errors wrap
+// readablePod's is read (the newest bound one not being deleted). Errors wrap
 // application.ErrNativeIdentityMismatch, application.ErrWorkloadGone or
 // application.ErrNoWorkloadPod as the port says.
 func (w *Workloads) WorkloadPod(ctx context.Context, root siteprotocol.NativeRef, saved []byte, id application.ObjectIdentity) (application.WorkloadPod, error) {
@@ -122,17 +123,7 @@ func (w *Workloads) WorkloadPod(ctx context.Context, root siteprotocol.NativeRef
 	if len(exact) == 0 {
 		return application.WorkloadPod{}, fmt.Errorf("%w: %s %s/%s (uid %s) has no Pod (none yet, or none any more)", application.ErrNoWorkloadPod, root.Kind, root.Namespace, root.Name, root.UID)
 	}
-	sort.SliceStable(exact, func(i, j int) bool {
-		a, b := exact[i], exact[j]
-		if (a.DeletionTimestamp == nil) != (b.DeletionTimestamp == nil) {
-			return a.DeletionTimestamp == nil
-		}
-		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-			return b.CreationTimestamp.Before(&a.CreationTimestamp)
-		}
-		return a.Name < b.Name
-	})
-	p := exact[0]
+	p := readablePod(exact)
 	wp := application.WorkloadPod{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Main: chain.Main, Node: p.Spec.NodeName}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
@@ -143,6 +134,31 @@ func (w *Workloads) WorkloadPod(ctx context.Context, root siteprotocol.NativeRef
 		wp.Containers = append(wp.Containers, c.Name)
 	}
 	return wp, nil
+}
+
+// readablePod is the Pod a private read uses of an Attempt's exact Pods
+// (at least one): one not being deleted before one that is, then one bound
+// to a node (spec.nodeName) before one still pending, then the newest, then
+// by name. A replacement Pod not yet scheduled has no log and no node, so a
+// read-logs reads, and a read-file's reader is placed beside, the running
+// Pod that holds the ReadWriteOnce claim
+// (docs/site-runtime.md#the-workspace-reader).
+func readablePod(exact []corev1.Pod) corev1.Pod {
+	pods := slices.Clone(exact)
+	sort.SliceStable(pods, func(i, j int) bool {
+		a, b := pods[i], pods[j]
+		if (a.DeletionTimestamp == nil) != (b.DeletionTimestamp == nil) {
+			return a.DeletionTimestamp == nil
+		}
+		if (a.Spec.NodeName != "") != (b.Spec.NodeName != "") {
+			return a.Spec.NodeName != ""
+		}
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return b.CreationTimestamp.Before(&a.CreationTimestamp)
+		}
+		return a.Name < b.Name
+	})
+	return pods[0]
 }
 
 // isHelperPod reports whether name is one of the Attempt's reserved
