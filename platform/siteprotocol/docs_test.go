@@ -362,3 +362,81 @@ func checkRecordedResult(t *testing.T, ex docExample, results map[int64]string) 
 		t.Errorf("line %d: the expired record keeps digest %s; the result of sequence %d digests to %q", ex.line, rec.ResultDigest, c.Sequence, results[c.Sequence])
 	}
 }
+
+// readmeBlocks returns the ```json blocks of the README's section that
+// starts with heading, each as its non-empty lines.
+func readmeBlocks(t *testing.T, heading string) [][]string {
+	t.Helper()
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(raw), "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("README.md has no section %q", heading)
+	}
+	if end := strings.Index(section, "\n#"); end >= 0 {
+		section = section[:end]
+	}
+	var blocks [][]string
+	for _, part := range strings.Split(section, "```json\n")[1:] {
+		body, _, _ := strings.Cut(part, "```")
+		var lines []string
+		for _, l := range strings.Split(body, "\n") {
+			if strings.TrimSpace(l) != "" {
+				lines = append(lines, l)
+			}
+		}
+		blocks = append(blocks, lines)
+	}
+	return blocks
+}
+
+// The README's private-read examples are what the protocol takes and
+// answers: each payload passes ValidatePayload for its operation, and
+// each result detail decodes strictly into read-logs', read-file's and
+// proxy's detail, in that order, its content valid base64.
+func TestTheREADMEsPrivateReadExamplesAreValid(t *testing.T) {
+	blocks := readmeBlocks(t, "### Private reads")
+	if len(blocks) != 2 || len(blocks[0]) < 3 || len(blocks[1]) != 3 {
+		t.Fatalf("want a block of payloads and one of three details, got %q", blocks)
+	}
+	seen := map[siteprotocol.Operation]bool{}
+	for _, line := range blocks[0] {
+		var ex struct {
+			Operation siteprotocol.Operation `json:"operation"`
+			Payload   json.RawMessage        `json:"payload"`
+		}
+		if err := strictDecode([]byte(line), &ex); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		family := siteprotocol.Family("batch")
+		if ex.Operation == siteprotocol.OpProxy {
+			family = "application"
+		}
+		c := siteprotocol.Command{Operation: ex.Operation, Family: family, Payload: ex.Payload}
+		if err := siteprotocol.ValidatePayload(c); err != nil {
+			t.Errorf("%s: %v", line, err)
+		}
+		seen[ex.Operation] = true
+	}
+	for _, op := range []siteprotocol.Operation{siteprotocol.OpReadLogs, siteprotocol.OpReadFile, siteprotocol.OpProxy} {
+		if !seen[op] {
+			t.Errorf("no example of %s", op)
+		}
+	}
+	var logs siteprotocol.ReadLogsDetail
+	var file siteprotocol.ReadFileDetail
+	var proxy siteprotocol.ProxyDetail
+	contents := []func() string{
+		func() string { return logs.ContentBase64 }, func() string { return file.ContentBase64 }, func() string { return proxy.BodyBase64 },
+	}
+	for i, v := range []any{&logs, &file, &proxy} {
+		if err := strictDecode([]byte(blocks[1][i]), v); err != nil {
+			t.Fatalf("%s: %v", blocks[1][i], err)
+		}
+		if _, err := base64.StdEncoding.DecodeString(contents[i]()); err != nil || contents[i]() == "" {
+			t.Errorf("%s: content %q is not standard base64 (%v)", blocks[1][i], contents[i](), err)
+		}
+	}
+}
