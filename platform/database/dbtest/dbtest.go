@@ -1,6 +1,8 @@
 // Package dbtest gives tests real databases: a fresh PostgreSQL database per
 // call (created on the server named by METALLO_TEST_DATABASE_URL, else the
-// local server at 127.0.0.1:5432, and dropped at cleanup), SQLite files in
+// local server at 127.0.0.1:5432, and dropped at cleanup; one left by a
+// process killed before its cleanup is dropped by the next call on the same
+// host), SQLite files in
 // t.TempDir(), and in one call a database of either engine with a central
 // context's migrations applied (Migrated). A test that asks for PostgreSQL and cannot reach it FAILS
 // with the reason; it never skips, so the PostgreSQL lane cannot vanish
@@ -16,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,11 +66,17 @@ func NewPostgres(tb TB) string {
 		tb.Fatalf("PostgreSQL lane cannot start: connect to %s: %v (set METALLO_TEST_DATABASE_URL or start the local server)", redact(admin), err)
 	}
 	defer conn.Close(ctx)
+	sweep(ctx, tb, conn)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "metallo_test_" + hex.EncodeToString(b[:])
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		tb.Fatalf("PostgreSQL lane cannot start: create database: %v", err)
+	}
+	if owner := ownerComment(os.Getpid()); owner != "" {
+		if _, err := conn.Exec(ctx, "COMMENT ON DATABASE "+name+" IS "+quoteLiteral(owner)); err != nil {
+			tb.Fatalf("PostgreSQL lane cannot start: comment on database: %v", err)
+		}
 	}
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -89,6 +98,95 @@ func NewPostgres(tb TB) string {
 	u.Path = "/" + name
 	return u.String()
 }
+
+// ownerPrefix starts the comment NewPostgres puts on each database it
+// creates: "metallo-test host=<hostname> pid=<pid> start=<start>", start
+// being field 22 of /proc/<pid>/stat (the process's start time), so that a
+// recycled pid is never taken for the owner.
+const ownerPrefix = "metallo-test "
+
+// ownerComment is the owner comment of process pid on this host, or "" when
+// the host or the process's start time cannot be read (then nothing is
+// swept for it either).
+func ownerComment(pid int) string {
+	host, err := os.Hostname()
+	start := processStart(pid)
+	if err != nil || host == "" || start == "" {
+		return ""
+	}
+	return fmt.Sprintf("%shost=%s pid=%d start=%s", ownerPrefix, host, pid, start)
+}
+
+// processStart returns the start time of process pid (field 22 of
+// /proc/<pid>/stat, in clock ticks since boot), or "" when it does not run
+// or is a zombie.
+func processStart(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// After the command come the state (field 3) and on; field 22 is f[19].
+	if len(f) < 20 || f[0] == "Z" {
+		return ""
+	}
+	return f[19]
+}
+
+// ownerAlive tells whether the process a database's owner comment names
+// still runs; a comment of another host, or one that is not an owner
+// comment, counts as alive (never swept).
+func ownerAlive(comment string) bool {
+	var host string
+	var pid int
+	var start string
+	if !strings.HasPrefix(comment, ownerPrefix) {
+		return true
+	}
+	if _, err := fmt.Sscanf(strings.TrimPrefix(comment, ownerPrefix), "host=%s pid=%d start=%s", &host, &pid, &start); err != nil {
+		return true
+	}
+	if me, err := os.Hostname(); err != nil || me != host {
+		return true
+	}
+	return processStart(pid) == start
+}
+
+// sweep drops the test databases whose creating process on this host no
+// longer runs: a test binary or make demo killed before its cleanup (a
+// kill test's SIGKILL, a timeout) leaves its database behind, and a run of
+// many kill tests would fill the server. Databases of other hosts, and
+// those without an owner comment, are left alone. A failure to sweep is
+// logged, never fatal: it takes nothing from the test.
+func sweep(ctx context.Context, tb TB, conn *pgx.Conn) {
+	rows, err := conn.Query(ctx, `SELECT datname, COALESCE(shobj_description(oid, 'pg_database'), '') FROM pg_database WHERE datname LIKE 'metallo\_test\_%'`)
+	if err != nil {
+		tb.Log(fmt.Sprintf("dbtest: list test databases to sweep: %v", err))
+		return
+	}
+	var stale []string
+	for rows.Next() {
+		var name, comment string
+		if err := rows.Scan(&name, &comment); err == nil && !ownerAlive(comment) {
+			stale = append(stale, name)
+		}
+	}
+	rows.Close()
+	for _, name := range stale {
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			tb.Log(fmt.Sprintf("dbtest: drop stale test database %s: %v", name, err))
+			continue
+		}
+		tb.Log(fmt.Sprintf("dbtest: dropped %s, left by a process that ended before its cleanup", name))
+	}
+}
+
+// quoteLiteral quotes s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // SQLitePath returns a path for a new SQLite file in a fresh temporary
 // directory.
