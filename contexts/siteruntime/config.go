@@ -263,11 +263,11 @@ func (c Config) Validate() error {
 	if !siteprotocol.IsPinnedImage(c.BatchImage) {
 		errs.bad("batch-image", c.BatchImage, errors.New("the batch execution image must be an image reference with an explicit registry, pinned by digest (<registry>/<repository>@sha256:<64 hex>); a tag alone is refused"))
 	}
-	perms, err := ParsePermissions(c.Permissions)
+	permissionSource, err := ParsePermissions(c.Permissions)
 	if err != nil {
 		errs.bad("permissions", c.Permissions, err)
 	}
-	errs.providerCAFile("permissions-ca-file", c.PermissionsCAFile, "permissions", perms, err == nil)
+	errs.providerCAFile("permissions-ca-file", c.PermissionsCAFile, "permissions", permissionSource, err == nil)
 	grantSource, err := ParseRepositoryGrants(c.RepositoryGrants)
 	if err != nil {
 		errs.bad("repository-grants", c.RepositoryGrants, err)

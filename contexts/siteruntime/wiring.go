@@ -61,12 +61,12 @@ type ProviderSource struct {
 }
 
 // newProvider returns the adaptor a provider flag's value chooses, read
-// by parse: overHTTP of the base URL and a client that verifies the
-// provider against caFile (the flag caFlag's CA bundle; system roots when
-// empty) and bounds each request by timeout, for http:<url>; else
-// fromFile of the file. Errors are
-// config.Invalid naming flag and value, or caFlag and caFile for a bundle
-// that cannot be read or holds no certificate.
+// by parse: for http:<url>, overHTTP of the base URL and a client that
+// verifies the provider against caFile (the CA bundle of the flag caFlag;
+// the system roots when empty) and bounds each request by timeout; else
+// fromFile of the file. Errors are config.Invalid naming flag and value,
+// or caFlag and caFile for a bundle that cannot be read or holds no
+// certificate.
 func newProvider[T any](flag, value, caFlag, caFile string, timeout time.Duration, parse func(string) (ProviderSource, error),
 	overHTTP func(url string, client *http.Client) T, fromFile func(file string) (T, error)) (T, error) {
 	var none T
