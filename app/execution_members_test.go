@@ -171,7 +171,7 @@ func TestMemberPortsReadTheProvisioningRoleOverHTTPAndAreUnavailableWhenItIsGone
 	clk := clock.NewManual(time.Date(2026, 8, 20, 10, 30, 0, 0, time.UTC))
 	prov := startProvisioningOwner(t, dir, files, clk, "--environment-site", "alpha-k8s=alpha")
 	provSrv := prov.srv
-	o, err := executionports.NewHTTPOwner("http://"+provSrv.Addr(), prov.keyFile)
+	o, err := executionports.NewHTTPOwner("http://"+provSrv.Addr(), prov.keyFile, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/waldur"
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
+	"github.com/pharos-metallo/metallo/platform/servingtls"
 )
 
 // configured returns r with its flags parsed from args.
@@ -51,11 +52,18 @@ type provisioningOwner struct {
 // writes files' service key to dir/provisioning.key. The caller stops it.
 func startProvisioningOwner(t *testing.T, dir string, files executiontest.Files, clk clock.Clock, args ...string) provisioningOwner {
 	t.Helper()
+	return startProvisioningOwnerOver(t, dir, files, clk, servingtls.Files{}, args...)
+}
+
+// startProvisioningOwnerOver is startProvisioningOwner serving the serving
+// pair pair (none: plain HTTP).
+func startProvisioningOwnerOver(t *testing.T, dir string, files executiontest.Files, clk clock.Clock, pair servingtls.Files, args ...string) provisioningOwner {
+	t.Helper()
 	p := provisioningOwner{keyFile: filepath.Join(dir, "provisioning.key")}
 	args = append([]string{"--provisioning-database-url", "sqlite:" + filepath.Join(dir, "provisioning.sqlite"), "--waldur-instance", waldurInstance}, args...)
 	p.app = fxtest.New(t,
 		Compose([]Role{configured(t, ProvisioningRole(), args...)},
-			Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, Migrate: true}, zaptest.NewLogger(t)),
+			Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, Migrate: true, TLS: pair}, zaptest.NewLogger(t)),
 		fx.Decorate(func(clock.Clock) clock.Clock { return clk }),
 		fx.Populate(&p.srv),
 	)

@@ -3,6 +3,7 @@ package app
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -17,7 +18,13 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/pharos-metallo/metallo/contexts/executionports"
+	epapp "github.com/pharos-metallo/metallo/contexts/executionports/application"
 	"github.com/pharos-metallo/metallo/contexts/executionports/executiontest"
+	"github.com/pharos-metallo/metallo/platform/clock"
+	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/servingtls"
 	"github.com/pharos-metallo/metallo/platform/servingtls/tlstest"
 	"github.com/pharos-metallo/metallo/platform/testsetup"
@@ -64,6 +71,60 @@ func connectProxy(t *testing.T, target string) string {
 		}
 	}()
 	return "http://" + ln.Addr().String()
+}
+
+// The execution role's HTTP owner reads a provisioning role served over TLS
+// with a certificate of a test CA when --provisioning-ca-file names that
+// CA; with the system roots every read is unavailable, a certificate
+// error; a bundle that holds no certificate, or one given without
+// --resource-owner http, is refused at preflight naming the flag.
+func TestTheHTTPOwnerTrustsTheProvisioningRoleThroughItsCAFile(t *testing.T) {
+	dir := t.TempDir()
+	files := executionFiles(t)
+	ca := tlstest.NewCA(t)
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	ca.Issue(t, "127.0.0.1").Write(t, certFile, keyFile)
+	prov := startProvisioningOwnerOver(t, dir, files, clock.System{}, servingtls.Files{CertFile: certFile, KeyFile: keyFile})
+	defer prov.app.RequireStop()
+	url := "https://" + prov.srv.Addr()
+
+	trusting, err := executionports.NewHTTPOwner(url, prov.keyFile, ca.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head, err := trusting.FeedHead(context.Background()); err != nil || head == "" {
+		t.Fatalf("with --provisioning-ca-file: head %q, %v", head, err)
+	}
+	system, err := executionports.NewHTTPOwner(url, prov.keyFile, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := system.FeedHead(context.Background()); !errors.Is(err, epapp.ErrResourceLookupUnavailable) || !strings.Contains(err.Error(), "certificate signed by unknown authority") {
+		t.Fatalf("with the system roots: want unavailable after a certificate error, got %v", err)
+	}
+
+	noPEM := filepath.Join(dir, "no-cert.pem")
+	if err := os.WriteFile(noPEM, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := executionports.NewHTTPOwner(url, prov.keyFile, noPEM); !errors.Is(err, config.ErrInvalidFlag) || !strings.Contains(err.Error(), "--provisioning-ca-file") {
+		t.Fatalf("a bundle without a certificate: %v", err)
+	}
+	for name, args := range map[string][]string{
+		"no certificate": {"--resource-owner", "http", "--provisioning-url", url, "--provisioning-key-file", prov.keyFile, "--provisioning-ca-file", noPEM},
+		"missing file":   {"--resource-owner", "http", "--provisioning-url", url, "--provisioning-key-file", prov.keyFile, "--provisioning-ca-file", filepath.Join(dir, "absent.pem")},
+		"in-process":     {"--resource-owner", "in-process", "--provisioning-ca-file", ca.CAFile},
+	} {
+		err := configured(t, ExecutionRole(), executionArgs(t, files, args...)...).Preflight(zap.NewNop())
+		var fe *config.FlagError
+		if !errors.As(err, &fe) || fe.Flag != "provisioning-ca-file" || !strings.Contains(err.Error(), "METALLO_PROVISIONING_CA_FILE") {
+			t.Errorf("%s: want a flag error naming --provisioning-ca-file, got %v", name, err)
+		}
+	}
+	ok := executionArgs(t, files, "--resource-owner", "http", "--provisioning-url", url, "--provisioning-key-file", prov.keyFile, "--provisioning-ca-file", ca.CAFile)
+	if err := configured(t, ExecutionRole(), ok...).Preflight(zap.NewNop()); err != nil {
+		t.Fatalf("--provisioning-ca-file with --resource-owner http: %v", err)
+	}
 }
 
 // adminAddr finds the admin listener's address in a served process's log.

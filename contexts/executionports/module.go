@@ -25,6 +25,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/executionports/application"
 	"github.com/pharos-metallo/metallo/platform/auth"
 	"github.com/pharos-metallo/metallo/platform/background"
+	"github.com/pharos-metallo/metallo/platform/cabundle"
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/database"
@@ -76,6 +77,10 @@ type Config struct {
 	// ProvisioningURL and ProvisioningKeyFile configure OwnerHTTP.
 	ProvisioningURL     string
 	ProvisioningKeyFile string
+	// ProvisioningCAFile is the PEM bundle OwnerHTTP verifies the
+	// provisioning role's certificate against (system roots when empty;
+	// docs/operations.md#tls).
+	ProvisioningCAFile string
 	// Services are the service principal IDs allowed on Execution's routes
 	// (default httpapi.DefaultService, i.e. service:execution).
 	Services []string
@@ -114,9 +119,10 @@ func (c Config) DatabaseSettings() database.Settings {
 }
 
 // Validate checks the configuration serve needs, before anything opens:
-// the database flags, then the owner adaptor. A bad flag is a
-// *config.FlagError naming it; a configuration without an owner adaptor
-// wraps ErrNoOwner, naming the missing owner
+// the database flags, then the owner adaptor (--provisioning-ca-file only
+// with --resource-owner http, readable with at least one PEM certificate).
+// A bad flag is a *config.FlagError naming it; a configuration without an
+// owner adaptor wraps ErrNoOwner, naming the missing owner
 // (docs/execution-ports.md#owner-adaptors).
 func (c Config) Validate() error {
 	if err := Database().Validate(c.DatabaseSettings()); err != nil {
@@ -130,6 +136,14 @@ func (c Config) Validate() error {
 	}
 	if c.ReadResultRetention < 0 {
 		return config.Invalid("read-result-retention", c.ReadResultRetention.String(), errors.New("must not be negative (0: the default)"))
+	}
+	if c.ProvisioningCAFile != "" {
+		if c.ResourceOwner != OwnerHTTP {
+			return config.Invalid("provisioning-ca-file", c.ProvisioningCAFile, errors.New("only --resource-owner http reads the provisioning role over HTTPS"))
+		}
+		if _, err := cabundle.Pool(c.ProvisioningCAFile); err != nil {
+			return config.Invalid("provisioning-ca-file", c.ProvisioningCAFile, err)
+		}
 	}
 	switch c.ResourceOwner {
 	case OwnerInProcess, OwnerHTTP:
@@ -287,8 +301,11 @@ func NewAuthenticator(set *environments.Set) (auth.Authenticator, error) {
 }
 
 // NewHTTPOwner returns the HTTP owner adaptor for the provisioning role at
-// url, with the key read from keyFile.
-func NewHTTPOwner(url, keyFile string) (*httpowners.Resources, error) {
+// url, with the key read from keyFile, verifying an https url against the
+// PEM bundle caFile (--provisioning-ca-file; the system roots when empty).
+// Errors name the flag: a missing URL or key file, an unreadable key, a CA
+// bundle that cannot be read or holds no certificate, a malformed URL.
+func NewHTTPOwner(url, keyFile, caFile string) (*httpowners.Resources, error) {
 	if url == "" || keyFile == "" {
 		return nil, fmt.Errorf("--resource-owner http needs --provisioning-url and --provisioning-key-file (a service key of the provisioning role)")
 	}
@@ -296,7 +313,11 @@ func NewHTTPOwner(url, keyFile string) (*httpowners.Resources, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--provisioning-key-file: %w", err)
 	}
-	r, err := httpowners.New(url, key, nil)
+	client, err := cabundle.Client(caFile, httpowners.DefaultTimeout)
+	if err != nil {
+		return nil, config.Invalid("provisioning-ca-file", caFile, err)
+	}
+	r, err := httpowners.New(url, key, client)
 	if err != nil {
 		return nil, fmt.Errorf("--provisioning-url: %w", err)
 	}

@@ -41,7 +41,7 @@ func ownerAdaptors(cfg Config) any {
 		}
 	}
 	return func() (ownerPorts, error) {
-		r, err := NewHTTPOwner(cfg.ProvisioningURL, cfg.ProvisioningKeyFile)
+		r, err := NewHTTPOwner(cfg.ProvisioningURL, cfg.ProvisioningKeyFile, cfg.ProvisioningCAFile)
 		if err != nil {
 			return ownerPorts{}, err
 		}

@@ -1,7 +1,6 @@
 package siteruntime
 
 import (
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"maps"
@@ -18,6 +17,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/sitehttp"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/platform/auth"
+	"github.com/pharos-metallo/metallo/platform/cabundle"
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/failpoint"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
@@ -51,9 +51,17 @@ type Config struct {
 	// Permissions is the RuntimePermissions provider: http:<url> or
 	// policy:<file>.
 	Permissions string
+	// PermissionsCAFile is the PEM bundle an http: permission provider's
+	// certificate is verified against (system roots when empty;
+	// docs/site-runtime.md#permission-providers).
+	PermissionsCAFile string
 	// RepositoryGrants is the RepositoryGrants provider: http:<url> or
 	// file:<file> (docs/site-runtime.md#repository-grants).
 	RepositoryGrants string
+	// RepositoryGrantsCAFile is the PEM bundle an http: grant provider's
+	// certificate is verified against (system roots when empty;
+	// docs/site-runtime.md#repository-grants).
+	RepositoryGrantsCAFile string
 	// RepositoryGrantsBound bounds how long an unavailable HTTP grant
 	// provider is retried (then refused / credential-unavailable).
 	RepositoryGrantsBound time.Duration
@@ -176,24 +184,32 @@ func (c Config) credential(errs *flagErrors) {
 		path, flag := c.Credential()
 		errs.existing(flag, path)
 	}
-	errs.caFile(c.CAFile)
+	errs.caFile("ca-file", c.CAFile)
 }
 
-// caFile refuses a --ca-file that cannot be read or holds no PEM
-// certificate, so a bad bundle is named at flag validation instead of
-// failing every TLS handshake later.
-func (e *flagErrors) caFile(path string) {
+// caFile refuses a CA bundle flag (--ca-file, --permissions-ca-file,
+// --repository-grants-ca-file) whose file cannot be read or holds no PEM
+// certificate (cabundle.Pool), so a bad bundle is named at flag validation
+// instead of failing every TLS handshake later.
+func (e *flagErrors) caFile(flag, path string) {
 	if path == "" {
 		return
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		e.bad("ca-file", path, fmt.Errorf("cannot be read: %w", err))
+	if _, err := cabundle.Pool(path); err != nil {
+		e.bad(flag, path, err)
+	}
+}
+
+// providerCAFile checks a provider's CA bundle flag: refused when the
+// provider (src, as parsed from its flag providerFlag) is not http:, where
+// it would be ignored, else by caFile. A provider flag that did not parse
+// (ok false) is reported by itself; the bundle is then checked as a file.
+func (e *flagErrors) providerCAFile(flag, path, providerFlag string, src ProviderSource, ok bool) {
+	if path != "" && ok && src.Kind != "http" {
+		e.bad(flag, path, fmt.Errorf("only an http: provider is verified with a CA bundle; --%s is %s:<file>", providerFlag, src.Kind))
 		return
 	}
-	if !x509.NewCertPool().AppendCertsFromPEM(b) {
-		e.bad("ca-file", path, errors.New("holds no PEM certificate (-----BEGIN CERTIFICATE-----)"))
-	}
+	e.caFile(flag, path)
 }
 
 // record checks --installation-record and, when given, --kubeconfig.
@@ -247,12 +263,16 @@ func (c Config) Validate() error {
 	if !siteprotocol.IsPinnedImage(c.BatchImage) {
 		errs.bad("batch-image", c.BatchImage, errors.New("the batch execution image must be an image reference with an explicit registry, pinned by digest (<registry>/<repository>@sha256:<64 hex>); a tag alone is refused"))
 	}
-	if _, err := ParsePermissions(c.Permissions); err != nil {
+	permissionSource, err := ParsePermissions(c.Permissions)
+	if err != nil {
 		errs.bad("permissions", c.Permissions, err)
 	}
-	if _, err := ParseRepositoryGrants(c.RepositoryGrants); err != nil {
+	errs.providerCAFile("permissions-ca-file", c.PermissionsCAFile, "permissions", permissionSource, err == nil)
+	grantSource, err := ParseRepositoryGrants(c.RepositoryGrants)
+	if err != nil {
 		errs.bad("repository-grants", c.RepositoryGrants, err)
 	}
+	errs.providerCAFile("repository-grants-ca-file", c.RepositoryGrantsCAFile, "repository-grants", grantSource, err == nil)
 	if err := kube.CheckExtendedResources(c.GPUResources); err != nil {
 		errs.bad("gpu-resources", formatMap(c.GPUResources), err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/heartbeat"
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/config"
+	"github.com/pharos-metallo/metallo/platform/servingtls/tlstest"
 )
 
 // validConfig returns a serve configuration whose files exist.
@@ -63,20 +64,47 @@ func TestServeConfigurationIsRefusedNamingTheFlag(t *testing.T) {
 	if err := os.WriteFile(notADir, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	ca := tlstest.NewCA(t).CAFile
+	noPEM := filepath.Join(t.TempDir(), "key.pem")
+	if err := os.WriteFile(noPEM, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	overHTTPS := validConfig(t)
+	overHTTPS.Permissions, overHTTPS.PermissionsCAFile = "http:https://perms.example", ca
+	overHTTPS.RepositoryGrants, overHTTPS.RepositoryGrantsCAFile = "http:https://grants.example", ca
+	overHTTPS.CAFile = ca
+	if err := overHTTPS.Validate(); err != nil {
+		t.Fatalf("http: providers with their CA bundles: %v", err)
+	}
 	cases := map[string]struct {
 		flag   string
 		change func(c *siteruntime.Config)
 	}{
-		"no environment":               {"environment", func(c *siteruntime.Config) { c.Environment = "" }},
-		"environment not an ID":        {"environment", func(c *siteruntime.Config) { c.Environment = "alpha k8s/x" }},
-		"relative authority":           {"authority", func(c *siteruntime.Config) { c.Authority = "site.example/api" }},
-		"authority without a host":     {"authority", func(c *siteruntime.Config) { c.Authority = "https:///api" }},
-		"plain http off loopback":      {"authority", func(c *siteruntime.Config) { c.Authority = "http://site.example" }},
-		"authority with credentials":   {"authority", func(c *siteruntime.Config) { c.Authority = "https://u:p@site.example" }},
-		"missing key file":             {"key-file", func(c *siteruntime.Config) { c.KeyFile = filepath.Join(notADir, "x") }},
-		"token and key":                {"key-file", func(c *siteruntime.Config) { c.TokenFile = c.KeyFile }},
-		"no credential":                {"token-file", func(c *siteruntime.Config) { c.KeyFile = "" }},
-		"missing CA":                   {"ca-file", func(c *siteruntime.Config) { c.CAFile = filepath.Join(t.TempDir(), "ca.pem") }},
+		"no environment":             {"environment", func(c *siteruntime.Config) { c.Environment = "" }},
+		"environment not an ID":      {"environment", func(c *siteruntime.Config) { c.Environment = "alpha k8s/x" }},
+		"relative authority":         {"authority", func(c *siteruntime.Config) { c.Authority = "site.example/api" }},
+		"authority without a host":   {"authority", func(c *siteruntime.Config) { c.Authority = "https:///api" }},
+		"plain http off loopback":    {"authority", func(c *siteruntime.Config) { c.Authority = "http://site.example" }},
+		"authority with credentials": {"authority", func(c *siteruntime.Config) { c.Authority = "https://u:p@site.example" }},
+		"missing key file":           {"key-file", func(c *siteruntime.Config) { c.KeyFile = filepath.Join(notADir, "x") }},
+		"token and key":              {"key-file", func(c *siteruntime.Config) { c.TokenFile = c.KeyFile }},
+		"no credential":              {"token-file", func(c *siteruntime.Config) { c.KeyFile = "" }},
+		"missing CA":                 {"ca-file", func(c *siteruntime.Config) { c.CAFile = filepath.Join(t.TempDir(), "ca.pem") }},
+		"CA without PEM":             {"ca-file", func(c *siteruntime.Config) { c.CAFile = noPEM }},
+		"missing permissions CA": {"permissions-ca-file", func(c *siteruntime.Config) {
+			c.Permissions, c.PermissionsCAFile = "http:https://perms.example", filepath.Join(t.TempDir(), "ca.pem")
+		}},
+		"permissions CA without PEM": {"permissions-ca-file", func(c *siteruntime.Config) {
+			c.Permissions, c.PermissionsCAFile = "http:https://perms.example", noPEM
+		}},
+		"permissions CA with a policy": {"permissions-ca-file", func(c *siteruntime.Config) { c.PermissionsCAFile = ca }},
+		"missing grants CA": {"repository-grants-ca-file", func(c *siteruntime.Config) {
+			c.RepositoryGrants, c.RepositoryGrantsCAFile = "http:https://grants.example", filepath.Join(t.TempDir(), "ca.pem")
+		}},
+		"grants CA without PEM": {"repository-grants-ca-file", func(c *siteruntime.Config) {
+			c.RepositoryGrants, c.RepositoryGrantsCAFile = "http:https://grants.example", noPEM
+		}},
+		"grants CA with a grants file": {"repository-grants-ca-file", func(c *siteruntime.Config) { c.RepositoryGrantsCAFile = ca }},
 		"missing kubeconfig":           {"kubeconfig", func(c *siteruntime.Config) { c.Kubeconfig = filepath.Join(t.TempDir(), "kc") }},
 		"no heartbeat file":            {"heartbeat-file", func(c *siteruntime.Config) { c.HeartbeatFile = "" }},
 		"permissions over plain http":  {"permissions", func(c *siteruntime.Config) { c.Permissions = "http:http://perms.example" }},

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/heartbeat"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/sitehttp"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/platform/cabundle"
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -58,17 +61,25 @@ type ProviderSource struct {
 }
 
 // newProvider returns the adaptor a provider flag's value chooses, read
-// by parse: overHTTP of the base URL for http:<url>, else fromFile of the
-// file. Errors are config.Invalid naming flag and value.
-func newProvider[T any](flag, value string, parse func(string) (ProviderSource, error),
-	overHTTP func(url string) T, fromFile func(file string) (T, error)) (T, error) {
+// by parse: for http:<url>, overHTTP of the base URL and a client that
+// verifies the provider against caFile (the CA bundle of the flag caFlag;
+// the system roots when empty) and bounds each request by timeout; else
+// fromFile of the file. Errors are config.Invalid naming flag and value,
+// or caFlag and caFile for a bundle that cannot be read or holds no
+// certificate.
+func newProvider[T any](flag, value, caFlag, caFile string, timeout time.Duration, parse func(string) (ProviderSource, error),
+	overHTTP func(url string, client *http.Client) T, fromFile func(file string) (T, error)) (T, error) {
 	var none T
 	src, err := parse(value)
 	if err != nil {
 		return none, config.Invalid(flag, value, err)
 	}
 	if src.Kind == "http" {
-		return overHTTP(src.URL), nil
+		client, err := cabundle.Client(caFile, timeout)
+		if err != nil {
+			return none, config.Invalid(caFlag, caFile, err)
+		}
+		return overHTTP(src.URL, client), nil
 	}
 	p, err := fromFile(src.File)
 	if err != nil {

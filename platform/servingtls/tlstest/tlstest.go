@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -147,6 +148,16 @@ func ServedSerial(pool *x509.CertPool, addr, serverName string) (*big.Int, error
 	}
 	defer conn.Close()
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber, nil
+}
+
+// ServerCAFile writes the certificate of srv (an httptest TLS server's
+// self-signed one) as a PEM bundle into a temporary directory of tb and
+// returns its path: the CA file a client trusts srv through.
+func ServerCAFile(tb testing.TB, srv *httptest.Server) string {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "server-ca.pem")
+	write(tb, path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
+	return path
 }
 
 func write(tb testing.TB, path string, b []byte) {

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,6 +21,8 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/grants"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/cabundle"
+	"github.com/pharos-metallo/metallo/platform/servingtls/tlstest"
 )
 
 type systemClock struct{}
@@ -45,12 +50,30 @@ type provider struct {
 	revoked map[string]bool
 	issues  atomic.Int32
 	revokes atomic.Int32
+	conns   atomic.Int32 // connections accepted (newTLSProvider)
 	fault   func(n int, w http.ResponseWriter) bool
 }
 
 func newProvider(t *testing.T) *provider {
 	p := &provider{byKey: map[string]string{}, revoked: map[string]bool{}}
 	p.Server = httptest.NewServer(http.HandlerFunc(p.serve))
+	t.Cleanup(p.Close)
+	return p
+}
+
+// newTLSProvider is newProvider over HTTPS with the httptest certificate
+// (a CA of its own, as a provider with a private CA has), counting the
+// connections it accepts in conns so that refused handshakes are seen.
+func newTLSProvider(t *testing.T) *provider {
+	p := &provider{byKey: map[string]string{}, revoked: map[string]bool{}}
+	p.Server = httptest.NewUnstartedServer(http.HandlerFunc(p.serve))
+	p.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			p.conns.Add(1)
+		}
+	}
+	p.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
+	p.StartTLS()
 	t.Cleanup(p.Close)
 	return p
 }
@@ -211,6 +234,33 @@ func TestHTTPWithoutAUsableAnswerWithinTheBoundIsUnavailable(t *testing.T) {
 	bad.RepositoryURL = "https://user:secret@git.example.org/lab/model.git"
 	if _, err := newHTTP("http://127.0.0.1:1", time.Second).Issue(context.Background(), bad); err == nil || errors.Is(err, application.ErrGrantUnavailable) {
 		t.Fatalf("a URL with credentials: want a request error, got %v", err)
+	}
+}
+
+// A provider whose certificate comes from a private CA (written as a PEM
+// bundle) is reached through a client of that bundle (cabundle.Client, as
+// --repository-grants-ca-file builds it); with the system roots every try
+// fails verification, is retried, and the grant is unavailable once the
+// bound has passed.
+func TestHTTPProviderIsVerifiedAgainstItsCABundle(t *testing.T) {
+	p := newTLSProvider(t)
+	client, err := cabundle.Client(tlstest.ServerCAFile(t, p.Server), grants.RequestTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := grants.HTTPConfig{BaseURL: p.URL, Bound: time.Second, BackoffInitial: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond, Client: client}
+	if g, err := grants.NewHTTP(cfg, systemClock{}).Issue(context.Background(), request); err != nil || g.GrantID != "g-1" {
+		t.Fatalf("with the provider's CA bundle: %v %v", g, err)
+	}
+	issues, conns := p.issues.Load(), p.conns.Load()
+	other := request
+	other.IdempotencyKey = "workspace:another"
+	_, err = newHTTP(p.URL, 300*time.Millisecond).Issue(context.Background(), other)
+	if !errors.Is(err, application.ErrGrantUnavailable) || !strings.Contains(err.Error(), "certificate signed by unknown authority") {
+		t.Fatalf("with the system roots: want unavailable after a certificate error, got %v", err)
+	}
+	if p.issues.Load() != issues || p.conns.Load()-conns < 3 {
+		t.Fatalf("with the system roots: %d requests answered, %d connections; want none answered and the handshake retried", p.issues.Load()-issues, p.conns.Load()-conns)
 	}
 }
 

@@ -32,6 +32,10 @@ const DefaultBound = 2 * time.Minute
 // IdempotencyKeyHeader carries the request's idempotency key.
 const IdempotencyKeyHeader = "Idempotency-Key"
 
+// RequestTimeout bounds one request to the provider (10 s); a try that
+// runs past it is unavailable and retried within the bound.
+const RequestTimeout = 10 * time.Second
+
 // HTTPConfig configures the HTTP adaptor.
 type HTTPConfig struct {
 	// BaseURL is the provider's base URL; grants live under
@@ -44,7 +48,8 @@ type HTTPConfig struct {
 	// between tries (defaults 200 ms and 10 s); each wait gets up to 50 % jitter.
 	BackoffInitial time.Duration
 	BackoffMax     time.Duration
-	// Client is the HTTP client (default: 10-second timeout per request).
+	// Client is the HTTP client (default: the system roots and
+	// RequestTimeout per request).
 	Client *http.Client
 }
 
@@ -83,7 +88,7 @@ func NewHTTP(cfg HTTPConfig, clock application.Clock) *HTTP {
 		cfg.BackoffMax = max(cfg.BackoffInitial, 10*time.Second)
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Timeout: 10 * time.Second}
+		cfg.Client = &http.Client{Timeout: RequestTimeout}
 	}
 	return &HTTP{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/") + "/v1/repository-grants", clock: clock}
 }

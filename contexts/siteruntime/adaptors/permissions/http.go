@@ -23,6 +23,10 @@ import (
 // (docs/site-runtime.md#access-before-every-native-start: 2 minutes).
 const DefaultBound = 2 * time.Minute
 
+// RequestTimeout bounds one request to the provider (10 s); a try that
+// runs past it is unavailable and retried within the bound.
+const RequestTimeout = 10 * time.Second
+
 // HTTPConfig configures the HTTP adaptor.
 type HTTPConfig struct {
 	// BaseURL is the provider's base URL; checks go to
@@ -35,7 +39,8 @@ type HTTPConfig struct {
 	// between tries (defaults 200 ms and 10 s); each wait gets up to 50 % jitter.
 	BackoffInitial time.Duration
 	BackoffMax     time.Duration
-	// Client is the HTTP client (default: 10-second timeout per request).
+	// Client is the HTTP client (default: the system roots and
+	// RequestTimeout per request).
 	Client *http.Client
 }
 
@@ -66,7 +71,7 @@ func NewHTTP(cfg HTTPConfig, clock application.Clock) *HTTP {
 		cfg.BackoffMax = max(cfg.BackoffInitial, 10*time.Second)
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Timeout: 10 * time.Second}
+		cfg.Client = &http.Client{Timeout: RequestTimeout}
 	}
 	return &HTTP{cfg: cfg, url: strings.TrimRight(cfg.BaseURL, "/") + "/v1/access-checks", clock: clock}
 }

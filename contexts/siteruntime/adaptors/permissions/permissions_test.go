@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +19,8 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/cabundle"
+	"github.com/pharos-metallo/metallo/platform/servingtls/tlstest"
 )
 
 type systemClock struct{}
@@ -30,12 +36,19 @@ var query = domain.PermissionQuery{MemberID: member, ProjectID: project, Action:
 	RunID: "5b0e0000-0000-4000-8000-000000000001", AttemptID: "7d1f0000-0000-4000-8000-000000000001"}
 
 // provider is a test double of the permission provider (outside this
-// project): it answers each request with the next of answers (the last
-// one repeats) and records what it was asked.
+// project), over plain HTTP on loopback: it answers each request with the
+// next of answers (the last one repeats) and records what it was asked.
 func provider(t *testing.T, answers ...func(w http.ResponseWriter)) (*httptest.Server, *atomic.Int32) {
 	t.Helper()
+	return providerOn(t, httptest.NewServer, answers...)
+}
+
+// providerOn is provider served by start (httptest.NewServer, or
+// httptest.NewTLSServer for a provider with a certificate of its own CA).
+func providerOn(t *testing.T, start func(http.Handler) *httptest.Server, answers ...func(w http.ResponseWriter)) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
 	var calls atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := start(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := int(calls.Add(1)) - 1
 		var body map[string]string
 		if r.Method != http.MethodPost || r.URL.Path != "/v1/access-checks" || json.NewDecoder(r.Body).Decode(&body) != nil ||
@@ -110,6 +123,42 @@ func TestHTTPProviderWithoutAUsableAnswerWithinTheBoundIsUnavailable(t *testing.
 	_, err := newHTTP("http://127.0.0.1:1", 100*time.Millisecond).Check(context.Background(), query)
 	if !errors.Is(err, application.ErrPermissionUnavailable) {
 		t.Fatalf("unreachable provider: want unavailable, got %v", err)
+	}
+}
+
+// A provider whose certificate comes from a private CA (the double's
+// httptest TLS certificate, written as a PEM bundle) is reached through a
+// client of that bundle (cabundle.Client, as --permissions-ca-file builds
+// it); with the system roots every try fails verification, is retried, and
+// the check is unavailable once the bound has passed.
+func TestHTTPProviderIsVerifiedAgainstItsCABundle(t *testing.T) {
+	var handshakes atomic.Int32
+	srv, calls := providerOn(t, func(h http.Handler) *httptest.Server {
+		srv := httptest.NewUnstartedServer(h)
+		srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				handshakes.Add(1)
+			}
+		}
+		srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
+		srv.StartTLS()
+		return srv
+	}, answer(true, time.Minute))
+	client, err := cabundle.Client(tlstest.ServerCAFile(t, srv), permissions.RequestTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := permissions.HTTPConfig{BaseURL: srv.URL, Bound: time.Second, BackoffInitial: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond, Client: client}
+	if p, err := permissions.NewHTTP(cfg, systemClock{}).Check(context.Background(), query); err != nil || !p.Allowed {
+		t.Fatalf("with the provider's CA bundle: %+v %v", p, err)
+	}
+	before, conns := calls.Load(), handshakes.Load()
+	_, err = newHTTP(srv.URL, 300*time.Millisecond).Check(context.Background(), query)
+	if !errors.Is(err, application.ErrPermissionUnavailable) || !strings.Contains(err.Error(), "certificate signed by unknown authority") {
+		t.Fatalf("with the system roots: want unavailable after a certificate error, got %v", err)
+	}
+	if calls.Load() != before || handshakes.Load()-conns < 3 {
+		t.Fatalf("with the system roots: %d requests answered, %d connections; want none answered and the handshake retried", calls.Load()-before, handshakes.Load()-conns)
 	}
 }
 

@@ -24,8 +24,6 @@ package sitehttp
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +37,7 @@ import (
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/platform/cabundle"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
@@ -88,17 +87,9 @@ func New(cfg Config) (*Client, error) {
 	if _, err := readToken(cfg.TokenFile); err != nil {
 		return nil, err
 	}
-	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if cfg.CAFile != "" {
-		pem, err := os.ReadFile(cfg.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("read CA bundle: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("CA bundle %s holds no PEM certificate", cfg.CAFile)
-		}
-		tlsCfg.RootCAs = pool
+	tlsCfg, err := cabundle.TLSConfig(cfg.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("CA bundle %s: %w", cfg.CAFile, err)
 	}
 	transport := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,

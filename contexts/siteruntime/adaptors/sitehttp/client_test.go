@@ -2,7 +2,6 @@ package sitehttp_test
 
 import (
 	"context"
-	"encoding/pem"
 	"errors"
 	"io"
 	"net/http"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/sitehttp"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/platform/cabundle"
+	"github.com/pharos-metallo/metallo/platform/servingtls/tlstest"
 )
 
 type seen struct {
@@ -108,10 +109,7 @@ func TestTheServerIsVerifiedAgainstTheConfiguredCABundle(t *testing.T) {
 	srv := httptest.NewTLSServer(recorder(s, 200, `{"environment":"alpha-k8s","authority":"x","acknowledged_sequence":0,"head_sequence":0}`))
 	defer srv.Close()
 	tok := tokenFile(t, "k")
-	ca := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ca := tlstest.ServerCAFile(t, srv)
 	trusted, err := sitehttp.New(sitehttp.Config{Authority: srv.URL, Environment: "alpha-k8s", InstallationID: "i", TokenFile: tok, CAFile: ca})
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +126,7 @@ func TestTheServerIsVerifiedAgainstTheConfiguredCABundle(t *testing.T) {
 	}
 	empty := filepath.Join(t.TempDir(), "empty.pem")
 	_ = os.WriteFile(empty, []byte("nothing"), 0o600)
-	if _, err := sitehttp.New(sitehttp.Config{Authority: srv.URL, Environment: "e", InstallationID: "i", TokenFile: tok, CAFile: empty}); err == nil {
+	if _, err := sitehttp.New(sitehttp.Config{Authority: srv.URL, Environment: "e", InstallationID: "i", TokenFile: tok, CAFile: empty}); !errors.Is(err, cabundle.ErrNoCertificate) {
 		t.Fatal("a CA bundle without certificates was accepted")
 	}
 }
