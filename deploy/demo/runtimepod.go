@@ -134,10 +134,10 @@ func (d *demo) startRuntimePod(ctx context.Context, grants []byte) error {
 		Environment: environment, Authority: d.base, BatchImage: d.realNode.Images[platformImage],
 		CAPEM: ca, Policy: grants, Literals: []string{"METALLO_PULL_WAIT=2s", "METALLO_SERVING_RUNTIME=" + inferenceRuntime,
 			// The grant provider over HTTPS on the bridge's host address; its certificate is
-			// the local cluster CA's, which Go's SSL_CERT_FILE makes the Runtime trust for it
-			// (the Site API's through --ca-file, the same file).
+			// the local cluster CA's, which --repository-grants-ca-file makes the Runtime trust
+			// for it (the Site API's through --ca-file, the same file).
 			"METALLO_REPOSITORY_GRANTS=" + provider, "METALLO_REPOSITORY_CA_CONFIGMAP=" + caConfigMap,
-			"SSL_CERT_FILE=/etc/metallo/site-api-ca/ca.crt"}}
+			"METALLO_REPOSITORY_GRANTS_CA_FILE=/etc/metallo/site-api-ca/ca.crt"}}
 	dir := d.path("runtime/overlay")
 	objs, err := overlay.Render(dir)
 	if err != nil {

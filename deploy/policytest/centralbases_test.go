@@ -31,7 +31,7 @@ var centralBases = []centralBase{
 		files:    []string{"tls-cert-file", "tls-key-file", "keys-file"},
 		required: []string{"listen", "admin-listen", "tls-cert-file", "tls-key-file", "keys-file", "provisioning-database-url", "waldur-instance"}},
 	{role: "execution", dir: "execution", namespace: "metallo-execution", name: "metallo-execution",
-		files: []string{"tls-cert-file", "tls-key-file", "keys-file", "environments-file", "provisioning-key-file"},
+		files: []string{"tls-cert-file", "tls-key-file", "keys-file", "environments-file", "provisioning-key-file", "provisioning-ca-file"},
 		required: []string{"listen", "admin-listen", "tls-cert-file", "tls-key-file", "keys-file", "execution-database-url",
 			"resource-owner", "provisioning-url", "provisioning-key-file", "environments-file"}},
 }
@@ -102,7 +102,7 @@ func TestCentralRoleBasesRunTwoReplicasOverTLSWithSecretsProbesAndAMigrationJob(
 				t.Errorf("Deployment runs %v", got)
 			}
 			env := processEnv(t, objs, c)
-			configures(t, "serve", command(t, "serve"), env, map[string]bool{"SSL_CERT_FILE": true}, b.required...)
+			configures(t, "serve", command(t, "serve"), env, nil, b.required...)
 			tlsFiles := servingtls.Files{CertFile: env["METALLO_TLS_CERT_FILE"], KeyFile: env["METALLO_TLS_KEY_FILE"]}
 			for _, l := range []string{"listen", "admin-listen"} {
 				addr := env[config.EnvName(l)]
