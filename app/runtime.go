@@ -125,7 +125,7 @@ func runtimeServeFlags(fs *pflag.FlagSet, cfg *siteruntime.Config) {
 	fs.DurationVar(&cfg.PermissionsBound, "permissions-bound", 2*time.Minute, "how long an unavailable http: permission provider is retried before a start is refused permission-unavailable")
 	fs.DurationVar(&cfg.RepositoryGrantsBound, "repository-grants-bound", 2*time.Minute, "how long an unavailable http: repository grant provider is retried before a checkout is refused credential-unavailable")
 	fs.DurationVar(&cfg.CheckoutTimeout, "checkout-timeout", 10*time.Minute, "workspace-init's --timeout in a prepare's workspace helper Pod (the wait for its outcome adds 5 minutes for scheduling and the image pull)")
-	fs.DurationVar(&cfg.ReadFileTimeout, "read-file-timeout", time.Minute, "activeDeadlineSeconds of a read-file's workspace reader Pod (whole seconds; the Runtime waits this long plus 2 minutes for its line)")
+	fs.DurationVar(&cfg.ReadFileTimeout, "read-file-timeout", time.Minute, "activeDeadlineSeconds of a read-file's workspace reader Pod (whole seconds, 1s to 1h; the Runtime waits this long plus 2 minutes for its line)")
 	fs.Int64Var(&cfg.WorkspaceMaxBytes, "workspace-max-bytes", 0, "the Site's largest repository checkout in bytes (0: none); the helper's --size-limit is the smaller of it and workspace_size_bytes")
 	fs.StringVar(&cfg.RepositoryCAConfigMap, "repository-ca-configmap", "", "ConfigMap of each Project namespace whose key ca.pem is the repository host's CA bundle, mounted into the workspace helper (empty: the platform image's system roots)")
 	fs.IntVar(&cfg.PullLimit, "pull-limit", 100, "most commands per pull (1..100)")

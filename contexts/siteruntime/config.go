@@ -305,8 +305,8 @@ func (c Config) Validate() error {
 	if c.CheckoutTimeout < 0 {
 		errs.bad("checkout-timeout", c.CheckoutTimeout.String(), errors.New("must be positive (0: the default, 10m)"))
 	}
-	if c.ReadFileTimeout < 0 || (c.ReadFileTimeout > 0 && (c.ReadFileTimeout < time.Second || c.ReadFileTimeout%time.Second != 0)) {
-		errs.bad("read-file-timeout", c.ReadFileTimeout.String(), errors.New("must be whole seconds, at least 1s (0: the default, 1m)"))
+	if c.ReadFileTimeout < 0 || (c.ReadFileTimeout > 0 && (c.ReadFileTimeout < time.Second || c.ReadFileTimeout%time.Second != 0 || c.ReadFileTimeout > application.MaxReaderTimeout)) {
+		errs.bad("read-file-timeout", c.ReadFileTimeout.String(), errors.New("must be whole seconds, 1s to 1h (0: the default, 1m)"))
 	}
 	if c.WorkspaceMaxBytes < 0 {
 		errs.bad("workspace-max-bytes", fmt.Sprint(c.WorkspaceMaxBytes), errors.New("must be at least 0 (0: no Site maximum)"))

@@ -132,6 +132,8 @@ func TestServeConfigurationIsRefusedNamingTheFlag(t *testing.T) {
 		"bad annotation":               {"batch-pod-annotations", func(c *siteruntime.Config) { c.BatchPodAnnotations = map[string]string{"not a key!": "x"} }},
 		"bad node selector":            {"pod-node-selector", func(c *siteruntime.Config) { c.PodNodeSelector = map[string]string{"pool": "a b"} }},
 		"bad toleration":               {"pod-tolerations", func(c *siteruntime.Config) { c.PodTolerations = []string{"k:Sometimes"} }},
+		"fractional read-file timeout": {"read-file-timeout", func(c *siteruntime.Config) { c.ReadFileTimeout = 1500 * time.Millisecond }},
+		"read-file timeout over 1h":    {"read-file-timeout", func(c *siteruntime.Config) { c.ReadFileTimeout = time.Hour + time.Second }},
 	}
 	for name, tc := range cases {
 		c := validConfig(t)

@@ -209,7 +209,12 @@ func TestUsingAnotherAttemptsCredentialIsRefused(t *testing.T) {
 		if what == "secret volume" {
 			msg = msgHelperCredential
 		}
-		refused(t, "bob's helper Pod using alice's credential as "+what, "metallo-pods", msg, createPod(s.viaRuntime(t, s.bob), s.namespace, p))
+		denials := []denial{{"metallo-pods", msg}}
+		if what == "environment variable" || what == "envFrom" {
+			// A helper has no environment at all (metallo-workspace-helpers).
+			denials = append(denials, denial{"metallo-workspace-helpers", msgHelperToken})
+		}
+		refusedByOneOf(t, "bob's helper Pod using alice's credential as "+what, createPod(s.viaRuntime(t, s.bob), s.namespace, p), denials...)
 	}
 }
 

@@ -16,6 +16,10 @@ const (
 	// DefaultReaderTimeout is the reader Pod's activeDeadlineSeconds: the
 	// kubelet ends a reader still running after it.
 	DefaultReaderTimeout = time.Minute
+	// MaxReaderTimeout bounds --read-file-timeout: the admission policy
+	// metallo-workspace-readers (deploy/cluster) refuses a reader whose
+	// activeDeadlineSeconds is beyond it.
+	MaxReaderTimeout = time.Hour
 	// DefaultReaderWaitExtra is what the Runtime's wait for the reader
 	// adds to the timeout, for scheduling and the image pull.
 	DefaultReaderWaitExtra = 2 * time.Minute
