@@ -13,11 +13,14 @@ package dbtest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,14 +72,9 @@ func NewPostgres(tb TB) string {
 	sweep(ctx, tb, conn)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	name := "metallo_test_" + hex.EncodeToString(b[:])
+	name := "metallo_test_" + hex.EncodeToString(b[:]) + ownerSuffix(os.Getpid())
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		tb.Fatalf("PostgreSQL lane cannot start: create database: %v", err)
-	}
-	if owner := ownerComment(os.Getpid()); owner != "" {
-		if _, err := conn.Exec(ctx, "COMMENT ON DATABASE "+name+" IS "+quoteLiteral(owner)); err != nil {
-			tb.Fatalf("PostgreSQL lane cannot start: comment on database: %v", err)
-		}
 	}
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -99,22 +97,34 @@ func NewPostgres(tb TB) string {
 	return u.String()
 }
 
-// ownerPrefix starts the comment NewPostgres puts on each database it
-// creates: "metallo-test host=<hostname> pid=<pid> start=<start>", start
-// being field 22 of /proc/<pid>/stat (the process's start time), so that a
-// recycled pid is never taken for the owner.
-const ownerPrefix = "metallo-test "
+// ownerName matches the name of a database NewPostgres created: after
+// the random part, the creator's host (the first 8 hex digits of the
+// SHA-256 of its hostname), pid and start time (field 22 of
+// /proc/<pid>/stat), so that a recycled pid is never taken for the owner.
+// The owner is in the name, not in a comment, so that no database exists
+// for an instant without it.
+var ownerName = regexp.MustCompile(`^metallo_test_[0-9a-f]{12}_([0-9a-f]{8})_([0-9]+)_([0-9]+)$`)
 
-// ownerComment is the owner comment of process pid on this host, or "" when
-// the host or the process's start time cannot be read (then nothing is
-// swept for it either).
-func ownerComment(pid int) string {
+// hostTag is the host part of ownerName for this host, or "" when the
+// hostname cannot be read.
+func hostTag() string {
 	host, err := os.Hostname()
-	start := processStart(pid)
-	if err != nil || host == "" || start == "" {
+	if err != nil || host == "" {
 		return ""
 	}
-	return fmt.Sprintf("%shost=%s pid=%d start=%s", ownerPrefix, host, pid, start)
+	sum := sha256.Sum256([]byte(host))
+	return hex.EncodeToString(sum[:4])
+}
+
+// ownerSuffix is the owner part of a database name for process pid on
+// this host ("_<host>_<pid>_<start>"), or "" when the host or the
+// process's start time cannot be read (such a database is never swept).
+func ownerSuffix(pid int) string {
+	host, start := hostTag(), processStart(pid)
+	if host == "" || start == "" {
+		return ""
+	}
+	return fmt.Sprintf("_%s_%d_%s", host, pid, start)
 }
 
 // processStart returns the start time of process pid (field 22 of
@@ -137,41 +147,34 @@ func processStart(pid int) string {
 	return f[19]
 }
 
-// ownerAlive tells whether the process a database's owner comment names
-// still runs; a comment of another host, or one that is not an owner
-// comment, counts as alive (never swept).
-func ownerAlive(comment string) bool {
-	var host string
-	var pid int
-	var start string
-	if !strings.HasPrefix(comment, ownerPrefix) {
-		return true
+// ownerGone tells whether name is a database NewPostgres created on this
+// host for a process that no longer runs; a name without an owner, or of
+// another host, is never gone.
+func ownerGone(name string) bool {
+	m := ownerName.FindStringSubmatch(name)
+	if m == nil || m[1] != hostTag() {
+		return false
 	}
-	if _, err := fmt.Sscanf(strings.TrimPrefix(comment, ownerPrefix), "host=%s pid=%d start=%s", &host, &pid, &start); err != nil {
-		return true
-	}
-	if me, err := os.Hostname(); err != nil || me != host {
-		return true
-	}
-	return processStart(pid) == start
+	pid, err := strconv.Atoi(m[2])
+	return err == nil && processStart(pid) != m[3]
 }
 
 // sweep drops the test databases whose creating process on this host no
 // longer runs: a test binary or make demo killed before its cleanup (a
 // kill test's SIGKILL, a timeout) leaves its database behind, and a run of
-// many kill tests would fill the server. Databases of other hosts, and
-// those without an owner comment, are left alone. A failure to sweep is
+// many kill tests would fill the server (ownerGone). Databases of other hosts, and
+// those without an owner in their name, are left alone. A failure to sweep is
 // logged, never fatal: it takes nothing from the test.
 func sweep(ctx context.Context, tb TB, conn *pgx.Conn) {
-	rows, err := conn.Query(ctx, `SELECT datname, COALESCE(shobj_description(oid, 'pg_database'), '') FROM pg_database WHERE datname LIKE 'metallo\_test\_%'`)
+	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE 'metallo\_test\_%'`)
 	if err != nil {
 		tb.Log(fmt.Sprintf("dbtest: list test databases to sweep: %v", err))
 		return
 	}
 	var stale []string
 	for rows.Next() {
-		var name, comment string
-		if err := rows.Scan(&name, &comment); err == nil && !ownerAlive(comment) {
+		var name string
+		if err := rows.Scan(&name); err == nil && ownerGone(name) {
 			stale = append(stale, name)
 		}
 	}
@@ -184,9 +187,6 @@ func sweep(ctx context.Context, tb TB, conn *pgx.Conn) {
 		tb.Log(fmt.Sprintf("dbtest: dropped %s, left by a process that ended before its cleanup", name))
 	}
 }
-
-// quoteLiteral quotes s as an SQL string literal.
-func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // SQLitePath returns a path for a new SQLite file in a fresh temporary
 // directory.
