@@ -26,8 +26,8 @@ import (
 
 // readLogs returns a read-logs command with id n as compact JSON.
 func readLogs(n int) []byte {
-	return []byte(fmt.Sprintf(`{"id":%q,"operation":"read-logs","issued_at":%q,"run_id":%q,"attempt_id":%q,"member_id":%q,"project_id":%q,"family":"batch","payload":{"tail_bytes":4096}}`,
-		uuid(n), issued, uuid(1000+n), uuid(2000+n), uuid(3000+n), uuid(4000+n)))
+	return []byte(fmt.Sprintf(`{"id":%q,"operation":"read-logs","issued_at":%q,"run_id":%q,"attempt_id":%q,"member_id":%q,"project_id":%q,"account_ref":{"binding_id":%q,"generation":1},"family":"batch","payload":{"tail_bytes":4096}}`,
+		uuid(n), issued, uuid(1000+n), uuid(2000+n), uuid(3000+n), uuid(4000+n), uuid(5000+n)))
 }
 
 // A read's result is served by GET …/commands/{id} until its retention

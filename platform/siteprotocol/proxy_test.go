@@ -47,3 +47,50 @@ func TestProxyPayloadRulesOnAppend(t *testing.T) {
 		}
 	}
 }
+
+// A private read needs account_ref on append (it acts through the member's
+// binding), and proxy a service family: a batch proxy and a read without
+// account_ref are refused naming the member, while the pulled side
+// (ParsePulled) still takes them, so that a command stored before the rule
+// never stops a stream (docs/site-protocol.md#private-reads).
+func TestAReadNeedsItsBindingAndAProxyAServiceOnAppendOnly(t *testing.T) {
+	withoutRef := func(raw string) string {
+		return strings.Replace(raw, `"account_ref": {"binding_id": "e41f0000-0000-4000-8000-000000000001", "generation": 1}, `, "", 1)
+	}
+	read := func(op, payload string) string {
+		return strings.Replace(proxyCommand(payload), `"operation": "proxy"`, `"operation": "`+op+`"`, 1)
+	}
+	get := `{"method": "GET", "path": "/"}`
+	for name, c := range map[string]struct{ raw, field string }{
+		"a batch proxy":               {strings.Replace(proxyCommand(get), `"family": "application"`, `"family": "batch"`, 1), "family"},
+		"a proxy without account_ref": {withoutRef(proxyCommand(get)), "account_ref"},
+		"a read-logs without it":      {withoutRef(read("read-logs", `{"tail_bytes": 10}`)), "account_ref"},
+		"a read-file without it":      {withoutRef(read("read-file", `{"path": "a", "max_bytes": 10}`)), "account_ref"},
+	} {
+		fields := fieldErrors(t, c.raw)
+		if len(fields) != 1 || fields[0].Field != c.field {
+			t.Errorf("%s: refused %v, want exactly %s", name, fields, c.field)
+		}
+		if _, _, err := ParseAppend([]byte(strings.Replace(c.raw, `"family": "batch"`, `"family": "inference"`, 1))); c.field == "family" && err != nil {
+			t.Errorf("%s as inference: %v", name, err)
+		}
+	}
+	for name, raw := range map[string]string{
+		"an inference proxy":     strings.Replace(proxyCommand(get), `"family": "application"`, `"family": "inference"`, 1),
+		"a batch read-logs":      strings.Replace(read("read-logs", `{"tail_bytes": 10}`), `"family": "application"`, `"family": "batch"`, 1),
+		"an inference read-file": strings.Replace(read("read-file", `{"path": "a", "max_bytes": 10}`), `"family": "application"`, `"family": "inference"`, 1),
+	} {
+		if _, _, err := ParseAppend([]byte(raw)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// As pulled: the same batch proxy without account_ref is a valid envelope.
+	c, _, err := ParseAppend([]byte(read("observe", "{}")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Operation, c.Family, c.AccountRef, c.Payload = OpProxy, FamilyBatch, nil, []byte(get)
+	if err := ValidateEnvelope(c); err != nil {
+		t.Errorf("a stored batch proxy without account_ref as pulled: %v", err)
+	}
+}

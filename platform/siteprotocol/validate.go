@@ -131,16 +131,41 @@ func ValidDemandKey(k string) bool {
 // MemberAccount returns the native account of a Party: "member-<party>".
 func MemberAccount(partyID string) string { return "member-" + partyID }
 
-// Validate checks a command's envelope and, for a known operation, its
-// payload. It returns a *ValidationError listing every broken rule.
+// Validate checks a command being appended: its envelope, for a known
+// operation its payload, and the rules only append holds (validateAppend).
+// It returns a *ValidationError listing every broken rule.
 func Validate(c Command) error {
 	if err := ValidateEnvelope(c); err != nil {
 		return err
 	}
-	if c.Operation.Known() {
-		return ValidatePayload(c)
+	if !c.Operation.Known() {
+		return nil
 	}
-	return nil
+	if err := ValidatePayload(c); err != nil {
+		return err
+	}
+	return validateAppend(c)
+}
+
+// validateAppend holds the rules refused on append only: a private read
+// (read-logs, read-file, proxy) acts through the member's binding, so it
+// needs account_ref, and proxy reaches a service, so its family is
+// application or inference (docs/site-protocol.md#private-reads). A
+// Runtime does not apply them to what it pulls (a command stored before
+// them must not stop a stream): it answers such a read binding-missing,
+// and a batch proxy unsupported-operation.
+func validateAppend(c Command) error {
+	var ck checker
+	switch c.Operation {
+	case OpReadLogs, OpReadFile, OpProxy:
+		if c.AccountRef == nil {
+			ck.add("account_ref", "is required for %s: a read acts through the member's binding", c.Operation)
+		}
+	}
+	if c.Operation == OpProxy && c.Family != FamilyApplication && c.Family != FamilyInference {
+		ck.add("family", "must be application or inference for proxy: a %s Attempt has no service", c.Family)
+	}
+	return ck.err()
 }
 
 // ValidateEnvelope checks the fields every command carries: id, operation,

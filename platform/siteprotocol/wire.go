@@ -23,7 +23,7 @@ type Command struct {
 	AttemptID  string          `json:"attempt_id,omitempty" doc:"The Attempt (a lower-case UUID); native objects are named after it. Required like run_id."`
 	MemberID   string          `json:"member_id,omitempty" doc:"The member's Party (a lower-case UUID); required by every known operation."`
 	ProjectID  string          `json:"project_id,omitempty" doc:"The canonical Project (a lower-case UUID); required by every known operation."`
-	AccountRef *AccountRef     `json:"account_ref,omitempty" doc:"The member binding the command acts through; required by prepare and start."`
+	AccountRef *AccountRef     `json:"account_ref,omitempty" doc:"The member binding the command acts through; required by prepare, start, read-logs, read-file and proxy."`
 	Family     Family          `json:"family,omitempty"`
 	Payload    json.RawMessage `json:"payload,omitempty"`
 	// Digest is lower-case hex SHA-256 (set by the server when appending).

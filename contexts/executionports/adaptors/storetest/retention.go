@@ -41,8 +41,8 @@ func ReadCommand(t testing.TB, salt, n int, op siteprotocol.Operation) applicati
 	if !ok {
 		t.Fatalf("%s is not a read operation", op)
 	}
-	raw := fmt.Sprintf(`{"id":%q,"operation":%q,"issued_at":"2026-11-29T10:00:00.123Z","run_id":%q,"attempt_id":%q,"member_id":%q,"project_id":%q,"family":%q,"payload":%s}`,
-		uuidFor(salt, n), op, uuidFor(salt+1, n), uuidFor(salt+2, n), uuidFor(salt+3, n), uuidFor(salt+4, n), p.family, p.payload)
+	raw := fmt.Sprintf(`{"id":%q,"operation":%q,"issued_at":"2026-11-29T10:00:00.123Z","run_id":%q,"attempt_id":%q,"member_id":%q,"project_id":%q,"account_ref":{"binding_id":%q,"generation":1},"family":%q,"payload":%s}`,
+		uuidFor(salt, n), op, uuidFor(salt+1, n), uuidFor(salt+2, n), uuidFor(salt+3, n), uuidFor(salt+4, n), uuidFor(salt+5, n), p.family, p.payload)
 	cmd, canonical, err := siteprotocol.ParseAppend([]byte(raw))
 	if err != nil {
 		t.Fatalf("build %s command: %v", op, err)
