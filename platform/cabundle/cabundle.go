@@ -23,7 +23,7 @@ import (
 
 // ErrNoCertificate is wrapped by Pool's error for a bundle that holds no
 // PEM certificate.
-var ErrNoCertificate = errors.New("holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+var ErrNoCertificate = errors.New("holds no valid PEM certificate (a -----BEGIN CERTIFICATE----- block that parses as X.509)")
 
 // Pool reads the PEM bundle at path into a certificate pool. It fails,
 // wrapping the cause, when the file cannot be read, and wrapping
