@@ -66,6 +66,7 @@ func TestAReadNeedsItsBindingAndAProxyAServiceOnAppendOnly(t *testing.T) {
 		"a proxy without account_ref": {withoutRef(proxyCommand(get)), "account_ref"},
 		"a read-logs without it":      {withoutRef(read("read-logs", `{"tail_bytes": 10}`)), "account_ref"},
 		"a read-file without it":      {withoutRef(read("read-file", `{"path": "a", "max_bytes": 10}`)), "account_ref"},
+		"an empty container":          {read("read-logs", `{"container": "", "tail_bytes": 10}`), "payload.container"},
 	} {
 		fields := fieldErrors(t, c.raw)
 		if len(fields) != 1 || fields[0].Field != c.field {

@@ -2,6 +2,7 @@ package siteprotocol
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -149,8 +150,9 @@ func Validate(c Command) error {
 
 // validateAppend holds the rules refused on append only: a private read
 // (read-logs, read-file, proxy) acts through the member's binding, so it
-// needs account_ref, and proxy reaches a service, so its family is
-// application or inference (docs/site-protocol.md#private-reads). A
+// needs account_ref; proxy reaches a service, so its family is
+// application or inference; and a read-logs container, when present, is
+// not empty (docs/site-protocol.md#private-reads). A
 // Runtime does not apply them to what it pulls (a command stored before
 // them must not stop a stream): it answers such a read binding-missing,
 // and a batch proxy unsupported-operation.
@@ -160,6 +162,16 @@ func validateAppend(c Command) error {
 	case OpReadLogs, OpReadFile, OpProxy:
 		if c.AccountRef == nil {
 			ck.add("account_ref", "is required for %s: a read acts through the member's binding", c.Operation)
+		}
+	}
+	if c.Operation == OpReadLogs {
+		// "container": "" decodes like an absent container; on append it is
+		// refused, so a stored command says what it means.
+		var p struct {
+			Container *string `json:"container"`
+		}
+		if json.Unmarshal(c.Payload, &p) == nil && p.Container != nil && *p.Container == "" {
+			ck.add("payload.container", "must be a container name; leave it out for the workload's main container")
 		}
 	}
 	if c.Operation == OpProxy && c.Family != FamilyApplication && c.Family != FamilyInference {
