@@ -22,6 +22,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/waldur"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
 	"github.com/pharos-metallo/metallo/platform/auth"
+	"github.com/pharos-metallo/metallo/platform/cabundle"
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/database"
@@ -74,11 +75,11 @@ func newProvisioningCommand(env Env) *cobra.Command {
 // or posts it (docs/resource-provisioning.md#the-waldur-mapping).
 func newWaldurReportCommand(env Env) *cobra.Command {
 	var (
-		site, file, post, keyFile, observed, vendor string
-		timeout                                     time.Duration
+		site, file, post, keyFile, caFile, observed, vendor string
+		timeout                                             time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "waldur-report --site S --resource FILE [--post URL --key-file F] [--observed-at T] [--gpu-vendor nvidia]",
+		Use:   "waldur-report --site S --resource FILE [--post URL --key-file F [--ca-file CA]] [--observed-at T] [--gpu-vendor nvidia]",
 		Short: "Map Waldur marketplace resource records to a provisioning report; print it or post it",
 		Long: `Read one Waldur marketplace resource record, or a JSON array of them, from FILE
 ("-" for standard input) and map each to a report: uuid → provider_resource_id,
@@ -96,7 +97,8 @@ Without --post the request body {"reports": […]} is printed. With --post the
 reports are posted in batches of at most 100 to URL (the provisioning API's base
 URL, http or https; /resource-provisioning/<site>/reports is appended unless the
 path already ends in /reports) with the Site key read from --key-file (refused
-without --post), and each answer is
+without --post), verifying an https URL's certificate against --ca-file when
+given (a PEM bundle; the system roots otherwise), and each answer is
 printed. A refused batch (4xx/5xx) fails the command with the problem's reason.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -115,10 +117,19 @@ printed. A refused batch (4xx/5xx) fails the command with the problem's reason.`
 			if post == "" && keyFile != "" {
 				return config.Invalid("key-file", keyFile, errors.New("only used with --post (without it the report is printed, not sent)"))
 			}
+			if post == "" && caFile != "" {
+				return config.Invalid("ca-file", caFile, errors.New("only used with --post (without it the report is printed, not sent)"))
+			}
+			var client *http.Client
 			if post != "" {
 				if _, err := httpapi.ReportsURL(post, site); err != nil {
 					return config.Invalid("post", post, err)
 				}
+				c, err := cabundle.Client(caFile, timeout)
+				if err != nil {
+					return config.Invalid("ca-file", caFile, err)
+				}
+				client = c
 			}
 			at := clock.System{}.Now().Truncate(time.Microsecond)
 			if observed != "" {
@@ -149,7 +160,7 @@ printed. A refused batch (4xx/5xx) fails the command with the problem's reason.`
 				enc.SetIndent("", "  ")
 				return enc.Encode(httpapi.NewReportsRequest(reports))
 			}
-			return postReports(cmd.Context(), out, post, site, keyFile, timeout, reports)
+			return postReports(cmd.Context(), out, client, post, site, keyFile, reports)
 		},
 	}
 	fs := cmd.Flags()
@@ -157,6 +168,7 @@ printed. A refused batch (4xx/5xx) fails the command with the problem's reason.`
 	fs.StringVar(&file, "resource", "", `file with one Waldur resource record or a JSON array of them ("-": standard input)`)
 	fs.StringVar(&post, "post", "", "post to this provisioning API base URL instead of printing")
 	fs.StringVar(&keyFile, "key-file", "", "file holding the Site's bearer key (with --post)")
+	fs.StringVar(&caFile, "ca-file", "", "PEM bundle to verify the provisioning API's certificate (with --post; system roots when empty)")
 	fs.StringVar(&observed, "observed-at", "", "observation time of the records, RFC 3339 with at most microsecond precision (default: now, to the microsecond)")
 	fs.StringVar(&vendor, "gpu-vendor", waldur.DefaultGPUVendor, "accelerator vendor of Waldur's gpu limit: gpu.<vendor>")
 	fs.DurationVar(&timeout, "timeout", 30*time.Second, "bound on each post")
@@ -178,7 +190,7 @@ func readInput(stdin io.Reader, file string) ([]byte, error) {
 	return b, nil
 }
 
-func postReports(ctx context.Context, out io.Writer, base, site, keyFile string, timeout time.Duration, reports []domain.Report) error {
+func postReports(ctx context.Context, out io.Writer, client *http.Client, base, site, keyFile string, reports []domain.Report) error {
 	if keyFile == "" {
 		return config.Invalid("key-file", "", errors.New("--post needs the Site's key in --key-file"))
 	}
@@ -194,7 +206,6 @@ func postReports(ctx context.Context, out io.Writer, base, site, keyFile string,
 	if err != nil {
 		return config.Invalid("post", base, err)
 	}
-	client := &http.Client{Timeout: timeout}
 	for start := 0; start < len(reports); start += domain.MaxReportsPerBatch {
 		end := min(start+domain.MaxReportsPerBatch, len(reports))
 		answer, err := httpapi.PostReports(ctx, client, target, key, reports[start:end])

@@ -23,6 +23,7 @@ import (
 	"github.com/pharos-metallo/metallo/platform/auth"
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
+	"github.com/pharos-metallo/metallo/platform/servingtls/tlstest"
 )
 
 // provisioningRoleWith returns the provisioning role configured by args.
@@ -314,5 +315,55 @@ func TestProvisioningRoleRefusesAWaldurInstanceThatIsNotAnHTTPURL(t *testing.T) 
 		if !errors.Is(err, config.ErrInvalidFlag) || !strings.Contains(err.Error(), "--waldur-instance") {
 			t.Errorf("%q: %v", bad, err)
 		}
+	}
+}
+
+// TestWaldurReportVerifiesTheAPIAgainstItsCAFile: with --ca-file the
+// report is posted to a provisioning API whose certificate that bundle
+// issued; without it the system roots refuse the certificate and nothing
+// is posted; a --ca-file without --post, or one that holds no certificate,
+// is refused naming the flag. The API is an HTTPS sink (countingAPI's
+// shape over TLS): the test is about the client's trust, not the API.
+func TestWaldurReportVerifiesTheAPIAgainstItsCAFile(t *testing.T) {
+	posts := 0
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		posts++
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"results":[]}`))
+	}))
+	t.Cleanup(srv.Close)
+	ca := tlstest.ServerCAFile(t, srv)
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "site.key")
+	file := filepath.Join(dir, "records.json")
+	notPEM := filepath.Join(dir, "ca.txt")
+	for path, body := range map[string]string{keyFile: "mtl_k\n", notPEM: "not a certificate\n",
+		file: `{"uuid":"3f1c9a0e6b2d4c0f9a7e5d1b2c3a4f50","name":"n","offering_uuid":"o","project_uuid":"p","state":"OK","limits":{"cpu":1}}`} {
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(args ...string) (int, string) {
+		var out bytes.Buffer
+		code := Main(t.Context(), append([]string{"provisioning", "waldur-report", "--site", "alpha", "--resource", file}, args...),
+			Env{Stdout: &out, Stderr: &out, LookupEnv: func(string) (string, bool) { return "", false }})
+		return code, out.String()
+	}
+	if code, out := run("--post", srv.URL, "--key-file", keyFile); code == 0 || posts != 0 || !strings.Contains(out, "certificate") {
+		t.Fatalf("without --ca-file: exit %d, %d posts: %s", code, posts, out)
+	}
+	for name, args := range map[string][]string{
+		"--ca-file without --post":       {"--ca-file", ca},
+		"a bundle without a certificate": {"--post", srv.URL, "--key-file", keyFile, "--ca-file", notPEM},
+	} {
+		if code, out := run(args...); code == 0 || !strings.Contains(out, "--ca-file") {
+			t.Errorf("%s: exit %d: %s", name, code, out)
+		}
+	}
+	if posts != 0 {
+		t.Fatalf("%d posts reached the API before the good run", posts)
+	}
+	if code, out := run("--post", srv.URL, "--key-file", keyFile, "--ca-file", ca); code != 0 || posts != 1 {
+		t.Fatalf("with --ca-file: exit %d, %d posts: %s", code, posts, out)
 	}
 }

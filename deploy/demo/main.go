@@ -713,9 +713,13 @@ func (d *demo) allocation(ctx context.Context, ns, project, member string) error
 	if err := os.WriteFile(d.path("alpha-resource.json"), one, 0o600); err != nil {
 		return err
 	}
-	report := exec.CommandContext(ctx, d.bin, "provisioning", "waldur-report", "--site", site, "--resource", d.path("alpha-resource.json"),
-		"--post", d.base, "--key-file", d.path("site-alpha.key"))
-	report.Env = d.clientEnv()
+	args := []string{"provisioning", "waldur-report", "--site", site, "--resource", d.path("alpha-resource.json"),
+		"--post", d.base, "--key-file", d.path("site-alpha.key")}
+	if d.caFile != "" {
+		// Over TLS the API's certificate is the local cluster CA's.
+		args = append(args, "--ca-file", d.caFile)
+	}
+	report := exec.CommandContext(ctx, d.bin, args...)
 	out, err := report.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("metallo provisioning waldur-report: %v: %s", err, out)

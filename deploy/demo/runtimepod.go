@@ -71,16 +71,6 @@ func (d *demo) siteAPIListen() (listen string, extra []string, err error) {
 	return listen, []string{"--tls-cert-file", cert, "--tls-key-file", key}, nil
 }
 
-// clientEnv is the environment of a metallo client command the demo runs against the Site
-// API: over TLS its certificate is the local cluster CA's, which Go's SSL_CERT_FILE makes the
-// command trust (in place of the system roots; nothing else is dialled).
-func (d *demo) clientEnv() []string {
-	if d.caFile == "" {
-		return nil
-	}
-	return append(os.Environ(), "SSL_CERT_FILE="+d.caFile)
-}
-
 // bridgeListener listens on a free port of the real node's bridge address, where the
 // cluster's Pods reach this machine, and issues a serving pair for that address with the local
 // cluster's CA (read once, kept in d.ca).
