@@ -1,8 +1,9 @@
 // Package cabundle builds the HTTPS clients that verify a server against a
 // PEM CA bundle file instead of the system roots: the Site Runtime's Site
 // API client (--ca-file), its permission and repository grant providers
-// (--permissions-ca-file, --repository-grants-ca-file) and the execution
-// role's client of the provisioning role (--provisioning-ca-file)
+// (--permissions-ca-file, --repository-grants-ca-file), the execution
+// role's client of the provisioning role (--provisioning-ca-file) and
+// `metallo provisioning waldur-report --post` (--ca-file)
 // (docs/operations.md#runtime-flags). Every client it builds refuses TLS
 // below 1.2.
 //
