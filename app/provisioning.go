@@ -79,7 +79,7 @@ func newWaldurReportCommand(env Env) *cobra.Command {
 		timeout                                             time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "waldur-report --site S --resource FILE [--post URL --key-file F [--ca-file CA]] [--observed-at T] [--gpu-vendor nvidia]",
+		Use:   "waldur-report --site S --resource FILE [--post URL --key-file F [--provisioning-ca-file CA]] [--observed-at T] [--gpu-vendor nvidia]",
 		Short: "Map Waldur marketplace resource records to a provisioning report; print it or post it",
 		Long: `Read one Waldur marketplace resource record, or a JSON array of them, from FILE
 ("-" for standard input) and map each to a report: uuid → provider_resource_id,
@@ -97,8 +97,8 @@ Without --post the request body {"reports": […]} is printed. With --post the
 reports are posted in batches of at most 100 to URL (the provisioning API's base
 URL, http or https; /resource-provisioning/<site>/reports is appended unless the
 path already ends in /reports) with the Site key read from --key-file (refused
-without --post), verifying an https URL's certificate against --ca-file when
-given (a PEM bundle; the system roots otherwise), and each answer is
+without --post), verifying an https URL's certificate against --provisioning-ca-file
+when given (a PEM bundle; the system roots otherwise), and each answer is
 printed. A refused batch (4xx/5xx) fails the command with the problem's reason.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -118,7 +118,7 @@ printed. A refused batch (4xx/5xx) fails the command with the problem's reason.`
 				return config.Invalid("key-file", keyFile, errors.New("only used with --post (without it the report is printed, not sent)"))
 			}
 			if post == "" && caFile != "" {
-				return config.Invalid("ca-file", caFile, errors.New("only used with --post (without it the report is printed, not sent)"))
+				return config.Invalid("provisioning-ca-file", caFile, errors.New("only used with --post (without it the report is printed, not sent)"))
 			}
 			var client *http.Client
 			if post != "" {
@@ -127,7 +127,7 @@ printed. A refused batch (4xx/5xx) fails the command with the problem's reason.`
 				}
 				c, err := cabundle.Client(caFile, timeout)
 				if err != nil {
-					return config.Invalid("ca-file", caFile, err)
+					return config.Invalid("provisioning-ca-file", caFile, err)
 				}
 				client = c
 			}
@@ -168,7 +168,9 @@ printed. A refused batch (4xx/5xx) fails the command with the problem's reason.`
 	fs.StringVar(&file, "resource", "", `file with one Waldur resource record or a JSON array of them ("-": standard input)`)
 	fs.StringVar(&post, "post", "", "post to this provisioning API base URL instead of printing")
 	fs.StringVar(&keyFile, "key-file", "", "file holding the Site's bearer key (with --post)")
-	fs.StringVar(&caFile, "ca-file", "", "PEM bundle to verify the provisioning API's certificate (with --post; system roots when empty)")
+	// Named as the execution role's flag of the same meaning (and so its
+	// METALLO_ variable), not --ca-file, which is the Runtime's Site API CA.
+	fs.StringVar(&caFile, "provisioning-ca-file", "", "PEM bundle to verify the provisioning API's certificate (with --post; system roots when empty)")
 	fs.StringVar(&observed, "observed-at", "", "observation time of the records, RFC 3339 with at most microsecond precision (default: now, to the microsecond)")
 	fs.StringVar(&vendor, "gpu-vendor", waldur.DefaultGPUVendor, "accelerator vendor of Waldur's gpu limit: gpu.<vendor>")
 	fs.DurationVar(&timeout, "timeout", 30*time.Second, "bound on each post")

@@ -318,10 +318,11 @@ func TestProvisioningRoleRefusesAWaldurInstanceThatIsNotAnHTTPURL(t *testing.T) 
 	}
 }
 
-// TestWaldurReportVerifiesTheAPIAgainstItsCAFile: with --ca-file the
+// TestWaldurReportVerifiesTheAPIAgainstItsCAFile: with
+// --provisioning-ca-file the
 // report is posted to a provisioning API whose certificate that bundle
 // issued; without it the system roots refuse the certificate and nothing
-// is posted; a --ca-file without --post, or one that holds no certificate,
+// is posted; the flag without --post, or one that holds no certificate,
 // is refused naming the flag. The API is an HTTPS sink (countingAPI's
 // shape over TLS): the test is about the client's trust, not the API.
 func TestWaldurReportVerifiesTheAPIAgainstItsCAFile(t *testing.T) {
@@ -350,20 +351,20 @@ func TestWaldurReportVerifiesTheAPIAgainstItsCAFile(t *testing.T) {
 		return code, out.String()
 	}
 	if code, out := run("--post", srv.URL, "--key-file", keyFile); code == 0 || posts != 0 || !strings.Contains(out, "certificate") {
-		t.Fatalf("without --ca-file: exit %d, %d posts: %s", code, posts, out)
+		t.Fatalf("without the CA file: exit %d, %d posts: %s", code, posts, out)
 	}
 	for name, args := range map[string][]string{
-		"--ca-file without --post":       {"--ca-file", ca},
-		"a bundle without a certificate": {"--post", srv.URL, "--key-file", keyFile, "--ca-file", notPEM},
+		"the flag without --post":        {"--provisioning-ca-file", ca},
+		"a bundle without a certificate": {"--post", srv.URL, "--key-file", keyFile, "--provisioning-ca-file", notPEM},
 	} {
-		if code, out := run(args...); code == 0 || !strings.Contains(out, "--ca-file") {
+		if code, out := run(args...); code == 0 || !strings.Contains(out, "--provisioning-ca-file") {
 			t.Errorf("%s: exit %d: %s", name, code, out)
 		}
 	}
 	if posts != 0 {
 		t.Fatalf("%d posts reached the API before the good run", posts)
 	}
-	if code, out := run("--post", srv.URL, "--key-file", keyFile, "--ca-file", ca); code != 0 || posts != 1 {
-		t.Fatalf("with --ca-file: exit %d, %d posts: %s", code, posts, out)
+	if code, out := run("--post", srv.URL, "--key-file", keyFile, "--provisioning-ca-file", ca); code != 0 || posts != 1 {
+		t.Fatalf("with the CA file: exit %d, %d posts: %s", code, posts, out)
 	}
 }

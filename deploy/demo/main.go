@@ -717,7 +717,7 @@ func (d *demo) allocation(ctx context.Context, ns, project, member string) error
 		"--post", d.base, "--key-file", d.path("site-alpha.key")}
 	if d.caFile != "" {
 		// Over TLS the API's certificate is the local cluster CA's.
-		args = append(args, "--ca-file", d.caFile)
+		args = append(args, "--provisioning-ca-file", d.caFile)
 	}
 	report := exec.CommandContext(ctx, d.bin, args...)
 	out, err := report.CombinedOutput()

@@ -3,7 +3,7 @@
 // API client (--ca-file), its permission and repository grant providers
 // (--permissions-ca-file, --repository-grants-ca-file), the execution
 // role's client of the provisioning role (--provisioning-ca-file) and
-// `metallo provisioning waldur-report --post` (--ca-file)
+// `metallo provisioning waldur-report --post` (--provisioning-ca-file)
 // (docs/operations.md#runtime-flags). Every client it builds refuses TLS
 // below 1.2.
 //

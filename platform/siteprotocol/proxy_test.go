@@ -95,3 +95,18 @@ func TestAReadNeedsItsBindingAndAProxyAServiceOnAppendOnly(t *testing.T) {
 		t.Errorf("a stored batch proxy without account_ref as pulled: %v", err)
 	}
 }
+
+// One refusal names every member at fault, whichever check finds it: the
+// envelope's, the payload's and append's own rules together.
+func TestAnAppendRefusalNamesEveryMemberAtFault(t *testing.T) {
+	raw := strings.Replace(proxyCommand(`{"method": "GET", "path": "/a/../b"}`), `"family": "application"`, `"family": "batch"`, 1)
+	raw = strings.Replace(raw, `"account_ref": {"binding_id": "e41f0000-0000-4000-8000-000000000001", "generation": 1}, `, "", 1)
+	raw = strings.Replace(raw, `"2026-11-29T10:00:00.123Z"`, `"yesterday"`, 1)
+	var got []string
+	for _, f := range fieldErrors(t, raw) {
+		got = append(got, f.Field)
+	}
+	if want := []string{"issued_at", "payload.path", "account_ref", "family"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("refused %v, want %v", got, want)
+	}
+}

@@ -134,18 +134,28 @@ func MemberAccount(partyID string) string { return "member-" + partyID }
 
 // Validate checks a command being appended: its envelope, for a known
 // operation its payload, and the rules only append holds (validateAppend).
-// It returns a *ValidationError listing every broken rule.
+// It returns a *ValidationError listing every broken rule of all three,
+// envelope first, so that one refusal names every member at fault.
 func Validate(c Command) error {
-	if err := ValidateEnvelope(c); err != nil {
-		return err
+	checks := []func(Command) error{ValidateEnvelope}
+	if c.Operation.Known() {
+		checks = append(checks, ValidatePayload, validateAppend)
 	}
-	if !c.Operation.Known() {
+	var fields []FieldError
+	for _, check := range checks {
+		var ve *ValidationError
+		switch err := check(c); {
+		case err == nil:
+		case errors.As(err, &ve):
+			fields = append(fields, ve.Fields...)
+		default:
+			return err
+		}
+	}
+	if len(fields) == 0 {
 		return nil
 	}
-	if err := ValidatePayload(c); err != nil {
-		return err
-	}
-	return validateAppend(c)
+	return &ValidationError{Fields: fields}
 }
 
 // validateAppend holds the rules refused on append only: a private read
@@ -174,7 +184,7 @@ func validateAppend(c Command) error {
 			ck.add("payload.container", "must be a container name; leave it out for the workload's main container")
 		}
 	}
-	if c.Operation == OpProxy && c.Family != FamilyApplication && c.Family != FamilyInference {
+	if c.Operation == OpProxy && c.Family.Valid() && c.Family != FamilyApplication && c.Family != FamilyInference {
 		ck.add("family", "must be application or inference for proxy: a %s Attempt has no service", c.Family)
 	}
 	return ck.err()
