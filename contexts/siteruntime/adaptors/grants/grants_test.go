@@ -47,6 +47,7 @@ type provider struct {
 	*httptest.Server
 	mu      sync.Mutex
 	byKey   map[string]string // key → grant ID
+	expiry  map[string]string // grant ID → its expires_at, fixed when issued
 	revoked map[string]bool
 	issues  atomic.Int32
 	revokes atomic.Int32
@@ -55,7 +56,7 @@ type provider struct {
 }
 
 func newProvider(t *testing.T) *provider {
-	p := &provider{byKey: map[string]string{}, revoked: map[string]bool{}}
+	p := &provider{byKey: map[string]string{}, expiry: map[string]string{}, revoked: map[string]bool{}}
 	p.Server = httptest.NewServer(http.HandlerFunc(p.serve))
 	t.Cleanup(p.Close)
 	return p
@@ -65,7 +66,7 @@ func newProvider(t *testing.T) *provider {
 // (a CA of its own, as a provider with a private CA has), counting the
 // connections it accepts in conns so that refused handshakes are seen.
 func newTLSProvider(t *testing.T) *provider {
-	p := &provider{byKey: map[string]string{}, revoked: map[string]bool{}}
+	p := &provider{byKey: map[string]string{}, expiry: map[string]string{}, revoked: map[string]bool{}}
 	p.Server = httptest.NewUnstartedServer(http.HandlerFunc(p.serve))
 	p.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
@@ -94,9 +95,14 @@ func (p *provider) serve(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		id, ok := p.byKey[key]
 		if !ok {
+			// One grant per key, its expiry fixed now: an answer repeated for
+			// the key is the same grant (a fresh now+1h would differ across a
+			// second's boundary).
 			id = fmt.Sprintf("g-%d", len(p.byKey)+1)
 			p.byKey[key] = id
+			p.expiry[id] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 		}
+		expires := p.expiry[id]
 		p.mu.Unlock()
 		// The grant exists from here on, whatever the answer.
 		if p.fault != nil && p.fault(n, w) {
@@ -105,7 +111,7 @@ func (p *provider) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
 		_ = json.NewEncoder(w).Encode(map[string]string{"grant_id": id, "username": "member-x", "token": "tok-" + id,
-			"expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+			"expires_at": expires})
 	case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/v1/repository-grants/"):
 		n := int(p.revokes.Add(1)) - 1
 		if p.fault != nil && p.fault(n, w) {
