@@ -21,11 +21,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/procfs"
 	"go.uber.org/zap"
 
 	"github.com/pharos-metallo/metallo/platform/database"
@@ -128,31 +128,26 @@ func ownerSuffix(pid int) string {
 }
 
 // processStart returns the start time of process pid (field 22 of
-// /proc/<pid>/stat, in clock ticks since boot), or "" when it does not run
-// or is a zombie.
+// /proc/<pid>/stat, in clock ticks since boot, read with procfs), or ""
+// when it does not run or is a zombie.
 func processStart(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return ""
 	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
+	st, err := p.Stat()
+	if err != nil || st.State == "Z" {
 		return ""
 	}
-	f := strings.Fields(string(b[i+1:]))
-	// After the command come the state (field 3) and on; field 22 is f[19].
-	if len(f) < 20 || f[0] == "Z" {
-		return ""
-	}
-	return f[19]
+	return strconv.FormatUint(st.Starttime, 10)
 }
 
-// ownerGone tells whether name is a database NewPostgres created on this
-// host for a process that no longer runs; a name without an owner, or of
-// another host, is never gone.
-func ownerGone(name string) bool {
+// ownerGone tells whether name is a database NewPostgres created on the
+// host whose hostTag is host for a process that no longer runs; a name
+// without an owner, or of another host, is never gone.
+func ownerGone(name, host string) bool {
 	m := ownerName.FindStringSubmatch(name)
-	if m == nil || m[1] != hostTag() {
+	if m == nil || host == "" || m[1] != host {
 		return false
 	}
 	pid, err := strconv.Atoi(m[2])
@@ -160,21 +155,22 @@ func ownerGone(name string) bool {
 }
 
 // sweep drops the test databases whose creating process on this host no
-// longer runs: a test binary or make demo killed before its cleanup (a
-// kill test's SIGKILL, a timeout) leaves its database behind, and a run of
-// many kill tests would fill the server (ownerGone). Databases of other hosts, and
-// those without an owner in their name, are left alone. A failure to sweep is
-// logged, never fatal: it takes nothing from the test.
+// longer runs (ownerGone): a test binary or make demo killed before its
+// cleanup (a kill test's SIGKILL, a timeout) leaves its database behind,
+// and a run of many kill tests would fill the server. Databases of other
+// hosts, and those without an owner in their name, are left alone. A
+// failure to sweep is logged, never fatal: it takes nothing from the test.
 func sweep(ctx context.Context, tb TB, conn *pgx.Conn) {
 	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE 'metallo\_test\_%'`)
 	if err != nil {
 		tb.Log(fmt.Sprintf("dbtest: list test databases to sweep: %v", err))
 		return
 	}
+	host := hostTag()
 	var stale []string
 	for rows.Next() {
 		var name string
-		if err := rows.Scan(&name); err == nil && ownerGone(name) {
+		if err := rows.Scan(&name); err == nil && ownerGone(name, host) {
 			stale = append(stale, name)
 		}
 	}

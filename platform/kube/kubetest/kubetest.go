@@ -13,11 +13,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/procfs"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -413,21 +415,18 @@ func takeLease(dir string) error {
 	return os.WriteFile(filepath.Join(leases, fmt.Sprint(pid)), []byte(processStart(pid)+"\n"), 0o644)
 }
 
-// processStart returns field 22 (start time) of /proc/PID/stat.
+// processStart returns field 22 (start time, clock ticks since boot) of
+// /proc/PID/stat, read with procfs, or "" when it cannot be read.
 func processStart(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return ""
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
+	st, err := p.Stat()
+	if err != nil {
 		return ""
 	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19]
+	return strconv.FormatUint(st.Starttime, 10)
 }
 
 func lastLines(s string, n int) string {
