@@ -182,10 +182,11 @@ func TestAHelperSetsNoFieldTheRuntimeDoesNotRender(t *testing.T) {
 
 	yes := true
 	other, zero := int64(10*60), int64(0)
-	cases := map[string]struct {
+	type helperCase struct {
 		change  func(p *corev1.Pod)
 		message string
-	}{
+	}
+	cases := map[string]helperCase{
 		"no activeDeadlineSeconds":    {func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = nil }, msgHelperDeadline},
 		"a deadline not timeout + 60": {func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = &other }, msgHelperDeadline},
 		"another fsGroup":             {func(p *corev1.Pod) { p.Spec.SecurityContext.FSGroup = &zero }, msgHelperPodSecurity},
@@ -199,16 +200,10 @@ func TestAHelperSetsNoFieldTheRuntimeDoesNotRender(t *testing.T) {
 		}, msgHelperToken},
 	}
 	for what, change := range podSecurityFields() {
-		cases["a Pod securityContext with "+what] = struct {
-			change  func(p *corev1.Pod)
-			message string
-		}{change, msgHelperPodSecurity}
+		cases["a Pod securityContext with "+what] = helperCase{change, msgHelperPodSecurity}
 	}
 	for what, c := range unrenderedFields(alice.claimName(), runtimeClass(t, s)) {
-		cases[what] = struct {
-			change  func(p *corev1.Pod)
-			message string
-		}{c.change, "a workspace helper" + c.suffix}
+		cases[what] = helperCase{c.change, "a workspace helper" + c.suffix}
 	}
 	for what, c := range cases {
 		p := alice.helper()
@@ -235,15 +230,13 @@ func TestAReaderSetsNoFieldTheRuntimeDoesNotRender(t *testing.T) {
 	acceptedDryRun(t, "alice's workspace reader with a deadline of 1h", createPod(via, s.namespace, longest))
 
 	over, group := int64(3601), int64(kube.HelperGroupID)
-	cases := map[string]struct {
+	type readerCase struct {
 		change func(p *corev1.Pod)
 		also   []denial
-	}{}
+	}
+	cases := map[string]readerCase{}
 	add := func(what string, change func(p *corev1.Pod), message string, also ...denial) {
-		cases[what] = struct {
-			change func(p *corev1.Pod)
-			also   []denial
-		}{change, append([]denial{{"metallo-workspace-readers", message}}, also...)}
+		cases[what] = readerCase{change, append([]denial{{"metallo-workspace-readers", message}}, also...)}
 	}
 	add("no activeDeadlineSeconds", func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = nil }, msgReaderDeadline)
 	add("a deadline beyond 1h", func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = &over }, msgReaderDeadline)
