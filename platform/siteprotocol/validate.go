@@ -162,10 +162,11 @@ func Validate(c Command) error {
 // (read-logs, read-file, proxy) acts through the member's binding, so it
 // needs account_ref; proxy reaches a service, so its family is
 // application or inference; and a read-logs container, when present, is
-// not empty (docs/site-protocol.md#private-reads). A
-// Runtime does not apply them to what it pulls (a command stored before
-// them must not stop a stream): it answers such a read binding-missing,
-// and a batch proxy unsupported-operation.
+// not empty (docs/site-protocol.md#private-reads). A Runtime does not
+// apply them to what it pulls (a command stored before them must not stop
+// a stream): it answers a read without account_ref binding-missing and a
+// batch proxy unsupported-operation, and reads an empty container as the
+// workload's main one. It returns a *ValidationError or nil.
 func validateAppend(c Command) error {
 	var ck checker
 	switch c.Operation {
