@@ -53,16 +53,17 @@ die() {
 	say "$*"
 	exit 1
 }
-sudo_=""
-[ "$(id -u)" = 0 ] || sudo_=sudo
+need_root() {
+	[ "$(id -u)" = 0 ] || die "make slurm-$1 needs root: it installs packages, starts slurmd (which runs jobs as their users) and manages the test users"
+}
 
 # --- installation ---
 
 apt_install() { # apt_install PACKAGE...: with the machine's apt lock, apt-get update on a miss
 	command -v apt-get >/dev/null || die "Debian's $* are missing and there is no apt-get here"
-	flock /var/lib/metallo-apt.lock $sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null 9>&- && return 0
-	flock /var/lib/metallo-apt.lock $sudo_ apt-get update -qq >/dev/null 9>&-
-	flock /var/lib/metallo-apt.lock $sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null 9>&- ||
+	flock /var/lib/metallo-apt.lock env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null 9>&- && return 0
+	flock /var/lib/metallo-apt.lock apt-get update -qq >/dev/null 9>&-
+	flock /var/lib/metallo-apt.lock env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null 9>&- ||
 		die "apt-get install $* failed"
 }
 
@@ -230,8 +231,9 @@ lock_holders() { # the processes that have the lock file open
 }
 
 # take_lock opens the lock as fd 9 and takes it, or dies naming the holder. The daemons inherit
-# fd 9 (flock locks belong to the open file), so the lock is held exactly while a process of the
-# cluster lives, however it ends.
+# fd 9 (flock locks belong to the open file); munged, slurmdbd and slurmrestd keep it (slurmctld
+# and slurmd close what they inherit), so the kernel releases the lock when the last of those
+# ends, however it ends. ports_free covers a slurmctld or slurmd that outlives them.
 take_lock() {
 	install -d -m 0755 "$machine_dir"
 	exec 9>>"$lock"
@@ -411,9 +413,10 @@ node_ready() { # the node answers and takes work
 	return 1
 }
 
-rest_ready() {
+rest_ready() { # with a token of a minute, so that an expired token file never reads as a sick cluster
 	local token code
-	token=$(cat "$token_file" 2>/dev/null) || return 1
+	token=$(ctl "scontrol token username=$slurm_user lifespan=60" 5) || return 1
+	token=${token#SLURM_JWT=}
 	code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 \
 		-H "X-SLURM-USER-NAME: $slurm_user" -H "X-SLURM-USER-TOKEN: $token" \
 		"http://127.0.0.1:$rest_port/slurm/v0.0.38/ping") || return 1
@@ -541,6 +544,7 @@ serialize() {
 }
 
 up() {
+	need_root up
 	serialize
 	ensure_packages
 	ensure_mariadb
@@ -601,6 +605,7 @@ case "$cmd" in
 up) up ;;
 down)
 	t0=$SECONDS
+	need_root down
 	serialize
 	down
 	say "down in $((SECONDS - t0)) s"
