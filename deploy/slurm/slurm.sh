@@ -159,22 +159,28 @@ stop_daemons() {
 		rm -f "$run/$n.pid"
 	done
 	[ ${#pids[@]} -gt 0 ] || return 0
-	gone_within 200 "${pids[@]}" && return 0
-	for pid in "${pids[@]}"; do
-		if alive "$pid"; then
-			say "$(cat "/proc/$pid/comm" 2>/dev/null) (pid $pid) did not stop within 20 s of SIGTERM: killing it"
-			kill -KILL "$pid" 2>/dev/null || true
-		fi
-	done
-	gone_within 50 "${pids[@]}" || true
+	if ! gone_within 200 alive "${pids[@]}"; then
+		for pid in "${pids[@]}"; do
+			if alive "$pid"; then
+				say "$(cat "/proc/$pid/comm" 2>/dev/null) (pid $pid) did not stop within 20 s of SIGTERM: killing it"
+				kill -KILL "$pid" 2>/dev/null || true
+			fi
+		done
+		gone_within 50 alive "${pids[@]}" || true
+	fi
+	# The daemons' parent is whoever inherited them (init, which here reaps every few seconds):
+	# wait a little for their process table entries to go too, so that down leaves not even those.
+	gone_within 100 exists "${pids[@]}" || true
 }
 
-gone_within() { # gone_within TENTHS PID...: exit 0 once none of the processes exists
-	local tenths=$1 i pid left
-	shift
+exists() { [ -d "/proc/$1" ]; } # exists PID: in the process table, a zombie included
+
+gone_within() { # gone_within TENTHS PREDICATE PID...: exit 0 once PREDICATE holds for none of them
+	local tenths=$1 pred=$2 i pid left
+	shift 2
 	for i in $(seq 1 "$tenths"); do
 		left=0
-		for pid in "$@"; do alive "$pid" && left=1; done
+		for pid in "$@"; do "$pred" "$pid" && left=1; done
 		[ $left = 0 ] && return 0
 		sleep 0.1
 	done

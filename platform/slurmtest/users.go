@@ -244,16 +244,16 @@ func (e *Env) Associate(u *User, account string, limits ...string) {
 
 // endJobs cancels the user's jobs (in account, when given) and waits until the controller holds
 // none of them unfinished.
-func (e *Cluster) endJobs(ctx context.Context, user, account string) error {
+func (c *Cluster) endJobs(ctx context.Context, user, account string) error {
 	sel := []string{"-u", user}
 	if account != "" {
 		sel = append(sel, "-A", account)
 	}
-	if _, err := e.command(ctx, "scancel", sel...); err != nil && !strings.Contains(err.Error(), "Invalid user") {
+	if _, err := c.command(ctx, "scancel", sel...); err != nil && !strings.Contains(err.Error(), "Invalid user") {
 		return err
 	}
 	for {
-		out, err := e.command(ctx, "squeue", append([]string{"-h", "-o", "%i %T"}, sel...)...)
+		out, err := c.command(ctx, "squeue", append([]string{"-h", "-o", "%i %T"}, sel...)...)
 		if err == nil && strings.TrimSpace(out) == "" {
 			return nil
 		}
@@ -269,26 +269,26 @@ func (e *Cluster) endJobs(ctx context.Context, user, account string) error {
 }
 
 // removeSlurmUser removes the user's remaining associations and the Slurm user.
-func (e *Cluster) removeSlurmUser(ctx context.Context, name string) error {
-	if _, err := e.command(ctx, "sacctmgr", "-i", "delete", "user", "where", "name="+name); err != nil && !nothingDeleted(err) {
+func (c *Cluster) removeSlurmUser(ctx context.Context, name string) error {
+	if _, err := c.command(ctx, "sacctmgr", "-i", "delete", "user", "where", "name="+name); err != nil && !nothingDeleted(err) {
 		return err
 	}
 	return nil
 }
 
 // removeAccount ends the account's jobs, then removes it with its associations.
-func (e *Cluster) removeAccount(ctx context.Context, name string) error {
-	out, err := e.command(ctx, "sacctmgr", "-n", "-P", "show", "association", "where", "account="+name, "format=user")
+func (c *Cluster) removeAccount(ctx context.Context, name string) error {
+	out, err := c.command(ctx, "sacctmgr", "-n", "-P", "show", "association", "where", "account="+name, "format=user")
 	if err != nil {
 		return err
 	}
 	for _, u := range strings.Fields(out) {
-		if err := e.endJobs(ctx, u, name); err != nil {
+		if err := c.endJobs(ctx, u, name); err != nil {
 			return err
 		}
 	}
 	// Without cluster=: with it, sacctmgr removes only the account's associations there.
-	if _, err := e.command(ctx, "sacctmgr", "-i", "delete", "account", "where", "name="+name); err != nil && !nothingDeleted(err) {
+	if _, err := c.command(ctx, "sacctmgr", "-i", "delete", "account", "where", "name="+name); err != nil && !nothingDeleted(err) {
 		return err
 	}
 	return nil
