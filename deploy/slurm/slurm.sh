@@ -29,9 +29,11 @@ slurm_user=slurm
 rest_user=nobody rest_group=nogroup
 cluster=metallo
 partition=batch
-# Test users (platform/slurmtest) take uids in this range, their GECOS field starts with the
-# marker, then the hash of the state directory that made them and their creator's pid and start.
-test_uid_min=70000 test_uid_max=70999
+# Test users (platform/slurmtest) take uids in this range, each uid once in a cluster's life
+# (the counter test-uid.next; see deploy/slurm/README.md, "Test users"); their GECOS field starts
+# with the marker, then the hash of the state directory that made them and their creator's pid
+# and start.
+test_uid_min=70000 test_uid_max=79999
 test_marker=metallo-slurmtest
 
 machine_dir=/var/lib/metallo/slurm
@@ -532,7 +534,7 @@ down() {
 	fi
 	remove_test_users
 	drop_database
-	rm -f "$info" "$token_file"
+	rm -f "$info" "$token_file" "$state/test-uid.next"
 	# The record is ours to remove only when no process holds the lock any more.
 	if [ "$(holder_dir)" = "$state" ] && lock_free; then rm -f "$holder"; fi
 }
@@ -573,7 +575,7 @@ up() {
 	take_lock
 	ports_free
 	# A fresh cluster every start: empty controller state, spool and database.
-	rm -rf "${state:?}/ctld" "${state:?}/spool" "$run" "$info" "$token_file"
+	rm -rf "${state:?}/ctld" "${state:?}/spool" "$run" "$info" "$token_file" "$state/test-uid.next"
 	write_config
 	fresh_database
 	: >"$logs/slurmctld.log"

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pharos-metallo/metallo/platform/slurmtest"
+	"github.com/pharos-metallo/metallo/platform/testsetup"
 )
 
 // jobWait bounds every wait on a job's state: generous, for a loaded two-core machine.
@@ -347,4 +349,25 @@ func TestAJobOverItsMemoryEndsOutOfMemory(t *testing.T) {
 		t.Fatalf("the job touching 256 MB with 64 MB ended %s (%s), want OUT_OF_MEMORY", j.State, j.StateReason)
 	}
 	e.WaitForAccounting(c, over, jobWait, "OUT_OF_MEMORY", func(a slurmtest.AccountingJob) bool { return a.State.Current == "OUT_OF_MEMORY" })
+}
+
+// One Slurm cluster per machine: another state directory (another worktree) finds Slurm's
+// ports held, and make slurm-status there says by which cluster, naming its state directory.
+// (make slurm-up there fails with the same sentence; the test asks status, which starts nothing.)
+func TestAnotherWorktreeIsToldWhichClusterHoldsThePorts(t *testing.T) {
+	t.Parallel()
+	e := slurmtest.New(t)
+	root, err := testsetup.ModuleRoot(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx(t), "bash", filepath.Join(root, "deploy", "slurm", "slurm.sh"), "status")
+	cmd.Env = append(os.Environ(), "METALLO_SLURM_DIR="+filepath.Join(t.TempDir(), "other"))
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("status of another state directory exited 0 while %s holds the ports:\n%s", e.Dir, out)
+	}
+	if want := "held by the Slurm cluster in " + e.Dir + " "; !strings.Contains(string(out), want) {
+		t.Errorf("status of another state directory says %q, want it to name the holder (%q)", out, want)
+	}
 }

@@ -75,13 +75,13 @@ func TestALeftoverOfAKilledTestIsRemovedByTheNext(t *testing.T) {
 		_ = removeUnixUser(ctx, u.Name)
 		_ = os.RemoveAll(u.WorkDir)
 	})
-	if _, err := e.command(ctx, "sacctmgr", "-i", "add", "account", acct, "cluster="+e.Name, "description="+e.owner()); err != nil {
+	if _, err := e.changeAccounting(ctx, "add", "account", acct, "cluster="+e.Name, "description="+e.owner()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.command(ctx, "sacctmgr", "-i", "add", "user", u.Name, "account="+acct, "cluster="+e.Name); err != nil {
+	if _, err := e.changeAccounting(ctx, "add", "user", u.Name, "account="+acct, "cluster="+e.Name); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.command(ctx, "sacctmgr", "-i", "modify", "account", "where", "name="+acct, "set", "description="+owner); err != nil {
+	if _, err := e.changeAccounting(ctx, "modify", "account", "where", "name="+acct, "set", "description="+owner); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := retryLocked(ctx, "usermod", "-c", owner, u.Name); err != nil {

@@ -7,11 +7,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/pharos-metallo/metallo/platform/testsetup"
@@ -85,12 +87,16 @@ func (c *Cluster) ownerGone(owner string) bool {
 	return testsetup.ProcessStart(pid) != f[3]
 }
 
-// addUnixUser takes the lowest free uid of the test range whose gid is free too, with a random
-// name, through groupadd and useradd (which lock /etc/passwd and /etc/group: a concurrent
-// test's add is retried).
+// addUnixUser takes the next uid of the test range that no user or group has (nextID), with a
+// random name, through groupadd and useradd (which lock /etc/passwd and /etc/group: a
+// concurrent test's add is retried).
 func (e *Env) addUnixUser(ctx context.Context) (*User, error) {
 	owner := e.owner()
-	for id := e.TestUIDMin; id <= e.TestUIDMax; id++ {
+	for {
+		id, err := e.nextID()
+		if err != nil {
+			return nil, err
+		}
 		if idTaken(id) {
 			continue
 		}
@@ -127,7 +133,44 @@ func (e *Env) addUnixUser(ctx context.Context) (*User, error) {
 		}
 		return u, nil
 	}
-	return nil, fmt.Errorf("no free uid in the test range %d-%d", e.TestUIDMin, e.TestUIDMax)
+}
+
+// nextID hands out the ids of the test range in order, each once in the cluster's life (the
+// counter is the state directory's test-uid.next, which make slurm-up empties with the rest of
+// a fresh cluster's state): the controller matches a job to its user by uid and keeps ended jobs
+// for MinJobAge, so a reused uid would hand a new test user an earlier one's jobs
+// (docs/testing.md#the-slurm-lane). It fails once the range is spent, saying how to start afresh.
+func (c *Cluster) nextID() (int, error) {
+	path := filepath.Join(c.Dir, "test-uid.next")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return 0, fmt.Errorf("lock %s: %w", path, err)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return 0, err
+	}
+	id := c.TestUIDMin
+	if s := strings.TrimSpace(string(b)); s != "" {
+		if id, err = strconv.Atoi(s); err != nil {
+			return 0, fmt.Errorf("%s holds %q, not a uid", path, s)
+		}
+	}
+	if id > c.TestUIDMax {
+		return 0, fmt.Errorf("this Slurm cluster has handed out every test uid (%d-%d), and never hands one out twice: "+
+			"restart it (make slurm-down && make slurm-up)", c.TestUIDMin, c.TestUIDMax)
+	}
+	if err := f.Truncate(0); err != nil {
+		return 0, err
+	}
+	if _, err := f.WriteAt([]byte(strconv.Itoa(id+1)+"\n"), 0); err != nil {
+		return 0, err
+	}
+	return id, nil
 }
 
 // idTaken tells whether a user or group has the id (in /etc/passwd or /etc/group).
@@ -203,8 +246,8 @@ func (e *Env) NewAccount(limits ...string) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	name := "sla-" + hex.EncodeToString(b[:])
-	args := []string{"-i", "add", "account", name, "cluster=" + e.Name, "description=" + e.owner(), "organization=metallo-test"}
-	if _, err := e.command(ctx, "sacctmgr", append(args, limits...)...); err != nil {
+	args := []string{"add", "account", name, "cluster=" + e.Name, "description=" + e.owner(), "organization=metallo-test"}
+	if _, err := e.changeAccounting(ctx, append(args, limits...)...); err != nil {
 		e.T.Fatalf("slurmtest: %v", err)
 	}
 	e.T.Logf("slurmtest: account %s %s", name, strings.Join(limits, " "))
@@ -225,8 +268,8 @@ func (e *Env) Associate(u *User, account string, limits ...string) {
 	e.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	args := []string{"-i", "add", "user", u.Name, "account=" + account, "cluster=" + e.Name}
-	if _, err := e.command(ctx, "sacctmgr", append(args, limits...)...); err != nil {
+	args := []string{"add", "user", u.Name, "account=" + account, "cluster=" + e.Name}
+	if _, err := e.changeAccounting(ctx, append(args, limits...)...); err != nil {
 		e.T.Fatalf("slurmtest: %v", err)
 	}
 	e.T.Cleanup(func() {
@@ -236,7 +279,7 @@ func (e *Env) Associate(u *User, account string, limits ...string) {
 			e.T.Errorf("slurmtest: %v", err)
 			return
 		}
-		if _, err := e.command(ctx, "sacctmgr", "-i", "delete", "user", "where", "name="+u.Name, "account="+account, "cluster="+e.Name); err != nil && !nothingDeleted(err) {
+		if _, err := e.changeAccounting(ctx, "delete", "user", "where", "name="+u.Name, "account="+account, "cluster="+e.Name); err != nil && !nothingDeleted(err) {
 			e.T.Errorf("slurmtest: %v", err)
 		}
 	})
@@ -270,7 +313,7 @@ func (c *Cluster) endJobs(ctx context.Context, user, account string) error {
 
 // removeSlurmUser removes the user's remaining associations and the Slurm user.
 func (c *Cluster) removeSlurmUser(ctx context.Context, name string) error {
-	if _, err := c.command(ctx, "sacctmgr", "-i", "delete", "user", "where", "name="+name); err != nil && !nothingDeleted(err) {
+	if _, err := c.changeAccounting(ctx, "delete", "user", "where", "name="+name); err != nil && !nothingDeleted(err) {
 		return err
 	}
 	return nil
@@ -288,10 +331,29 @@ func (c *Cluster) removeAccount(ctx context.Context, name string) error {
 		}
 	}
 	// Without cluster=: with it, sacctmgr removes only the account's associations there.
-	if _, err := c.command(ctx, "sacctmgr", "-i", "delete", "account", "where", "name="+name); err != nil && !nothingDeleted(err) {
+	if _, err := c.changeAccounting(ctx, "delete", "account", "where", "name="+name); err != nil && !nothingDeleted(err) {
 		return err
 	}
 	return nil
+}
+
+// changeAccounting runs sacctmgr -i with args (an add, modify or delete), one at a time on the
+// machine: under an flock of the state directory's sacctmgr.lock. slurmdbd 22.05 has been seen
+// to lose a change made beside another (an account just added "doesn't exist" for the next
+// command; a user added while another was removed missing from slurmdbd's own user list for the
+// rest of its life, so that the user could not read its jobs from accounting); one change at a
+// time has not lost one (docs/testing.md#the-slurm-lane).
+func (c *Cluster) changeAccounting(ctx context.Context, args ...string) (string, error) {
+	path := filepath.Join(c.Dir, "sacctmgr.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return "", fmt.Errorf("lock %s: %w", path, err)
+	}
+	return c.command(ctx, "sacctmgr", append([]string{"-i"}, args...)...)
 }
 
 // nothingDeleted tells a sacctmgr delete that found nothing (exit 1, "Nothing deleted").
