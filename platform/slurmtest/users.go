@@ -142,14 +142,11 @@ func (e *Env) addUnixUser(ctx context.Context) (*User, error) {
 // (docs/testing.md#the-slurm-lane). It fails once the range is spent, saying how to start afresh.
 func (c *Cluster) nextID() (int, error) {
 	path := filepath.Join(c.Dir, "test-uid.next")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := lockedFile(path)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		return 0, fmt.Errorf("lock %s: %w", path, err)
-	}
 	b, err := io.ReadAll(f)
 	if err != nil {
 		return 0, err
@@ -344,16 +341,26 @@ func (c *Cluster) removeAccount(ctx context.Context, name string) error {
 // rest of its life, so that the user could not read its jobs from accounting); one change at a
 // time has not lost one (docs/testing.md#the-slurm-lane).
 func (c *Cluster) changeAccounting(ctx context.Context, args ...string) (string, error) {
-	path := filepath.Join(c.Dir, "sacctmgr.lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := lockedFile(filepath.Join(c.Dir, "sacctmgr.lock"))
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		return "", fmt.Errorf("lock %s: %w", path, err)
-	}
 	return c.command(ctx, "sacctmgr", append([]string{"-i"}, args...)...)
+}
+
+// lockedFile opens (creating) the file and takes an exclusive flock on it, waiting for it; the
+// lock goes with the file's Close, or with the process.
+func lockedFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return f, nil
 }
 
 // nothingDeleted tells a sacctmgr delete that found nothing (exit 1, "Nothing deleted").
