@@ -39,8 +39,8 @@ run: build
 	fi
 	$(BIN) serve --role $(SERVE_ROLES) --keys-file var/keys.yaml --migrate --log-format console $(SERVE_FLAGS)
 
-## test: every lane (unit, SQLite, PostgreSQL, Kubernetes, Git host, and a short fuzz pass); fails when a lane runs no test or skips one
-test: services git-tools browser-tools githost-build cluster-up
+## test: every lane (unit, SQLite, PostgreSQL, Kubernetes, Git host, Slurm, and a short fuzz pass); fails when a lane runs no test or skips one
+test: services git-tools browser-tools githost-build cluster-up slurm-up
 	@mkdir -p var
 	$(GO) vet ./...
 	@unformatted=$$(gofmt -l app contexts platform sql deploy/policytest 2>/dev/null); if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
@@ -247,3 +247,23 @@ cluster-build:
 image:
 	@bash deploy/localcluster/cluster.sh image
 # --- end local cluster ---
+
+# --- Slurm (deploy/slurm) ---
+# One node of Debian's Slurm 22.05 on this machine: munged, slurmdbd on the machine's MariaDB,
+# slurmctld, slurmd and slurmrestd (JWT, 127.0.0.1:6820); state in var/slurm (METALLO_SLURM_DIR).
+# The ports 6817-6820 are fixed: one cluster per machine, under a machine-wide lock. See
+# deploy/slurm/README.md.
+.PHONY: slurm-up slurm-down slurm-status
+
+## slurm-up: install Debian's Slurm packages when missing and start the Slurm cluster, or reuse the healthy one already running
+slurm-up:
+	@bash deploy/slurm/slurm.sh up
+
+## slurm-down: stop every process of the Slurm cluster and remove its test users and database
+slurm-down:
+	@bash deploy/slurm/slurm.sh down
+
+## slurm-status: exit 0 when the Slurm cluster is up and healthy
+slurm-status:
+	@bash deploy/slurm/slurm.sh status
+# --- end Slurm ---

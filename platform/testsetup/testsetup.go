@@ -16,9 +16,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/prometheus/procfs"
 )
 
 // Metallo is the package of the metallo binary, relative to the module
@@ -108,7 +111,7 @@ func Binary(tb testing.TB, opts ...Option) string {
 // with go env GOMOD from the working directory) into the executable out.
 // The error carries the compiler's output.
 func Build(ctx context.Context, out, pkg string) error {
-	root, err := moduleRoot(ctx)
+	root, err := ModuleRoot(ctx)
 	if err != nil {
 		return err
 	}
@@ -120,7 +123,9 @@ func Build(ctx context.Context, out, pkg string) error {
 	return nil
 }
 
-func moduleRoot(ctx context.Context) (string, error) {
+// ModuleRoot is the directory of the metallo module's go.mod, found with go env GOMOD from the
+// working directory; it fails outside the module.
+func ModuleRoot(ctx context.Context) (string, error) {
 	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
@@ -130,4 +135,21 @@ func moduleRoot(ctx context.Context) (string, error) {
 		return "", errors.New("not inside the metallo module")
 	}
 	return filepath.Dir(mod), nil
+}
+
+// ProcessStart returns the start time of process pid (field 22 of /proc/<pid>/stat, in clock
+// ticks since boot, read with procfs), or "" when it does not run or is a zombie. With the pid it
+// names a process for good: a recycled pid has another start time. The test helpers mark what a
+// process leaves on a shared server with it (dbtest's databases, kubetest's leases, slurmtest's
+// users and accounts), so that a later test can tell a leftover of a process that has ended.
+func ProcessStart(pid int) string {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return ""
+	}
+	st, err := p.Stat()
+	if err != nil || st.State == "Z" {
+		return ""
+	}
+	return strconv.FormatUint(st.Starttime, 10)
 }

@@ -4,7 +4,7 @@
 // or a required lane ran no test. A test belongs to a lane when its output
 // contains the line "metallo-lane: <lane>" (logged by the lane's test
 // helpers: dbtest for postgres, kubetest for kubernetes, gittest for
-// githost).
+// githost, slurmtest for slurm).
 //
 // Usage: go test -json ./... | lanecheck -require postgres,kubernetes
 package main

@@ -25,10 +25,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/prometheus/procfs"
 	"go.uber.org/zap"
 
 	"github.com/pharos-metallo/metallo/platform/database"
+	"github.com/pharos-metallo/metallo/platform/testsetup"
 )
 
 // LaneMarker is logged by every test that uses a real PostgreSQL server.
@@ -120,26 +120,11 @@ func hostTag() string {
 // this host ("_<host>_<pid>_<start>"), or "" when the host or the
 // process's start time cannot be read (such a database is never swept).
 func ownerSuffix(pid int) string {
-	host, start := hostTag(), processStart(pid)
+	host, start := hostTag(), testsetup.ProcessStart(pid)
 	if host == "" || start == "" {
 		return ""
 	}
 	return fmt.Sprintf("_%s_%d_%s", host, pid, start)
-}
-
-// processStart returns the start time of process pid (field 22 of
-// /proc/<pid>/stat, in clock ticks since boot, read with procfs), or ""
-// when it does not run or is a zombie.
-func processStart(pid int) string {
-	p, err := procfs.NewProc(pid)
-	if err != nil {
-		return ""
-	}
-	st, err := p.Stat()
-	if err != nil || st.State == "Z" {
-		return ""
-	}
-	return strconv.FormatUint(st.Starttime, 10)
 }
 
 // ownerGone tells whether name is a database NewPostgres created on the
@@ -151,7 +136,7 @@ func ownerGone(name, host string) bool {
 		return false
 	}
 	pid, err := strconv.Atoi(m[2])
-	return err == nil && processStart(pid) != m[3]
+	return err == nil && testsetup.ProcessStart(pid) != m[3]
 }
 
 // sweep drops the test databases whose creating process on this host no

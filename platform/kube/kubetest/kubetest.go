@@ -13,13 +13,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/procfs"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
+	"github.com/pharos-metallo/metallo/platform/testsetup"
 )
 
 // LaneMarker is logged by every test that uses the local cluster; the CI lane check counts it.
@@ -412,21 +411,7 @@ func takeLease(dir string) error {
 		return err
 	}
 	pid := os.Getpid()
-	return os.WriteFile(filepath.Join(leases, fmt.Sprint(pid)), []byte(processStart(pid)+"\n"), 0o644)
-}
-
-// processStart returns field 22 (start time, clock ticks since boot) of
-// /proc/PID/stat, read with procfs, or "" when it cannot be read.
-func processStart(pid int) string {
-	p, err := procfs.NewProc(pid)
-	if err != nil {
-		return ""
-	}
-	st, err := p.Stat()
-	if err != nil {
-		return ""
-	}
-	return strconv.FormatUint(st.Starttime, 10)
+	return os.WriteFile(filepath.Join(leases, fmt.Sprint(pid)), []byte(testsetup.ProcessStart(pid)+"\n"), 0o644)
 }
 
 func lastLines(s string, n int) string {
