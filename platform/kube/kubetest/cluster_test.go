@@ -144,16 +144,13 @@ func TestImpersonatedMemberWithRoleCreatesJobAndOtherAccountIsForbidden(t *testi
 // With a ResourceQuota at the namespace's current usage, the Job controller's Pod create is
 // refused with "exceeded quota". Real: ResourceQuota admission and controller, Job controller.
 // Simulated: the holding Pod "runs" for ten minutes on a KWOK Node (run-seconds annotation).
+// The quota comes first and the holder's Pod is charged to it by admission: a quota made after
+// the Pod is counted from the quota controller's informer, which may not have seen the Pod yet,
+// and is not counted again before the controller's resync, five minutes later.
 func TestResourceQuotaAtCurrentUsageRefusesJobControllerPodCreate(t *testing.T) {
 	t.Parallel()
 	e := kubetest.New(t)
 	c := ctx(t)
-	holder := newJob("holder", 0, map[string]string{kubetest.AnnotationRunSeconds: "600"})
-	if _, err := e.Client.BatchV1().Jobs(e.Namespace).Create(c, holder, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	kubetest.Until(t, long, "the holder Job's Pod Running", e.Pods(""), jobPodRunning("holder"))
-
 	quota := &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: "at-usage"},
 		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}},
@@ -161,11 +158,21 @@ func TestResourceQuotaAtCurrentUsageRefusesJobControllerPodCreate(t *testing.T) 
 	if _, err := e.Client.CoreV1().ResourceQuotas(e.Namespace).Create(c, quota, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Admission refuses nothing until the quota controller has recorded the usage.
+	// Admission refuses every Pod ("status unknown for quota") until the quota controller has
+	// recorded the quota's status.
 	quotas := cache.NewListWatchFromClient(e.Client.CoreV1().RESTClient(), "resourcequotas", e.Namespace, fields.Everything())
-	kubetest.Until(t, long, "quota usage recorded", quotas, func(q *corev1.ResourceQuota) bool {
-		used, ok := q.Status.Used[corev1.ResourcePods]
-		return ok && used.Value() == 1 && q.Status.Hard.Pods().Value() == 1
+	kubetest.Until(t, long, "quota status recorded", quotas, func(q *corev1.ResourceQuota) bool {
+		_, ok := q.Status.Used[corev1.ResourcePods]
+		return ok && q.Status.Hard.Pods().Value() == 1
+	})
+	holder := newJob("holder", 0, map[string]string{kubetest.AnnotationRunSeconds: "600"})
+	if _, err := e.Client.BatchV1().Jobs(e.Namespace).Create(c, holder, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.Until(t, long, "the holder Job's Pod Running", e.Pods(""), jobPodRunning("holder"))
+	kubetest.Until(t, long, "the holder's Pod charged to the quota", quotas, func(q *corev1.ResourceQuota) bool {
+		used := q.Status.Used[corev1.ResourcePods]
+		return used.Value() == 1
 	})
 
 	if _, err := e.Client.BatchV1().Jobs(e.Namespace).Create(c, newJob("refused", 0, nil), metav1.CreateOptions{}); err != nil {

@@ -99,6 +99,8 @@ func describe(o runtime.Object) string {
 		return fmt.Sprintf("job %s active=%d succeeded=%d failed=%d conditions=%v", v.Name, v.Status.Active, v.Status.Succeeded, v.Status.Failed, v.Status.Conditions)
 	case *corev1.Pod:
 		return fmt.Sprintf("pod %s node=%q phase=%s conditions=%v", v.Name, v.Spec.NodeName, v.Status.Phase, v.Status.Conditions)
+	case *corev1.ResourceQuota:
+		return fmt.Sprintf("resourcequota %s hard=%v used=%v", v.Name, v.Status.Hard, v.Status.Used)
 	case *corev1.Event:
 		return fmt.Sprintf("event %s %s: %s", v.InvolvedObject.Name, v.Reason, v.Message)
 	case *unstructured.Unstructured:
