@@ -1,7 +1,14 @@
 package kubetest_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +17,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -136,16 +144,13 @@ func TestImpersonatedMemberWithRoleCreatesJobAndOtherAccountIsForbidden(t *testi
 // With a ResourceQuota at the namespace's current usage, the Job controller's Pod create is
 // refused with "exceeded quota". Real: ResourceQuota admission and controller, Job controller.
 // Simulated: the holding Pod "runs" for ten minutes on a KWOK Node (run-seconds annotation).
+// The quota comes first and the holder's Pod is charged to it by admission: a quota made after
+// the Pod is counted from the quota controller's informer, which may not have seen the Pod yet,
+// and is not counted again before the controller's resync, five minutes later.
 func TestResourceQuotaAtCurrentUsageRefusesJobControllerPodCreate(t *testing.T) {
 	t.Parallel()
 	e := kubetest.New(t)
 	c := ctx(t)
-	holder := newJob("holder", 0, map[string]string{kubetest.AnnotationRunSeconds: "600"})
-	if _, err := e.Client.BatchV1().Jobs(e.Namespace).Create(c, holder, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	kubetest.Until(t, long, "the holder Job's Pod Running", e.Pods(""), jobPodRunning("holder"))
-
 	quota := &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: "at-usage"},
 		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}},
@@ -153,11 +158,21 @@ func TestResourceQuotaAtCurrentUsageRefusesJobControllerPodCreate(t *testing.T) 
 	if _, err := e.Client.CoreV1().ResourceQuotas(e.Namespace).Create(c, quota, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Admission refuses nothing until the quota controller has recorded the usage.
+	// Admission refuses every Pod ("status unknown for quota") until the quota controller has
+	// recorded the quota's status.
 	quotas := cache.NewListWatchFromClient(e.Client.CoreV1().RESTClient(), "resourcequotas", e.Namespace, fields.Everything())
-	kubetest.Until(t, long, "quota usage recorded", quotas, func(q *corev1.ResourceQuota) bool {
-		used, ok := q.Status.Used[corev1.ResourcePods]
-		return ok && used.Value() == 1 && q.Status.Hard.Pods().Value() == 1
+	kubetest.Until(t, long, "quota status recorded", quotas, func(q *corev1.ResourceQuota) bool {
+		_, ok := q.Status.Used[corev1.ResourcePods]
+		return ok && q.Status.Hard.Pods().Value() == 1
+	})
+	holder := newJob("holder", 0, map[string]string{kubetest.AnnotationRunSeconds: "600"})
+	if _, err := e.Client.BatchV1().Jobs(e.Namespace).Create(c, holder, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.Until(t, long, "the holder Job's Pod Running", e.Pods(""), jobPodRunning("holder"))
+	kubetest.Until(t, long, "the holder's Pod charged to the quota", quotas, func(q *corev1.ResourceQuota) bool {
+		used := q.Status.Used[corev1.ResourcePods]
+		return used.Value() == 1
 	})
 
 	if _, err := e.Client.BatchV1().Jobs(e.Namespace).Create(c, newJob("refused", 0, nil), metav1.CreateOptions{}); err != nil {
@@ -438,4 +453,89 @@ func TestDeploymentPodBecomesReadyUnlessAnnotatedNeverReady(t *testing.T) {
 	if err != nil || d.Status.ReadyReplicas != 0 {
 		t.Fatalf("deployment never-ready: want 0 ready replicas, got %+v (err %v)", d.Status, err)
 	}
+}
+
+// Every fake Node has a Lease in kube-node-lease that KWOK holds and renews, the Node's own
+// heartbeat as a kubelet's is (docs/testing.md, "What the fake Nodes' readiness depends on"): the
+// test waits, on a watch, for each Lease's renewTime to move past the one it first read. Real:
+// the API server, KWOK's lease controller; nothing is simulated but the kubelets KWOK stands for.
+func TestKWOKRenewsTheLeaseOfEveryFakeNode(t *testing.T) {
+	t.Parallel()
+	e := kubetest.New(t)
+	c := ctx(t)
+	if len(e.Nodes) == 0 {
+		t.Fatal("the cluster records no fake Nodes")
+	}
+	for _, n := range e.Nodes {
+		first, err := e.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(c, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("fake Node %s's Lease: %v", n, err)
+		}
+		if first.Spec.HolderIdentity == nil || *first.Spec.HolderIdentity == "" || first.Spec.RenewTime == nil ||
+			first.Spec.LeaseDurationSeconds == nil || *first.Spec.LeaseDurationSeconds != 40 {
+			t.Fatalf("fake Node %s's Lease: want a holder, a renewTime and a duration of 40 s, got %+v", n, first.Spec)
+		}
+		node, err := e.Client.CoreV1().Nodes().Get(c, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o := first.OwnerReferences; len(o) != 1 || o[0].Kind != "Node" || o[0].UID != node.UID {
+			t.Fatalf("fake Node %s's Lease is owned by %+v; want the Node (uid %s)", n, o, node.UID)
+		}
+		leases := cache.NewListWatchFromClient(e.Client.CoordinationV1().RESTClient(), "leases", corev1.NamespaceNodeLease,
+			fields.OneTermEqualSelector("metadata.name", n))
+		renewed := kubetest.Until(t, long, "fake Node "+n+"'s Lease renewed", leases, func(l *coordinationv1.Lease) bool {
+			return l.Spec.RenewTime != nil && l.Spec.RenewTime.After(first.Spec.RenewTime.Time)
+		})
+		if *renewed.Spec.HolderIdentity != *first.Spec.HolderIdentity {
+			t.Fatalf("fake Node %s's Lease changed hands from %s to %s", n, *first.Spec.HolderIdentity, *renewed.Spec.HolderIdentity)
+		}
+		t.Logf("fake Node %s: Lease held by %s renewed at %s, then at %s", n, *renewed.Spec.HolderIdentity,
+			first.Spec.RenewTime.UTC().Format(time.RFC3339Nano), renewed.Spec.RenewTime.UTC().Format(time.RFC3339Nano))
+	}
+}
+
+// Since the cluster started, the node lifecycle controller has never written a fake Node's
+// status: it does so only to take a Node whose heartbeat (its Lease) stopped for unreachable
+// (Ready Unknown), which makes every Pod on it not Ready in the middle of whatever test waits on
+// them. Read from the audit log, which records every write of the controller's service account
+// (only its lines are decoded: the log of a long-running cluster holds hundreds of megabytes).
+func TestTheNodeLifecycleControllerNeverTookAFakeNodeForUnreachable(t *testing.T) {
+	t.Parallel()
+	e := kubetest.New(t)
+	const controller = "system:serviceaccount:kube-system:node-controller"
+	f, err := os.Open(e.AuditLogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	lines, writes := 0, 0
+	for {
+		line, err := r.ReadBytes('\n')
+		if errors.Is(err, io.EOF) {
+			break // a partial last line is a request still being written
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines++
+		if !bytes.Contains(line, []byte(controller)) {
+			continue
+		}
+		var ev kubetest.AuditEvent
+		if err := json.Unmarshal(line, &ev); err != nil {
+			t.Fatalf("audit log line %d: %v", lines, err)
+		}
+		o := ev.ObjectRef
+		if ev.Stage != "ResponseComplete" || o == nil || o.Resource != "nodes" || o.Subresource != "status" || ev.Actor() != controller {
+			continue
+		}
+		writes++
+		if slices.Contains(e.Nodes, o.Name) {
+			t.Errorf("%s: %s %s nodes/%s/status (the node lifecycle controller took the fake Node for unreachable)",
+				ev.Received.UTC().Format(time.RFC3339), controller, ev.Verb, o.Name)
+		}
+	}
+	t.Logf("read %d audit log lines; the node lifecycle controller wrote a Node's status %d times", lines, writes)
 }

@@ -29,9 +29,13 @@
 //		if got := e.WhoCreated("jobs", e.Namespace, "train").Actor(); got != "system:serviceaccount:"+e.Namespace+":member-x" { ... }
 //	}
 //
-// Wait on watches (Until, WaitForJob, WaitForPod, WaitForEvent, UntilGone) with generous
-// timeouts, never on fixed sleeps: the Job controller, for one, backs off for up to a minute
-// after a refused Pod create.
+// Wait on watches (Until, WaitForJob, WaitForPod, WaitForEvent, UntilGone), or Poll where one
+// watch cannot say what is awaited, with generous timeouts, never on fixed sleeps: the Job
+// controller, for one, backs off for up to a minute after a refused Pod create. Each wait also
+// watches the fake Nodes: when a fake Node's readiness changes during it (or a fake Node is not
+// Ready as it begins), it ends at once with a NodeReadinessChanged naming the Node, the change and
+// the Node's Lease, not after its timeout (docs/testing.md, "What the fake Nodes' readiness
+// depends on").
 //
 // What is real: authentication (static tokens, service-account tokens, TokenRequest,
 // TokenReview), RBAC, impersonation, admission (ResourceQuota, ValidatingAdmissionPolicy with

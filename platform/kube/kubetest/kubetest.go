@@ -77,6 +77,7 @@ type Cluster struct {
 	StartedHere bool
 
 	config *rest.Config
+	nodes  *nodeWatch // the fake Nodes' readiness, which every wait of kubetest watches
 }
 
 // AdminConfig returns a copy of the administrator's rest.Config (group system:masters).
@@ -401,7 +402,16 @@ func attach(dir string) (*Cluster, error) {
 			return nil, fmt.Errorf("node %s is not Ready", n)
 		}
 	}
-	return &Cluster{Dir: dir, Server: s.Server, Kubeconfig: s.Kubeconfig, AuditLogPath: s.AuditLog, Nodes: s.Nodes, config: cfg}, nil
+	watchCS, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// The watch runs for the test binary's life, as the shared cluster does.
+	nodes, err := watchNodes(watchCS, s.Nodes, make(chan struct{}))
+	if err != nil {
+		return nil, err
+	}
+	return &Cluster{Dir: dir, Server: s.Server, Kubeconfig: s.Kubeconfig, AuditLogPath: s.AuditLog, Nodes: s.Nodes, config: cfg, nodes: nodes}, nil
 }
 
 // takeLease records this process (pid and start time) under the state directory's leases/.

@@ -20,12 +20,14 @@ import (
 
 // Until watches the objects lw lists (an informer: the current ones first, then changes) until
 // cond holds for one of them, and returns it. It fails the test after timeout, naming what it
-// waited for and the last object seen. Use generous timeouts: this is a watch, not a sleep.
+// waited for and the last object seen, and at once, naming the Node and the change
+// (NodeReadinessChanged), when a fake Node's readiness changes meanwhile. Use generous timeouts:
+// this is a watch, not a sleep.
 func Until[T runtime.Object](tb testing.TB, timeout time.Duration, what string, lw cache.ListerWatcher, cond func(T) bool) T {
 	tb.Helper()
 	var zero T
 	example := reflect.New(reflect.TypeOf(zero).Elem()).Interface().(runtime.Object)
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := waitContext(timeout)
 	defer cancel()
 	var last T
 	var found T
@@ -41,16 +43,28 @@ func Until[T runtime.Object](tb testing.TB, timeout time.Duration, what string, 
 		}
 		return false, nil
 	})
+	if c := changed(ctx); c != nil {
+		tb.Fatalf("kubetest: stopped waiting for %s: %v; last seen: %s", what, c, describe(last))
+	}
 	if err != nil {
 		tb.Fatalf("kubetest: waited %s for %s: %v; last seen: %s", timeout, what, err, describe(last))
 	}
 	return found
 }
 
-// UntilGone watches until the named object no longer exists, failing the test after timeout.
+// waitContext is the context of one wait: it ends after timeout, or, with a
+// *NodeReadinessChanged as its cause, when a fake Node's readiness changes.
+func waitContext(timeout time.Duration) (context.Context, func()) {
+	ctx, stop := nodes().guard(context.Background())
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	return ctx, func() { cancel(); stop() }
+}
+
+// UntilGone watches until the named object no longer exists, failing the test after timeout,
+// or at once when a fake Node's readiness changes meanwhile (as Until).
 func UntilGone(tb testing.TB, timeout time.Duration, what string, lw cache.ListerWatcher, example runtime.Object, namespace, name string) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := waitContext(timeout)
 	defer cancel()
 	key := name
 	if namespace != "" {
@@ -68,6 +82,9 @@ func UntilGone(tb testing.TB, timeout time.Duration, what string, lw cache.Liste
 		}
 		return false, nil
 	})
+	if c := changed(ctx); c != nil {
+		tb.Fatalf("kubetest: stopped waiting for %s to be gone: %v", what, c)
+	}
 	if err != nil {
 		tb.Fatalf("kubetest: waited %s for %s to be gone: %v", timeout, what, err)
 	}
@@ -82,6 +99,8 @@ func describe(o runtime.Object) string {
 		return fmt.Sprintf("job %s active=%d succeeded=%d failed=%d conditions=%v", v.Name, v.Status.Active, v.Status.Succeeded, v.Status.Failed, v.Status.Conditions)
 	case *corev1.Pod:
 		return fmt.Sprintf("pod %s node=%q phase=%s conditions=%v", v.Name, v.Spec.NodeName, v.Status.Phase, v.Status.Conditions)
+	case *corev1.ResourceQuota:
+		return fmt.Sprintf("resourcequota %s hard=%v used=%v", v.Name, v.Status.Hard, v.Status.Used)
 	case *corev1.Event:
 		return fmt.Sprintf("event %s %s: %s", v.InvolvedObject.Name, v.Reason, v.Message)
 	case *unstructured.Unstructured:

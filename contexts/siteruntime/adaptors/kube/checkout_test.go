@@ -259,15 +259,11 @@ func TestRecoveryAdoptsAnOldGraceHelperCreatedByAnAdministratorAndNothingElse(t 
 
 func waitPodGone(t *testing.T, s *site, name string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		_, err := s.e.Client.CoreV1().Pods(s.ns).Get(testContext(t), name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Pod %s not gone: %v", name, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var last error
+	if err := kubetest.Poll(testContext(t), 100*time.Millisecond, time.Minute, func(ctx context.Context) (bool, error) {
+		_, last = s.e.Client.CoreV1().Pods(s.ns).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(last), nil
+	}); err != nil {
+		t.Fatalf("Pod %s not gone: %v (last get: %v)", name, err, last)
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
@@ -128,7 +127,7 @@ func (s *site) startHealthyIsvc(attempt string) siteprotocol.NativeRef {
 func (s *site) predictorPods(attempt, what string, cond func([]corev1.Pod) bool) []corev1.Pod {
 	s.t.Helper()
 	var pods []corev1.Pod
-	if err := wait.PollUntilContextTimeout(testContext(s.t), 250*time.Millisecond, long, true, func(ctx context.Context) (bool, error) {
+	if err := kubetest.Poll(testContext(s.t), 250*time.Millisecond, long, func(ctx context.Context) (bool, error) {
 		l, err := s.e.Client.CoreV1().Pods(s.ns).List(ctx, listByAttempt(attempt))
 		if err != nil {
 			return false, err
@@ -247,7 +246,7 @@ func TestInferenceReadsFollowThePredictorChainToTheRecordedInferenceService(t *t
 	}
 	gone := func(name string) {
 		t.Helper()
-		if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, long, true, func(ctx context.Context) (bool, error) {
+		if err := kubetest.Poll(ctx, 250*time.Millisecond, long, func(ctx context.Context) (bool, error) {
 			l, err := s.e.Client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{LabelSelector: "forged=" + name})
 			return err == nil && len(l.Items) == 0, nil
 		}); err != nil {
@@ -316,7 +315,7 @@ func TestInferenceReadsRefuseAnInferenceServiceMadeAgainUnderTheRecordedName(t *
 	if err := isvcs.Delete(ctx, ref.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, long, true, func(ctx context.Context) (bool, error) {
+	if err := kubetest.Poll(ctx, 250*time.Millisecond, long, func(ctx context.Context) (bool, error) {
 		_, err := isvcs.Get(ctx, ref.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	}); err != nil {
@@ -372,7 +371,7 @@ func (s *site) holdKServeServiceWrites() {
 	}
 	kserve := s.e.ClientFor(s.e.ImpersonateServiceAccount("kserve", "kserve-controller-manager"))
 	probe := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hold-probe"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
-	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, long, true, func(ctx context.Context) (bool, error) {
+	if err := kubetest.Poll(ctx, 250*time.Millisecond, long, func(ctx context.Context) (bool, error) {
 		_, err := kserve.CoreV1().Services(s.ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err != nil && strings.Contains(err.Error(), "held by the test"), nil
 	}); err != nil {
@@ -431,7 +430,7 @@ func TestProxyRefusesAPredictorServiceThatIsNotKServesForTheRecordedInferenceSer
 	if err := services.Delete(ctx, predictor, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, long, true, func(ctx context.Context) (bool, error) {
+	if err := kubetest.Poll(ctx, 250*time.Millisecond, long, func(ctx context.Context) (bool, error) {
 		_, err := services.Get(ctx, predictor, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	}); err != nil {

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
@@ -226,7 +225,7 @@ func adoptedLegacyInferenceService(t *testing.T, s *site) (*domain.Pending, *uns
 	if rec.UID != string(created.GetUID()) || !strings.Contains(string(rec.Spec), `"serving.kserve.io/deploymentMode":"RawDeployment"`) {
 		t.Fatalf("the record %+v does not keep RawDeployment", rec)
 	}
-	err = wait.PollUntilContextTimeout(testContext(t), 100*time.Millisecond, long, true, func(c context.Context) (bool, error) {
+	err = kubetest.Poll(testContext(t), 100*time.Millisecond, long, func(c context.Context) (bool, error) {
 		u, err := s.e.Dynamic.Resource(kubetest.InferenceServiceResource).Namespace(s.ns).Get(c, created.GetName(), metav1.GetOptions{})
 		if err != nil {
 			return false, err

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"knative.dev/pkg/apis"
 	"sigs.k8s.io/yaml"
 
@@ -354,7 +353,7 @@ func TestAQuotaRefusingThePredictorPodIsQueuedAndHealthyOnceRaised(t *testing.T)
 	// new status (until then PredictorReady is Unknown, NewReplicaSetCreated):
 	// wait for KServe, and never see it Ready meanwhile.
 	var c *apis.Condition
-	err := wait.PollUntilContextTimeout(testContext(t), 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := kubetest.Poll(testContext(t), 250*time.Millisecond, time.Minute, func(ctx context.Context) (bool, error) {
 		u, err := s.e.Dynamic.Resource(kubetest.InferenceServiceResource).Namespace(s.ns).Get(ctx, domain.AttemptObjectName(attempt, ""), metav1.GetOptions{})
 		if err != nil {
 			return false, err

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
@@ -218,7 +217,7 @@ func TestReadLogsOfAnApplicationFollowsPodReplicaSetDeploymentByUID(t *testing.T
 	if err := s.e.Client.AppsV1().ReplicaSets(s.ns).Delete(ctx, rs.Name, metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, long, true, func(ctx context.Context) (bool, error) {
+	if err := kubetest.Poll(ctx, 250*time.Millisecond, long, func(ctx context.Context) (bool, error) {
 		l, err := s.e.Client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{LabelSelector: "forged=yes"})
 		return err == nil && len(l.Items) == 0, nil
 	}); err != nil {

@@ -12,7 +12,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -378,12 +377,12 @@ func (s *site) waitPodRan(attempt string) *corev1.Pod {
 func (s *site) observeUntil(attempt, what string, cond func(siteprotocol.Result) bool) siteprotocol.Result {
 	s.t.Helper()
 	var last siteprotocol.Result
-	err := wait.PollUntilContextTimeout(testContext(s.t), 250*time.Millisecond, long, true, func(context.Context) (bool, error) {
+	err := kubetest.Poll(testContext(s.t), 250*time.Millisecond, long, func(context.Context) (bool, error) {
 		last = s.simple(siteprotocol.OpObserve, attempt)
 		return cond(last), nil
 	})
 	if err != nil {
-		s.t.Fatalf("observe %s: never %s; last %s/%s %s", attempt, what, last.Outcome, last.Reason, last.Detail)
+		s.t.Fatalf("observe %s: never %s: %v; last %s/%s %s", attempt, what, err, last.Outcome, last.Reason, last.Detail)
 	}
 	return last
 }

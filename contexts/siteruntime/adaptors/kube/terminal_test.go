@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
@@ -41,7 +40,7 @@ func TestAJobRemovedByATTLOfZeroRightAfterItSucceededIsObservedSucceededSayingIt
 	// started_at is the Job's status.startTime, which the Job controller
 	// writes in a status update of its own: on a loaded machine the Pod can
 	// run before that write lands, so wait for it, as observe reports it.
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, long, true, func(ctx context.Context) (bool, error) {
+	if err := kubetest.Poll(ctx, 100*time.Millisecond, long, func(ctx context.Context) (bool, error) {
 		j, err := s.e.Client.BatchV1().Jobs(s.ns).Get(ctx, job.Name, metav1.GetOptions{})
 		return err == nil && j.Status.StartTime != nil, nil
 	}); err != nil {
@@ -51,7 +50,7 @@ func TestAJobRemovedByATTLOfZeroRightAfterItSucceededIsObservedSucceededSayingIt
 	if running.State != siteprotocol.StateRunning || running.StartedAt == "" {
 		t.Fatalf("while its Pod runs: %+v", running)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, long, true, func(ctx context.Context) (bool, error) {
+	err := kubetest.Poll(ctx, 250*time.Millisecond, long, func(ctx context.Context) (bool, error) {
 		_, err := s.e.Client.BatchV1().Jobs(s.ns).Get(ctx, job.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
@@ -83,7 +82,7 @@ func TestAJobRemovedBeforeAnyTerminalStateWasSeenStaysNativeMissing(t *testing.T
 	if _, err := s.e.Client.BatchV1().Jobs(s.ns).Patch(ctx, job.Name, types.MergePatchType, []byte(`{"spec":{"ttlSecondsAfterFinished":0}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, long, true, func(ctx context.Context) (bool, error) {
+	if err := kubetest.Poll(ctx, 250*time.Millisecond, long, func(ctx context.Context) (bool, error) {
 		_, err := s.e.Client.BatchV1().Jobs(s.ns).Get(ctx, job.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	}); err != nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -191,6 +192,10 @@ func healthy(ctx context.Context, dir string) (State, error) {
 	if err := readyz(ctx, cs); err != nil {
 		return s, err
 	}
+	// The Leases first: a stale one is the cause of a Node that is not Ready, and says so.
+	if err := nodeLeasesFresh(ctx, cs, s.Nodes, time.Now()); err != nil {
+		return s, err
+	}
 	if err := nodesReady(ctx, cs, s.Nodes); err != nil {
 		return s, err
 	}
@@ -236,6 +241,40 @@ func nodesReady(ctx context.Context, cs kubernetes.Interface, names []string) er
 		}
 		if !ready {
 			return fmt.Errorf("node %s is not Ready", n)
+		}
+	}
+	return nil
+}
+
+// nodeLeaseDuration is the duration KWOK writes on its fake Nodes' Leases in kube-node-lease
+// (--node-lease-duration-seconds, the kubelet's default); KWOK renews each Lease every quarter of
+// it (README.md, "Fake Nodes and their Leases").
+const nodeLeaseDuration = 40 * time.Second
+
+// nodeLeasesFresh checks that each named Node has a Lease in kube-node-lease renewed within its
+// leaseDurationSeconds of now. Its error names the first Node whose Lease is missing, incomplete
+// or older than its duration: the node lifecycle controller takes such a Node for unreachable
+// once its grace period passes, and marks every Pod on it not Ready.
+func nodeLeasesFresh(ctx context.Context, cs kubernetes.Interface, names []string, now time.Time) error {
+	for _, n := range names {
+		l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, n, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("node %s has no Lease %s/%s: nothing renews its heartbeat", n, corev1.NamespaceNodeLease, n)
+		}
+		if err != nil {
+			return fmt.Errorf("node %s's Lease: %w", n, err)
+		}
+		if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+			return fmt.Errorf("node %s's Lease %s/%s has no renewTime or leaseDurationSeconds", n, corev1.NamespaceNodeLease, n)
+		}
+		dur := time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+		if age := now.Sub(l.Spec.RenewTime.Time); age > dur {
+			holder := ""
+			if l.Spec.HolderIdentity != nil {
+				holder = " by " + *l.Spec.HolderIdentity
+			}
+			return fmt.Errorf("node %s's Lease %s/%s was last renewed%s at %s, %s ago, longer than its duration %s",
+				n, corev1.NamespaceNodeLease, n, holder, l.Spec.RenewTime.UTC().Format(time.RFC3339), age.Round(time.Second), dur)
 		}
 	}
 	return nil
@@ -540,11 +579,9 @@ func up(o upOptions) error {
 		"--use-service-account-credentials=true",
 		"--service-cluster-ip-range="+serviceCIDR,
 		"--controllers=*",
-		// KWOK renews its fake Nodes' leases; on a loaded two-core machine it
-		// has missed the default 50 s, and the node lifecycle controller then
-		// marked every Pod on the Node not Ready in the middle of a test. No
-		// test exercises a Node that stops reporting (docs/testing.md).
-		"--node-monitor-grace-period=5m",
+		// The node lifecycle controller keeps its default grace period (50 s): the
+		// fake Nodes' Leases are renewed every 10 s by KWOK, the real node's by its
+		// kubelet, so only a Node that really stops is taken for unreachable.
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--v=1",
@@ -564,6 +601,12 @@ func up(o upOptions) error {
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 		"--server-address="+kwokAddr,
 		"--cidr="+podCIDR,
+		// A Lease per fake Node in kube-node-lease, renewed every quarter of its
+		// duration, as a kubelet does. KWOK's own default is 0: no Lease at all, and
+		// its default Node heartbeat then updates a Node's status only every 10 to 20
+		// minutes, so the node lifecycle controller took every fake Node for
+		// unreachable once per grace period (README.md, "Fake Nodes and their Leases").
+		"--node-lease-duration-seconds="+strconv.Itoa(int(nodeLeaseDuration/time.Second)),
 		"--config="+o.kwokStages,
 	); err != nil {
 		return err
@@ -601,12 +644,15 @@ func up(o upOptions) error {
 	}
 
 	all := []string{"etcd", "apiserver", "controller-manager", "scheduler", "kwok", "provisioner", kserveComponent}
-	if err := waitFor(ctx, "fake Nodes Ready (KWOK)", dir, all, func(ctx context.Context) error {
+	if err := waitFor(ctx, "fake Nodes Ready with their Leases renewed (KWOK)", dir, all, func(ctx context.Context) error {
+		if err := nodeLeasesFresh(ctx, cs, nodes, time.Now()); err != nil {
+			return err
+		}
 		return nodesReady(ctx, cs, nodes)
 	}); err != nil {
 		return err
 	}
-	step("fake Nodes Ready")
+	step("fake Nodes Ready, their Leases renewed")
 	realNode, err := startRealNode(ctx, dir, server, cs, o.realNode)
 	if err != nil {
 		return fmt.Errorf("real node: %w", err)

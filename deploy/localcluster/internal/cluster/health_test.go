@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,16 +10,21 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // fakeCluster is a state directory whose components are one live process of this directory
 // (a sleep whose command line names it) and whose API server and KServe health probe are an
 // HTTP server answering /readyz with "ok" from the readyAfter-th call on (0: never), with one
-// Ready Node n0 and KServe's /kserve/readyz always ok. It returns the directory and the count of /readyz calls the API server had.
-func fakeCluster(t *testing.T, readyAfter int64) (string, *atomic.Int64) {
+// Ready Node n0 whose Lease is lease() (nil: none) and KServe's /kserve/readyz always ok. It
+// returns the directory and the count of /readyz calls the API server had.
+func fakeCluster(t *testing.T, readyAfter int64, lease func() *coordinationv1.Lease) (string, *atomic.Int64) {
 	t.Helper()
 	dir := t.TempDir()
 	var calls atomic.Int64
@@ -35,6 +41,17 @@ func fakeCluster(t *testing.T, readyAfter int64) (string, *atomic.Int64) {
 		case "/api/v1/nodes/n0":
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprint(w, `{"kind":"Node","apiVersion":"v1","metadata":{"name":"n0"},"status":{"conditions":[{"type":"Ready","status":"True"}]}}`)
+		case "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n0":
+			l := lease()
+			if l == nil {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusNotFound)
+				fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,"message":"leases.coordination.k8s.io \"n0\" not found"}`)
+				return
+			}
+			l.TypeMeta = metav1.TypeMeta{Kind: "Lease", APIVersion: "coordination.k8s.io/v1"}
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(l)
 		default:
 			http.NotFound(w, r)
 		}
@@ -74,7 +91,7 @@ func fakeCluster(t *testing.T, readyAfter int64) (string, *atomic.Int64) {
 // load) is checked again until it passes, not restarted: up reuses it, and the test binaries
 // using its API server keep it. Real: the health checks over HTTP; the cluster is an HTTP server.
 func TestARunningClusterThatFailsAHealthCheckIsCheckedAgainNotRestarted(t *testing.T) {
-	dir, calls := fakeCluster(t, 3)
+	dir, calls := fakeCluster(t, 3, freshLease)
 	if _, err := healthyOrWait(dir, time.Minute); err != nil {
 		t.Fatalf("a running cluster healthy at the third check: %v", err)
 	}
@@ -86,7 +103,7 @@ func TestARunningClusterThatFailsAHealthCheckIsCheckedAgainNotRestarted(t *testi
 // A running cluster that stays unhealthy through the grace period is reported unhealthy with the
 // last check's error, after more than one check (up then restarts it).
 func TestARunningClusterThatStaysUnhealthyIsReportedAfterTheGrace(t *testing.T) {
-	dir, calls := fakeCluster(t, 0)
+	dir, calls := fakeCluster(t, 0, freshLease)
 	_, err := healthyOrWait(dir, 2500*time.Millisecond)
 	if err == nil {
 		t.Fatal("an API server that never answers ok was taken for healthy")
@@ -99,7 +116,7 @@ func TestARunningClusterThatStaysUnhealthyIsReportedAfterTheGrace(t *testing.T) 
 // A cluster whose component has exited is reported at once, without a second check: there is
 // nothing to wait for.
 func TestAClusterWithAnExitedComponentIsReportedAtOnce(t *testing.T) {
-	dir, calls := fakeCluster(t, 0)
+	dir, calls := fakeCluster(t, 0, freshLease)
 	if err := os.WriteFile(pidFile(dir, "apiserver"), []byte("0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -108,5 +125,55 @@ func TestAClusterWithAnExitedComponentIsReportedAtOnce(t *testing.T) {
 	}
 	if n := calls.Load(); n != 0 {
 		t.Fatalf("/readyz was called %d times; want none (a component is not running)", n)
+	}
+}
+
+// leaseRenewed is a Lease of n0 held by KWOK, last renewed at renewed, of duration 40 s.
+func leaseRenewed(renewed time.Time) *coordinationv1.Lease {
+	holder, secs := "kwok-controller", int32(40)
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "n0", Namespace: "kube-node-lease"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs,
+			RenewTime: &metav1.MicroTime{Time: renewed}},
+	}
+}
+
+// freshLease is n0's Lease renewed a second before the request.
+func freshLease() *coordinationv1.Lease { return leaseRenewed(time.Now().Add(-time.Second)) }
+
+// The health check (make cluster-status, and up's check of a running cluster) fails, naming the
+// Node, when a fake Node has no Lease or its Lease was last renewed longer ago than its duration:
+// nothing renews the Node's heartbeat, and the node lifecycle controller will take it for
+// unreachable. A fresh Lease passes. Real: the health check over HTTP; the API server is an HTTP
+// server answering the Node and its Lease.
+func TestTheHealthCheckFailsNamingAFakeNodeWhoseLeaseIsMissingOrStale(t *testing.T) {
+	stale := time.Now().Add(-2 * time.Minute)
+	cases := map[string]struct {
+		lease func() *coordinationv1.Lease
+		want  []string
+	}{
+		"missing": {func() *coordinationv1.Lease { return nil }, []string{"node n0 has no Lease kube-node-lease/n0"}},
+		"stale": {func() *coordinationv1.Lease { return leaseRenewed(stale) },
+			[]string{"node n0's Lease kube-node-lease/n0 was last renewed by kwok-controller at " + stale.UTC().Format(time.RFC3339), "longer than its duration 40s"}},
+		"no renewTime": {func() *coordinationv1.Lease { l := freshLease(); l.Spec.RenewTime = nil; return l },
+			[]string{"node n0's Lease kube-node-lease/n0 has no renewTime"}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir, _ := fakeCluster(t, 1, c.lease)
+			_, err := healthy(context.Background(), dir)
+			if err == nil {
+				t.Fatal("taken for healthy")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Fatalf("%q does not say %q", err, w)
+				}
+			}
+		})
+	}
+	dir, _ := fakeCluster(t, 1, freshLease)
+	if _, err := healthy(context.Background(), dir); err != nil {
+		t.Fatalf("a cluster whose Node's Lease is fresh: %v", err)
 	}
 }
