@@ -26,15 +26,19 @@ import (
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/database"
+	"github.com/pharos-metallo/metallo/platform/environments"
 )
 
 // ProvisioningRole is the provisioning role: the resource_provisioning
 // context on its own database (--provisioning-database-url; the embedded
 // default SQLite file ./var/provisioning.sqlite when empty). It needs
 // --waldur-instance, the Waldur instance URL (absolute https or http) whose
-// Project bindings resolve allocations.
+// Project bindings resolve allocations, and reads each environment's Site
+// from environments.yaml (--environments-file, shared with the execution
+// role); the removed --environment-site is refused naming that file.
 func ProvisioningRole() Role {
 	cfg := resourceprovisioning.Config{}
+	var environmentSite *config.Removed
 	return centralDatabase(Role{
 		Name:    "provisioning",
 		Context: resourceprovisioning.Name,
@@ -45,10 +49,12 @@ func ProvisioningRole() Role {
 			fs.StringVar(&cfg.WaldurInstance, "waldur-instance", "", "the Waldur instance URL (e.g. https://waldur.example.org) whose Project bindings in Beto events resolve allocations; required to serve")
 			fs.DurationVar(&cfg.Freshness, "allocation-freshness", 15*time.Minute, "an allocation whose last report was received longer ago reads as not ready (pending, stale)")
 			fs.DurationVar(&cfg.ReportClockSkew, "report-clock-skew", 5*time.Minute, "a report whose observed_at lies further than this beyond the server clock is refused (422), so an agent's clock glitch cannot lock an allocation")
-			fs.StringToStringVar(&cfg.Environments, resourceprovisioning.EnvironmentSiteFlag, nil, "each execution environment's Site, <environment>=<site> (repeat, or comma-separate): a Party's site binding names an environment, an agent reports for its Site; only a Site's own environments are visible to its agent's account reports and lookups")
+			environmentSite = config.RemovedFlag(fs, EnvironmentSiteFlag,
+				"each environment's Site is read from environments.yaml (--"+environments.Flag+", "+config.EnvName(environments.Flag)+"), the file the execution role reads; "+
+					"give this role that file and move each <environment>=<site> to its entry's site (docs/operations.md#upgrades)")
 		},
 		Preflight: func(log *zap.Logger) error {
-			if err := cfg.Validate(); err != nil {
+			if err := errors.Join(environmentSite.Err(), cfg.Validate()); err != nil {
 				return err
 			}
 			resourceprovisioning.Database().Describe(log, cfg.DatabaseSettings())
@@ -62,6 +68,10 @@ func ProvisioningRole() Role {
 		OpenAPI: func(api huma.API) { httpapi.New(nil, nil).Register(api) },
 	}, resourceprovisioning.Database(), func() database.Settings { return cfg.DatabaseSettings() })
 }
+
+// EnvironmentSiteFlag is the provisioning role's flag removed by the one
+// environments file: a start that still gives it is refused.
+const EnvironmentSiteFlag = "environment-site"
 
 // newProvisioningCommand is `metallo provisioning …`, the operator commands
 // of the provisioning role.
