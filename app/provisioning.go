@@ -26,7 +26,6 @@ import (
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/database"
-	"github.com/pharos-metallo/metallo/platform/environments"
 )
 
 // ProvisioningRole is the provisioning role: the resource_provisioning
@@ -35,10 +34,9 @@ import (
 // --waldur-instance, the Waldur instance URL (absolute https or http) whose
 // Project bindings resolve allocations, and reads each environment's Site
 // from environments.yaml (--environments-file, shared with the execution
-// role); the removed --environment-site is refused naming that file.
+// role; serve refuses the removed --environment-site naming that file).
 func ProvisioningRole() Role {
 	cfg := resourceprovisioning.Config{}
-	var environmentSite *config.Removed
 	return centralDatabase(Role{
 		Name:    "provisioning",
 		Context: resourceprovisioning.Name,
@@ -49,12 +47,9 @@ func ProvisioningRole() Role {
 			fs.StringVar(&cfg.WaldurInstance, "waldur-instance", "", "the Waldur instance URL (e.g. https://waldur.example.org) whose Project bindings in Beto events resolve allocations; required to serve")
 			fs.DurationVar(&cfg.Freshness, "allocation-freshness", 15*time.Minute, "an allocation whose last report was received longer ago reads as not ready (pending, stale)")
 			fs.DurationVar(&cfg.ReportClockSkew, "report-clock-skew", 5*time.Minute, "a report whose observed_at lies further than this beyond the server clock is refused (422), so an agent's clock glitch cannot lock an allocation")
-			environmentSite = config.RemovedFlag(fs, EnvironmentSiteFlag,
-				"each environment's Site is read from environments.yaml (--"+environments.Flag+", "+config.EnvName(environments.Flag)+"), the file the execution role reads; "+
-					"give this role that file and move each <environment>=<site> to its entry's site (docs/operations.md#upgrades)")
 		},
 		Preflight: func(log *zap.Logger) error {
-			if err := errors.Join(environmentSite.Err(), cfg.Validate()); err != nil {
+			if err := cfg.Validate(); err != nil {
 				return err
 			}
 			resourceprovisioning.Database().Describe(log, cfg.DatabaseSettings())
@@ -68,10 +63,6 @@ func ProvisioningRole() Role {
 		OpenAPI: func(api huma.API) { httpapi.New(nil, nil).Register(api) },
 	}, resourceprovisioning.Database(), func() database.Settings { return cfg.DatabaseSettings() })
 }
-
-// EnvironmentSiteFlag is the provisioning role's flag removed by the one
-// environments file: a start that still gives it is refused.
-const EnvironmentSiteFlag = "environment-site"
 
 // newProvisioningCommand is `metallo provisioning …`, the operator commands
 // of the provisioning role.

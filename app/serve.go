@@ -21,9 +21,10 @@ import (
 func newServeCommand(env Env) *cobra.Command {
 	roles := env.Roles()
 	var (
-		roleNames []string
-		common    Common
-		logs      logFlags
+		roleNames       []string
+		common          Common
+		logs            logFlags
+		environmentSite *config.Removed
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --role ROLE[,ROLE]",
@@ -45,7 +46,7 @@ The runtime role runs alone. Every flag has a METALLO_* environment equivalent
 			if err != nil {
 				return errors.Join(append(faults, err)...)
 			}
-			faults = append(faults, refuseForeignFlags(cmd, roles, selected))
+			faults = append(faults, environmentSite.Err(), refuseForeignFlags(cmd, roles, selected))
 			if common.BodyReadTimeout <= 0 {
 				faults = append(faults, config.Invalid("body-read-timeout", common.BodyReadTimeout.String(), errors.New("must be a positive duration, e.g. 10s")))
 			}
@@ -91,6 +92,11 @@ The runtime role runs alone. Every flag has a METALLO_* environment equivalent
 	fs.DurationVar(&common.BodyReadTimeout, "body-read-timeout", httpserver.DefaultBodyReadTimeout, "how long a request body may take to arrive after its headers, on every route of the public API (central roles); later is 408")
 	fs.DurationVar(&common.StartTimeout, "start-timeout", 60*time.Second, "bound on start-up")
 	fs.DurationVar(&common.StopTimeout, "stop-timeout", 30*time.Second, "bound on graceful shutdown")
+	// The provisioning role's --environment-site is gone: environments.yaml is
+	// the one description of an environment (docs/operations.md#upgrades).
+	environmentSite = config.RemovedFlag(fs, EnvironmentSiteFlag,
+		"each environment's Site is read from environments.yaml (--"+environments.Flag+", "+config.EnvName(environments.Flag)+"), the file the execution role reads; "+
+			"give the provisioning role that file and move each <environment>=<site> to its entry's site (docs/operations.md#upgrades)")
 	logs.register(fs)
 	for _, r := range roles {
 		if r.Flags != nil {
@@ -99,6 +105,11 @@ The runtime role runs alone. Every flag has a METALLO_* environment equivalent
 	}
 	return cmd
 }
+
+// EnvironmentSiteFlag is the provisioning role's flag removed by the one
+// environments file: serve refuses a start that still gives it, whatever
+// the roles.
+const EnvironmentSiteFlag = "environment-site"
 
 // checkListeners applies the listener rule of the central roles
 // (docs/operations.md#tls): the TLS pair is both flags or neither and

@@ -52,15 +52,16 @@ func TestServeNamesEveryFaultyFlagOfEveryContextAtOnce(t *testing.T) {
 	}
 }
 
-// The removed --environment-site is refused naming environments.yaml, beside the role's other
-// faults (the real binary's refusal: TestAStartWithEnvironmentSiteIsRefusedNamingTheEnvironmentsFile).
+// The removed --environment-site is refused naming environments.yaml, whatever the roles, beside
+// the other faults (the real binary's refusal: TestAStartWithEnvironmentSiteIsRefusedNamingTheEnvironmentsFile).
 func TestServeRefusesTheRemovedEnvironmentSiteWithTheOtherFaults(t *testing.T) {
-	var stderr bytes.Buffer
-	code := Main(t.Context(), []string{"serve", "--role", "provisioning", "--environment-site", "alpha-k8s=alpha", "--log-level", "error"},
-		Env{Stdout: &bytes.Buffer{}, Stderr: &stderr})
-	out := stderr.String()
-	if code == 0 || !strings.Contains(out, "--environment-site (METALLO_ENVIRONMENT_SITE)") || !strings.Contains(out, "--environments-file") ||
-		!strings.Contains(out, "--waldur-instance (METALLO_WALDUR_INSTANCE)") {
-		t.Fatalf("code %d:\n%s", code, out)
+	for role, other := range map[string]string{"provisioning": "--waldur-instance (METALLO_WALDUR_INSTANCE)", "execution": "--resource-owner (METALLO_RESOURCE_OWNER)"} {
+		var stderr bytes.Buffer
+		code := Main(t.Context(), []string{"serve", "--role", role, "--environment-site", "alpha-k8s=alpha", "--log-level", "error"},
+			Env{Stdout: &bytes.Buffer{}, Stderr: &stderr})
+		out := stderr.String()
+		if code == 0 || !strings.Contains(out, "--environment-site (METALLO_ENVIRONMENT_SITE)") || !strings.Contains(out, "--environments-file") || !strings.Contains(out, other) {
+			t.Errorf("%s: code %d:\n%s", role, code, out)
+		}
 	}
 }

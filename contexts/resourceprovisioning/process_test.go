@@ -162,7 +162,7 @@ func writeEnvironments(t testing.TB, dir string, ids ...string) {
 	}
 	body := "environments:\n"
 	for i, id := range ids {
-		body += fmt.Sprintf("  - {id: %s, site: alpha, authority: 'https://metallo.example.org', auth: {key_sha256: %064x}}\n", id, i+1)
+		body += fmt.Sprintf("  - {id: %s, site: alpha, authority: 'https://metallo.example.org', auth: {key_sha256: '%064x'}}\n", id, i+1)
 	}
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
