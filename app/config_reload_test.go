@@ -156,7 +156,7 @@ func TestAReloadedKeysFileRefusesARemovedKeyFromTheNextRequest(t *testing.T) {
 	// entry) is refused whole: the keys in use stay, the removed key stays refused.
 	execEntry := auth.KeyEntry{Principal: "service:execution", SHA256: auth.HashKey(files.ServiceKey)}
 	replaceFile(t, files.KeysFile, keysYAML(t, betoEntry, execEntry)+"  - principal: nobody\n    sha256: "+strings.Repeat("a", 64)+"\n")
-	refused, mark := p.waitLog(t, mark, refusedLine, "keys")
+	refused, _ := p.waitLog(t, mark, refusedLine, "keys")
 	if !strings.Contains(refused.Error, "keys[2]") {
 		t.Errorf("the refusal does not name the entry: %q", refused.Error)
 	}
@@ -195,7 +195,9 @@ func TestAReloadedKeysFileRefusesARemovedKeyFromTheNextRequest(t *testing.T) {
 	executiontest.Want(t, c.Call(t, http.MethodGet, "/site/v1/streams/beta-k8s", betaKey, install, nil), http.StatusUnauthorized, siteprotocol.ProblemUnauthenticated)
 	executiontest.Want(t, c.Call(t, http.MethodGet, "/site/v1/streams/alpha-k8s", files.EnvironmentKeys["alpha-k8s"], install, nil), http.StatusOK, "")
 	r := <-pulled
-	if !(r.Status == http.StatusNotFound && r.Reason() == siteprotocol.ProblemUnknownEnvironment) && !(r.Status == http.StatusUnauthorized && r.Reason() == siteprotocol.ProblemUnauthenticated) {
+	ended := r.Status == http.StatusNotFound && r.Reason() == siteprotocol.ProblemUnknownEnvironment
+	refusedLater := r.Status == http.StatusUnauthorized && r.Reason() == siteprotocol.ProblemUnauthenticated
+	if !ended && !refusedLater {
 		t.Fatalf("the pull of the removed environment answered %s", r)
 	}
 }
