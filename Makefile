@@ -13,7 +13,7 @@ BIN := bin/metallo
 # ROLES: roles with an OpenAPI document; SERVE_ROLES: what `make run` serves in one process.
 ROLES := provisioning execution
 SERVE_ROLES := provisioning,execution
-SERVE_FLAGS := --waldur-instance https://waldur.example.org --environment-site alpha-k8s=alpha --resource-owner in-process --environments-file var/environments.yaml
+SERVE_FLAGS := --waldur-instance https://waldur.example.org --resource-owner in-process --environments-file var/environments.yaml
 DEV_PRINCIPALS := site:alpha service:beto service:execution
 REQUIRED_LANES := $(shell paste -sd, .ci/lanes)
 
@@ -33,7 +33,7 @@ run: build
 	fi
 	@if [ ! -f var/environments.yaml ]; then \
 	  out=$$($(BIN) keys new --principal environment:alpha-k8s); \
-	  printf 'environments:\n  - id: alpha-k8s\n    site: alpha\n    authority: http://127.0.0.1:8080\n    auth:\n      key_sha256: %s\n' "$$(echo "$$out" | sed -n 's/.*sha256: //p')" > var/environments.yaml; \
+	  printf 'environments:\n  - id: alpha-k8s\n    site: alpha\n    authority: http://127.0.0.1:8080\n    backend: kubernetes\n    auth:\n      key_sha256: %s\n' "$$(echo "$$out" | sed -n 's/.*sha256: //p')" > var/environments.yaml; \
 	  echo "$$out" | sed -n 's/^key: /environment:alpha-k8s /p' >> var/dev-keys.txt; \
 	  echo "wrote var/environments.yaml (environment alpha-k8s at site alpha); its Runtime key is in var/dev-keys.txt"; \
 	fi
@@ -64,7 +64,7 @@ FUZZ_TARGETS := platform/ijson:FuzzCheck \
 	contexts/resourceprovisioning/adaptors/httpapi:FuzzAccountsBody \
 	contexts/resourceprovisioning/adaptors/waldur:FuzzMapping \
 	contexts/executionports:FuzzExecutionBodies \
-	contexts/executionports/adaptors/environments:FuzzParse platform/auth:FuzzParseKeys
+	platform/environments:FuzzParse platform/auth:FuzzParseKeys
 # FUZZ_TARGETS_TEST: the targets of make test's short pass (all by default).
 FUZZ_TARGETS_TEST ?= $(FUZZ_TARGETS)
 FUZZTIME ?= 60s

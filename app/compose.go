@@ -10,6 +10,7 @@ import (
 	"github.com/pharos-metallo/metallo/platform/admin"
 	"github.com/pharos-metallo/metallo/platform/auth"
 	"github.com/pharos-metallo/metallo/platform/clock"
+	"github.com/pharos-metallo/metallo/platform/environments"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
 	"github.com/pharos-metallo/metallo/platform/logging"
 	"github.com/pharos-metallo/metallo/platform/servingtls"
@@ -26,6 +27,9 @@ type Common struct {
 	AdminProfiling bool
 	// KeysFile is the path of keys.yaml (central roles).
 	KeysFile string
+	// EnvironmentsFile is the path of environments.yaml (central roles:
+	// both read it; docs/architecture.md#configuration-files).
+	EnvironmentsFile string
 	// Migrate applies pending migrations at start.
 	Migrate bool
 	// BodyReadTimeout is the read deadline of every request body on the
@@ -41,8 +45,9 @@ type Common struct {
 
 // Compose returns the Fx options of a process serving roles (already
 // validated by RoleSet.Select): the platform modules the roles need, then
-// each role's context module. Central roles share one public API and one
-// keys file; the runtime role gets neither.
+// each role's context module. Central roles share one public API, one keys
+// file and one environments file, each watched and reloaded while the
+// process runs; the runtime role gets none of them.
 func Compose(roles []Role, c Common, log *zap.Logger) fx.Option {
 	opts := []fx.Option{
 		logging.Module(log),
@@ -53,6 +58,7 @@ func Compose(roles []Role, c Common, log *zap.Logger) fx.Option {
 		opts = append(opts,
 			servingtls.Module(c.TLS),
 			auth.Module(c.KeysFile),
+			environments.Module(c.EnvironmentsFile),
 			httpserver.Module(httpserver.Config{Listen: c.Listen, Title: Title(roles), BodyReadTimeout: c.BodyReadTimeout}),
 		)
 	}

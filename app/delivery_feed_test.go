@@ -84,14 +84,13 @@ func TestDeliveryFollowsTheChangeFeedInProcess(t *testing.T) {
 			}
 			clk := clock.NewManual(time.Date(2026, 8, 20, 10, 30, 0, 0, time.UTC))
 			roles := []Role{
-				configured(t, ProvisioningRole(), "--provisioning-database-url", "sqlite:"+filepath.Join(dir, "provisioning.sqlite"), "--waldur-instance", waldurInstance,
-					"--environment-site", "alpha-k8s=alpha"),
-				configured(t, ExecutionRole(), "--execution-database-url", dbURL, "--environments-file", files.EnvironmentsFile, "--resource-owner", "in-process",
+				configured(t, ProvisioningRole(), "--provisioning-database-url", "sqlite:"+filepath.Join(dir, "provisioning.sqlite"), "--waldur-instance", waldurInstance),
+				configured(t, ExecutionRole(), "--execution-database-url", dbURL, "--resource-owner", "in-process",
 					"--binding-delivery-interval", "1h", "--binding-feed-interval", "50ms"),
 			}
 			var srv *httpserver.Server
 			app := fxtest.New(t,
-				Compose(roles, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, Migrate: true}, zaptest.NewLogger(t)),
+				Compose(roles, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, EnvironmentsFile: files.EnvironmentsFile, Migrate: true}, zaptest.NewLogger(t)),
 				fx.Decorate(func(clock.Clock) clock.Clock { return clk }),
 				fx.Populate(&srv),
 			)
@@ -110,9 +109,8 @@ func TestDeliveryFollowsTheChangeFeedOverHTTP(t *testing.T) {
 	clk := clock.NewManual(time.Date(2026, 8, 20, 10, 30, 0, 0, time.UTC))
 	var provSrv *httpserver.Server
 	prov := fxtest.New(t,
-		Compose([]Role{configured(t, ProvisioningRole(), "--provisioning-database-url", "sqlite:"+filepath.Join(dir, "provisioning.sqlite"), "--waldur-instance", waldurInstance,
-			"--environment-site", "alpha-k8s=alpha")},
-			Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, Migrate: true}, zaptest.NewLogger(t)),
+		Compose([]Role{configured(t, ProvisioningRole(), "--provisioning-database-url", "sqlite:"+filepath.Join(dir, "provisioning.sqlite"), "--waldur-instance", waldurInstance)},
+			Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, EnvironmentsFile: files.EnvironmentsFile, Migrate: true}, zaptest.NewLogger(t)),
 		fx.Decorate(func(clock.Clock) clock.Clock { return clk }),
 		fx.Populate(&provSrv),
 	)
@@ -123,10 +121,10 @@ func TestDeliveryFollowsTheChangeFeedOverHTTP(t *testing.T) {
 	dbtest.Must(t, os.WriteFile(keyFile, []byte(files.ServiceKey+"\n"), 0o600))
 	var execSrv *httpserver.Server
 	exec := fxtest.New(t,
-		Compose([]Role{configured(t, ExecutionRole(), "--execution-database-url", "sqlite:"+filepath.Join(dir, "execution.sqlite"), "--environments-file", files.EnvironmentsFile,
+		Compose([]Role{configured(t, ExecutionRole(), "--execution-database-url", "sqlite:"+filepath.Join(dir, "execution.sqlite"),
 			"--resource-owner", "http", "--provisioning-url", provBase, "--provisioning-key-file", keyFile,
 			"--binding-delivery-interval", "1h", "--binding-feed-interval", "50ms")},
-			Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, Migrate: true}, zaptest.NewLogger(t)),
+			Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, EnvironmentsFile: files.EnvironmentsFile, Migrate: true}, zaptest.NewLogger(t)),
 		fx.Populate(&execSrv),
 	)
 	exec.RequireStart()

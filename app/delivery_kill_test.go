@@ -93,7 +93,7 @@ func TestDeliveryUnderKillsAppendsEveryBindingRevisionOnceInOrder(t *testing.T) 
 	files := executiontest.WriteFiles(t, dir, []executiontest.Environment{{ID: "alpha-k8s", Site: "alpha", Authority: "https://metallo.example.org"}},
 		"site:alpha", "service:beto")
 	clk := clock.NewManual(time.Date(2026, 8, 20, 10, 30, 0, 0, time.UTC))
-	prov := startProvisioningOwner(t, dir, files, clk, "--environment-site", "alpha-k8s=alpha")
+	prov := startProvisioningOwner(t, dir, files, clk)
 	defer prov.app.RequireStop()
 	provSrv, keyFile := prov.srv, prov.keyFile
 	provC := executiontest.Client{Base: "http://" + provSrv.Addr()}

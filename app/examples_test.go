@@ -200,12 +200,12 @@ func checkExamples(t *testing.T, engine string) map[string]json.RawMessage {
 	// Binding delivery is slowed to a day so that nothing but the examples
 	// appends to the stream (its first reconcile finds no binding).
 	roles := []Role{
-		configured(t, ProvisioningRole(), "--provisioning-database-url", provURL, "--waldur-instance", waldurInstance, "--environment-site", "alpha-k8s=alpha"),
-		configured(t, ExecutionRole(), "--execution-database-url", execURL, "--environments-file", files.EnvironmentsFile, "--resource-owner", "in-process",
+		configured(t, ProvisioningRole(), "--provisioning-database-url", provURL, "--waldur-instance", waldurInstance),
+		configured(t, ExecutionRole(), "--execution-database-url", execURL, "--resource-owner", "in-process",
 			"--binding-delivery-interval", "24h", "--binding-feed-interval", "24h"),
 	}
 	var srv *httpserver.Server
-	app := fxtest.New(t, Compose(roles, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, Migrate: true}, zaptest.NewLogger(t)), fx.Populate(&srv))
+	app := fxtest.New(t, Compose(roles, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, EnvironmentsFile: files.EnvironmentsFile, Migrate: true}, zaptest.NewLogger(t)), fx.Populate(&srv))
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
 	base := "http://" + srv.Addr()

@@ -36,7 +36,6 @@ func ExecutionRole() Role {
 		Flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&cfg.DatabaseURL, executionports.Database().URLFlag, "", "execution_ports database: postgres://… or sqlite:<path> (default: the embedded SQLite file "+executionports.Database().DefaultPath+")")
 			fs.Int32Var(&cfg.MaxConns, executionports.Database().MaxConnsFlag, executionports.DefaultMaxConns, "most PostgreSQL connections of execution_ports (a waiting pull holds none)")
-			fs.StringVar(&cfg.EnvironmentsFile, "environments-file", "environments.yaml", "environments.yaml: each execution environment's Site, authority and how its Runtime authenticates")
 			fs.StringVar(&owner, "resource-owner", "", "how execution reads its owner resource_provisioning: in-process (with --role provisioning,execution) or http (with --provisioning-url and --provisioning-key-file); required")
 			fs.StringVar(&cfg.ProvisioningURL, "provisioning-url", "", "base URL of the provisioning role's API, for --resource-owner http")
 			fs.StringVar(&cfg.ProvisioningKeyFile, "provisioning-key-file", "", "file holding a service key of the provisioning role, for --resource-owner http")

@@ -39,10 +39,10 @@ func BenchmarkPlanning(b *testing.B) {
 	files := executiontest.WriteFiles(b, dir, []executiontest.Environment{{ID: "alpha-k8s", Site: "alpha", Authority: "https://metallo.example.org"}}, "site:alpha", "service:beto")
 	roles := []Role{
 		configured(b, ProvisioningRole(), "--provisioning-database-url", provURL, "--waldur-instance", waldurInstance),
-		configured(b, ExecutionRole(), "--execution-database-url", execURL, "--environments-file", files.EnvironmentsFile, "--resource-owner", "in-process"),
+		configured(b, ExecutionRole(), "--execution-database-url", execURL, "--resource-owner", "in-process"),
 	}
 	var srv *httpserver.Server
-	app := fxtest.New(b, Compose(roles, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, Migrate: true}, zap.NewNop()), fx.Populate(&srv))
+	app := fxtest.New(b, Compose(roles, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, EnvironmentsFile: files.EnvironmentsFile, Migrate: true}, zap.NewNop()), fx.Populate(&srv))
 	app.RequireStart()
 	b.Cleanup(app.RequireStop)
 	c := executiontest.Client{Base: "http://" + srv.Addr(), HTTP: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * planWorkers}}}

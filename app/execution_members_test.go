@@ -139,17 +139,16 @@ func TestMemberPortsReadTheProvisioningRoleInProcess(t *testing.T) {
 	files := executiontest.WriteFiles(t, dir, []executiontest.Environment{{ID: "alpha-k8s", Site: "alpha", Authority: "https://metallo.example.org"}},
 		"site:alpha", "service:beto")
 	roles := []Role{
-		configured(t, ProvisioningRole(), "--provisioning-database-url", "sqlite:"+filepath.Join(dir, "provisioning.sqlite"), "--waldur-instance", waldurInstance,
-			"--environment-site", "alpha-k8s=alpha"),
+		configured(t, ProvisioningRole(), "--provisioning-database-url", "sqlite:"+filepath.Join(dir, "provisioning.sqlite"), "--waldur-instance", waldurInstance),
 		configured(t, ExecutionRole(), "--execution-database-url", "sqlite:"+filepath.Join(dir, "execution.sqlite"),
-			"--environments-file", files.EnvironmentsFile, "--resource-owner", "in-process"),
+			"--resource-owner", "in-process"),
 	}
 	var (
 		srv   *httpserver.Server
 		owner *rpapp.Service
 	)
 	app := fxtest.New(t,
-		Compose(roles, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, Migrate: true}, zaptest.NewLogger(t)),
+		Compose(roles, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, EnvironmentsFile: files.EnvironmentsFile, Migrate: true}, zaptest.NewLogger(t)),
 		fx.Decorate(func(clock.Clock) clock.Clock { return clock.NewManual(time.Date(2026, 8, 20, 10, 30, 0, 0, time.UTC)) }),
 		fx.Populate(&srv, &owner),
 	)
@@ -169,7 +168,7 @@ func TestMemberPortsReadTheProvisioningRoleOverHTTPAndAreUnavailableWhenItIsGone
 	files := executiontest.WriteFiles(t, dir, []executiontest.Environment{{ID: "alpha-k8s", Site: "alpha", Authority: "https://metallo.example.org"}},
 		"site:alpha", "service:beto")
 	clk := clock.NewManual(time.Date(2026, 8, 20, 10, 30, 0, 0, time.UTC))
-	prov := startProvisioningOwner(t, dir, files, clk, "--environment-site", "alpha-k8s=alpha")
+	prov := startProvisioningOwner(t, dir, files, clk)
 	provSrv := prov.srv
 	o, err := executionports.NewHTTPOwner("http://"+provSrv.Addr(), prov.keyFile, "")
 	if err != nil {

@@ -63,7 +63,7 @@ func startProvisioningOwnerOver(t *testing.T, dir string, files executiontest.Fi
 	args = append([]string{"--provisioning-database-url", "sqlite:" + filepath.Join(dir, "provisioning.sqlite"), "--waldur-instance", waldurInstance}, args...)
 	p.app = fxtest.New(t,
 		Compose([]Role{configured(t, ProvisioningRole(), args...)},
-			Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, Migrate: true, TLS: pair}, zaptest.NewLogger(t)),
+			Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, EnvironmentsFile: files.EnvironmentsFile, Migrate: true, TLS: pair}, zaptest.NewLogger(t)),
 		fx.Decorate(func(clock.Clock) clock.Clock { return clk }),
 		fx.Populate(&p.srv),
 	)
@@ -93,12 +93,12 @@ func startPlanningProcess(t *testing.T, start time.Time) *planningProcess {
 	roles := []Role{
 		configured(t, ProvisioningRole(), "--provisioning-database-url", "sqlite:"+filepath.Join(dir, "provisioning.sqlite"), "--waldur-instance", waldurInstance),
 		configured(t, ExecutionRole(), "--execution-database-url", "sqlite:"+filepath.Join(dir, "execution.sqlite"),
-			"--environments-file", files.EnvironmentsFile, "--resource-owner", "in-process"),
+			"--resource-owner", "in-process"),
 	}
 	p := &planningProcess{files: files, clock: clock.NewManual(start)}
 	var srv *httpserver.Server
 	app := fxtest.New(t,
-		Compose(roles, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, Migrate: true}, zaptest.NewLogger(t)),
+		Compose(roles, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, EnvironmentsFile: files.EnvironmentsFile, Migrate: true}, zaptest.NewLogger(t)),
 		fx.Decorate(func(clock.Clock) clock.Clock { return p.clock }),
 		fx.Populate(&srv),
 	)
@@ -352,9 +352,9 @@ func TestHTTPOwnerReadsTheProvisioningRoleLiveAndAnswersUnavailableWhenItIsGone(
 	provSrv, keyFile := prov.srv, prov.keyFile
 	var execSrv *httpserver.Server
 	exec := fxtest.New(t,
-		Compose([]Role{configured(t, ExecutionRole(), "--execution-database-url", "sqlite:"+filepath.Join(dir, "execution.sqlite"), "--environments-file", files.EnvironmentsFile,
+		Compose([]Role{configured(t, ExecutionRole(), "--execution-database-url", "sqlite:"+filepath.Join(dir, "execution.sqlite"),
 			"--resource-owner", "http", "--provisioning-url", "http://"+provSrv.Addr(), "--provisioning-key-file", keyFile)},
-			Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, Migrate: true}, zaptest.NewLogger(t)),
+			Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, EnvironmentsFile: files.EnvironmentsFile, Migrate: true}, zaptest.NewLogger(t)),
 		fx.Populate(&execSrv),
 	)
 	exec.RequireStart()

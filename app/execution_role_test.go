@@ -27,13 +27,13 @@ func executionFiles(t *testing.T) executiontest.Files {
 }
 
 func executionArgs(t *testing.T, files executiontest.Files, extra ...string) []string {
-	return append([]string{"--execution-database-url", "sqlite:" + filepath.Join(t.TempDir(), "execution.sqlite"), "--environments-file", files.EnvironmentsFile}, extra...)
+	return append([]string{"--execution-database-url", "sqlite:" + filepath.Join(t.TempDir(), "execution.sqlite")}, extra...)
 }
 
 func TestExecutionRoleGraphIsValid(t *testing.T) {
 	files := executionFiles(t)
 	r := configured(t, ExecutionRole(), executionArgs(t, files, "--resource-owner", "http", "--provisioning-url", "http://127.0.0.1:1", "--provisioning-key-file", files.KeysFile)...)
-	if err := fx.ValidateApp(Compose([]Role{r}, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, Migrate: true}, zap.NewNop())); err != nil {
+	if err := fx.ValidateApp(Compose([]Role{r}, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, EnvironmentsFile: files.EnvironmentsFile, Migrate: true}, zap.NewNop())); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -43,9 +43,9 @@ func TestProvisioningAndExecutionComposeInOneProcessWithSeparateDatabases(t *tes
 	dir := t.TempDir()
 	roles := []Role{
 		configured(t, ProvisioningRole(), "--provisioning-database-url", "sqlite:"+filepath.Join(dir, "provisioning.sqlite"), "--waldur-instance", waldurInstance),
-		configured(t, ExecutionRole(), "--execution-database-url", "sqlite:"+filepath.Join(dir, "execution.sqlite"), "--environments-file", files.EnvironmentsFile, "--resource-owner", "in-process"),
+		configured(t, ExecutionRole(), "--execution-database-url", "sqlite:"+filepath.Join(dir, "execution.sqlite"), "--resource-owner", "in-process"),
 	}
-	opts := Compose(roles, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, Migrate: true}, zaptest.NewLogger(t))
+	opts := Compose(roles, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, EnvironmentsFile: files.EnvironmentsFile, Migrate: true}, zaptest.NewLogger(t))
 	if err := fx.ValidateApp(opts); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestExecutionRoleWithoutAnOwnerAdaptorRefusesToStartNamingTheOwner(t *testi
 func TestInProcessOwnerNeedsTheProvisioningRoleInTheSameProcess(t *testing.T) {
 	files := executionFiles(t)
 	r := configured(t, ExecutionRole(), executionArgs(t, files, "--resource-owner", "in-process")...)
-	app := fx.New(Compose([]Role{r}, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, Migrate: true}, zap.NewNop()))
+	app := fx.New(Compose([]Role{r}, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, EnvironmentsFile: files.EnvironmentsFile, Migrate: true}, zap.NewNop()))
 	if err := app.Err(); err == nil || !strings.Contains(err.Error(), "--role provisioning,execution") || !strings.Contains(err.Error(), "resource_provisioning") {
 		t.Fatalf("got %v", err)
 	}
@@ -83,7 +83,7 @@ func TestInProcessOwnerNeedsTheProvisioningRoleInTheSameProcess(t *testing.T) {
 func TestHTTPOwnerNeedsItsURLAndKeyFile(t *testing.T) {
 	files := executionFiles(t)
 	r := configured(t, ExecutionRole(), executionArgs(t, files, "--resource-owner", "http")...)
-	app := fx.New(Compose([]Role{r}, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, Migrate: true}, zap.NewNop()))
+	app := fx.New(Compose([]Role{r}, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, EnvironmentsFile: files.EnvironmentsFile, Migrate: true}, zap.NewNop()))
 	if err := app.Err(); err == nil || !strings.Contains(err.Error(), "--provisioning-url") || !strings.Contains(err.Error(), "--provisioning-key-file") {
 		t.Fatalf("got %v", err)
 	}
@@ -113,9 +113,9 @@ func TestExecutionRoleRefusesABadEnvironmentsFileNamingTheEntry(t *testing.T) {
 	files := executionFiles(t)
 	bad := filepath.Join(t.TempDir(), "environments.yaml")
 	executiontest.WriteYAML(t, bad, map[string]any{"environments": []map[string]any{{"id": "alpha-k8s", "site": "alpha", "authority": "https://m.example.org", "auth": map[string]any{}}}})
-	r := configured(t, ExecutionRole(), "--execution-database-url", "sqlite:"+filepath.Join(t.TempDir(), "e.sqlite"), "--environments-file", bad,
+	r := configured(t, ExecutionRole(), "--execution-database-url", "sqlite:"+filepath.Join(t.TempDir(), "e.sqlite"),
 		"--resource-owner", "http", "--provisioning-url", "http://127.0.0.1:1", "--provisioning-key-file", files.KeysFile)
-	app := fx.New(Compose([]Role{r}, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, Migrate: true}, zap.NewNop()))
+	app := fx.New(Compose([]Role{r}, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, EnvironmentsFile: bad, Migrate: true}, zap.NewNop()))
 	if err := app.Err(); err == nil || !strings.Contains(err.Error(), "--environments-file") || !strings.Contains(err.Error(), "environments[0] (alpha-k8s)") {
 		t.Fatalf("got %v", err)
 	}

@@ -45,11 +45,11 @@ func faultsOnEveryBody(t *testing.T, dir, provisioningDB, executionDB string) {
 		"site:alpha", "service:beto")
 	roles := []Role{
 		configured(t, ProvisioningRole(), "--provisioning-database-url", provisioningDB, "--waldur-instance", waldurInstance),
-		configured(t, ExecutionRole(), "--execution-database-url", executionDB, "--environments-file", files.EnvironmentsFile, "--resource-owner", "in-process"),
+		configured(t, ExecutionRole(), "--execution-database-url", executionDB, "--resource-owner", "in-process"),
 	}
 	var srv *httpserver.Server
 	app := fxtest.New(t,
-		Compose(roles, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, Migrate: true}, zaptest.NewLogger(t)),
+		Compose(roles, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, EnvironmentsFile: files.EnvironmentsFile, Migrate: true}, zaptest.NewLogger(t)),
 		fx.Decorate(func(clock.Clock) clock.Clock { return clock.NewManual(time.Date(2026, 8, 20, 10, 0, 0, 0, time.UTC)) }),
 		fx.Populate(&srv),
 	)

@@ -32,7 +32,9 @@ import (
 // context on its own database (--provisioning-database-url; the embedded
 // default SQLite file ./var/provisioning.sqlite when empty). It needs
 // --waldur-instance, the Waldur instance URL (absolute https or http) whose
-// Project bindings resolve allocations.
+// Project bindings resolve allocations, and reads each environment's Site
+// from environments.yaml (--environments-file, shared with the execution
+// role; serve refuses the removed --environment-site naming that file).
 func ProvisioningRole() Role {
 	cfg := resourceprovisioning.Config{}
 	return centralDatabase(Role{
@@ -45,7 +47,6 @@ func ProvisioningRole() Role {
 			fs.StringVar(&cfg.WaldurInstance, "waldur-instance", "", "the Waldur instance URL (e.g. https://waldur.example.org) whose Project bindings in Beto events resolve allocations; required to serve")
 			fs.DurationVar(&cfg.Freshness, "allocation-freshness", 15*time.Minute, "an allocation whose last report was received longer ago reads as not ready (pending, stale)")
 			fs.DurationVar(&cfg.ReportClockSkew, "report-clock-skew", 5*time.Minute, "a report whose observed_at lies further than this beyond the server clock is refused (422), so an agent's clock glitch cannot lock an allocation")
-			fs.StringToStringVar(&cfg.Environments, resourceprovisioning.EnvironmentSiteFlag, nil, "each execution environment's Site, <environment>=<site> (repeat, or comma-separate): a Party's site binding names an environment, an agent reports for its Site; only a Site's own environments are visible to its agent's account reports and lookups")
 		},
 		Preflight: func(log *zap.Logger) error {
 			if err := cfg.Validate(); err != nil {

@@ -61,6 +61,18 @@ func provisioningKeys(t *testing.T, principals ...string) (string, map[string]st
 	return path, keys
 }
 
+// provisioningEnvironments writes an environments.yaml with alpha-k8s at
+// Site alpha (its Runtime key is never used here) and returns its path.
+func provisioningEnvironments(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "environments.yaml")
+	body := "environments:\n  - id: alpha-k8s\n    site: alpha\n    authority: https://metallo.example.org\n    auth: {key_sha256: " + auth.HashKey("unused") + "}\n"
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 func provisioningSQLiteArgs(t *testing.T) []string {
 	return []string{"--provisioning-database-url", "sqlite:" + filepath.Join(t.TempDir(), "provisioning.sqlite"), "--waldur-instance", "https://waldur.example.org"}
 }
@@ -92,7 +104,7 @@ func TestProvisioningOpenAPIDocumentIsCommitted(t *testing.T) {
 func TestProvisioningRoleGraphIsValid(t *testing.T) {
 	keys, _ := provisioningKeys(t, "site:alpha")
 	r := provisioningRoleWith(t, provisioningSQLiteArgs(t)...)
-	if err := fx.ValidateApp(Compose([]Role{r}, Common{Listen: "127.0.0.1:0", KeysFile: keys, Migrate: true}, zap.NewNop())); err != nil {
+	if err := fx.ValidateApp(Compose([]Role{r}, Common{Listen: "127.0.0.1:0", KeysFile: keys, EnvironmentsFile: provisioningEnvironments(t), Migrate: true}, zap.NewNop())); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -108,7 +120,7 @@ func TestProvisioningRoleStartsServesAndStops(t *testing.T) {
 		srv *httpserver.Server
 		svc *application.Service
 	)
-	app := fxtest.New(t, Compose([]Role{r}, Common{Listen: "127.0.0.1:0", KeysFile: keysFile, Migrate: true}, zaptest.NewLogger(t)), fx.Populate(&srv, &svc))
+	app := fxtest.New(t, Compose([]Role{r}, Common{Listen: "127.0.0.1:0", KeysFile: keysFile, EnvironmentsFile: provisioningEnvironments(t), Migrate: true}, zaptest.NewLogger(t)), fx.Populate(&srv, &svc))
 	app.RequireStart()
 	base := "http://" + srv.Addr()
 	for _, path := range []string{"/readyz", "/docs", "/openapi.json"} {
@@ -133,7 +145,7 @@ func TestProvisioningRoleStartsServesAndStops(t *testing.T) {
 func TestProvisioningRoleWithoutMigrateRefusesPendingMigrations(t *testing.T) {
 	keysFile, _ := provisioningKeys(t, "site:alpha")
 	r := provisioningRoleWith(t, provisioningSQLiteArgs(t)...)
-	app := fx.New(Compose([]Role{r}, Common{Listen: "127.0.0.1:0", KeysFile: keysFile}, zap.NewNop()))
+	app := fx.New(Compose([]Role{r}, Common{Listen: "127.0.0.1:0", KeysFile: keysFile, EnvironmentsFile: provisioningEnvironments(t)}, zap.NewNop()))
 	err := app.Start(t.Context())
 	if err == nil {
 		_ = app.Stop(context.Background())

@@ -104,7 +104,7 @@ func TestOpenAPIOfARoleWithoutAnAPIIsRefused(t *testing.T) {
 func TestProfilingWithoutAnAdminListenerFailsStart(t *testing.T) {
 	var stderr bytes.Buffer
 	code := Main(t.Context(), []string{"serve", "--role", "provisioning", "--admin-listen", "", "--admin-profiling"}, Env{Stdout: &bytes.Buffer{}, Stderr: &stderr, Roles: syntheticRoles})
-	if code == 0 || !strings.Contains(stderr.String(), "--admin-profiling needs an admin listener") {
+	if code == 0 || !strings.Contains(stderr.String(), "--admin-profiling") || !strings.Contains(stderr.String(), "needs an admin listener") {
 		t.Fatalf("code %d, stderr %q", code, stderr.String())
 	}
 }

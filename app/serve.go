@@ -10,8 +10,10 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
+	"github.com/pharos-metallo/metallo/platform/auth"
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/database"
+	"github.com/pharos-metallo/metallo/platform/environments"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
 	"github.com/pharos-metallo/metallo/platform/servingtls"
 )
@@ -19,9 +21,10 @@ import (
 func newServeCommand(env Env) *cobra.Command {
 	roles := env.Roles()
 	var (
-		roleNames []string
-		common    Common
-		logs      logFlags
+		roleNames       []string
+		common          Common
+		logs            logFlags
+		environmentSite *config.Removed
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --role ROLE[,ROLE]",
@@ -32,37 +35,37 @@ The runtime role runs alone. Every flag has a METALLO_* environment equivalent
 (--provisioning-database-url is METALLO_PROVISIONING_DATABASE_URL).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Every fault of the flags is named at once: the variables',
+			// the common flags' and each selected role's (its context's
+			// Config.Validate).
+			var faults []error
 			if err := bindEnv(cmd, env); err != nil {
-				return err
+				faults = append(faults, err)
 			}
 			selected, err := roles.Select(roleNames)
 			if err != nil {
-				return err
+				return errors.Join(append(faults, err)...)
 			}
-			if err := refuseForeignFlags(cmd, roles, selected); err != nil {
-				return err
-			}
+			faults = append(faults, environmentSite.Err(), refuseForeignFlags(cmd, roles, selected))
 			if common.BodyReadTimeout <= 0 {
-				return config.Invalid("body-read-timeout", common.BodyReadTimeout.String(), errors.New("must be a positive duration, e.g. 10s"))
+				faults = append(faults, config.Invalid("body-read-timeout", common.BodyReadTimeout.String(), errors.New("must be a positive duration, e.g. 10s")))
 			}
 			if common.AdminProfiling && common.AdminListen == "" {
-				return errors.New("--admin-profiling needs an admin listener; --admin-listen is empty")
+				faults = append(faults, config.Invalid("admin-profiling", "true", errors.New("needs an admin listener; --admin-listen is empty")))
 			}
-			if err := checkListeners(cmd, selected, common); err != nil {
-				return err
-			}
+			faults = append(faults, checkListeners(cmd, selected, common))
 			log, err := logs.build()
 			if err != nil {
-				return err
+				return errors.Join(append(faults, err)...)
 			}
 			defer func() { _ = log.Sync() }()
 			for _, r := range selected {
-				if r.Preflight == nil {
-					continue
+				if r.Preflight != nil {
+					faults = append(faults, r.Preflight(log.With(zap.String("context", r.Context))))
 				}
-				if err := r.Preflight(log.With(zap.String("context", r.Context))); err != nil {
-					return err
-				}
+			}
+			if err := errors.Join(faults...); err != nil {
+				return err
 			}
 			log.Info("starting", zap.Strings("roles", namesOf(selected)))
 			err = runApp(cmd.Context(), Compose(selected, common, log), common.StopTimeout)
@@ -81,13 +84,19 @@ The runtime role runs alone. Every flag has a METALLO_* environment equivalent
 	fs.StringVar(&common.Listen, "listen", "127.0.0.1:8080", "public API listen address (central roles)")
 	fs.StringVar(&common.AdminListen, "admin-listen", "127.0.0.1:9090", "admin listener for Prometheus /metrics; empty disables it")
 	fs.BoolVar(&common.AdminProfiling, "admin-profiling", false, "also serve Go's runtime profiles (net/http/pprof) at /debug/pprof/ on the admin listener")
-	fs.StringVar(&common.KeysFile, "keys-file", "keys.yaml", "keys file: principals and the SHA-256 of their bearer keys (central roles)")
+	fs.StringVar(&common.KeysFile, auth.KeysFlag, "keys.yaml", "keys file: principals and the SHA-256 of their bearer keys (central roles; re-read when it changes)")
+	fs.StringVar(&common.EnvironmentsFile, environments.Flag, "environments.yaml", "environments.yaml: each execution environment's Site, authority, backend and how its Runtime authenticates (central roles: both read it; re-read when it changes)")
 	fs.StringVar(&common.TLS.CertFile, servingtls.CertFlag, "", "PEM certificate chain the public API and the admin listener serve (central roles), re-read when it changes; with --tls-key-file")
 	fs.StringVar(&common.TLS.KeyFile, servingtls.KeyFlag, "", "PEM private key of --tls-cert-file (central roles), re-read when it changes")
 	fs.BoolVar(&common.Migrate, "migrate", false, "apply pending database migrations at start")
 	fs.DurationVar(&common.BodyReadTimeout, "body-read-timeout", httpserver.DefaultBodyReadTimeout, "how long a request body may take to arrive after its headers, on every route of the public API (central roles); later is 408")
 	fs.DurationVar(&common.StartTimeout, "start-timeout", 60*time.Second, "bound on start-up")
 	fs.DurationVar(&common.StopTimeout, "stop-timeout", 30*time.Second, "bound on graceful shutdown")
+	// The provisioning role's --environment-site is gone: environments.yaml is
+	// the one description of an environment (docs/operations.md#upgrades).
+	environmentSite = config.RemovedFlag(fs, EnvironmentSiteFlag,
+		"each environment's Site is read from environments.yaml (--"+environments.Flag+", "+config.EnvName(environments.Flag)+"), the file the execution role reads; "+
+			"give the provisioning role that file and move each <environment>=<site> to its entry's site (docs/operations.md#upgrades)")
 	logs.register(fs)
 	for _, r := range roles {
 		if r.Flags != nil {
@@ -97,6 +106,11 @@ The runtime role runs alone. Every flag has a METALLO_* environment equivalent
 	return cmd
 }
 
+// EnvironmentSiteFlag is the provisioning role's flag removed by the one
+// environments file: serve refuses a start that still gives it, whatever
+// the roles.
+const EnvironmentSiteFlag = "environment-site"
+
 // checkListeners applies the listener rule of the central roles
 // (docs/operations.md#tls): the TLS pair is both flags or neither and
 // loads, and without it --listen and --admin-listen must be loopback
@@ -104,20 +118,18 @@ The runtime role runs alone. Every flag has a METALLO_* environment equivalent
 // flags; its admin listener is guarded by the cluster's network policy.
 func checkListeners(cmd *cobra.Command, selected []Role, c Common) error {
 	if !selected[0].Central {
+		var errs []error
 		for _, f := range []string{servingtls.CertFlag, servingtls.KeyFlag} {
 			if fl := cmd.Flags().Lookup(f); fl != nil && fl.Changed {
-				return config.Invalid(f, fl.Value.String(), fmt.Errorf("role %s serves no public API; remove --%s", selected[0].Name, f))
+				errs = append(errs, config.Invalid(f, fl.Value.String(), fmt.Errorf("role %s serves no public API; remove --%s", selected[0].Name, f)))
 			}
 		}
-		return nil
+		return errors.Join(errs...)
 	}
 	if err := c.TLS.Check(); err != nil {
 		return err
 	}
-	if err := servingtls.CheckListen("listen", c.Listen, c.TLS); err != nil {
-		return err
-	}
-	return servingtls.CheckListen("admin-listen", c.AdminListen, c.TLS)
+	return errors.Join(servingtls.CheckListen("listen", c.Listen, c.TLS), servingtls.CheckListen("admin-listen", c.AdminListen, c.TLS))
 }
 
 // refuseForeignFlags fails when a database flag of a role that is not
@@ -130,14 +142,15 @@ func refuseForeignFlags(cmd *cobra.Command, all RoleSet, selected []Role) error 
 			return nil
 		}
 	}
+	var errs []error
 	for _, r := range all {
 		for _, f := range r.DatabaseFlags {
 			if fl := cmd.Flags().Lookup(f); fl != nil && fl.Changed {
-				return config.Invalid(f, fl.Value.String(), fmt.Errorf("role %s has no platform database; remove --%s", selected[0].Name, f))
+				errs = append(errs, config.Invalid(f, fl.Value.String(), fmt.Errorf("role %s has no platform database; remove --%s", selected[0].Name, f)))
 			}
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // checkMigrated checks every selected role's database for pending

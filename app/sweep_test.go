@@ -71,12 +71,12 @@ func startSweepProcess(t *testing.T, engine string) *sweepProcess {
 		provURL, execURL = dbtest.NewPostgres(t), dbtest.NewPostgres(t)
 	}
 	roles := []Role{
-		configured(t, ProvisioningRole(), "--provisioning-database-url", provURL, "--waldur-instance", waldurInstance, "--environment-site", "alpha-k8s=alpha"),
-		configured(t, ExecutionRole(), "--execution-database-url", execURL, "--environments-file", files.EnvironmentsFile, "--resource-owner", "in-process"),
+		configured(t, ProvisioningRole(), "--provisioning-database-url", provURL, "--waldur-instance", waldurInstance),
+		configured(t, ExecutionRole(), "--execution-database-url", execURL, "--resource-owner", "in-process"),
 	}
 	var srv *httpserver.Server
 	app := fxtest.New(t,
-		Compose(roles, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, Migrate: true, BodyReadTimeout: sweepReadTimeout}, zaptest.NewLogger(t)),
+		Compose(roles, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, EnvironmentsFile: files.EnvironmentsFile, Migrate: true, BodyReadTimeout: sweepReadTimeout}, zaptest.NewLogger(t)),
 		fx.Populate(&srv),
 	)
 	app.RequireStart()

@@ -8,7 +8,6 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
-	"github.com/pharos-metallo/metallo/contexts/executionports/adaptors/environments"
 	"github.com/pharos-metallo/metallo/contexts/executionports/adaptors/pgstore"
 	"github.com/pharos-metallo/metallo/contexts/executionports/adaptors/sqlitestore"
 	"github.com/pharos-metallo/metallo/contexts/executionports/application"
@@ -28,8 +27,8 @@ func NewDeliveryStore(h *database.Handle) application.DeliveryStore {
 	return sqlitestore.New(h.DB)
 }
 
-func newDeliverer(store application.DeliveryStore, streams *application.Streams, owner application.MemberBindings, c clock.Clock, envs *environments.Set) *application.Deliverer {
-	return application.NewDeliverer(store, streams, owner, c, envs.IDs())
+func newDeliverer(store application.DeliveryStore, streams *application.Streams, owner application.MemberBindings, c clock.Clock) *application.Deliverer {
+	return application.NewDeliverer(store, streams, owner, c)
 }
 
 // DeliverySchedule is when binding delivery runs its passes.

@@ -17,6 +17,7 @@ import (
 	"github.com/pharos-metallo/metallo/platform/auth"
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/database/dbtest"
+	"github.com/pharos-metallo/metallo/platform/environments"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
 	"github.com/pharos-metallo/metallo/platform/logging"
 )
@@ -75,9 +76,10 @@ func startServer(t testing.TB, o options) *server {
 		fx.Provide(func() clock.Clock { return s.clock }),
 		admin.Module(admin.Config{}),
 		auth.Module(files.KeysFile),
+		environments.Module(files.EnvironmentsFile),
 		httpserver.Module(httpserver.Config{Listen: "127.0.0.1:0", Title: "test"}),
 		executionports.Module(executionports.Config{
-			DatabaseURL: o.databaseURL, Migrate: true, EnvironmentsFile: files.EnvironmentsFile,
+			DatabaseURL: o.databaseURL, Migrate: true,
 			ResourceOwner: o.owner, ProvisioningURL: o.ownerURL, ProvisioningKeyFile: ownerKey,
 			PullRecheck: o.recheck,
 		}),

@@ -29,6 +29,7 @@ import (
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/database"
+	envfile "github.com/pharos-metallo/metallo/platform/environments"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
 	sqlfiles "github.com/pharos-metallo/metallo/sql"
 )
@@ -70,8 +71,6 @@ type Config struct {
 	// Migrate applies pending migrations at start; otherwise start-up fails
 	// on pending migrations.
 	Migrate bool
-	// EnvironmentsFile is environments.yaml.
-	EnvironmentsFile string
 	// ResourceOwner picks the owner adaptor.
 	ResourceOwner ResourceOwner
 	// ProvisioningURL and ProvisioningKeyFile configure OwnerHTTP.
@@ -119,45 +118,46 @@ func (c Config) DatabaseSettings() database.Settings {
 }
 
 // Validate checks the configuration serve needs, before anything opens:
-// the database flags, then the owner adaptor (--provisioning-ca-file only
-// with --resource-owner http, readable with at least one PEM certificate).
-// A bad flag is a *config.FlagError naming it; a configuration without an
-// owner adaptor wraps ErrNoOwner, naming the missing owner
-// (docs/execution-ports.md#owner-adaptors).
+// the database flags, the intervals, the owner adaptor
+// (--provisioning-ca-file only with --resource-owner http, readable with
+// at least one PEM certificate). It reports every fault at once
+// (errors.Join): each bad flag is a *config.FlagError naming the flag and
+// its variable; a configuration without an owner adaptor wraps ErrNoOwner,
+// naming the missing owner (docs/execution-ports.md#owner-adaptors).
 func (c Config) Validate() error {
-	if err := Database().Validate(c.DatabaseSettings()); err != nil {
-		return err
-	}
+	errs := []error{Database().Validate(c.DatabaseSettings())}
 	if c.DeliveryInterval < 0 {
-		return config.Invalid("binding-delivery-interval", c.DeliveryInterval.String(), errors.New("must not be negative (0: the default)"))
+		errs = append(errs, config.Invalid("binding-delivery-interval", c.DeliveryInterval.String(), errors.New("must not be negative (0: the default)")))
 	}
 	if c.FeedInterval < 0 {
-		return config.Invalid("binding-feed-interval", c.FeedInterval.String(), errors.New("must not be negative (0: the default)"))
+		errs = append(errs, config.Invalid("binding-feed-interval", c.FeedInterval.String(), errors.New("must not be negative (0: the default)")))
 	}
 	if c.ReadResultRetention < 0 {
-		return config.Invalid("read-result-retention", c.ReadResultRetention.String(), errors.New("must not be negative (0: the default)"))
+		errs = append(errs, config.Invalid("read-result-retention", c.ReadResultRetention.String(), errors.New("must not be negative (0: the default)")))
 	}
 	if c.ProvisioningCAFile != "" {
 		if c.ResourceOwner != OwnerHTTP {
-			return config.Invalid("provisioning-ca-file", c.ProvisioningCAFile, errors.New("only --resource-owner http reads the provisioning role over HTTPS"))
-		}
-		if _, err := cabundle.Pool(c.ProvisioningCAFile); err != nil {
-			return config.Invalid("provisioning-ca-file", c.ProvisioningCAFile, err)
+			errs = append(errs, config.Invalid("provisioning-ca-file", c.ProvisioningCAFile, errors.New("only --resource-owner http reads the provisioning role over HTTPS")))
+		} else if _, err := cabundle.Pool(c.ProvisioningCAFile); err != nil {
+			errs = append(errs, config.Invalid("provisioning-ca-file", c.ProvisioningCAFile, err))
 		}
 	}
 	switch c.ResourceOwner {
 	case OwnerInProcess, OwnerHTTP:
-		return nil
 	case OwnerRefusing:
-		return fmt.Errorf("%w: %s needs its owner %s: set --resource-owner in-process (with --role provisioning,execution) or --resource-owner http with --provisioning-url and --provisioning-key-file",
-			ErrNoOwner, Name, OwnerName)
+		errs = append(errs, fmt.Errorf("%w: %s needs its owner %s: set --resource-owner (%s) in-process (with --role provisioning,execution) or --resource-owner http with --provisioning-url and --provisioning-key-file",
+			ErrNoOwner, Name, OwnerName, config.EnvName("resource-owner")))
+	default:
+		errs = append(errs, config.Invalid("resource-owner", string(c.ResourceOwner), errors.New("want in-process or http")))
 	}
-	return config.Invalid("resource-owner", string(c.ResourceOwner), errors.New("want in-process or http"))
+	return errors.Join(errs...)
 }
 
 // Module composes the context for cfg, which has passed Validate (the
-// role's Preflight). With OwnerInProcess it fails at start unless
-// resource_provisioning is composed in the same process.
+// role's Preflight). It needs environments.yaml from the process
+// (platform/environments.Module, shared by the central roles). With
+// OwnerInProcess it fails at start unless resource_provisioning is
+// composed in the same process.
 func Module(cfg Config) fx.Option {
 	return fx.Module(Name,
 		fx.Decorate(contextLogger),
@@ -178,7 +178,7 @@ func Module(cfg Config) fx.Option {
 		),
 		fx.Provide(
 			httpserver.AsRegistrar(newRegistrar),
-			auth.AsAuthenticator(NewAuthenticator),
+			auth.AsAuthenticator(newRuntimeAuthenticator),
 			httpserver.AsReadinessCheck(newReadinessCheck),
 		),
 		fx.Invoke(requireOwnerPorts),
@@ -192,13 +192,39 @@ func Module(cfg Config) fx.Option {
 // contextLogger names the context on every log line of its components.
 func contextLogger(log *zap.Logger) *zap.Logger { return log.With(zap.String("context", Name)) }
 
-// newEnvironments loads the configured environments.yaml.
-func newEnvironments(cfg Config) (*environments.Set, error) {
-	return LoadEnvironments(cfg.EnvironmentsFile)
+// newEnvironments is environments.yaml as this context uses it: the view
+// of the version in use and its Runtimes' authenticator, derived again at
+// every reload, which a kubeconfig that cannot be loaded refuses whole. An
+// applied reload wakes every waiting pull, so a pull of an environment the
+// new version removed ends at once (docs/site-protocol.md#a-removed-environment).
+func newEnvironments(src *envfile.Source, w *application.Wakeups) (*environments.Current, error) {
+	cur := &environments.Current{}
+	err := src.Use(func(next *envfile.Set) (func(), error) {
+		view, err := environments.NewView(next)
+		if err != nil {
+			return nil, err
+		}
+		runtimes, err := RuntimeAuthenticator(view)
+		if err != nil {
+			return nil, err
+		}
+		return func() {
+			cur.Store(view, runtimes)
+			w.NotifyAll()
+		}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cur, nil
 }
 
-// asEnvironments is the loaded set as the application's port.
-func asEnvironments(s *environments.Set) application.Environments { return s }
+// asEnvironments is the environments in use as the application's port.
+func asEnvironments(c *environments.Current) application.Environments { return c }
+
+// newRuntimeAuthenticator is the environments' Runtimes' authenticator in
+// use, for the process's chain.
+func newRuntimeAuthenticator(c *environments.Current) auth.Authenticator { return c }
 
 // newStreams is the Site protocol's stream service over the store.
 func newStreams(cfg Config, store application.StreamStore, envs application.Environments, c clock.Clock, w *application.Wakeups) *application.Streams {
@@ -271,21 +297,13 @@ func NewStore(h *database.Handle) application.StreamStore {
 	return sqlitestore.New(h.DB)
 }
 
-// LoadEnvironments loads environments.yaml, naming the flag on failure.
-func LoadEnvironments(path string) (*environments.Set, error) {
-	s, err := environments.Load(path)
-	if err != nil {
-		return nil, fmt.Errorf("--environments-file: %w", err)
-	}
-	return s, nil
-}
-
-// NewAuthenticator returns the authenticator of the environments' Runtimes:
-// their static keys (hashes only, constant-time), then TokenReview for the
-// environments configured with it. Principals are environment:<id>.
-func NewAuthenticator(set *environments.Set) (auth.Authenticator, error) {
-	chain := auth.Chain{set.Keys()}
-	reviews := set.TokenReviews()
+// RuntimeAuthenticator returns the authenticator of view's Runtimes: their
+// static keys (hashes only, constant-time), then TokenReview for the
+// environments configured with it. Principals are environment:<id>. It
+// fails, naming the environment, when a kubeconfig cannot be loaded.
+func RuntimeAuthenticator(view *environments.View) (auth.Authenticator, error) {
+	chain := auth.Chain{view.Keys()}
+	reviews := view.TokenReviews()
 	if len(reviews) == 0 {
 		return chain, nil
 	}
@@ -295,7 +313,7 @@ func NewAuthenticator(set *environments.Set) (auth.Authenticator, error) {
 	}
 	tr, err := tokenreview.New(targets)
 	if err != nil {
-		return nil, fmt.Errorf("--environments-file: %w", err)
+		return nil, err
 	}
 	return append(chain, tr), nil
 }

@@ -155,3 +155,22 @@ func TestANegativeReadResultRetentionIsRefusedNamingItsFlag(t *testing.T) {
 		t.Fatalf("retention 0 means %v; want the default", r.Retention())
 	}
 }
+
+// Every fault of the configuration is named at once, each with its flag and its variable, the
+// missing owner among them.
+func TestValidateNamesEveryFaultAtOnce(t *testing.T) {
+	cfg := executionports.Config{DatabaseURL: "mysql://db", MaxConns: 0, DeliveryInterval: -time.Second, FeedInterval: -time.Second,
+		ReadResultRetention: -time.Second, ProvisioningCAFile: "/nonexistent/ca.crt"}
+	err := cfg.Validate()
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, flag := range []string{"execution-database-url", "execution-database-max-conns", "binding-delivery-interval", "binding-feed-interval", "read-result-retention", "provisioning-ca-file"} {
+		if !strings.Contains(err.Error(), "--"+flag+" ("+config.EnvName(flag)+")") {
+			t.Errorf("the refusal does not name --%s and its variable:\n%v", flag, err)
+		}
+	}
+	if !errors.Is(err, executionports.ErrNoOwner) || !strings.Contains(err.Error(), "--resource-owner (METALLO_RESOURCE_OWNER)") {
+		t.Errorf("the refusal does not name the missing owner:\n%v", err)
+	}
+}

@@ -26,7 +26,7 @@ func TestAccountReportRacesOnPostgres(t *testing.T) {
 	dir := t.TempDir()
 	keys := keysFor(t, bin, dir, "site:alpha", "service:beto", "service:execution")
 	url := dbtest.NewPostgres(t)
-	args := []string{"--migrate", "--provisioning-database-url", url, "--environment-site", "alpha-k8s=alpha"}
+	args := []string{"--migrate", "--provisioning-database-url", url}
 	servers := []*server{startServer(t, bin, dir, args...), startServer(t, bin, dir, args...)}
 	const (
 		project = "7a1e4c2b-1d3f-4a5b-9c8d-0e1f2a3b4c5d"

@@ -23,6 +23,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/pgstore"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/adaptors/pgstore/pgdb"
+	rpapp "github.com/pharos-metallo/metallo/contexts/resourceprovisioning/application"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/database"
@@ -215,8 +216,8 @@ func newAccountsHTTP(b *testing.B) (func(round, a, i int) error, func(round int)
 	dir := b.TempDir()
 	bin := testsetup.Binary(b)
 	keys := keysFor(b, bin, dir, "site:alpha", "service:beto")
-	srv := startServer(b, bin, dir, "--migrate", "--provisioning-database-url", dbtest.NewPostgres(b), "--provisioning-database-max-conns", fmt.Sprint(agents),
-		"--environment-site", benchEnvironment+"=alpha")
+	writeEnvironments(b, dir, benchEnvironment)
+	srv := startServer(b, bin, dir, "--migrate", "--provisioning-database-url", dbtest.NewPostgres(b), "--provisioning-database-max-conns", fmt.Sprint(agents))
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: agents, MaxConnsPerHost: agents}}
 	post := func(path, key string, body, answer any) error {
 		raw, err := json.Marshal(body)
@@ -308,8 +309,8 @@ func newAccountsDirect(b *testing.B) (func(round, a, i int) error, func(round in
 	}
 	store := pgstore.New(h.Pool)
 	svc, err := resourceprovisioning.NewService(store, clock.System{}, zap.NewNop(), prometheus.NewRegistry(), resourceprovisioning.Config{
-		WaldurInstance: "https://waldur.example.org", Environments: map[string]string{benchEnvironment: "alpha"},
-	})
+		WaldurInstance: "https://waldur.example.org",
+	}, rpapp.StaticSites{benchEnvironment: "alpha"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package resourceprovisioning_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,5 +43,28 @@ func TestReportClockSkewMustBePositive(t *testing.T) {
 		if err := c.Validate(); !errors.As(err, &fe) || fe.Flag != "report-clock-skew" {
 			t.Errorf("%s: %v, want a flag error naming report-clock-skew", d, err)
 		}
+	}
+}
+
+// Every fault of the configuration is named at once, each with its flag and its variable, so
+// one edit fixes them all.
+func TestValidateNamesEveryFaultAtOnce(t *testing.T) {
+	c := validConfig()
+	c.DatabaseURL = "mysql://db"
+	c.MaxConns = 0
+	c.WaldurInstance = "waldur.example.org"
+	c.Freshness = 0
+	c.ReportClockSkew = -time.Second
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, flag := range []string{"provisioning-database-url", "provisioning-database-max-conns", "waldur-instance", "allocation-freshness", "report-clock-skew"} {
+		if !strings.Contains(err.Error(), "--"+flag+" ("+config.EnvName(flag)+")") {
+			t.Errorf("the refusal does not name --%s and its variable:\n%v", flag, err)
+		}
+	}
+	if err := validConfig().Validate(); err != nil {
+		t.Errorf("a valid configuration: %v", err)
 	}
 }

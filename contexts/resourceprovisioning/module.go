@@ -26,6 +26,7 @@ import (
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/database"
+	"github.com/pharos-metallo/metallo/platform/environments"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
 	sqlfiles "github.com/pharos-metallo/metallo/sql"
 )
@@ -56,10 +57,6 @@ type Config struct {
 	// ReportClockSkew is --report-clock-skew (default 5 minutes): how far a
 	// report's observed_at may lie beyond the server clock.
 	ReportClockSkew time.Duration
-	// Environments is --environment-site: each execution environment's
-	// Site (environment → Site), for native member accounts
-	// (docs/resource-provisioning.md#native-member-accounts).
-	Environments map[string]string
 	// Migrate applies pending migrations at start; otherwise start fails
 	// while migrations are pending.
 	Migrate bool
@@ -77,25 +74,23 @@ func (c Config) DatabaseSettings() database.Settings {
 	return database.Settings{URL: c.DatabaseURL, MaxConns: c.MaxConns, Migrate: c.Migrate}
 }
 
-// Validate checks the configuration serve needs, before anything opens;
-// each error is a *config.FlagError naming its flag.
+// Validate checks the configuration serve needs, before anything opens.
+// It reports every fault at once (errors.Join), each a *config.FlagError
+// naming the flag and its variable.
 func (c Config) Validate() error {
-	if err := Database().Validate(c.DatabaseSettings()); err != nil {
-		return err
-	}
+	errs := []error{Database().Validate(c.DatabaseSettings())}
 	if c.WaldurInstance == "" {
-		return config.Invalid("waldur-instance", "", errors.New("required: the Waldur instance URL that Beto's Project bindings name (e.g. https://waldur.example.org)"))
-	}
-	if u, err := url.Parse(c.WaldurInstance); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return config.Invalid("waldur-instance", c.WaldurInstance, errors.New("want an absolute https (or http) URL without user, query or fragment, such as https://waldur.example.org"))
+		errs = append(errs, config.Invalid("waldur-instance", "", errors.New("required: the Waldur instance URL that Beto's Project bindings name (e.g. https://waldur.example.org)")))
+	} else if u, err := url.Parse(c.WaldurInstance); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		errs = append(errs, config.Invalid("waldur-instance", c.WaldurInstance, errors.New("want an absolute https (or http) URL without user, query or fragment, such as https://waldur.example.org")))
 	}
 	if c.Freshness <= 0 {
-		return config.Invalid("allocation-freshness", c.Freshness.String(), errors.New("must be positive"))
+		errs = append(errs, config.Invalid("allocation-freshness", c.Freshness.String(), errors.New("must be positive")))
 	}
 	if c.ReportClockSkew <= 0 {
-		return config.Invalid("report-clock-skew", c.ReportClockSkew.String(), errors.New("must be positive"))
+		errs = append(errs, config.Invalid("report-clock-skew", c.ReportClockSkew.String(), errors.New("must be positive")))
 	}
-	return c.validateEnvironments()
+	return errors.Join(errs...)
 }
 
 // Store is an application.Store that may hold resources of its own.
@@ -147,19 +142,30 @@ func sweep(lc fx.Lifecycle, seq sequencer, log *zap.Logger) {
 	})
 }
 
-// NewService builds the application service on store without Fx.
-func NewService(store application.Store, clk application.Clock, log *zap.Logger, reg prometheus.Registerer, cfg Config) (*application.Service, error) {
+// NewService builds the application service on store without Fx; envs
+// gives each environment's Site (nil: none configured).
+func NewService(store application.Store, clk application.Clock, log *zap.Logger, reg prometheus.Registerer, cfg Config, envs application.EnvironmentSites) (*application.Service, error) {
 	tel, err := telemetry.New(log, reg)
 	if err != nil {
 		return nil, err
 	}
-	return application.NewService(store, clk, tel, application.Config{WaldurInstance: cfg.WaldurInstance, Freshness: cfg.Freshness, ClockSkew: cfg.ReportClockSkew, Environments: cfg.Environments})
+	return application.NewService(store, clk, tel, application.Config{WaldurInstance: cfg.WaldurInstance, Freshness: cfg.Freshness, ClockSkew: cfg.ReportClockSkew, Environments: envs})
 }
 
+// SitesInUse is each environment's Site in the version of environments.yaml
+// in use (application.EnvironmentSites): the configuration the execution
+// role reads too, so both roles agree on every environment's Site.
+type SitesInUse struct{ Source *environments.Source }
+
+// Sites implements application.EnvironmentSites.
+func (s SitesInUse) Sites() map[string]string { return s.Source.Current().Sites() }
+
 // Module composes the context for cfg, which has passed Validate (the
-// role's Preflight). It provides *application.Service (public, for
-// in-process owner adaptors), HTTP routes and a readiness check; the
-// database handle and store are private.
+// role's Preflight), and environments.yaml from the process
+// (platform/environments.Module, shared by the central roles). It
+// provides *application.Service (public, for in-process owner adaptors),
+// HTTP routes and a readiness check; the database handle and store are
+// private.
 func Module(cfg Config) fx.Option {
 	return fx.Module(Name,
 		fx.Decorate(contextLogger),
@@ -196,8 +202,8 @@ func newSweptStore(lc fx.Lifecycle, h *database.Handle, log *zap.Logger) (Store,
 }
 
 // newService is the context's application service for the configuration.
-func newService(cfg Config, s Store, clk clock.Clock, log *zap.Logger, reg prometheus.Registerer) (*application.Service, error) {
-	return NewService(s, clk, log, reg, cfg)
+func newService(cfg Config, s Store, clk clock.Clock, log *zap.Logger, reg prometheus.Registerer, envs *environments.Source) (*application.Service, error) {
+	return NewService(s, clk, log, reg, cfg, SitesInUse{envs})
 }
 
 // newRegistrar registers the context's HTTP operations (adaptors/httpapi).

@@ -98,8 +98,9 @@ func (s *server) log() []string {
 // the test ends.
 func startServer(t testing.TB, bin, dir string, args ...string) *server {
 	t.Helper()
+	writeEnvironments(t, dir, "alpha-k8s")
 	all := append([]string{"serve", "--role", "provisioning", "--listen", "127.0.0.1:0", "--admin-listen=", "--keys-file", "keys.yaml",
-		"--waldur-instance", "https://waldur.example.org", "--log-format", "json"}, args...)
+		"--environments-file", "environments.yaml", "--waldur-instance", "https://waldur.example.org", "--log-format", "json"}, args...)
 	cmd := exec.Command(bin, all...)
 	cmd.Dir, cmd.Env = dir, cleanEnv()
 	stderr, err := cmd.StderrPipe()
@@ -148,6 +149,24 @@ func startServer(t testing.TB, bin, dir string, args ...string) *server {
 		t.Fatalf("server did not start:\n%s", strings.Join(s.log(), "\n"))
 	}
 	return s
+}
+
+// writeEnvironments writes dir/environments.yaml, unless there is one, with
+// the environments ids at Site alpha (their Runtime keys are never used
+// here).
+func writeEnvironments(t testing.TB, dir string, ids ...string) {
+	t.Helper()
+	path := filepath.Join(dir, "environments.yaml")
+	if _, err := os.Stat(path); err == nil {
+		return
+	}
+	body := "environments:\n"
+	for i, id := range ids {
+		body += fmt.Sprintf("  - {id: %s, site: alpha, authority: 'https://metallo.example.org', auth: {key_sha256: '%064x'}}\n", id, i+1)
+	}
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 type problem struct {
@@ -583,8 +602,9 @@ func testEmbeddedDefault(t *testing.T, bin string) {
 func testPendingMigrations(t *testing.T, bin string) {
 	dir := t.TempDir()
 	keysFor(t, bin, dir, "site:alpha")
+	writeEnvironments(t, dir, "alpha-k8s")
 	_, stderr, err := run(t, bin, dir, "serve", "--role", "provisioning", "--listen", "127.0.0.1:0", "--admin-listen=", "--keys-file", "keys.yaml",
-		"--waldur-instance", "https://waldur.example.org", "--provisioning-database-url", "sqlite:"+filepath.Join(dir, "p.sqlite"))
+		"--environments-file", "environments.yaml", "--waldur-instance", "https://waldur.example.org", "--provisioning-database-url", "sqlite:"+filepath.Join(dir, "p.sqlite"))
 	if err == nil || !strings.Contains(stderr, "pending migrations") || !strings.Contains(stderr, "--migrate") {
 		t.Fatalf("want a clear refusal, got %v:\n%s", err, stderr)
 	}

@@ -43,7 +43,10 @@
 // (read-logs) and the model asked for a prediction through the stream's
 // proxy as the member, cancelled and observed gone. Last, `metallo workspace-init`, run
 // as a process, verifies a complete checkout on a second run and
-// refuses a commit whose link leaves the tree. It exits 0 only if all of that
+// refuses a commit whose link leaves the tree; and environments.yaml is
+// changed while the central process serves: an environment added at another
+// Site is known to both roles once the reload is logged, and a version that
+// does not validate is refused while the previous stays in use. It exits 0 only if all of that
 // happened, and stops every process it started (Gitea too).
 //
 // With --runtime pod (METALLO_DEMO_RUNTIME=pod) the Runtime is not a process
@@ -247,7 +250,10 @@ func (d *demo) run(ctx context.Context) error {
 	if err := d.inferenceService(ctx, ns, project, member, binding); err != nil {
 		return err
 	}
-	return d.checkout(ctx)
+	if err := d.checkout(ctx); err != nil {
+		return err
+	}
+	return d.reloadEnvironments(ctx)
 }
 
 func (d *demo) prepareDir() error {
@@ -514,7 +520,7 @@ func (d *demo) startCentral(ctx context.Context) error {
 	p, err := d.start("central", append([]string{"serve", "--role", "provisioning,execution", "--listen", listen,
 		"--admin-listen", "", "--keys-file", d.path("keys.yaml"), "--environments-file", d.path("environments.yaml"),
 		"--provisioning-database-url", "sqlite:" + d.path("provisioning.sqlite"), "--execution-database-url", "sqlite:" + d.path("execution.sqlite"),
-		"--migrate", "--waldur-instance", waldurInstance, "--environment-site", environment + "=" + site, "--resource-owner", "in-process", "--log-format", "json"}, tlsArgs...)...)
+		"--migrate", "--waldur-instance", waldurInstance, "--resource-owner", "in-process", "--log-format", "json"}, tlsArgs...)...)
 	if err != nil {
 		return err
 	}
@@ -526,6 +532,7 @@ func (d *demo) startCentral(ctx context.Context) error {
 		d.say("over TLS on the real node's bridge address, where its Pods reach it: certificate %s issued by the local cluster's CA %s", rel(d.path("site-api.crt")), rel(d.caFile))
 	}
 	d.say("databases %s and %s; environment %s at Site %s trusts %s by TokenReview", rel(d.path("provisioning.sqlite")), rel(d.path("execution.sqlite")), environment, site, siteagent.RuntimeUser())
+	d.say("both roles read each environment's Site from the one %s, re-read when it changes", rel(d.path("environments.yaml")))
 	return nil
 }
 

@@ -28,8 +28,8 @@ type centralBase struct {
 
 var centralBases = []centralBase{
 	{role: "provisioning", dir: "provisioning", namespace: "metallo-provisioning", name: "metallo-provisioning",
-		files:    []string{"tls-cert-file", "tls-key-file", "keys-file"},
-		required: []string{"listen", "admin-listen", "tls-cert-file", "tls-key-file", "keys-file", "provisioning-database-url", "waldur-instance"}},
+		files:    []string{"tls-cert-file", "tls-key-file", "keys-file", "environments-file"},
+		required: []string{"listen", "admin-listen", "tls-cert-file", "tls-key-file", "keys-file", "environments-file", "provisioning-database-url", "waldur-instance"}},
 	{role: "execution", dir: "execution", namespace: "metallo-execution", name: "metallo-execution",
 		files: []string{"tls-cert-file", "tls-key-file", "keys-file", "environments-file", "provisioning-key-file", "provisioning-ca-file"},
 		required: []string{"listen", "admin-listen", "tls-cert-file", "tls-key-file", "keys-file", "execution-database-url",

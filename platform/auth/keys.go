@@ -7,10 +7,13 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
+	"go.uber.org/zap"
 	"sigs.k8s.io/yaml"
 )
 
@@ -68,32 +71,53 @@ func ParseKeys(raw []byte) (*KeyStore, error) {
 	return NewKeyStore(f)
 }
 
-// NewKeyStore validates f and returns a store for it.
+// NewKeyStore validates f and returns a store for it. Its error joins every
+// fault, each naming its entry: a malformed principal or hash, a hash
+// listed twice (a key stands for one principal).
 func NewKeyStore(f KeysFile) (*KeyStore, error) {
 	s := &KeyStore{}
 	seen := map[[sha256.Size]byte]bool{}
+	var errs []error
 	for i, e := range f.Keys {
 		p, err := ParsePrincipal(e.Principal)
 		if err != nil {
-			return nil, fmt.Errorf("keys[%d]: %w", i, err)
+			errs = append(errs, fmt.Errorf("keys[%d]: %w", i, err))
 		}
-		b, err := hex.DecodeString(e.SHA256)
-		if err != nil || len(b) != sha256.Size || strings.ToLower(e.SHA256) != e.SHA256 {
-			return nil, fmt.Errorf("keys[%d] (%s): sha256 must be 64 lower-case hex digits", i, e.Principal)
+		b, herr := hex.DecodeString(e.SHA256)
+		if herr != nil || len(b) != sha256.Size || strings.ToLower(e.SHA256) != e.SHA256 {
+			errs = append(errs, fmt.Errorf("keys[%d] (%s): sha256 must be 64 lower-case hex digits", i, e.Principal))
+			continue
 		}
 		var h [sha256.Size]byte
 		copy(h[:], b)
 		if seen[h] {
-			return nil, fmt.Errorf("keys[%d] (%s): the same key hash is listed twice", i, e.Principal)
+			errs = append(errs, fmt.Errorf("keys[%d] (%s): the same key hash is listed twice", i, e.Principal))
+			continue
 		}
 		seen[h] = true
-		s.entries = append(s.entries, storedKey{principal: p, hash: h})
+		if err == nil {
+			s.entries = append(s.entries, storedKey{principal: p, hash: h})
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return s, nil
 }
 
 // Len returns the number of keys held.
 func (s *KeyStore) Len() int { return len(s.entries) }
+
+// LogFields describe the store in a reload's log line (platform/reload):
+// how many keys it holds and their principals (never a hash).
+func (s *KeyStore) LogFields() []zap.Field {
+	ps := make([]string, 0, len(s.entries))
+	for _, e := range s.entries {
+		ps = append(ps, e.principal.String())
+	}
+	slices.Sort(ps)
+	return []zap.Field{zap.Int("keys", len(s.entries)), zap.Strings("principals", slices.Compact(ps))}
+}
 
 // Authenticate hashes token and compares it with every stored hash in
 // constant time (every entry is compared, whatever matches). It returns

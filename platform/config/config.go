@@ -68,3 +68,42 @@ func BindEnv(fs *pflag.FlagSet, lookup func(string) (string, bool)) error {
 func Invalid(flag, value string, err error) error {
 	return &FlagError{Flag: flag, Value: value, Err: err}
 }
+
+// Removed is a flag a release removed. It stays registered, hidden, so a
+// start that still gives it — on the command line or as its METALLO_
+// variable — is refused naming the way forward (Err), never taken for an
+// unknown flag or a variable silently ignored (docs/operations.md#upgrades).
+type Removed struct {
+	name, instead string
+	values        []string
+}
+
+// RemovedFlag registers the removed flag name on fs, hidden; instead says
+// what replaces it.
+func RemovedFlag(fs *pflag.FlagSet, name, instead string) *Removed {
+	r := &Removed{name: name, instead: instead}
+	fs.Var(r, name, "removed: "+instead)
+	_ = fs.MarkHidden(name)
+	return r
+}
+
+// Err returns nil when the flag was not given, else a *FlagError naming it,
+// its variable and what replaces it.
+func (r *Removed) Err() error {
+	if r.values == nil {
+		return nil
+	}
+	return Invalid(r.name, strings.Join(r.values, ","), fmt.Errorf("removed: %s", r.instead))
+}
+
+// String implements pflag.Value.
+func (r *Removed) String() string { return strings.Join(r.values, ",") }
+
+// Set implements pflag.Value: every value is taken (and refused by Err).
+func (r *Removed) Set(v string) error {
+	r.values = append(r.values, v)
+	return nil
+}
+
+// Type implements pflag.Value.
+func (r *Removed) Type() string { return "removed" }

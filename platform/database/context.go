@@ -62,16 +62,18 @@ type Settings struct {
 // Target parses s.URL (empty: c.DefaultPath).
 func (c Context) Target(s Settings) (Target, error) { return ParseURL(s.URL, c.DefaultPath) }
 
-// Validate checks s; each error is a *config.FlagError naming its flag: a
-// URL ParseURL refuses, or a pool bound below 1.
+// Validate checks s, reporting every fault at once (errors.Join), each a
+// *config.FlagError naming its flag: a URL ParseURL refuses, a pool bound
+// below 1.
 func (c Context) Validate(s Settings) error {
+	var errs []error
 	if _, err := c.Target(s); err != nil {
-		return config.Invalid(c.URLFlag, s.URL, err)
+		errs = append(errs, config.Invalid(c.URLFlag, s.URL, err))
 	}
 	if s.MaxConns < 1 {
-		return config.Invalid(c.MaxConnsFlag, fmt.Sprint(s.MaxConns), errors.New("must be at least 1"))
+		errs = append(errs, config.Invalid(c.MaxConnsFlag, fmt.Sprint(s.MaxConns), errors.New("must be at least 1")))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Describe logs which database s names: the embedded default SQLite file

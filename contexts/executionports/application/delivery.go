@@ -89,29 +89,30 @@ type DeliveryStore interface {
 // every environment's bindings.
 const DefaultDeliveryInterval = 5 * time.Second
 
-// Deliverer delivers member bindings to the environments' streams.
+// Deliverer delivers member bindings to the environments' streams: every
+// environment configured at the time of each pass (Streams.EnvironmentIDs),
+// so an environment added to the configuration is delivered to from the
+// next full reconcile, and a removed one no longer.
 type Deliverer struct {
-	store        DeliveryStore
-	streams      *Streams
-	owner        MemberBindings
-	clock        Clock
-	environments []string
+	store   DeliveryStore
+	streams *Streams
+	owner   MemberBindings
+	clock   Clock
 }
 
-// NewDeliverer returns the deliverer of environments' bindings.
-func NewDeliverer(store DeliveryStore, streams *Streams, owner MemberBindings, clock Clock, environments []string) *Deliverer {
-	envs := append([]string(nil), environments...)
-	sort.Strings(envs)
-	return &Deliverer{store: store, streams: streams, owner: owner, clock: clock, environments: envs}
+// NewDeliverer returns the deliverer of the bindings of streams'
+// environments.
+func NewDeliverer(store DeliveryStore, streams *Streams, owner MemberBindings, clock Clock) *Deliverer {
+	return &Deliverer{store: store, streams: streams, owner: owner, clock: clock}
 }
 
-// Environments returns the environments d delivers to, in ID order.
-func (d *Deliverer) Environments() []string { return append([]string(nil), d.environments...) }
+// Environments returns the environments d delivers to now, in ID order.
+func (d *Deliverer) Environments() []string { return d.streams.EnvironmentIDs() }
 
-// Delivers reports whether d delivers to environment.
+// Delivers reports whether d delivers to environment now.
 func (d *Deliverer) Delivers(environment string) bool {
-	i := sort.SearchStrings(d.environments, environment)
-	return i < len(d.environments) && d.environments[i] == environment
+	_, err := d.streams.Environment(environment)
+	return err == nil
 }
 
 // DeliveryPass is what one pass over an environment did.
@@ -127,7 +128,7 @@ type DeliveryPass struct {
 func (d *Deliverer) ReconcileAll(ctx context.Context) ([]DeliveryPass, error) {
 	var errs []error
 	var passes []DeliveryPass
-	for _, env := range d.environments {
+	for _, env := range d.Environments() {
 		p, err := d.Reconcile(ctx, env)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("deliver bindings of %s: %w", env, err))

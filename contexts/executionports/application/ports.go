@@ -20,10 +20,14 @@ type Clock interface {
 }
 
 // Environments is the configured set of execution environments
-// (environments.yaml).
+// (environments.yaml). The set in use can be replaced while the process
+// runs (docs/operations.md#configuration-reloads): each call reads the
+// version in use at that moment.
 type Environments interface {
 	// Environment returns the environment with id, or false.
 	Environment(id string) (domain.Environment, bool)
+	// IDs returns the configured environment IDs, sorted.
+	IDs() []string
 }
 
 // NewCommand is a command ready to append: its ID, its digest and the

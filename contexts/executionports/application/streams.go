@@ -41,6 +41,9 @@ func NewStreams(store StreamStore, envs Environments, clock Clock, wake *Wakeups
 	return &Streams{store: store, envs: envs, clock: clock, wake: wake, recheck: recheck}
 }
 
+// EnvironmentIDs returns the configured environment IDs in use, sorted.
+func (s *Streams) EnvironmentIDs() []string { return s.envs.IDs() }
+
 // Environment returns the configured environment id or an error wrapping
 // domain.ErrUnknownEnvironment.
 func (s *Streams) Environment(id string) (domain.Environment, error) {
@@ -111,12 +114,15 @@ type PullPage struct {
 // domain.ErrInstallationMismatch; q.Bind says whether an unbound stream is
 // bound to q.Installation.
 func (s *Streams) Pull(ctx context.Context, q PullQuery) (PullPage, error) {
-	if _, err := s.Environment(q.Environment); err != nil {
-		return PullPage{}, err
-	}
 	deadline := time.Now().Add(q.Wait)
 	for {
 		woken := s.wake.Watch(q.Environment)
+		// Checked at every round: an environment removed from the
+		// configuration while its Runtime waits ends the wait
+		// (docs/site-protocol.md#a-removed-environment).
+		if _, err := s.Environment(q.Environment); err != nil {
+			return PullPage{}, err
+		}
 		page, err := s.read(ctx, q)
 		if err != nil || len(page.Commands) > 0 {
 			return page, err

@@ -39,12 +39,14 @@ var (
 
 // Environment is a Site's execution environment, the owner of one command
 // stream (docs/site-protocol.md#streams-commands-and-results): its ID (e.g.
-// "alpha-k8s"), the Site it belongs to (e.g. "alpha") and the authority, the
-// URL the Runtime is told to trust.
+// "alpha-k8s"), the Site it belongs to (e.g. "alpha"), the authority, the
+// URL the Runtime is told to trust, and its backend ("kubernetes" or
+// "slurm"; docs/architecture.md#configuration-files).
 type Environment struct {
 	ID        string
 	Site      string
 	Authority string
+	Backend   string
 }
 
 var installationRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)

@@ -22,9 +22,11 @@ import (
 )
 
 // Environment is one entry to write into environments.yaml: with a static
-// key unless TokenReview is set.
+// key unless TokenReview is set; Backend is left out when empty
+// (kubernetes).
 type Environment struct {
 	ID, Site, Authority string
+	Backend             string
 	TokenReview         *TokenReview
 }
 
@@ -94,6 +96,9 @@ func WriteFiles(tb testing.TB, dir string, envs []Environment, extraPrincipals .
 	var list []map[string]any
 	for _, e := range envs {
 		entry := map[string]any{"id": e.ID, "site": e.Site, "authority": e.Authority}
+		if e.Backend != "" {
+			entry["backend"] = e.Backend
+		}
 		if tr := e.TokenReview; tr != nil {
 			entry["auth"] = map[string]any{"tokenreview": map[string]any{"kubeconfig": tr.Kubeconfig, "username": tr.Username, "audience": tr.Audience}}
 		} else {

@@ -174,11 +174,12 @@ func (s *Service) applyAccounts(ctx context.Context, tx AccountTx, site, allocat
 // is not site's (binding_mismatch).
 func (s *Service) checkAccountBindings(site string, r domain.AccountReport, bindings map[string]domain.MemberBinding) error {
 	var refusals []domain.Refusal
+	configured := s.sites()
 	for i, a := range r.Accounts {
 		loc := fmt.Sprintf("body.accounts[%d].binding_id", i)
 		b, ok := bindings[a.BindingID]
 		var detail string
-		switch envSite, known := s.siteOf(b.Environment); {
+		switch envSite, known := configured.siteOf(b.Environment); {
 		case !ok:
 			detail = fmt.Sprintf("no member binding %s is held: name the binding the account lookup answered", a.BindingID)
 		case b.PartyID != a.PartyID:

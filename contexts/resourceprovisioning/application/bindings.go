@@ -24,27 +24,39 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // letters, digits, '.', '_' or '-', starting with a letter or digit.
 func ValidID(v string) bool { return idPattern.MatchString(v) }
 
-// checkEnvironments returns a copy of envs (environment → Site), refusing
-// IDs that cannot name an environment or a Site.
-func checkEnvironments(envs map[string]string) (map[string]string, error) {
-	out := make(map[string]string, len(envs))
-	for _, env := range slices.Sorted(maps.Keys(envs)) {
-		site := envs[env]
-		if !ValidID(env) {
-			return nil, fmt.Errorf("environment %q: not an environment ID (1–128 letters, digits, '.', '_' or '-')", env)
-		}
-		if !ValidID(site) {
-			return nil, fmt.Errorf("environment %s: Site %q is not a Site ID (1–128 letters, digits, '.', '_' or '-')", env, site)
-		}
-		out[env] = site
+// EnvironmentSites is each configured execution environment's Site
+// (environments.yaml; docs/architecture.md#configuration-files). The
+// configuration in use can be replaced while the service runs
+// (docs/operations.md#configuration-reloads), so an operation reads it
+// once, at its start.
+type EnvironmentSites interface {
+	// Sites returns each environment's Site (environment → Site). The
+	// service never changes the map.
+	Sites() map[string]string
+}
+
+// StaticSites is a fixed EnvironmentSites.
+type StaticSites map[string]string
+
+// Sites implements EnvironmentSites.
+func (s StaticSites) Sites() map[string]string { return s }
+
+// sites is one reading of the configured environments' Sites.
+type sites map[string]string
+
+// sites returns the Sites of the configuration in use (none when the
+// service has no EnvironmentSites).
+func (s *Service) sites() sites {
+	if s.cfg.Environments == nil {
+		return nil
 	}
-	return out, nil
+	return s.cfg.Environments.Sites()
 }
 
 // environmentsOf returns the configured environments of site, sorted.
-func (s *Service) environmentsOf(site string) []string {
+func (m sites) environmentsOf(site string) []string {
 	var out []string
-	for env, sv := range s.cfg.Environments {
+	for env, sv := range m {
 		if sv == site {
 			out = append(out, env)
 		}
@@ -54,8 +66,8 @@ func (s *Service) environmentsOf(site string) []string {
 }
 
 // siteOf returns the Site of a configured environment.
-func (s *Service) siteOf(environment string) (string, bool) {
-	site, ok := s.cfg.Environments[environment]
+func (m sites) siteOf(environment string) (string, bool) {
+	site, ok := m[environment]
 	return site, ok
 }
 

@@ -13,7 +13,7 @@ import (
 )
 
 // ErrUnknownEnvironment is wrapped by a read's error when the environment
-// is not configured (--environment-site).
+// is not configured (environments.yaml).
 var ErrUnknownEnvironment = errors.New("unknown environment")
 
 // Answers of the account lookup (docs/resource-provisioning.md#the-account-lookup).
@@ -81,7 +81,7 @@ type AccountLookup struct {
 func (s *Service) LookupAccount(ctx context.Context, site, environment, username, providerProject string) (AccountLookup, error) {
 	problems := domain.CheckText("query.username", username, true)
 	problems = append(problems, domain.CheckText("query.provider_project", providerProject, true)...)
-	envs := s.environmentsOf(site)
+	envs := s.sites().environmentsOf(site)
 	switch {
 	case environment != "" && !slices.Contains(envs, environment):
 		problems = append(problems, domain.Problem{Location: "query.environment", Message: fmt.Sprintf("not an environment of Site %s (%s)", site, listOrNone(envs)), Value: environment})
@@ -203,7 +203,7 @@ func (s *Service) DesiredBindings(ctx context.Context, environment, after string
 	if err != nil {
 		return BindingPage{}, err
 	}
-	site, ok := s.siteOf(environment)
+	site, ok := s.sites().siteOf(environment)
 	if !ok {
 		return BindingPage{}, fmt.Errorf("%w: %q is not a configured environment", ErrUnknownEnvironment, environment)
 	}
@@ -322,8 +322,9 @@ func (s *Service) ProjectAccounts(ctx context.Context, projectID, site, partyID 
 	}
 	now := s.now()
 	out := make([]AccountView, 0, len(bs))
+	configured := s.sites()
 	for _, b := range bs {
-		envSite, _ := s.siteOf(b.Environment)
+		envSite, _ := configured.siteOf(b.Environment)
 		if site != "" && envSite != site {
 			continue
 		}

@@ -38,11 +38,12 @@ type Config struct {
 	// refused: accepted, it would make every later report stale and lock
 	// the allocation until the agent's clock caught up.
 	ClockSkew time.Duration
-	// Environments maps each execution environment to its Site (a Party's
+	// Environments gives each execution environment's Site (a Party's
 	// site binding names an environment; an agent reports for a Site). Only
 	// a Site's own environments are visible to its agent's account report
 	// and lookup (docs/resource-provisioning.md#native-member-accounts).
-	Environments map[string]string
+	// Nil: no environment is configured.
+	Environments EnvironmentSites
 }
 
 // Service is Resource Provisioning's application service: report and event
@@ -72,11 +73,6 @@ func NewService(store Store, clock Clock, observer Observer, cfg Config) (*Servi
 	if cfg.ClockSkew == 0 {
 		cfg.ClockSkew = DefaultClockSkew
 	}
-	envs, err := checkEnvironments(cfg.Environments)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Environments = envs
 	return &Service{store: store, clock: clock, observer: observer, cfg: cfg}, nil
 }
 

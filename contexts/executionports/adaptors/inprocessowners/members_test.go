@@ -33,7 +33,7 @@ func owner(t *testing.T) (*rpapp.Service, func()) {
 	t.Cleanup(func() { _ = store.Close() })
 	tel, err := telemetry.New(zaptest.NewLogger(t), prometheus.NewRegistry())
 	dbtest.Must(t, err)
-	svc, err := rpapp.NewService(store, clock.NewManual(storetest.T0.Add(time.Minute)), tel, rpapp.Config{WaldurInstance: storetest.Instance, Environments: storetest.Environments})
+	svc, err := rpapp.NewService(store, clock.NewManual(storetest.T0.Add(time.Minute)), tel, rpapp.Config{WaldurInstance: storetest.Instance, Environments: rpapp.StaticSites(storetest.Environments)})
 	dbtest.Must(t, err)
 	for _, ev := range []domain.BetoEvent{
 		storetest.SiteBindingEvent("e41f0a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b", storetest.PartyID, storetest.EnvK8s, "alice", domain.SiteBindingVerified, 1, 0),

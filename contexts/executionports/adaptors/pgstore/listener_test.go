@@ -20,6 +20,8 @@ func (oneEnvironment) Environment(id string) (domain.Environment, bool) {
 	return domain.Environment{ID: id, Site: "alpha", Authority: "https://metallo.example.org"}, id == "alpha-k8s"
 }
 
+func (oneEnvironment) IDs() []string { return []string{"alpha-k8s"} }
+
 // waitFor polls cond every 10 ms for up to 20 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()

@@ -173,6 +173,8 @@ func (oneEnvironment) Environment(id string) (domain.Environment, bool) {
 	return domain.Environment{ID: id, Site: "alpha", Authority: "https://metallo.example.org"}, id == deliveryEnv
 }
 
+func (oneEnvironment) IDs() []string { return []string{deliveryEnv} }
+
 type steppingClock struct {
 	mu sync.Mutex
 	t  time.Time
@@ -188,7 +190,7 @@ func (c *steppingClock) Now() time.Time {
 func deliverer(s DeliveryStore, owner application.MemberBindings) (*application.Deliverer, *application.Streams) {
 	c := &steppingClock{t: t0}
 	streams := application.NewStreams(s, oneEnvironment{}, c, application.NewWakeups(), time.Second)
-	return application.NewDeliverer(s, streams, owner, c, []string{deliveryEnv}), streams
+	return application.NewDeliverer(s, streams, owner, c), streams
 }
 
 var (

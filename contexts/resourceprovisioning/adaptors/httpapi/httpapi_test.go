@@ -66,7 +66,7 @@ func newHarness(t testing.TB) *harness {
 	}
 	tel, err := telemetry.New(log, prometheus.NewRegistry())
 	dbtest.Must(t, err)
-	svc, err := application.NewService(store, clock.NewManual(t0), tel, application.Config{WaldurInstance: "https://waldur.example.org", Environments: map[string]string{"alpha-k8s": "alpha", "beta-k8s": "beta"}})
+	svc, err := application.NewService(store, clock.NewManual(t0), tel, application.Config{WaldurInstance: "https://waldur.example.org", Environments: application.StaticSites{"alpha-k8s": "alpha", "beta-k8s": "beta"}})
 	dbtest.Must(t, err)
 	mux := http.NewServeMux()
 	api := httpserver.NewAPI(mux, "test")

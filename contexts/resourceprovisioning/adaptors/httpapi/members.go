@@ -18,7 +18,7 @@ import (
 // ready accounts and an allocation's account evidence.
 
 // ReasonUnknownEnvironment is the problem reason (404) of an environment
-// that is not configured (--environment-site).
+// that is not configured (environments.yaml).
 const ReasonUnknownEnvironment = "unknown-environment"
 
 // MaxAccountsBodyBytes bounds an account report's body (10,000 accounts of

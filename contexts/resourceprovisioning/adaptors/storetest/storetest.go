@@ -114,7 +114,7 @@ func newService(t *testing.T, sub Subject, clk *clock.Manual, environments map[s
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := application.NewService(sub.Store, clk, tel, application.Config{WaldurInstance: Instance, Freshness: 15 * time.Minute, Environments: environments})
+	svc, err := application.NewService(sub.Store, clk, tel, application.Config{WaldurInstance: Instance, Freshness: 15 * time.Minute, Environments: application.StaticSites(environments)})
 	if err != nil {
 		t.Fatal(err)
 	}
