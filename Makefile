@@ -21,8 +21,24 @@ REQUIRED_LANES := $(shell paste -sd, .ci/lanes)
 
 all: build
 
+# The build's version (docs/operations.md#versions), stamped into platform/buildinfo with -ldflags -X
+# from git when this is a checkout: `git describe` of the nearest v* tag (or the commit alone), with
+# "+dirty" when the tree has uncommitted or untracked files (as go build counts them), the full
+# revision and its commit time. go build stamps VCS data itself only where .git is a directory (not in
+# a git worktree); -buildvcs=true overrides an environment's GOFLAGS=-buildvcs=false where it can.
+# Outside a checkout nothing is linked and the binary says (devel) and unknown; METALLO_VERSION=…
+# (e.g. make build METALLO_VERSION=v1.4.0) sets the version of any build.
+BUILDINFO := github.com/pharos-metallo/metallo/platform/buildinfo
+GIT_REVISION = $(shell git rev-parse --verify --quiet HEAD 2>/dev/null)
+GIT_MODIFIED = $(if $(shell git status --porcelain 2>/dev/null | head -c1),true,false)
+GIT_TIME = $(shell TZ=UTC git show -s --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ HEAD 2>/dev/null)
+GIT_VERSION = $(shell git describe --tags --always --abbrev=12 --match 'v[0-9]*' HEAD 2>/dev/null)$(if $(filter true,$(GIT_MODIFIED)),+dirty)
+METALLO_VERSION ?= $(if $(GIT_REVISION),$(GIT_VERSION))
+LDFLAGS_VERSION = $(if $(METALLO_VERSION),-X $(BUILDINFO).version=$(METALLO_VERSION)) \
+	$(if $(GIT_REVISION),-X $(BUILDINFO).revision=$(GIT_REVISION) -X $(BUILDINFO).vcsTime=$(GIT_TIME) -X $(BUILDINFO).modified=$(GIT_MODIFIED))
+
 build:
-	$(GO) build -o $(BIN) ./app/cmd/metallo
+	$(GO) build -buildvcs=true -ldflags '$(strip $(LDFLAGS_VERSION))' -o $(BIN) ./app/cmd/metallo
 
 ## run: serve the central roles on their embedded default SQLite databases under ./var/
 run: build

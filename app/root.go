@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
+	"github.com/pharos-metallo/metallo/platform/buildinfo"
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/logging"
 )
@@ -59,15 +61,21 @@ func NewRootCommand(env Env) *cobra.Command {
 	if env.Roles == nil {
 		env.Roles = DefaultRoles
 	}
+	build := buildinfo.Read()
 	root := &cobra.Command{
 		Use:           "metallo",
 		Short:         "Metallo runs research computing work at Sites",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Version makes cobra add --version, printed with the template
+		// below: the text of `metallo version`.
+		Version: build.Version,
 	}
+	root.SetVersionTemplate(strings.ReplaceAll(versionLines(build), "{{", `{{"{{"}}`))
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
 	root.AddCommand(
+		newVersionCommand(env),
 		newServeCommand(env),
 		newMigrateCommand(env),
 		newKeysCommand(env),

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pharos-metallo/metallo/platform/auth"
+	"github.com/pharos-metallo/metallo/platform/buildinfo"
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/environments"
@@ -67,7 +68,8 @@ The runtime role runs alone. Every flag has a METALLO_* environment equivalent
 			if err := errors.Join(faults...); err != nil {
 				return err
 			}
-			log.Info("starting", zap.Strings("roles", namesOf(selected)))
+			build := buildinfo.Read()
+			log.Info("starting", zap.Strings("roles", namesOf(selected)), zap.String("version", build.Version), zap.String("revision", build.Revision))
 			err = runApp(cmd.Context(), Compose(selected, common, log), common.StopTimeout)
 			if errors.Is(err, database.ErrPendingMigrations) {
 				// Start stops at the first context it finds behind; name

@@ -12,6 +12,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/heartbeat"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/sitehttp"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/platform/buildinfo"
 	"github.com/pharos-metallo/metallo/platform/cabundle"
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
@@ -42,11 +43,12 @@ func StartHeartbeat(ctx context.Context, c Config, clk application.Clock) error 
 	return nil
 }
 
-// NewSiteClient returns the Site HTTPS client for the installation.
+// NewSiteClient returns the Site HTTPS client for the installation; its
+// pulls carry this binary's version (docs/site-protocol.md#the-runtimes-version).
 func NewSiteClient(c Config, installationID string) (*sitehttp.Client, error) {
 	path, _ := c.Credential()
 	return sitehttp.New(sitehttp.Config{Authority: c.Authority, Environment: c.Environment, InstallationID: installationID,
-		TokenFile: path, CAFile: c.CAFile})
+		RuntimeVersion: buildinfo.Read().Version, TokenFile: path, CAFile: c.CAFile})
 }
 
 // ProviderSource is a parsed provider flag (--permissions,

@@ -1,6 +1,7 @@
 // Command demo is `make demo`: Metallo's main job on real input, narrated
-// in the terminal. It runs the central roles (provisioning,execution on
-// fresh SQLite files under var/demo/) and a Site Runtime as separate
+// in the terminal. It names the binary's build (metallo version), then
+// runs the central roles (provisioning,execution on fresh SQLite files
+// under var/demo/) and a Site Runtime as separate
 // processes of the metallo binary against the local cluster (make
 // cluster-up): the Runtime authenticates to the Site API with a
 // service-account token of the local cluster, checked by TokenReview; the
@@ -265,6 +266,9 @@ func (d *demo) prepareDir() error {
 	if _, err := os.Stat(filepath.Join(d.clusterDir, "cluster.json")); err != nil {
 		return fmt.Errorf("no local cluster (run make cluster-up): %w", err)
 	}
+	if err := d.sayVersion(); err != nil {
+		return err
+	}
 	abs, err := filepath.Abs(d.dir)
 	if err != nil {
 		return err
@@ -302,6 +306,29 @@ func (d *demo) prepareDir() error {
 }
 
 func (d *demo) path(name string) string { return filepath.Join(d.dir, name) }
+
+// sayVersion names the binary every process of the demo runs: `metallo
+// version -o json` (docs/operations.md#versions), which every role also
+// serves as metallo_build_info.
+func (d *demo) sayVersion() error {
+	out, err := exec.Command(d.bin, "version", "--output", "json").Output()
+	if err != nil {
+		return fmt.Errorf("metallo version: %w", err)
+	}
+	var v struct {
+		Version, Revision string
+		Modified          *bool
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		return fmt.Errorf("metallo version -o json: %w: %s", err, out)
+	}
+	state := "modified unknown"
+	if v.Modified != nil {
+		state = map[bool]string{true: "with uncommitted changes", false: "clean tree"}[*v.Modified]
+	}
+	d.say("the binary: metallo %s, commit %s (%s)", v.Version, v.Revision, state)
+	return nil
+}
 
 type leftover struct {
 	pid int

@@ -2,7 +2,9 @@
 // /metrics from a registry owned by the app (never the global default
 // registry), plus /healthz and, when enabled, Go's runtime profiles at
 // /debug/pprof/ (net/http/pprof). Contexts register their collectors on the
-// *prometheus.Registry this module provides.
+// *prometheus.Registry this module provides; the registry already holds the
+// Go runtime and process collectors and metallo_build_info, so every role
+// serves them (docs/operations.md#metrics).
 package admin
 
 import (
@@ -20,6 +22,7 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 
+	"github.com/pharos-metallo/metallo/platform/buildinfo"
 	"github.com/pharos-metallo/metallo/platform/servingtls"
 )
 
@@ -50,11 +53,30 @@ func (s *Server) Addr() string {
 	return s.ln.Addr().String()
 }
 
-// NewRegistry returns a registry with the Go runtime and process collectors.
+// NewRegistry returns a registry with the Go runtime and process collectors
+// and this binary's metallo_build_info (BuildInfo of buildinfo.Read).
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		BuildInfo(buildinfo.Read()))
 	return reg
+}
+
+// BuildInfoMetric is the name of the build information gauge.
+const BuildInfoMetric = "metallo_build_info"
+
+// BuildInfo returns the gauge metallo_build_info{version, revision,
+// go_version} of build i, always 1: the usual info-metric shape, so a
+// query can join it to any series of the same target
+// (docs/operations.md#versions).
+func BuildInfo(i buildinfo.Info) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        BuildInfoMetric,
+		Help:        "The running binary's build, always 1: its version, VCS revision and Go toolchain (metallo version).",
+		ConstLabels: prometheus.Labels{"version": i.Version, "revision": i.Revision, "go_version": i.GoVersion},
+	})
+	g.Set(1)
+	return g
 }
 
 // Module provides a *prometheus.Registry (also as prometheus.Registerer) and

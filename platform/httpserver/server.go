@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pharos-metallo/metallo/platform/auth"
+	"github.com/pharos-metallo/metallo/platform/buildinfo"
 	"github.com/pharos-metallo/metallo/platform/servingtls"
 )
 
@@ -79,15 +80,36 @@ const BearerScheme = "bearer"
 // credential.
 func Bearer() []map[string][]string { return []map[string][]string{{BearerScheme: {}}} }
 
+// APIVersion is the OpenAPI documents' info.version: the version of the
+// API itself, which changes only with the API, never with the binary's
+// build (the committed documents carry it, so `make generate` gives the same
+// document from any checkout). A served document adds the build
+// (DocumentBuild).
+const APIVersion = "1.0.0"
+
+// BuildExtension is the served document's info member naming the binary
+// that serves it: buildinfo.Info's JSON (docs/operations.md#versions).
+const BuildExtension = "x-metallo-build"
+
+// DocumentBuild adds build to the document's info as BuildExtension. The
+// server does it to the document it serves; `metallo openapi` never does.
+func DocumentBuild(api huma.API, build buildinfo.Info) {
+	info := api.OpenAPI().Info
+	if info.Extensions == nil {
+		info.Extensions = map[string]any{}
+	}
+	info.Extensions[BuildExtension] = build
+}
+
 // NewAPI builds a Huma API on mux with the platform's conventions: OpenAPI
-// 3.1 at /openapi.json and /openapi.yaml, docs at /docs (rendered offline
+// 3.1 at /openapi.json and /openapi.yaml (info.version APIVersion), docs at /docs (rendered offline
 // from assets in the binary, serveDocs), the bearer security
 // scheme, problem details with "reason", and no "$schema" link injection
 // (bodies are exactly what the operation returns). Huma's own
 // per-operation body read deadline is disabled (ownDeadline): the server's
 // one deadline (Config.BodyReadTimeout) is the only one.
 func NewAPI(mux *http.ServeMux, title string) huma.API {
-	cfg := huma.DefaultConfig(title, "1.0.0")
+	cfg := huma.DefaultConfig(title, APIVersion)
 	cfg.DocsPath = "" // served from the binary's own assets (serveDocs)
 	cfg.Servers = []*huma.Server{{
 		URL:         "/",
@@ -276,6 +298,7 @@ func newServer(cfg Config, p serverParams) (*Server, error) {
 	}
 	mux := http.NewServeMux()
 	api := NewAPI(mux, cfg.Title)
+	DocumentBuild(api, buildinfo.Read())
 	if p.Metrics != nil {
 		m, err := newHTTPMetrics(p.Metrics)
 		if err != nil {

@@ -32,13 +32,21 @@ const Metallo = "./app/cmd/metallo"
 type Option func(*options)
 
 type options struct {
-	pkg string
+	pkg  string
+	make bool
 }
 
 // WithPackage builds the main package pkg (relative to the module root,
 // e.g. "./contexts/siteruntime/systemtest/testbin") instead of Metallo.
 func WithPackage(pkg string) Option {
 	return func(o *options) { o.pkg = pkg }
+}
+
+// WithMake builds the metallo binary as `make build` does (its -ldflags
+// stamp the version, revision, commit time and dirty flag from git;
+// docs/operations.md#versions), not with a plain go build.
+func WithMake() Option {
+	return func(o *options) { o.make = true }
 }
 
 // built is the process's cache of binaries: one directory, removed by Run,
@@ -88,17 +96,26 @@ func Binary(tb testing.TB, opts ...Option) string {
 		built.mu.Unlock()
 		tb.Fatal("testsetup.Binary needs the package's TestMain to call testsetup.Run")
 	}
-	b, ok := built.bins[o.pkg]
+	name := o.pkg
+	if o.make {
+		name = "make build"
+	}
+	b, ok := built.bins[name]
 	if !ok {
 		b = &build{}
-		built.bins[o.pkg] = b
+		built.bins[name] = b
 	}
 	dir := filepath.Join(built.dir, fmt.Sprint(len(built.bins)))
 	built.mu.Unlock()
 	b.once.Do(func() {
 		if b.err = os.Mkdir(dir, 0o700); b.err == nil {
 			b.path = filepath.Join(dir, filepath.Base(o.pkg))
-			b.err = Build(context.Background(), b.path, o.pkg)
+			if o.make {
+				b.path = filepath.Join(dir, "metallo")
+				b.err = Make(context.Background(), b.path)
+			} else {
+				b.err = Build(context.Background(), b.path, o.pkg)
+			}
 		}
 	})
 	if b.err != nil {
@@ -119,6 +136,22 @@ func Build(ctx context.Context, out, pkg string) error {
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
+	}
+	return nil
+}
+
+// Make builds the metallo binary into out with the Makefile's build
+// target (make build BIN=out) in the module root. The error carries make's
+// output.
+func Make(ctx context.Context, out string) error {
+	root, err := ModuleRoot(ctx)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "build", "BIN="+out)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("make build: %w\n%s", err, b)
 	}
 	return nil
 }

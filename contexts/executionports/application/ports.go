@@ -91,6 +91,22 @@ type CommandRecord struct {
 	ResultExpiredAt time.Time
 }
 
+// RuntimeVersion is what a Runtime's pull said about its build: the last
+// one per environment is kept (docs/execution-ports.md#runtime-versions).
+type RuntimeVersion struct {
+	Environment string
+	// InstallationID is the installation that pulled.
+	InstallationID string
+	// Version is the pull's Metallo-Runtime-Version
+	// (siteprotocol.RuntimeVersionHeader, at most
+	// siteprotocol.MaxRuntimeVersionBytes visible ASCII characters), ""
+	// when the pull carried none (a Runtime older than the header).
+	Version string
+	// PulledAt is the time of the pull that carried it, refreshed at
+	// least every RuntimeVersionRefresh while the Runtime pulls.
+	PulledAt time.Time
+}
+
 // Binding actions recorded in a stream's binding history.
 const (
 	// BindingBound: the first installation that used an unbound stream.
@@ -145,6 +161,15 @@ type StreamStore interface {
 	Locked(ctx context.Context, environment string, at time.Time, fn func(LockedStream) error) error
 	// Bindings returns the stream's binding history, oldest first.
 	Bindings(ctx context.Context, environment string) ([]Binding, error)
+	// RecordRuntimeVersion stores v as the last Runtime version of
+	// v.Environment's stream, whose row exists (the pull that carried it
+	// bound the stream), unless the stored one was pulled later: a slower
+	// pull never replaces a newer one
+	// (docs/execution-ports.md#runtime-versions).
+	RecordRuntimeVersion(ctx context.Context, v RuntimeVersion) error
+	// RuntimeVersion returns the last Runtime version recorded for
+	// environment's stream, false when none was.
+	RuntimeVersion(ctx context.Context, environment string) (RuntimeVersion, bool, error)
 	// ExpireResults drops the content of at most limit results, of every
 	// stream, of commands appended with operation and acknowledged at or
 	// before acknowledgedBefore, oldest first, recording at as their

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/executionports/domain"
@@ -31,14 +32,26 @@ type Streams struct {
 	clock   Clock
 	wake    *Wakeups
 	recheck time.Duration
+
+	// versions holds the Runtime version this process last recorded per
+	// environment (recordVersion); bounded by the configured environments.
+	versionsMu sync.Mutex
+	versions   map[string]RuntimeVersion
 }
+
+// RuntimeVersionRefresh is how old an environment's recorded Runtime
+// version may grow before a pull carrying the same version from the same
+// installation records its time again; a pull with another version or
+// installation records at once. It spares the store a write on every pull
+// (docs/execution-ports.md#runtime-versions).
+const RuntimeVersionRefresh = time.Minute
 
 // NewStreams returns the service. recheck ≤ 0 means DefaultRecheck.
 func NewStreams(store StreamStore, envs Environments, clock Clock, wake *Wakeups, recheck time.Duration) *Streams {
 	if recheck <= 0 {
 		recheck = DefaultRecheck
 	}
-	return &Streams{store: store, envs: envs, clock: clock, wake: wake, recheck: recheck}
+	return &Streams{store: store, envs: envs, clock: clock, wake: wake, recheck: recheck, versions: map[string]RuntimeVersion{}}
 }
 
 // EnvironmentIDs returns the configured environment IDs in use, sorted.
@@ -93,6 +106,11 @@ type PullQuery struct {
 	// stays unbound; a stream bound to another installation is still
 	// domain.ErrInstallationMismatch.
 	Bind bool
+	// RuntimeVersion is the pull's Metallo-Runtime-Version (valid by
+	// siteprotocol.ValidRuntimeVersion), "" when it carried none. A
+	// binding pull that the fence admits records it; a read-only pull
+	// never does (docs/execution-ports.md#runtime-versions).
+	RuntimeVersion string
 }
 
 // PullPage is the answer to a pull: the stream's state and the commands
@@ -112,9 +130,16 @@ type PullPage struct {
 // there (possibly nothing); it answers at once when the process stops
 // (Wakeups.Stop). A stream bound to another installation is
 // domain.ErrInstallationMismatch; q.Bind says whether an unbound stream is
-// bound to q.Installation.
+// bound to q.Installation. A binding pull records q.RuntimeVersion once
+// the fence admits it (recordVersion). It returns an error wrapping
+// ErrInvalidRequest for a RuntimeVersion the header's rule refuses.
 func (s *Streams) Pull(ctx context.Context, q PullQuery) (PullPage, error) {
+	if q.RuntimeVersion != "" && !siteprotocol.ValidRuntimeVersion(q.RuntimeVersion) {
+		return PullPage{}, fmt.Errorf("%w: %s must be 1-%d visible ASCII characters", ErrInvalidRequest, siteprotocol.RuntimeVersionHeader, siteprotocol.MaxRuntimeVersionBytes)
+	}
+	pulledAt := s.clock.Now()
 	deadline := time.Now().Add(q.Wait)
+	recorded := !q.Bind
 	for {
 		woken := s.wake.Watch(q.Environment)
 		// Checked at every round: an environment removed from the
@@ -124,8 +149,15 @@ func (s *Streams) Pull(ctx context.Context, q PullQuery) (PullPage, error) {
 			return PullPage{}, err
 		}
 		page, err := s.read(ctx, q)
-		if err != nil || len(page.Commands) > 0 {
-			return page, err
+		if err == nil && !recorded {
+			err = s.recordVersion(ctx, RuntimeVersion{Environment: q.Environment, InstallationID: q.Installation, Version: q.RuntimeVersion, PulledAt: pulledAt})
+			recorded = true
+		}
+		if err != nil {
+			return PullPage{}, err
+		}
+		if len(page.Commands) > 0 {
+			return page, nil
 		}
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
@@ -144,6 +176,37 @@ func (s *Streams) Pull(ctx context.Context, q PullQuery) (PullPage, error) {
 		}
 		timer.Stop()
 	}
+}
+
+// recordVersion stores v in the store unless this process recorded the
+// same version from the same installation less than RuntimeVersionRefresh
+// before v.PulledAt.
+func (s *Streams) recordVersion(ctx context.Context, v RuntimeVersion) error {
+	s.versionsMu.Lock()
+	last, ok := s.versions[v.Environment]
+	s.versionsMu.Unlock()
+	if ok && last.InstallationID == v.InstallationID && last.Version == v.Version &&
+		!v.PulledAt.Before(last.PulledAt) && v.PulledAt.Sub(last.PulledAt) < RuntimeVersionRefresh {
+		return nil
+	}
+	if err := s.store.RecordRuntimeVersion(ctx, v); err != nil {
+		return fmt.Errorf("record the runtime version of stream %s: %w", v.Environment, err)
+	}
+	s.versionsMu.Lock()
+	if cur, ok := s.versions[v.Environment]; !ok || !v.PulledAt.Before(cur.PulledAt) {
+		s.versions[v.Environment] = v
+	}
+	s.versionsMu.Unlock()
+	return nil
+}
+
+// RuntimeVersion returns the last Runtime version recorded for environment
+// (false when none was).
+func (s *Streams) RuntimeVersion(ctx context.Context, environment string) (RuntimeVersion, bool, error) {
+	if _, err := s.Environment(environment); err != nil {
+		return RuntimeVersion{}, false, err
+	}
+	return s.store.RuntimeVersion(ctx, environment)
 }
 
 func (s *Streams) read(ctx context.Context, q PullQuery) (PullPage, error) {

@@ -26,8 +26,10 @@ const (
 	exampleAuthority    = "https://metallo.example.org"
 	exampleInstallation = "alpha-k8s-runtime-1"
 	exampleReinstalled  = "alpha-k8s-runtime-2"
-	exampleParty        = "9c2e4a61-0d7b-4f35-8e1a-6b3f2d9c4e80"
-	exampleProject      = "0a1b2c3d-4e5f-4071-8293-a4b5c6d7e8f9"
+	// exampleRuntimeVersion is the Runtime's Metallo-Runtime-Version.
+	exampleRuntimeVersion = "v1.4.0"
+	exampleParty          = "9c2e4a61-0d7b-4f35-8e1a-6b3f2d9c4e80"
+	exampleProject        = "0a1b2c3d-4e5f-4071-8293-a4b5c6d7e8f9"
 	// exampleBinding is the member binding's ID as resource_provisioning
 	// derives it from (Party, Project, environment).
 	exampleBinding    = "e6cc5fcd-e6be-5742-82db-4fa71c05bc99"
@@ -210,7 +212,7 @@ func pullExamples() []httpserver.Example {
 	}
 	return []httpserver.Example{{
 		Name: "first-pull", Summary: "The Runtime's first pull binds the stream and answers every command",
-		Params:   siteParams(map[string]any{"after": 0, "limit": 100, "wait": 0}),
+		Params:   siteParams(map[string]any{"after": 0, "limit": 100, "wait": 0, siteprotocol.RuntimeVersionHeader: exampleRuntimeVersion}),
 		Status:   200,
 		Response: map[string]any{"commands": cmds, "head_sequence": len(cmds), "acknowledged_sequence": 0},
 	}}

@@ -16,6 +16,9 @@ type pullInput struct {
 	Limit int   `query:"limit" minimum:"1" maximum:"100" default:"100" doc:"At most this many commands."`
 	Wait  int   `query:"wait" minimum:"0" maximum:"30" default:"0" doc:"Seconds to wait for a command when none is ready (long poll)."`
 	Bind  bool  `query:"bind" default:"true" doc:"Bind an unbound stream to this installation (a Runtime's pull). false is a read-only pull (metallo runtime check): an unbound stream stays unbound; a stream bound to another installation is still 409 installation-mismatch."`
+	// RuntimeVersion is siteprotocol.RuntimeVersionHeader; its rule is
+	// siteprotocol.ValidRuntimeVersion's, checked by Huma from the tags.
+	RuntimeVersion string `header:"Metallo-Runtime-Version" maxLength:"128" pattern:"^[!-~]+$" example:"v1.4.0" doc:"The Runtime's build version, as metallo version prints it (optional): 1-128 visible ASCII characters ('!' to '~'), else 422 validation-failed and nothing changes. A pull that binds (bind=true) and that the installation fence admits records it, with the installation and the pull's time, as the environment's last Runtime version; a read-only pull records nothing. A pull without it is served the same and records an empty version."`
 }
 
 // PullBody is the answer to a pull (the shape of siteprotocol.Pull).
@@ -45,7 +48,7 @@ func (h *Handlers) pullCommands(ctx context.Context, in *pullInput) (*pullOutput
 	}
 	page, err := h.Streams.Pull(ctx, application.PullQuery{
 		Environment: in.Environment, Installation: in.Installation, Principal: principalOf(ctx),
-		After: in.After, Limit: in.Limit, Wait: time.Duration(in.Wait) * time.Second, Bind: in.Bind,
+		After: in.After, Limit: in.Limit, Wait: time.Duration(in.Wait) * time.Second, Bind: in.Bind, RuntimeVersion: in.RuntimeVersion,
 	})
 	if err != nil {
 		return nil, h.problem(err, "")

@@ -151,6 +151,30 @@ func (s *Store) ExpireResults(ctx context.Context, operation string, acknowledge
 	return int(n), nil
 }
 
+// RecordRuntimeVersion implements application.StreamStore: one upsert
+// that keeps the later pull.
+func (s *Store) RecordRuntimeVersion(ctx context.Context, v application.RuntimeVersion) error {
+	err := s.q.RecordRuntimeVersion(ctx, pgdb.RecordRuntimeVersionParams{
+		Environment: v.Environment, InstallationID: v.InstallationID, Version: v.Version, PulledAt: ts(v.PulledAt),
+	})
+	if err != nil {
+		return unavailable(fmt.Errorf("record the runtime version of stream %s: %w", v.Environment, err))
+	}
+	return nil
+}
+
+// RuntimeVersion implements application.StreamStore.
+func (s *Store) RuntimeVersion(ctx context.Context, environment string) (application.RuntimeVersion, bool, error) {
+	row, err := s.q.RuntimeVersion(ctx, environment)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return application.RuntimeVersion{}, false, nil
+	}
+	if err != nil {
+		return application.RuntimeVersion{}, false, unavailable(fmt.Errorf("read the runtime version of stream %s: %w", environment, err))
+	}
+	return application.RuntimeVersion{Environment: environment, InstallationID: row.InstallationID, Version: row.Version, PulledAt: row.PulledAt.Time.UTC()}, true, nil
+}
+
 // Bindings implements application.StreamStore.
 func (s *Store) Bindings(ctx context.Context, environment string) ([]application.Binding, error) {
 	rows, err := s.q.Bindings(ctx, environment)

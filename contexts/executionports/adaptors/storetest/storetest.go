@@ -7,8 +7,8 @@
 //
 // The suite is split by concern, one file each with its table of tests
 // (the shape of River's driver conformance suite): append.go, reads.go,
-// results.go, binding.go and retention.go; this file holds Exercise and the shared
-// fixtures.
+// results.go, binding.go, retention.go and runtimeversion.go; this file
+// holds Exercise and the shared fixtures.
 package storetest
 
 import (
@@ -39,6 +39,7 @@ func Exercise(t *testing.T, newStore NewStore) {
 	tests = append(tests, resultTests...)
 	tests = append(tests, bindingTests...)
 	tests = append(tests, retentionTests...)
+	tests = append(tests, runtimeVersionTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
 	}

@@ -10,7 +10,9 @@
 //     (the system roots when none is configured).
 //   - Plain HTTP is accepted only to a loopback address; New refuses any
 //     other http:// authority.
-//   - Every request carries the installation ID in Metallo-Installation.
+//   - Every request carries the installation ID in Metallo-Installation;
+//     every pull also carries the Runtime's version in
+//     Metallo-Runtime-Version (docs/site-protocol.md#the-runtimes-version).
 //   - A 4xx answer is returned as an *application.Problem carrying the
 //     problem's "reason"; a 5xx, 408, 429, a timeout or a connection failure
 //     (a body cut short included) wraps application.ErrTransient.
@@ -50,6 +52,10 @@ type Config struct {
 	Environment string
 	// InstallationID is sent in Metallo-Installation on every request.
 	InstallationID string
+	// RuntimeVersion is sent in Metallo-Runtime-Version on every pull, as
+	// siteprotocol.RuntimeVersionValue makes it (so the server never
+	// refuses it); empty sends "unknown".
+	RuntimeVersion string
 	// TokenFile holds the bearer credential (a projected service-account
 	// token or a static key), re-read for every request.
 	TokenFile string
@@ -104,6 +110,7 @@ func New(cfg Config) (*Client, error) {
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
+	cfg.RuntimeVersion = siteprotocol.RuntimeVersionValue(cfg.RuntimeVersion)
 	return &Client{base: u, cfg: cfg, http: &http.Client{Transport: transport}, timeout: timeout}, nil
 }
 
@@ -162,7 +169,7 @@ func (c *Client) streamURL(suffix string, q url.Values) string {
 // StreamState reads the stream's state.
 func (c *Client) StreamState(ctx context.Context) (siteprotocol.StreamState, error) {
 	var st siteprotocol.StreamState
-	err := c.do(ctx, http.MethodGet, c.streamURL("", nil), nil, c.timeout, maxAnswerBytes, &st)
+	err := c.do(ctx, http.MethodGet, c.streamURL("", nil), nil, nil, c.timeout, maxAnswerBytes, &st)
 	return st, err
 }
 
@@ -196,14 +203,15 @@ func (c *Client) pull(ctx context.Context, after int64, limit int, wait time.Dur
 		q.Set("bind", "false")
 	}
 	var p siteprotocol.Pull
-	err := c.do(ctx, http.MethodGet, c.streamURL("/commands", q), nil, c.timeout+wait, siteprotocol.MaxPullAnswerBytes, &p)
+	header := http.Header{siteprotocol.RuntimeVersionHeader: {c.cfg.RuntimeVersion}}
+	err := c.do(ctx, http.MethodGet, c.streamURL("/commands", q), header, nil, c.timeout+wait, siteprotocol.MaxPullAnswerBytes, &p)
 	return p, err
 }
 
 // SendResult PUTs the exact result bytes of command sequence.
 func (c *Client) SendResult(ctx context.Context, sequence int64, result []byte) (siteprotocol.Acknowledgement, error) {
 	var a siteprotocol.Acknowledgement
-	err := c.do(ctx, http.MethodPut, c.streamURL("/commands/"+strconv.FormatInt(sequence, 10)+"/result", nil), result, c.timeout, maxAnswerBytes, &a)
+	err := c.do(ctx, http.MethodPut, c.streamURL("/commands/"+strconv.FormatInt(sequence, 10)+"/result", nil), nil, result, c.timeout, maxAnswerBytes, &a)
 	return a, err
 }
 
@@ -232,7 +240,9 @@ func readAnswer(resp *http.Response, limit int64, what string) ([]byte, error) {
 	return raw, nil
 }
 
-func (c *Client) do(ctx context.Context, method, target string, body []byte, timeout time.Duration, limit int64, out any) error {
+// do sends one request with the credential, the installation header and
+// header's values, and decodes a 200 answer into out.
+func (c *Client) do(ctx context.Context, method, target string, header http.Header, body []byte, timeout time.Duration, limit int64, out any) error {
 	token, err := readToken(c.cfg.TokenFile)
 	if err != nil {
 		// The file may be mid-rotation: retry; a file that stays unusable
@@ -250,6 +260,11 @@ func (c *Client) do(ctx context.Context, method, target string, body []byte, tim
 		return fmt.Errorf("build request: %w", err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
+	for name, values := range header {
+		for _, v := range values {
+			req.Header.Add(name, v)
+		}
+	}
 	req.Header.Set(siteprotocol.InstallationHeader, c.cfg.InstallationID)
 	req.Header.Set("Accept", "application/json, application/problem+json")
 	if body != nil {

@@ -22,8 +22,11 @@ type seen struct {
 	mu      sync.Mutex
 	tokens  []string
 	install []string
-	bodies  []string
-	paths   []string
+	// versions are the Metallo-Runtime-Version values, one per request
+	// (nil for a request without the header).
+	versions [][]string
+	bodies   []string
+	paths    []string
 }
 
 func recorder(s *seen, status int, body string) http.HandlerFunc {
@@ -32,6 +35,7 @@ func recorder(s *seen, status int, body string) http.HandlerFunc {
 		s.mu.Lock()
 		s.tokens = append(s.tokens, r.Header.Get("Authorization"))
 		s.install = append(s.install, r.Header.Get("Metallo-Installation"))
+		s.versions = append(s.versions, r.Header.Values("Metallo-Runtime-Version"))
 		s.bodies = append(s.bodies, string(b))
 		s.paths = append(s.paths, r.URL.RequestURI())
 		s.mu.Unlock()
@@ -84,6 +88,42 @@ func TestTheTokenIsReReadFromItsFileForEveryRequestAndTheInstallationIsAlwaysSen
 	}
 	if s.paths[1] != "/site/v1/streams/alpha-k8s/commands?after=3&limit=10&wait=2" {
 		t.Fatalf("pull %s", s.paths[1])
+	}
+}
+
+// Every pull carries the Runtime's version, made to follow the header's
+// rule (docs/site-protocol.md#the-runtimes-version); results and state
+// reads do not carry it.
+func TestEveryPullCarriesTheRuntimesVersionWithinTheHeadersRule(t *testing.T) {
+	for version, sent := range map[string]string{
+		"v0.0.0-20261207192130-0f41f17e8bbd+dirty": "v0.0.0-20261207192130-0f41f17e8bbd+dirty",
+		"(devel)":        "(devel)",
+		"":               "unknown",
+		"v1 built by me": "v1_built_by_me",
+	} {
+		s := &seen{}
+		srv := httptest.NewServer(recorder(s, 200, `{"commands":[],"head_sequence":0,"acknowledged_sequence":0}`))
+		c, err := sitehttp.New(sitehttp.Config{Authority: srv.URL, Environment: "alpha-k8s", InstallationID: "inst-1", TokenFile: tokenFile(t, "k"), RuntimeVersion: version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if _, err := c.Pull(ctx, 0, 100, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Peek(ctx, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.StreamState(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = c.SendResult(ctx, 1, []byte(`{}`))
+		srv.Close()
+		for i, want := range [][]string{{sent}, {sent}, nil, nil} {
+			if got := s.versions[i]; len(got) != len(want) || (len(want) == 1 && got[0] != want[0]) {
+				t.Errorf("version %q, request %s: Metallo-Runtime-Version %q, want %q", version, s.paths[i], got, want)
+			}
+		}
 	}
 }
 

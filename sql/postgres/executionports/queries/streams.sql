@@ -91,3 +91,15 @@ WHERE result IS NOT NULL AND (environment, sequence) IN (
     LIMIT sqlc.arg(max_count)
     FOR UPDATE SKIP LOCKED
 );
+
+-- name: RecordRuntimeVersion :exec
+-- Keeps the later pull: a row pulled after sqlc.arg(pulled_at) stays
+-- (docs/execution-ports.md#runtime-versions).
+INSERT INTO runtime_versions (environment, installation_id, version, pulled_at)
+VALUES (sqlc.arg(environment), sqlc.arg(installation_id), sqlc.arg(version), sqlc.arg(pulled_at))
+ON CONFLICT (environment) DO UPDATE SET
+    installation_id = excluded.installation_id, version = excluded.version, pulled_at = excluded.pulled_at
+WHERE runtime_versions.pulled_at <= excluded.pulled_at;
+
+-- name: RuntimeVersion :one
+SELECT installation_id, version, pulled_at FROM runtime_versions WHERE environment = $1;

@@ -77,3 +77,16 @@ WHERE result IS NOT NULL AND (environment, sequence) IN (
     ORDER BY julianday(c.acknowledged_at)
     LIMIT CAST(sqlc.arg(max_count) AS INTEGER)
 );
+
+-- name: RecordRuntimeVersion :exec
+-- Keeps the later pull: a row pulled after sqlc.arg(pulled_at) stays
+-- (docs/execution-ports.md#runtime-versions). Times are compared by
+-- julianday(): RFC 3339 text with trimmed fractions does not sort as text.
+INSERT INTO runtime_versions (environment, installation_id, version, pulled_at)
+VALUES (sqlc.arg(environment), sqlc.arg(installation_id), sqlc.arg(version), sqlc.arg(pulled_at))
+ON CONFLICT (environment) DO UPDATE SET
+    installation_id = excluded.installation_id, version = excluded.version, pulled_at = excluded.pulled_at
+WHERE julianday(runtime_versions.pulled_at) <= julianday(excluded.pulled_at);
+
+-- name: RuntimeVersion :one
+SELECT installation_id, version, pulled_at FROM runtime_versions WHERE environment = ?;

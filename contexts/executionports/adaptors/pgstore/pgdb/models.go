@@ -40,6 +40,13 @@ type Command struct {
 	ResultExpiredAt pgtype.Timestamptz
 }
 
+type RuntimeVersion struct {
+	Environment    string
+	InstallationID string
+	Version        string
+	PulledAt       pgtype.Timestamptz
+}
+
 type Stream struct {
 	Environment          string
 	HeadSequence         int64

@@ -381,6 +381,50 @@ func (q *Queries) RecordResult(ctx context.Context, arg RecordResultParams) (int
 	return result.RowsAffected(), nil
 }
 
+const recordRuntimeVersion = `-- name: RecordRuntimeVersion :exec
+INSERT INTO runtime_versions (environment, installation_id, version, pulled_at)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (environment) DO UPDATE SET
+    installation_id = excluded.installation_id, version = excluded.version, pulled_at = excluded.pulled_at
+WHERE runtime_versions.pulled_at <= excluded.pulled_at
+`
+
+type RecordRuntimeVersionParams struct {
+	Environment    string
+	InstallationID string
+	Version        string
+	PulledAt       pgtype.Timestamptz
+}
+
+// Keeps the later pull: a row pulled after sqlc.arg(pulled_at) stays
+// (docs/execution-ports.md#runtime-versions).
+func (q *Queries) RecordRuntimeVersion(ctx context.Context, arg RecordRuntimeVersionParams) error {
+	_, err := q.db.Exec(ctx, recordRuntimeVersion,
+		arg.Environment,
+		arg.InstallationID,
+		arg.Version,
+		arg.PulledAt,
+	)
+	return err
+}
+
+const runtimeVersion = `-- name: RuntimeVersion :one
+SELECT installation_id, version, pulled_at FROM runtime_versions WHERE environment = $1
+`
+
+type RuntimeVersionRow struct {
+	InstallationID string
+	Version        string
+	PulledAt       pgtype.Timestamptz
+}
+
+func (q *Queries) RuntimeVersion(ctx context.Context, environment string) (RuntimeVersionRow, error) {
+	row := q.db.QueryRow(ctx, runtimeVersion, environment)
+	var i RuntimeVersionRow
+	err := row.Scan(&i.InstallationID, &i.Version, &i.PulledAt)
+	return i, err
+}
+
 const setInstallation = `-- name: SetInstallation :exec
 UPDATE streams SET installation_id = $2, bound_at = $3 WHERE environment = $1
 `

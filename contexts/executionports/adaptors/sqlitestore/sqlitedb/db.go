@@ -78,6 +78,12 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.recordResultStmt, err = db.PrepareContext(ctx, recordResult); err != nil {
 		return nil, fmt.Errorf("error preparing query RecordResult: %w", err)
 	}
+	if q.recordRuntimeVersionStmt, err = db.PrepareContext(ctx, recordRuntimeVersion); err != nil {
+		return nil, fmt.Errorf("error preparing query RecordRuntimeVersion: %w", err)
+	}
+	if q.runtimeVersionStmt, err = db.PrepareContext(ctx, runtimeVersion); err != nil {
+		return nil, fmt.Errorf("error preparing query RuntimeVersion: %w", err)
+	}
 	if q.setInstallationStmt, err = db.PrepareContext(ctx, setInstallation); err != nil {
 		return nil, fmt.Errorf("error preparing query SetInstallation: %w", err)
 	}
@@ -179,6 +185,16 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing recordResultStmt: %w", cerr)
 		}
 	}
+	if q.recordRuntimeVersionStmt != nil {
+		if cerr := q.recordRuntimeVersionStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing recordRuntimeVersionStmt: %w", cerr)
+		}
+	}
+	if q.runtimeVersionStmt != nil {
+		if cerr := q.runtimeVersionStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing runtimeVersionStmt: %w", cerr)
+		}
+	}
 	if q.setInstallationStmt != nil {
 		if cerr := q.setInstallationStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing setInstallationStmt: %w", cerr)
@@ -246,6 +262,8 @@ type Queries struct {
 	markDeliveryAcknowledgedStmt *sql.Stmt
 	markDeliveryAppendedStmt     *sql.Stmt
 	recordResultStmt             *sql.Stmt
+	recordRuntimeVersionStmt     *sql.Stmt
+	runtimeVersionStmt           *sql.Stmt
 	setInstallationStmt          *sql.Stmt
 	streamStateStmt              *sql.Stmt
 }
@@ -272,6 +290,8 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		markDeliveryAcknowledgedStmt: q.markDeliveryAcknowledgedStmt,
 		markDeliveryAppendedStmt:     q.markDeliveryAppendedStmt,
 		recordResultStmt:             q.recordResultStmt,
+		recordRuntimeVersionStmt:     q.recordRuntimeVersionStmt,
+		runtimeVersionStmt:           q.runtimeVersionStmt,
 		setInstallationStmt:          q.setInstallationStmt,
 		streamStateStmt:              q.streamStateStmt,
 	}

@@ -40,6 +40,13 @@ type Command struct {
 	ResultExpiredAt sql.NullString
 }
 
+type RuntimeVersion struct {
+	Environment    string
+	InstallationID string
+	Version        string
+	PulledAt       string
+}
+
 type Stream struct {
 	Environment          string
 	HeadSequence         int64
