@@ -82,8 +82,9 @@ type LifecycleConfig struct {
 //     nothing is deleted).
 //   - Cancel and Cleanup (Remove): each recorded object deleted as the
 //     Runtime with its exact UID and foreground propagation, recorded in
-//     phase deleting before and removed once gone, waiting at most the
-//     deletion wait; an object of the name with another UID is listed in
+//     phase deleting before and removed once gone, waiting at most until
+//     the deletion wait has passed since the command's start
+//     (docs/site-runtime.md#command-bounds); an object of the name with another UID is listed in
 //     detail.foreign_objects and never touched.
 //
 // Failpoints FailAfterNativeCall and FailAfterNativeRecord are hit after

@@ -165,9 +165,12 @@ func FilterHeaders(h map[string][]string) (out map[string][]string, truncated bo
 // endpoint-unavailable with nothing sent. The answer is the service's
 // status — an upstream error is the service's answer, never a Runtime
 // failure — its filtered headers and its body up to 1 MiB (truncated when
-// longer). A proxy is sent at most once: Recover of a proxy whose answer
-// was not saved fails native-error without sending it again (it may have
-// reached the service).
+// longer). The exchange is bounded by ReadConfig.ProxyTimeout from the
+// send (docs/site-runtime.md#command-bounds): a body still arriving then is
+// answered as read so far, truncated; an answer that did not begin fails
+// deadline-exceeded. A proxy is sent at most once: Recover of a proxy whose
+// answer was not saved fails native-error without sending it again (it
+// may have reached the service).
 func (r *PrivateReads) Proxy(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {
 	if r.proxy == nil {
 		return domain.Refused(siteprotocol.ReasonUnsupportedOperation, "this family does not proxy to a service"), nil

@@ -137,19 +137,24 @@ func (r *PrivateReads) WithFiles(specs ReaderSpecs, pods ReaderPods, cfg FileRea
 // BEFORE the create and created with its UID after it — mounting the
 // claim read-only, required onto the node of the workload's Pod when one
 // is bound; its one line is read back through pods/log once it
-// terminated (within FileReadConfig.Wait), the claim's UID is checked
-// again, and the reader is deleted as the Runtime by UID (recorded
-// deleting, then removed) whatever the outcome. The reader's refusal is
-// path-rejected; a reader that failed, ended without its line or did not
-// end in time is native-error; a reader still there after the deletion
-// allowance is deletion-pending (nothing of the file is answered).
+// terminated (until FileReadConfig.Wait has passed since the command's
+// start, CommandStart), the claim's UID is checked again, and the reader
+// is deleted as the Runtime by UID (recorded deleting, then removed)
+// whatever the outcome. The reader's refusal is path-rejected; a reader
+// that did not end in time is deadline-exceeded; one that failed or ended
+// without its line is native-error; a reader still there after the
+// deletion allowance is deletion-pending (nothing of the file is
+// answered).
 //
-// Recover and every read first remove a reader left
-// by an interrupted read — by its recorded UID, or, recorded only as
-// creating, found by name and adopted only when it carries everything
-// rendered (otherwise ErrUnexplained: nothing is deleted) — without ever
-// reading its log; then the read runs again with a new reader. The reader
-// only reads (the claim is mounted read-only) and the result of the
+// A Recover adopts this command's own reader while it exists — recorded
+// with its UID and live with it, or recorded only as creating and found by
+// name carrying everything rendered (otherwise ErrUnexplained: nothing is
+// deleted) — and reads it, so no second reader is created; it waits only
+// what is left of the bound (docs/site-runtime.md#command-bounds). Every
+// read first removes any other reader left (another command's, or one
+// being removed) by its UID, never reading its log; then it runs with a
+// new reader, none once the bound has passed (deadline-exceeded). The
+// reader only reads (the claim is mounted read-only) and the result of an
 // interrupted read was never saved, so never sent. Errors leave the effect
 // uncertain, or wrap ErrUnexplained.
 func (r *PrivateReads) ReadFile(ctx context.Context, cmd siteprotocol.Command) (domain.Answer, error) {

@@ -167,8 +167,11 @@ func NewPrivateReads(life *Lifecycle, specs WorkspaceSpecs, pods WorkloadPods, r
 // log (the workload's main container when the payload names none), exact,
 // base64, with truncated when the log held more. Refusals as PrivateReads
 // says; a container the Pod does not have is invalid-payload; a recorded
-// object removed (or gone, or without a Pod) fails native-missing; a log
-// the kubelet cannot give fails native-error. Errors are failed reads.
+// object removed (or gone, or without a Pod) fails native-missing; a
+// container that never started, or a log the kubelet cannot give, fails
+// native-error; reads that have not ended ReadConfig.LogsTimeout after
+// the command's start fail deadline-exceeded
+// (docs/site-runtime.md#command-bounds). Errors are failed reads.
 func (r *PrivateReads) ReadLogs(ctx context.Context, cmd siteprotocol.Command) (domain.Answer, error) {
 	p, err := siteprotocol.DecodePayload[siteprotocol.ReadLogsPayload](cmd)
 	if err != nil {

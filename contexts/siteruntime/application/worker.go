@@ -43,7 +43,8 @@ type WorkerConfig struct {
 	// (docs/site-runtime.md#command-bounds). Zero fields are defaults.
 	Bounds Bounds
 	// BeatInterval is how often the heartbeat is beaten while a command
-	// runs (default 1 s).
+	// runs (default 500 ms; the heartbeat file takes at most one write a
+	// second).
 	BeatInterval time.Duration
 	// LongWait is how long a command's bounded wait lasts before it is
 	// logged, and then its end (default 10 s).
@@ -68,7 +69,7 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	}
 	c.Bounds = c.Bounds.WithDefaults()
 	if c.BeatInterval <= 0 {
-		c.BeatInterval = time.Second
+		c.BeatInterval = 500 * time.Millisecond
 	}
 	if c.LongWait <= 0 {
 		c.LongWait = 10 * time.Second

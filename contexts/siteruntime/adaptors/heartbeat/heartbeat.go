@@ -103,8 +103,9 @@ type File struct {
 	// refusals (zero: none).
 	refusedSince time.Time
 	refusal      string
-	// busy is the command the worker runs (nil: none).
-	busy *Command
+	// busy is the command the worker runs (nil: none); shown is the one
+	// the file holds since the last write.
+	busy, shown *Command
 }
 
 // NewFile returns the heartbeat at path. Beats closer together than
@@ -128,14 +129,21 @@ func (f *File) Beat(context.Context) error {
 	if f.stopped || (!f.last.IsZero() && now.Sub(f.last) < f.interval) {
 		return nil
 	}
-	f.last = now
+	return f.writeAt(now)
+}
+
+// writeAt writes the running worker's record at now; f.mu is held.
+func (f *File) writeAt(now time.Time) error {
+	f.last, f.shown = now, f.busy
 	return write(f.path, f.record(now))
 }
 
 // Busy records the command the worker runs now, with its wait under way
-// (nil: between commands), and beats (application.Heartbeat): a change of
-// the command or of its wait is written at once, the same one at most
-// once per interval. After Stopped it records nothing.
+// (nil: between commands), and beats (application.Heartbeat). A wait that
+// begins, and the end of a command the file shows, are written at once;
+// anything else at most once per interval, like a beat, so a busy stream of
+// short commands costs no more writes than an idle one. After Stopped it
+// records nothing.
 func (f *File) Busy(_ context.Context, w *application.Work) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -143,11 +151,12 @@ func (f *File) Busy(_ context.Context, w *application.Work) error {
 		return nil
 	}
 	now, c := f.clock.Now(), commandOf(w)
-	if sameCommand(f.busy, c) && !f.last.IsZero() && now.Sub(f.last) < f.interval {
+	f.busy = c
+	urgent := (c == nil && f.shown != nil) || (c != nil && c.Waiting != "" && !sameCommand(f.shown, c))
+	if !urgent && !f.last.IsZero() && now.Sub(f.last) < f.interval {
 		return nil
 	}
-	f.busy, f.last = c, now
-	return write(f.path, f.record(now))
+	return f.writeAt(now)
 }
 
 // sameCommand reports whether a and b record the same command and wait.
@@ -198,8 +207,7 @@ func (f *File) Refused(_ context.Context, cause string) error {
 	default:
 		f.refusedSince, f.refusal = now, cause
 	}
-	f.last = now
-	return write(f.path, f.record(now))
+	return f.writeAt(now)
 }
 
 // Stopped records the stop; Beat writes nothing afterwards.

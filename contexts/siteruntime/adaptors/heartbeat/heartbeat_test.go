@@ -332,3 +332,48 @@ func TestLivenessRefusesAGarbledCommandRecord(t *testing.T) {
 		}
 	}
 }
+
+// A busy stream of short commands costs no more writes than an idle
+// worker: a command begun and ended within the interval of the last write
+// is never written; a command the file shows is cleared at once when it
+// ends (an ended command must never look overdue), and a wait that begins
+// is written at once.
+func TestBusyWritesOnlyWaitsAtOnceAndClearsAShownCommandAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "heartbeat")
+	start := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	clk := clock.NewManual(start)
+	f := heartbeat.NewFile(path, clk, time.Second)
+	ctx := context.Background()
+	if err := f.Beat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	read := func() heartbeat.Record {
+		t.Helper()
+		r, err := heartbeat.Check(path, time.Hour, clk.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	work := &application.Work{Sequence: 1, CommandID: "c1", Operation: siteprotocol.OpObserve, Since: start, Until: start.Add(time.Minute)}
+	clk.Advance(100 * time.Millisecond)
+	_ = f.Busy(ctx, work)
+	_ = f.Busy(ctx, nil)
+	if r := read(); r.Command != nil || !r.BeatAt.Equal(start) {
+		t.Fatalf("a short command was written: %+v at %v", r.Command, r.BeatAt)
+	}
+	// A wait begins: written at once, whatever the interval.
+	waiting := *work
+	waiting.Wait = &application.Wait{What: "the log", Since: clk.Now(), Until: clk.Now().Add(30 * time.Second)}
+	clk.Advance(100 * time.Millisecond)
+	_ = f.Busy(ctx, &waiting)
+	if r := read(); r.Command == nil || r.Command.Waiting != "the log" {
+		t.Fatalf("a wait that began was not written: %+v", r.Command)
+	}
+	// Its end, right after: cleared at once.
+	clk.Advance(100 * time.Millisecond)
+	_ = f.Busy(ctx, nil)
+	if r := read(); r.Command != nil {
+		t.Fatalf("an ended command is still shown: %+v", r.Command)
+	}
+}

@@ -276,9 +276,13 @@ func TestAnUnschedulableReaderIsOneReaderAnsweredAtItsBoundAcrossARestart(t *tes
 	}
 
 	read := workload(siteprotocol.OpReadFile, map[string]any{"path": "out.txt", "max_bytes": 100})
+	// The wait for the reader's line (not its removal's).
+	readerWait := func(c *heartbeat.Command) bool {
+		return c.WaitUntil != nil && strings.Contains(c.Waiting, readerName) && strings.HasSuffix(c.Waiting, "to end")
+	}
 	var before *time.Time
 	liveUntil(t, rt, p, "the reader's wait", func() bool { return before != nil && readerUIDs() == 1 }, func(c *heartbeat.Command) {
-		if c != nil && c.Operation == string(siteprotocol.OpReadFile) && c.WaitUntil != nil && strings.Contains(c.Waiting, readerName) {
+		if c != nil && c.Operation == string(siteprotocol.OpReadFile) && readerWait(c) {
 			before = c.WaitUntil
 		}
 	})
@@ -294,7 +298,7 @@ func TestAnUnschedulableReaderIsOneReaderAnsweredAtItsBoundAcrossARestart(t *tes
 	mustLog(t, p, `"msg":"runtime worker started"`)
 	var after *time.Time
 	liveUntil(t, rt, p, "the recovered read", func() bool { return acknowledged(rt.Site, read) }, func(c *heartbeat.Command) {
-		if c != nil && c.WaitUntil != nil && strings.Contains(c.Waiting, readerName) {
+		if c != nil && c.Operation == string(siteprotocol.OpReadFile) && readerWait(c) {
 			after = c.WaitUntil
 		}
 	})

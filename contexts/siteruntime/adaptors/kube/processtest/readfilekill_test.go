@@ -43,7 +43,8 @@ var readFileSteps = []string{
 // the record after it, the record before its delete, the delete and the
 // record after it) and restarted without failpoints, which recovers the
 // read. Every read is acknowledged with the file's exact bytes (the
-// recovery removed the reader left by UID and read again), every sent
+// recovery adopted the reader it left and read it, or removed a reader
+// being removed by UID and read again), every sent
 // result is byte-identical to the recorded one, and no reader is left.
 // Real: the processes, the API server, admission, the scheduler, the
 // kubelet, containerd, the volume, pods/log; KWOK is not involved.
