@@ -138,6 +138,13 @@ func TestATricklingServiceIsAnsweredAtTheProxysBoundAndTheStreamMovesOn(t *testi
 		}
 	}
 
+	// The image's /trickle, briefly: one byte (an image built before it
+	// answers its catch-all JSON instead).
+	short := a.workload(siteprotocol.OpProxy, attempt, map[string]any{"method": "GET", "path": "/trickle?n=1&every=1ms"})
+	waitAcknowledged(t, site, p, short)
+	if d, err := siteprotocol.DecodeDetail[siteprotocol.ProxyDetail](resultOf(t, site, short)); err != nil || d.BodyBase64 != base64.StdEncoding.EncodeToString([]byte("t")) {
+		t.Fatalf("the real node's httpservice image %s does not trickle (%+v, %v): import this tree's images (deploy/localcluster/cluster.sh image)", image, d, err)
+	}
 	proxy := a.workload(siteprotocol.OpProxy, attempt, map[string]any{"method": "GET", "path": "/trickle?n=86400&every=1s"})
 	next := appendRaw(map[string]any{"id": uuid.NewString(), "operation": siteprotocol.OpPrepare, "issued_at": "2026-12-04T10:00:00Z",
 		"member_id": other, "project_id": project, "family": "batch", "run_id": uuid.NewString(), "attempt_id": uuid.NewString(),
