@@ -121,11 +121,15 @@ func runtimeServeFlags(fs *pflag.FlagSet, cfg *siteruntime.Config) {
 	fs.Float64Var(&cfg.KubeAPIQPS, "kube-api-qps", 50, "client-side rate limit of the Runtime's Kubernetes client, requests per second (1..10000)")
 	fs.IntVar(&cfg.KubeAPIBurst, "kube-api-burst", 100, "requests the Runtime's Kubernetes client may send above --kube-api-qps at once (at least --kube-api-qps)")
 	fs.StringVar(&cfg.ServingRuntime, "serving-runtime", "kserve-huggingfaceserver", "the KServe ServingRuntime every InferenceService names (part of the rendered specification); a command naming another is refused invalid-payload")
-	fs.DurationVar(&cfg.DeletionWait, "deletion-wait", 2*time.Minute, "how long cancel and cleanup wait for a deleted object to be gone before answering deletion-pending")
+	fs.DurationVar(&cfg.DeletionWait, "deletion-wait", 2*time.Minute, "how long cancel and cleanup wait, from the command's start, for their deleted objects to be gone before answering deletion-pending")
 	fs.DurationVar(&cfg.PermissionsBound, "permissions-bound", 2*time.Minute, "how long an unavailable http: permission provider is retried before a start is refused permission-unavailable")
 	fs.DurationVar(&cfg.RepositoryGrantsBound, "repository-grants-bound", 2*time.Minute, "how long an unavailable http: repository grant provider is retried before a checkout is refused credential-unavailable")
-	fs.DurationVar(&cfg.CheckoutTimeout, "checkout-timeout", 10*time.Minute, "workspace-init's --timeout in a prepare's workspace helper Pod (the wait for its outcome adds 5 minutes for scheduling and the image pull)")
-	fs.DurationVar(&cfg.ReadFileTimeout, "read-file-timeout", time.Minute, "activeDeadlineSeconds of a read-file's workspace reader Pod (whole seconds, 1s to 1h; the Runtime waits this long plus 2 minutes for its line)")
+	fs.DurationVar(&cfg.CheckoutTimeout, "checkout-timeout", 10*time.Minute, "workspace-init's --timeout in a prepare's workspace helper Pod")
+	fs.DurationVar(&cfg.ReadFileTimeout, "read-file-timeout", time.Minute, "activeDeadlineSeconds of a read-file's workspace reader Pod (whole seconds, 1s to 1h)")
+	fs.DurationVar(&cfg.ReadFileWait, "read-file-wait", 0, "how long a read-file waits for its reader's line, from the command's start, before answering deadline-exceeded (0: --read-file-timeout plus 2m)")
+	fs.DurationVar(&cfg.CheckoutWait, "checkout-wait", 0, "how long a prepare waits for its workspace helper's outcome, from the command's start, before answering deadline-exceeded (0: --checkout-timeout plus 5m)")
+	fs.DurationVar(&cfg.ProxyTimeout, "proxy-timeout", 30*time.Second, "how long a proxy's exchange with the service may last from its send (connect, headers, body): a body still arriving is answered truncated, no answer deadline-exceeded")
+	fs.DurationVar(&cfg.ReadLogsTimeout, "read-logs-timeout", 30*time.Second, "how long a read-logs may read the log, from the command's start, before answering deadline-exceeded")
 	fs.Int64Var(&cfg.WorkspaceMaxBytes, "workspace-max-bytes", 0, "the Site's largest repository checkout in bytes (0: none); the helper's --size-limit is the smaller of it and workspace_size_bytes")
 	fs.StringVar(&cfg.RepositoryCAConfigMap, "repository-ca-configmap", "", "ConfigMap of each Project namespace whose key ca.pem is the repository host's CA bundle, mounted into the workspace helper (empty: the platform image's system roots)")
 	fs.IntVar(&cfg.PullLimit, "pull-limit", 100, "most commands per pull (1..100)")
@@ -266,7 +270,7 @@ func newRuntimeLivenessCommand(env Env) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "liveness",
-		Short: "Exit non-zero when the worker's heartbeat is missing, garbled, stale, dated in the future, records a stop, or records credential refusals longer than the bound",
+		Short: "Exit non-zero when the worker's heartbeat is missing, garbled, stale, dated in the future, records a stop, credential refusals longer than the bound, or a command run past its ceiling",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd, env); err != nil {
@@ -284,6 +288,9 @@ func newRuntimeLivenessCommand(env Env) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "alive: last beat %s ago\n", max(now.Sub(r.BeatAt), 0).Round(time.Millisecond))
+			if c := r.Command; c != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "busy: %s since %s (liveness fails past %s)\n", c, c.Since.Format(time.RFC3339), c.Until.Format(time.RFC3339))
+			}
 			if since := r.CredentialRefusedSince; since != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "warning: every Site API request for %s was refused (liveness fails past %s): %s\n",
 					max(now.Sub(*since), 0).Round(time.Second), bound, r.CredentialRefusal)

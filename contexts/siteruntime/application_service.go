@@ -18,5 +18,5 @@ func NewApplicationExecutor(c Config, native *kube.Workloads, access *applicatio
 		return nil, err
 	}
 	return application.NewApplicationExecutor(access, native, specs, records, fp,
-		application.ApplicationConfig{DeletionWait: c.DeletionWait, ProgressDeadline: c.ProgressDeadline}), nil
+		application.ApplicationConfig{DeletionWait: c.DeletionWait, ProgressDeadline: c.ProgressDeadline, Reads: c.Reads()}), nil
 }

@@ -64,7 +64,7 @@ func NewBatchExecutorOn(c Config, native BatchNative, access *application.Access
 	if specs.Scheduling, err = c.Scheduling(); err != nil {
 		return nil, nil, err
 	}
-	e := application.NewBatchExecutor(access, native, specs, images, records, fp, application.BatchConfig{DeletionWait: c.DeletionWait})
+	e := application.NewBatchExecutor(access, native, specs, images, records, fp, application.BatchConfig{DeletionWait: c.DeletionWait, Reads: c.Reads()})
 	if states == nil {
 		return e, nil, nil
 	}
@@ -93,7 +93,8 @@ func NewBatchExecutor(c Config, bindings application.MemberBindings, records app
 // every family (docs/site-runtime.md#the-workspace-helper): the helper
 // rendered like every Pod of the Site (its scheduling and the batch Pod
 // annotations), running the fixed platform image (--batch-image) with
-// --checkout-timeout, --workspace-max-bytes and --repository-ca-configmap.
+// --checkout-timeout, --checkout-wait, --workspace-max-bytes and
+// --repository-ca-configmap.
 func CheckoutOf(c Config) (*kube.Renderer, application.CheckoutConfig, error) {
 	specs := kube.NewRenderer(c.GPUResources, c.BatchPodAnnotations)
 	var err error
@@ -101,16 +102,17 @@ func CheckoutOf(c Config) (*kube.Renderer, application.CheckoutConfig, error) {
 		return nil, application.CheckoutConfig{}, err
 	}
 	return specs, application.CheckoutConfig{
-		Image: c.BatchImage, Timeout: c.CheckoutTimeout, MaxBytes: c.WorkspaceMaxBytes, CAConfigMap: c.RepositoryCAConfigMap,
+		Image: c.BatchImage, Timeout: c.CheckoutTimeout, Wait: c.CheckoutWait, MaxBytes: c.WorkspaceMaxBytes, CAConfigMap: c.RepositoryCAConfigMap,
 	}, nil
 }
 
 // FileReadsOf is the workspace reader's configuration for every family
 // (docs/site-runtime.md#the-workspace-reader): the workspace helper's
-// platform image (--batch-image) and --read-file-timeout; the reader is
-// rendered by CheckoutOf's renderer, like every Pod of the Site.
+// platform image (--batch-image), --read-file-timeout and
+// --read-file-wait; the reader is rendered by CheckoutOf's renderer, like
+// every Pod of the Site.
 func FileReadsOf(c Config) application.FileReadConfig {
-	return application.FileReadConfig{Image: c.BatchImage, Timeout: c.ReadFileTimeout}
+	return application.FileReadConfig{Image: c.BatchImage, Timeout: c.ReadFileTimeout, Wait: c.ReadFileWait}
 }
 
 // WithCheckout makes the batch executor check out a prepare's repository

@@ -71,9 +71,21 @@ type Config struct {
 	CheckoutTimeout       time.Duration
 	WorkspaceMaxBytes     int64
 	RepositoryCAConfigMap string
+	// CheckoutWait bounds a prepare's wait for its helper's outcome, from
+	// the command's start (0: CheckoutTimeout plus 5 minutes;
+	// docs/site-runtime.md#command-bounds).
+	CheckoutWait time.Duration
 	// ReadFileTimeout is the workspace reader's activeDeadlineSeconds
 	// (application.FileReadConfig; docs/site-runtime.md#the-workspace-reader).
 	ReadFileTimeout time.Duration
+	// ReadFileWait bounds a read-file's wait for its reader's line, from
+	// the command's start (0: ReadFileTimeout plus 2 minutes).
+	ReadFileWait time.Duration
+	// ProxyTimeout bounds a proxy's exchange with the service, from its
+	// send; ReadLogsTimeout a read-logs' reads, from the command's start
+	// (0: the defaults, 30 s; docs/site-runtime.md#command-bounds).
+	ProxyTimeout    time.Duration
+	ReadLogsTimeout time.Duration
 	// InstallationRecord is configmap:<namespace>/<name> or file:<path>.
 	InstallationRecord string
 	// GPUResources maps gpu.<vendor> demand keys to Kubernetes extended
@@ -308,6 +320,18 @@ func (c Config) Validate() error {
 	if c.ReadFileTimeout < 0 || (c.ReadFileTimeout > 0 && (c.ReadFileTimeout < time.Second || c.ReadFileTimeout%time.Second != 0 || c.ReadFileTimeout > application.MaxReaderTimeout)) {
 		errs.bad("read-file-timeout", c.ReadFileTimeout.String(), errors.New("must be whole seconds, 1s to 1h (0: the default, 1m)"))
 	}
+	if c.ReadFileWait < 0 || (c.ReadFileWait > 0 && c.ReadFileWait <= c.readerTimeout()) {
+		errs.bad("read-file-wait", c.ReadFileWait.String(), fmt.Errorf("must exceed --read-file-timeout (%s): the reader's own deadline ends it first (0: the default, --read-file-timeout plus 2m)", c.readerTimeout()))
+	}
+	if c.CheckoutWait < 0 || (c.CheckoutWait > 0 && c.CheckoutWait <= c.checkoutTimeout()) {
+		errs.bad("checkout-wait", c.CheckoutWait.String(), fmt.Errorf("must exceed --checkout-timeout (%s): the helper's own deadline ends it first (0: the default, --checkout-timeout plus 5m)", c.checkoutTimeout()))
+	}
+	if c.ProxyTimeout < 0 {
+		errs.bad("proxy-timeout", c.ProxyTimeout.String(), errors.New("must be positive: how long a proxy's exchange with the service may last (0: the default, 30s)"))
+	}
+	if c.ReadLogsTimeout < 0 {
+		errs.bad("read-logs-timeout", c.ReadLogsTimeout.String(), errors.New("must be positive: how long a read-logs may read the log (0: the default, 30s)"))
+	}
 	if c.WorkspaceMaxBytes < 0 {
 		errs.bad("workspace-max-bytes", fmt.Sprint(c.WorkspaceMaxBytes), errors.New("must be at least 0 (0: no Site maximum)"))
 	}
@@ -360,6 +384,48 @@ func (c Config) WorkerConfig() application.WorkerConfig {
 	return application.WorkerConfig{
 		Environment: c.Environment, Authority: c.Authority, PullLimit: c.PullLimit, PullWait: c.PullWait,
 		BackoffInitial: c.BackoffInitial, BackoffMax: c.BackoffMax, FoldAcknowledgement: c.FoldAcknowledgement,
-		Credential: "--" + flag + " " + path,
+		Credential: "--" + flag + " " + path, Bounds: c.Bounds(),
 	}
+}
+
+// Bounds are the command bounds the flags configure
+// (docs/site-runtime.md#command-bounds), every default resolved.
+func (c Config) Bounds() application.Bounds {
+	return application.Bounds{
+		Proxy: c.ProxyTimeout, ReadLogs: c.ReadLogsTimeout, ReadFile: c.readFileWait(), Checkout: c.checkoutWait(),
+		Deletion: c.DeletionWait, Permissions: c.PermissionsBound, Grants: c.RepositoryGrantsBound,
+	}.WithDefaults()
+}
+
+// Reads are the private reads' bounds (--proxy-timeout, --read-logs-timeout).
+func (c Config) Reads() application.ReadConfig {
+	return application.ReadConfig{ProxyTimeout: c.ProxyTimeout, LogsTimeout: c.ReadLogsTimeout}
+}
+
+func (c Config) readerTimeout() time.Duration {
+	if c.ReadFileTimeout <= 0 {
+		return application.DefaultReaderTimeout
+	}
+	return c.ReadFileTimeout
+}
+
+func (c Config) readFileWait() time.Duration {
+	if c.ReadFileWait <= 0 {
+		return c.readerTimeout() + application.DefaultReaderWaitExtra
+	}
+	return c.ReadFileWait
+}
+
+func (c Config) checkoutTimeout() time.Duration {
+	if c.CheckoutTimeout <= 0 {
+		return application.DefaultCheckoutTimeout
+	}
+	return c.CheckoutTimeout
+}
+
+func (c Config) checkoutWait() time.Duration {
+	if c.CheckoutWait <= 0 {
+		return c.checkoutTimeout() + application.DefaultCheckoutWaitExtra
+	}
+	return c.CheckoutWait
 }

@@ -27,5 +27,5 @@ func NewInferenceExecutor(c Config, native *kube.Workloads, access *application.
 		runtime = DefaultServingRuntime
 	}
 	return application.NewInferenceExecutor(access, native, specs, records, fp,
-		application.InferenceConfig{DeletionWait: c.DeletionWait, ServingRuntime: runtime})
+		application.InferenceConfig{DeletionWait: c.DeletionWait, ServingRuntime: runtime, Reads: c.Reads()})
 }

@@ -175,6 +175,13 @@ const (
 	// Attempt's service (no ready Pod, or the API server could not reach
 	// one); nothing was sent to it (docs/site-protocol.md#private-reads).
 	ReasonEndpointUnavailable Reason = "endpoint-unavailable"
+	// ReasonDeadlineExceeded: the command reached its bound at the Site
+	// before the native system answered — a proxy whose service sent no
+	// answer's headers, a read-logs whose log did not come, a read-file
+	// whose workspace reader did not end, a checkout whose workspace helper
+	// did not end — and the Runtime moved on to the next command
+	// (docs/site-runtime.md#command-bounds).
+	ReasonDeadlineExceeded Reason = "deadline-exceeded"
 
 	// Failed outcomes of a repository checkout: the repository or its
 	// content made the workspace impossible
@@ -198,7 +205,7 @@ func Reasons() []Reason {
 		ReasonBindingRetired, ReasonBindingConflict, ReasonPermissionDenied, ReasonPermissionUnavailable,
 		ReasonNativeRequestDenied, ReasonProjectMismatch, ReasonNotPrepared, ReasonNotStarted, ReasonAttemptConflict, ReasonPathRejected,
 		ReasonNativeIdentityMismatch,
-		ReasonNativeMissing, ReasonDeletionPending, ReasonNativeError, ReasonEndpointUnavailable,
+		ReasonNativeMissing, ReasonDeletionPending, ReasonNativeError, ReasonEndpointUnavailable, ReasonDeadlineExceeded,
 		ReasonCredentialUnavailable,
 		ReasonRepositoryUnavailable, ReasonCommitMissing, ReasonSizeExceeded, ReasonSymlinkEscape, ReasonLFSMissing,
 		ReasonRevocationUnconfirmed,
@@ -217,7 +224,7 @@ func (r Reason) Outcome() (Outcome, bool) {
 		ReasonNativeRequestDenied, ReasonProjectMismatch, ReasonNotPrepared, ReasonNotStarted, ReasonAttemptConflict,
 		ReasonPathRejected, ReasonCredentialUnavailable, ReasonNativeIdentityMismatch:
 		return OutcomeRefused, true
-	case ReasonNativeMissing, ReasonDeletionPending, ReasonNativeError, ReasonEndpointUnavailable,
+	case ReasonNativeMissing, ReasonDeletionPending, ReasonNativeError, ReasonEndpointUnavailable, ReasonDeadlineExceeded,
 		ReasonRepositoryUnavailable, ReasonCommitMissing, ReasonSizeExceeded, ReasonSymlinkEscape, ReasonLFSMissing,
 		ReasonRevocationUnconfirmed:
 		return OutcomeFailed, true

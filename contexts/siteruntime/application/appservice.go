@@ -30,6 +30,8 @@ type ApplicationConfig struct {
 	// ProgressDeadline is the Deployment's progressDeadlineSeconds
 	// (default DefaultProgressDeadline), rendered at prepare.
 	ProgressDeadline time.Duration
+	// Reads bounds the private reads (docs/site-runtime.md#command-bounds).
+	Reads ReadConfig
 }
 
 // DeploymentObserver reads an application service's native state.
@@ -141,7 +143,7 @@ func (e *ApplicationExecutor) WithCheckout(grants RepositoryGrants, specs Checko
 // docs/site-runtime.md#private-reads); without it read-logs is refused
 // unsupported-operation. It returns e.
 func (e *ApplicationExecutor) WithReads(pods WorkloadPods) *ApplicationExecutor {
-	e.reads = NewPrivateReads(e.life, e.specs, pods, domain.KindDeployment)
+	e.reads = NewPrivateReads(e.life, e.specs, pods, domain.KindDeployment, e.cfg.Reads)
 	return e
 }
 
@@ -210,6 +212,9 @@ func (e *ApplicationExecutor) prepare(ctx context.Context, cmd siteprotocol.Comm
 		return domain.Answer{}, err
 	}
 	if refusal, err := e.preparedElsewhere(cmd, records); refusal != nil || err != nil {
+		return OrAnswer(refusal), err
+	}
+	if refusal, err := PriorPrepare(e.specs, cmd, records); refusal != nil || err != nil {
 		return OrAnswer(refusal), err
 	}
 	b, refusal, err := e.life.Access().Binding(ctx, cmd)

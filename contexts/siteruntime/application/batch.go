@@ -15,6 +15,8 @@ type BatchConfig struct {
 	// DeletionWait bounds the wait for a deleted object (default
 	// DefaultDeletionWait).
 	DeletionWait time.Duration
+	// Reads bounds the private reads (docs/site-runtime.md#command-bounds).
+	Reads ReadConfig
 }
 
 // BatchExecutor performs the batch family's prepare, start, observe,
@@ -61,8 +63,9 @@ type BatchExecutor struct {
 	terminal TerminalStates
 	watch    *JobWatcher
 	clock    Clock
-	// reads are set by WithReads.
-	reads *PrivateReads
+	// reads are set by WithReads, bounded by readCfg.
+	reads   *PrivateReads
+	readCfg ReadConfig
 }
 
 // NewBatchExecutor returns the batch executors.
@@ -73,7 +76,7 @@ func NewBatchExecutor(access *Access, native BatchNatives, specs BatchSpecs, ima
 		Owned:        []string{domain.KindJob, domain.KindPod, domain.KindSecret, domain.KindWorkspace},
 		State:        jobState(native),
 	})
-	return &BatchExecutor{life: life, access: access, jobs: native, specs: specs, images: images}
+	return &BatchExecutor{life: life, access: access, jobs: native, specs: specs, images: images, readCfg: cfg.Reads}
 }
 
 // jobState is the Job's state as its observation reports it.
@@ -115,7 +118,7 @@ func (e *BatchExecutor) WithOtherFamilies(others ...FamilyRecords) *BatchExecuto
 // (docs/site-runtime.md#private-reads); without it read-logs is refused
 // unsupported-operation. It returns e.
 func (e *BatchExecutor) WithReads(pods WorkloadPods) *BatchExecutor {
-	e.reads = NewPrivateReads(e.life, e.specs, pods, domain.KindJob)
+	e.reads = NewPrivateReads(e.life, e.specs, pods, domain.KindJob, e.readCfg)
 	return e
 }
 
@@ -168,6 +171,9 @@ func (e *BatchExecutor) prepare(ctx context.Context, cmd siteprotocol.Command, r
 	records, err := e.life.Records(ctx, cmd.AttemptID)
 	if err != nil {
 		return domain.Answer{}, err
+	}
+	if refusal, err := PriorPrepare(e.specs, cmd, records); refusal != nil || err != nil {
+		return OrAnswer(refusal), err
 	}
 	b, refusal, err := e.access.Binding(ctx, cmd)
 	if refusal != nil || err != nil {
@@ -230,8 +236,8 @@ func (e *BatchExecutor) start(ctx context.Context, cmd siteprotocol.Command, rec
 	}
 	if wid.RunID != cmd.RunID || wid.MemberID != cmd.MemberID || wid.ProjectID != cmd.ProjectID {
 		return domain.Refused(siteprotocol.ReasonAttemptConflict,
-			"attempt %s's workspace was prepared for run %s, member %s, project %s; this start names run %s, member %s, project %s",
-			cmd.AttemptID, wid.RunID, wid.MemberID, wid.ProjectID, cmd.RunID, cmd.MemberID, cmd.ProjectID), nil
+			"attempt %s's workspace was not prepared for run %s, member %s, project %s (this start's); nothing was created",
+			cmd.AttemptID, cmd.RunID, cmd.MemberID, cmd.ProjectID), nil
 	}
 	if ws.Namespace != b.Namespace {
 		return domain.Refused(siteprotocol.ReasonNotPrepared, "attempt %s's workspace is in namespace %s; binding %s now names namespace %s",

@@ -275,12 +275,19 @@ func (f *batchFixture) cmd(t *testing.T, op siteprotocol.Operation, payload any)
 
 func (f *batchFixture) run(t *testing.T, p *domain.Pending, recovering bool) siteprotocol.Result {
 	t.Helper()
+	return f.runIn(t, context.Background(), p, recovering)
+}
+
+// runIn is run with ctx (application.WithCommandStart: as the worker
+// passes the command's saved start).
+func (f *batchFixture) runIn(t *testing.T, ctx context.Context, p *domain.Pending, recovering bool) siteprotocol.Result {
+	t.Helper()
 	var a domain.Answer
 	var err error
 	if recovering {
-		a, err = f.reg.Recover(context.Background(), p)
+		a, err = f.reg.Recover(ctx, p)
 	} else {
-		a, err = f.reg.Execute(context.Background(), p)
+		a, err = f.reg.Execute(ctx, p)
 	}
 	if err != nil {
 		t.Fatalf("%s: %v", p.Command.Operation, err)

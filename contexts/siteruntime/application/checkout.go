@@ -23,6 +23,9 @@ const (
 	// earlier default that recovery still accepts on a live helper.
 	HelperGracePeriodSeconds       = 5
 	LegacyHelperGracePeriodSeconds = 30
+	// DefaultCheckoutWaitExtra is what the wait for the helper's outcome
+	// adds to the checkout's timeout, for scheduling and the image pull.
+	DefaultCheckoutWaitExtra = 5 * time.Minute
 	// helperPoll is how often prepare reads the helper Pod while it runs.
 	helperPoll = 500 * time.Millisecond
 )
@@ -37,8 +40,9 @@ type CheckoutConfig struct {
 	// DefaultCheckoutTimeout).
 	Timeout time.Duration
 	// Wait bounds how long prepare waits for the helper's outcome, from
-	// its create (or from a recovery) on (default Timeout + 5 minutes, for
-	// scheduling and the image pull).
+	// the command's start (CommandStart: a recovery counts the time
+	// already spent; docs/site-runtime.md#command-bounds; default Timeout +
+	// DefaultCheckoutWaitExtra, for scheduling and the image pull).
 	Wait time.Duration
 	// HelperDeletionWait is the foreground-deletion allowance of the
 	// credential Secret and the helper (default DefaultHelperDeletionWait).
@@ -58,7 +62,7 @@ func (c CheckoutConfig) withDefaults() CheckoutConfig {
 		c.Timeout = DefaultCheckoutTimeout
 	}
 	if c.Wait <= 0 {
-		c.Wait = c.Timeout + 5*time.Minute
+		c.Wait = c.Timeout + DefaultCheckoutWaitExtra
 	}
 	if c.HelperDeletionWait <= 0 {
 		c.HelperDeletionWait = DefaultHelperDeletionWait
@@ -366,15 +370,27 @@ func (c *Checkout) outcome(ctx context.Context, cmd siteprotocol.Command, access
 	return domain.ParseCheckoutOutcome(rec.Spec)
 }
 
-// wait reads the helper until it terminated, at most CheckoutConfig.Wait,
-// and returns its outcome: the termination message as workspace-init
-// wrote it; native-error when the helper is gone without one, did not end
-// in time, wrote no outcome of the vocabulary, or claims another commit.
-func (c *Checkout) wait(ctx context.Context, ref siteprotocol.NativeRef, repo siteprotocol.Repository) (domain.CheckoutOutcome, error) {
-	deadline := time.NewTimer(c.cfg.Wait)
+// wait reads the helper until it terminated, at most until
+// CheckoutConfig.Wait has passed since the command's start (a recovery
+// adopts the helper and waits only what is left), and returns its
+// outcome: the termination message as workspace-init wrote it;
+// deadline-exceeded when it did not end by then; native-error when the
+// helper is gone without one, wrote no outcome of the vocabulary, or
+// claims another commit.
+func (c *Checkout) wait(ctx context.Context, ref siteprotocol.NativeRef, repo siteprotocol.Repository) (o domain.CheckoutOutcome, err error) {
+	until := commandDeadline(ctx, c.cfg.Wait)
+	deadline := time.NewTimer(time.Until(until))
 	defer deadline.Stop()
 	tick := time.NewTicker(helperPoll)
 	defer tick.Stop()
+	end := beginWait(ctx, fmt.Sprintf("the workspace helper Pod %s/%s (uid %s) to end", ref.Namespace, ref.Name, ref.UID), until)
+	defer func() {
+		if o.Reason == siteprotocol.ReasonDeadlineExceeded {
+			end(waitAtBound)
+		} else {
+			end(waitDone)
+		}
+	}()
 	for {
 		s, found, err := c.pods.HelperState(ctx, ref)
 		switch {
@@ -402,7 +418,8 @@ func (c *Checkout) wait(ctx context.Context, ref siteprotocol.NativeRef, repo si
 			if err != nil {
 				why = fmt.Sprintf("could not be read (%v)", err)
 			}
-			return domain.CheckoutFailed(siteprotocol.ReasonNativeError, "the workspace helper Pod %s (uid %s) %s within %s", ref.Name, ref.UID, why, c.cfg.Wait), nil
+			return domain.CheckoutFailed(siteprotocol.ReasonDeadlineExceeded, "the workspace helper Pod %s (uid %s) %s within %s of the prepare's start, the checkout's bound",
+				ref.Name, ref.UID, why, c.cfg.Wait), nil
 		case <-tick.C:
 		}
 	}
@@ -491,6 +508,60 @@ func (c *Checkout) remove(ctx context.Context, cmd siteprotocol.Command) (*domai
 		}
 	}
 	return nil, nil
+}
+
+// PriorPrepare refuses a prepare of an Attempt whose workspace an earlier
+// prepare of the same Run, member and Project created, and whose checkout
+// did not make it ready — the helper's outcome failed or refused, the
+// grant refused, its revocation unconfirmed, or the checkout left without
+// an outcome: attempt-conflict, saying the checkout failed (its reason and
+// message) and that a new Attempt is needed, since an Attempt's workspace
+// is prepared once and a failed checkout leaves it empty
+// (docs/site-runtime.md#the-workspace-helper). Nothing is changed. It
+// answers nil otherwise (no earlier prepare, one of another Run or member,
+// whose conflict EnsureCreated answers naming nothing of it, or one whose
+// workspace is ready). Errors are specs'.
+func PriorPrepare(specs identityReader, cmd siteprotocol.Command, records []domain.NativeRecord) (*domain.Answer, error) {
+	ws, g := domain.FindRecord(records, domain.KindWorkspace), domain.FindRecord(records, domain.KindGrant)
+	if ws == nil || g == nil || ws.CommandID == cmd.ID || (ws.Phase != domain.PhaseCreated && ws.Phase != domain.PhaseCreating) {
+		return nil, nil
+	}
+	id, err := specs.Identity(ws.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("read the identity of attempt %s's workspace record: %w", cmd.AttemptID, err)
+	}
+	if id.RunID != cmd.RunID || id.MemberID != cmd.MemberID || id.ProjectID != cmd.ProjectID {
+		return nil, nil
+	}
+	var why string
+	out := domain.FindRecord(records, domain.KindCheckout)
+	switch {
+	case g.Phase == domain.PhaseRefused:
+		var s grantRecordSpec
+		if err := json.Unmarshal(g.Spec, &s); err == nil && s.Refusal != nil {
+			why = fmt.Sprintf("%s / %s: %s", s.Refusal.Outcome, s.Refusal.Reason, s.Refusal.Message)
+		} else {
+			why = "its repository grant was refused"
+		}
+	case out != nil:
+		o, err := domain.ParseCheckoutOutcome(out.Spec)
+		switch {
+		case err != nil:
+			why = "its outcome cannot be read"
+		case o.Outcome != siteprotocol.OutcomeSucceeded:
+			why = fmt.Sprintf("%s / %s: %s", o.Outcome, o.Reason, o.Message)
+		case g.Phase == domain.PhaseUnconfirmed:
+			why = "failed / revocation-unconfirmed: the grant provider did not confirm the revocation of its credential"
+		default:
+			return nil, nil
+		}
+	default:
+		why = "it ended without an outcome"
+	}
+	a := domain.Refused(siteprotocol.ReasonAttemptConflict,
+		"attempt %s's checkout failed at an earlier prepare (%s); an Attempt's workspace is prepared once, so a new Attempt is needed to check the repository out again",
+		cmd.AttemptID, why)
+	return &a, nil
 }
 
 // CheckoutReadiness refuses a start of an Attempt whose prepare checked

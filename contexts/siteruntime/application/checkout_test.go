@@ -230,7 +230,8 @@ func TestTheSecretGetsTheTokenAtCreateOnly(t *testing.T) {
 		}
 	}
 	r := f.run(t, f.cmd(t, siteprotocol.OpPrepare, repoPrepare), false)
-	expect(t, r, siteprotocol.OutcomeFailed, siteprotocol.ReasonNativeError)
+	// A helper that never ends reaches the checkout's bound.
+	expect(t, r, siteprotocol.OutcomeFailed, siteprotocol.ReasonDeadlineExceeded)
 	if string(seen) != theToken {
 		t.Errorf("the Secret was created with token %q", seen)
 	}
@@ -249,6 +250,15 @@ func TestAFailedCheckoutIsItsReasonAfterRevocationAndRemoval(t *testing.T) {
 		t.Errorf("a recovery answered %q, then %q", r.Message, again.Message)
 	}
 	expect(t, f.run(t, f.cmd(t, siteprotocol.OpStart, startBody), false), siteprotocol.OutcomeRefused, siteprotocol.ReasonNotPrepared)
+	// A prepare retried on the Attempt says the checkout failed and that a
+	// new Attempt is needed; it changes nothing.
+	creates := len(f.native.creates)
+	again := f.run(t, f.cmd(t, siteprotocol.OpPrepare, repoPrepare), false)
+	expect(t, again, siteprotocol.OutcomeRefused, siteprotocol.ReasonAttemptConflict)
+	if !strings.Contains(again.Message, "checkout failed") || !strings.Contains(again.Message, string(siteprotocol.ReasonCommitMissing)) ||
+		!strings.Contains(again.Message, "new Attempt") || len(f.native.creates) != creates {
+		t.Fatalf("a retried prepare answered %q and created %d objects", again.Message, len(f.native.creates)-creates)
+	}
 }
 
 func TestARevocationTheProviderDoesNotConfirmFailsThePrepare(t *testing.T) {
@@ -408,6 +418,11 @@ func TestAnApplicationWhoseCheckoutFailedSavesNoSpecification(t *testing.T) {
 		t.Fatalf("a Deployment specification was saved: %+v", dep)
 	}
 	expect(t, f.run(t, f.cmd(t, siteprotocol.OpStart, map[string]any{}), false), siteprotocol.OutcomeRefused, siteprotocol.ReasonNotPrepared)
+	again := f.run(t, f.cmd(t, siteprotocol.OpPrepare, body), false)
+	expect(t, again, siteprotocol.OutcomeRefused, siteprotocol.ReasonAttemptConflict)
+	if !strings.Contains(again.Message, "checkout failed") || !strings.Contains(again.Message, "new Attempt") {
+		t.Fatalf("a retried prepare answered %q", again.Message)
+	}
 }
 
 // isvcCheckout is an inference fixture whose executor checks out

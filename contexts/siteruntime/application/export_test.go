@@ -2,3 +2,7 @@ package application
 
 // Backoff exposes backoff to tests.
 var Backoff = backoff
+
+// BeginWait exposes beginWait to tests: a bounded wait of the command ctx
+// carries.
+var BeginWait = beginWait

@@ -219,6 +219,8 @@ type fakeJournal struct {
 	integrity error // returned by every write when set
 	fail      []error
 	sealed    bool
+	// onSave sees every pending command saved (commit #1).
+	onSave func(domain.Pending)
 }
 
 func newFakeJournal() *fakeJournal {
@@ -266,6 +268,9 @@ func (j *fakeJournal) SavePending(_ context.Context, p domain.Pending, prior *do
 			return fmt.Errorf("%w: pending %d exists", application.ErrJournalIntegrity, j.cp.Pending.Sequence)
 		}
 		j.cp.Pending = &p
+		if j.onSave != nil {
+			j.onSave(p)
+		}
 		return nil
 	})
 }
@@ -316,11 +321,17 @@ type effectExecutor struct {
 	failExec   error  // returned once by Execute, after performing the effect
 	recoverErr error  // returned by every Recover when set
 	note       string // every answer's Note
+	// during, when set, runs at the start of every Execute and Recover,
+	// with the command's context (a native wait).
+	during func(ctx context.Context, cmd siteprotocol.Command)
 }
 
 func newEffectExecutor() *effectExecutor { return &effectExecutor{effects: map[string]int{}} }
 
-func (e *effectExecutor) Execute(_ context.Context, cmd siteprotocol.Command) (domain.Answer, error) {
+func (e *effectExecutor) Execute(ctx context.Context, cmd siteprotocol.Command) (domain.Answer, error) {
+	if e.during != nil {
+		e.during(ctx, cmd)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.executes++
@@ -332,7 +343,10 @@ func (e *effectExecutor) Execute(_ context.Context, cmd siteprotocol.Command) (d
 	return e.answer(cmd), nil
 }
 
-func (e *effectExecutor) Recover(_ context.Context, cmd siteprotocol.Command) (domain.Answer, error) {
+func (e *effectExecutor) Recover(ctx context.Context, cmd siteprotocol.Command) (domain.Answer, error) {
+	if e.during != nil {
+		e.during(ctx, cmd)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.recovers++
@@ -372,6 +386,27 @@ type fakeHeart struct {
 	refusal   string
 	runs      int
 	lastCause string
+	// busy is every command recorded by Busy (nil: between commands), in
+	// order.
+	busy []*application.Work
+}
+
+func (h *fakeHeart) Busy(_ context.Context, w *application.Work) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w != nil {
+		c := *w
+		w = &c
+	}
+	h.busy = append(h.busy, w)
+	return nil
+}
+
+// busyRecords returns what Busy recorded.
+func (h *fakeHeart) busyRecords() []*application.Work {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]*application.Work(nil), h.busy...)
 }
 
 func (h *fakeHeart) Refused(_ context.Context, cause string) error {
@@ -433,6 +468,27 @@ type fakeEvents struct {
 	shutdown   *domain.Checkpoint
 	stop       *domain.StopError
 	beatFails  int
+	// waits lists the long waits logged and their ends, in order: "long
+	// <what>" and "ended <what>: <result>".
+	waits []string
+}
+
+func (e *fakeEvents) LongWait(w application.Work) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.waits = append(e.waits, "long "+w.Wait.What)
+}
+
+func (e *fakeEvents) LongWaitEnded(w application.Work, result string, _ time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.waits = append(e.waits, "ended "+w.Wait.What+": "+result)
+}
+
+func (e *fakeEvents) loggedWaits() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.waits...)
 }
 
 func (e *fakeEvents) ShutDown(cp domain.Checkpoint) {

@@ -18,6 +18,8 @@ type InferenceConfig struct {
 	// names (--serving-runtime); a command naming another is refused
 	// invalid-payload. Required.
 	ServingRuntime string
+	// Reads bounds the private reads (docs/site-runtime.md#command-bounds).
+	Reads ReadConfig
 }
 
 // InferenceObserver reads an inference service's native state.
@@ -137,7 +139,7 @@ func (e *InferenceExecutor) WithCheckout(grants RepositoryGrants, specs Checkout
 // saved specification; docs/site-runtime.md#private-reads); without it
 // read-logs is refused unsupported-operation. It returns e.
 func (e *InferenceExecutor) WithReads(pods WorkloadPods) *InferenceExecutor {
-	e.reads = NewPrivateReads(e.life, e.specs, pods, domain.KindInferenceService)
+	e.reads = NewPrivateReads(e.life, e.specs, pods, domain.KindInferenceService, e.cfg.Reads)
 	return e
 }
 
@@ -209,6 +211,9 @@ func (e *InferenceExecutor) prepare(ctx context.Context, cmd siteprotocol.Comman
 		return domain.Answer{}, err
 	}
 	if refusal, err := servicePreparedElsewhere(e.specs, siteprotocol.ServiceInference, cmd, records, domain.KindInferenceService); refusal != nil || err != nil {
+		return OrAnswer(refusal), err
+	}
+	if refusal, err := PriorPrepare(e.specs, cmd, records); refusal != nil || err != nil {
 		return OrAnswer(refusal), err
 	}
 	b, refusal, err := e.life.Access().Binding(ctx, cmd)

@@ -82,8 +82,9 @@ type LifecycleConfig struct {
 //     nothing is deleted).
 //   - Cancel and Cleanup (Remove): each recorded object deleted as the
 //     Runtime with its exact UID and foreground propagation, recorded in
-//     phase deleting before and removed once gone, waiting at most the
-//     deletion wait; an object of the name with another UID is listed in
+//     phase deleting before and removed once gone, waiting at most until
+//     the deletion wait has passed since the command's start
+//     (docs/site-runtime.md#command-bounds); an object of the name with another UID is listed in
 //     detail.foreign_objects and never touched.
 //
 // Failpoints FailAfterNativeCall and FailAfterNativeRecord are hit after
@@ -182,8 +183,8 @@ func (l *Lifecycle) ElsewhereRefusal(ctx context.Context, cmd siteprotocol.Comma
 			family = r.ServiceKind
 		}
 		a := domain.Refused(siteprotocol.ReasonAttemptConflict,
-			"attempt %s belongs to the %s family (its %s %s was recorded by command %s); a %s %s cannot use it",
-			cmd.AttemptID, family, r.Kind, r.Name, r.CommandID, cmd.Family, cmd.Operation)
+			"attempt %s belongs to the %s family (its %s %s is recorded there); a %s %s cannot use it",
+			cmd.AttemptID, family, r.Kind, r.Name, cmd.Family, cmd.Operation)
 		return &a, nil
 	}
 	return nil, nil
@@ -222,13 +223,14 @@ func (l *Lifecycle) EnsureCreated(ctx context.Context, cmd siteprotocol.Command,
 	if rec != nil {
 		switch {
 		case rec.CommandID != cmd.ID && (rec.Phase == domain.PhaseDeleting || rec.Phase == domain.PhaseRemoved):
-			// The record names the command that removed the object, not
-			// the one that created it.
-			r := domain.Refused(siteprotocol.ReasonAttemptConflict, "attempt %s's %s %s was already created, and is removed (or being removed) by command %s; it is not created again",
-				cmd.AttemptID, rec.Kind, rec.Name, rec.CommandID)
+			// Another command's ID is not named: it may be another
+			// member's (docs/site-runtime.md#one-lifecycle-for-every-family).
+			r := domain.Refused(siteprotocol.ReasonAttemptConflict, "attempt %s's %s %s was already created by an earlier command, and is removed (or being removed); it is not created again",
+				cmd.AttemptID, rec.Kind, rec.Name)
 			return obj, "", &r, nil
 		case rec.CommandID != cmd.ID && rec.Phase != domain.PhaseRefused:
-			r := domain.Refused(siteprotocol.ReasonAttemptConflict, "attempt %s's %s %s was already created by command %s", cmd.AttemptID, rec.Kind, rec.Name, rec.CommandID)
+			r := domain.Refused(siteprotocol.ReasonAttemptConflict, "attempt %s's %s %s was already created by an earlier command; an Attempt's objects are created once",
+				cmd.AttemptID, rec.Kind, rec.Name)
 			return obj, "", &r, nil
 		case rec.CommandID == cmd.ID && rec.UID != "" && rec.Phase != domain.PhaseRefused:
 			// The create of this command is recorded: answer it again.
@@ -382,16 +384,28 @@ func (l *Lifecycle) Remove(ctx context.Context, cmd siteprotocol.Command, kinds 
 
 // Delete removes one recorded object as the Runtime (its exact UID,
 // foreground propagation; recorded deleting before and removed after) and
-// waits until it is gone, at most the deletion wait. pending is the
-// failed / deletion-pending answer when the wait ran out (for a cancel,
-// with the workload's state). A family's compensating delete uses it too.
+// waits until it is gone, at most until the deletion wait has passed since
+// the command's start (CommandStart: a restart counts the time already
+// spent, and every object of a cancel or cleanup shares the bound;
+// docs/site-runtime.md#command-bounds). pending is the failed /
+// deletion-pending answer when the wait ran out (for a cancel, with the
+// workload's state).
 func (l *Lifecycle) Delete(ctx context.Context, cmd siteprotocol.Command, rec domain.NativeRecord) (DeleteOutcome, *domain.Answer, error) {
-	return l.DeleteWithin(ctx, cmd, rec, l.cfg.DeletionWait)
+	return l.deleteUntil(ctx, cmd, rec, commandDeadline(ctx, l.cfg.DeletionWait),
+		fmt.Sprintf("%s after the command began (its deletion bound)", l.cfg.DeletionWait))
 }
 
-// DeleteWithin is Delete waiting at most wait (a workspace helper's
-// foreground-deletion allowance, docs/site-runtime.md#the-workspace-helper).
+// DeleteWithin is Delete waiting at most wait from the delete on (a
+// workspace helper's or reader's removal allowance, and a start's
+// compensating delete, which a Recover runs again;
+// docs/site-runtime.md#the-workspace-helper).
 func (l *Lifecycle) DeleteWithin(ctx context.Context, cmd siteprotocol.Command, rec domain.NativeRecord, wait time.Duration) (DeleteOutcome, *domain.Answer, error) {
+	return l.deleteUntil(ctx, cmd, rec, time.Now().Add(wait), wait.String())
+}
+
+// deleteUntil is Delete waiting at most until deadline; bound says what
+// the deadline is, for the deletion-pending answer.
+func (l *Lifecycle) deleteUntil(ctx context.Context, cmd siteprotocol.Command, rec domain.NativeRecord, deadline time.Time, bound string) (DeleteOutcome, *domain.Answer, error) {
 	ref := RecordRef(rec)
 	if rec.Phase != domain.PhaseDeleting {
 		if err := l.SaveRecord(ctx, cmd, rec, domain.PhaseDeleting); err != nil {
@@ -404,13 +418,19 @@ func (l *Lifecycle) DeleteWithin(ctx context.Context, cmd siteprotocol.Command, 
 	}
 	l.fp.Hit(FailAfterNativeCall)
 	if !out.Gone {
-		wctx, cancel := context.WithTimeout(ctx, wait)
+		wctx, cancel := context.WithDeadline(ctx, deadline)
+		end := beginWait(ctx, fmt.Sprintf("%s %s/%s (uid %s) to be gone", ref.Kind, ref.Namespace, ref.Name, ref.UID), deadline)
 		out, err = l.native.WaitGone(wctx, ref)
 		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			end(waitAtBound)
+		} else {
+			end(waitDone)
+		}
 		switch {
 		case err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
 			a := domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonDeletionPending,
-				Message:    fmt.Sprintf("%s %s/%s (uid %s) is still being deleted after %s", ref.Kind, ref.Namespace, ref.Name, ref.UID, wait),
+				Message:    fmt.Sprintf("%s %s/%s (uid %s) is still being deleted after %s", ref.Kind, ref.Namespace, ref.Name, ref.UID, bound),
 				Detail:     siteprotocol.CleanupDetail{Removed: []siteprotocol.NativeRef{}},
 				NativeRefs: []siteprotocol.NativeRef{ref}}
 			if cmd.Operation == siteprotocol.OpCancel {

@@ -248,6 +248,27 @@ type Heartbeat interface {
 	// refusal of an unbroken run dates it; liveness fails once the run
 	// outlasts the liveness bound (docs/site-runtime.md#a-refused-credential).
 	Refused(ctx context.Context, cause string) error
+	// Busy records the command the worker executes or recovers now, with
+	// its bounded wait under way (nil: between commands), and beats. The
+	// worker calls it while the command runs, so the heartbeat shows
+	// progress; liveness fails once a command runs past its Until
+	// (docs/site-runtime.md#command-bounds).
+	Busy(ctx context.Context, w *Work) error
+}
+
+// Work is the command the worker is executing or recovering, as the
+// heartbeat records it (docs/site-runtime.md#command-bounds).
+type Work struct {
+	Sequence  int64
+	CommandID string
+	Operation siteprotocol.Operation
+	AttemptID string
+	// Since is when this process began executing (or recovering) it;
+	// Until is Since plus the operation's ceiling (Bounds.Ceiling).
+	Since time.Time
+	Until time.Time
+	// Wait is the bounded wait under way, nil when none.
+	Wait *Wait
 }
 
 // Failpoints are crash points for tests: Hit(name) kills the process when a
@@ -359,6 +380,12 @@ type Events interface {
 	// HeartbeatFailed reports a heartbeat that could not be recorded; the
 	// worker goes on (liveness will fail when no beat lands in time).
 	HeartbeatFailed(err error)
+	// LongWait reports a bounded wait of the command w runs (w.Wait) that
+	// has lasted WorkerConfig.LongWait: once per wait.
+	LongWait(w Work)
+	// LongWaitEnded reports the end of a wait LongWait reported: how it
+	// ended (result) and how long it lasted.
+	LongWaitEnded(w Work, result string, waited time.Duration)
 }
 
 // SiteOutcome is how one Site API request ended, for Events.
@@ -394,9 +421,14 @@ type Delivery struct {
 	Sequence  int64
 	CommandID string
 	Operation siteprotocol.Operation
+	// AttemptID is the command's Attempt (empty for bind-member and
+	// retire-member).
+	AttemptID string
 	Outcome   siteprotocol.Outcome
 	Reason    siteprotocol.Reason
-	Path      DeliveryPath
+	// Message is the result's message.
+	Message string
+	Path    DeliveryPath
 	// Note is the executor's note for the command's log line
 	// (domain.Answer.Note), e.g. that a start's account was checked by
 	// name only; empty for a replayed result.

@@ -8,6 +8,7 @@ import (
 	"net/textproto"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
@@ -30,6 +31,9 @@ type ProxyResponse struct {
 	// Truncated is true when it was longer.
 	Body      []byte
 	Truncated bool
+	// Cut is true when the body was still arriving at the context's
+	// deadline: Body is what was read by then.
+	Cut bool
 	// Service is the live Service the request went through (its UID as
 	// read before the send).
 	Service siteprotocol.NativeRef
@@ -52,6 +56,11 @@ type ProxyTarget struct {
 	ServiceSpec []byte
 }
 
+// ErrNoAnswer is returned (wrapped) by ServiceProxy when the service's
+// answer did not begin — no status line and headers — by the context's
+// deadline: the request was sent, and may have reached the service.
+var ErrNoAnswer = errors.New("no answer within the bound")
+
 // ServiceProxy sends requests to an Attempt's Service through the API
 // server's service proxy, as the Runtime (docs/site-runtime.md#private-reads).
 type ServiceProxy interface {
@@ -65,6 +74,10 @@ type ServiceProxy interface {
 	// recorded Service is gone), ErrEndpointUnavailable (no Service or
 	// endpoint the API server could reach; nothing usable was sent), any
 	// other error (the request may or may not have reached the service).
+	// ctx's deadline bounds the exchange — connecting, the answer's
+	// headers and its whole body (docs/site-runtime.md#command-bounds): a
+	// body still arriving at it is answered as read so far (Cut); an
+	// answer that did not begin by it wraps ErrNoAnswer.
 	ProxyService(ctx context.Context, t ProxyTarget, id ObjectIdentity, req ProxyRequest) (ProxyResponse, error)
 }
 
@@ -152,9 +165,12 @@ func FilterHeaders(h map[string][]string) (out map[string][]string, truncated bo
 // endpoint-unavailable with nothing sent. The answer is the service's
 // status — an upstream error is the service's answer, never a Runtime
 // failure — its filtered headers and its body up to 1 MiB (truncated when
-// longer). A proxy is sent at most once: Recover of a proxy whose answer
-// was not saved fails native-error without sending it again (it may have
-// reached the service).
+// longer). The exchange is bounded by ReadConfig.ProxyTimeout from the
+// send (docs/site-runtime.md#command-bounds): a body still arriving then is
+// answered as read so far, truncated; an answer that did not begin fails
+// deadline-exceeded. A proxy is sent at most once: Recover of a proxy whose
+// answer was not saved fails native-error without sending it again (it
+// may have reached the service).
 func (r *PrivateReads) Proxy(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error) {
 	if r.proxy == nil {
 		return domain.Refused(siteprotocol.ReasonUnsupportedOperation, "this family does not proxy to a service"), nil
@@ -212,8 +228,24 @@ func (r *PrivateReads) Proxy(ctx context.Context, cmd siteprotocol.Command, reco
 			NativeRefs: []siteprotocol.NativeRef{svcRef}}, nil
 	}
 	headers, _ := FilterHeaders(p.Headers)
-	resp, err := r.proxy.ProxyService(ctx, target, id, ProxyRequest{Method: p.Method, Path: p.Path, Headers: headers, Body: body})
+	// The exchange is bounded from its send (a proxy is never sent again,
+	// so a restart has no wait to resume; docs/site-runtime.md#command-bounds).
+	until := time.Now().Add(r.cfg.ProxyTimeout)
+	pctx, cancel := context.WithDeadline(ctx, until)
+	end := beginWait(ctx, fmt.Sprintf("the answer to %s %s through %s %s", p.Method, p.Path, svcRef.Kind, svcRef.Name), until)
+	resp, err := r.proxy.ProxyService(pctx, target, id, ProxyRequest{Method: p.Method, Path: p.Path, Headers: headers, Body: body})
+	cancel()
+	if errors.Is(err, ErrNoAnswer) || resp.Cut {
+		end(waitAtBound)
+	} else {
+		end(waitDone)
+	}
 	switch {
+	case errors.Is(err, ErrNoAnswer) && ctx.Err() == nil:
+		return domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonDeadlineExceeded,
+			Message: fmt.Sprintf("%s %s was sent through %s %s, and no answer began within %s, the proxy's bound; it may have reached the service and is not sent again",
+				p.Method, p.Path, svcRef.Kind, svcRef.Name, r.cfg.ProxyTimeout),
+			NativeRefs: []siteprotocol.NativeRef{svcRef}}, nil
 	case errors.Is(err, ErrNativeIdentityMismatch):
 		return domain.Answer{Outcome: siteprotocol.OutcomeRefused, Reason: siteprotocol.ReasonNativeIdentityMismatch,
 			Message: fmt.Sprintf("nothing was sent: %v", err), NativeRefs: []siteprotocol.NativeRef{svcRef}}, nil
@@ -230,11 +262,14 @@ func (r *PrivateReads) Proxy(ctx context.Context, cmd siteprotocol.Command, reco
 	}
 	out, headersTruncated := FilterHeaders(resp.Headers)
 	msg := fmt.Sprintf("%s %s answered %d (%d body bytes) through %s %s", p.Method, p.Path, resp.Status, len(resp.Body), svcRef.Kind, svcRef.Name)
-	if resp.Truncated {
+	switch {
+	case resp.Truncated:
 		msg += fmt.Sprintf("; the body was longer than %d bytes and is truncated", siteprotocol.MaxReadBytes)
+	case resp.Cut:
+		msg += fmt.Sprintf("; the body was still arriving at the proxy's bound, %s after the send, and is truncated there", r.cfg.ProxyTimeout)
 	}
 	return domain.Succeeded(siteprotocol.ReasonProxied, msg, siteprotocol.ProxyDetail{
 		Status: resp.Status, Headers: out, HeadersTruncated: headersTruncated,
-		BodyBase64: base64.StdEncoding.EncodeToString(resp.Body), Truncated: resp.Truncated,
+		BodyBase64: base64.StdEncoding.EncodeToString(resp.Body), Truncated: resp.Truncated || resp.Cut,
 	}, svcRef, pod.Ref()), nil
 }

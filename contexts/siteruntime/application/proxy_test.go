@@ -25,12 +25,16 @@ type fakeProxy struct {
 	resp    application.ProxyResponse
 	sent    []application.ProxyRequest
 	targets []application.ProxyTarget // every target asked, sent or not
+	// deadlines are the deadlines of the contexts the sends were given.
+	deadlines []time.Time
 }
 
-func (p *fakeProxy) ProxyService(_ context.Context, t application.ProxyTarget, _ application.ObjectIdentity, req application.ProxyRequest) (application.ProxyResponse, error) {
+func (p *fakeProxy) ProxyService(ctx context.Context, t application.ProxyTarget, _ application.ObjectIdentity, req application.ProxyRequest) (application.ProxyResponse, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.targets = append(p.targets, t)
+	d, _ := ctx.Deadline()
+	p.deadlines = append(p.deadlines, d)
 	if p.err != nil {
 		return application.ProxyResponse{}, p.err
 	}
@@ -110,6 +114,38 @@ func TestProxySendsOnceWithFilteredHeadersAndAnswersTheServicesStatus(t *testing
 	expect(t, rec, siteprotocol.OutcomeFailed, siteprotocol.ReasonNativeError)
 	if len(proxy.sent) != 1 || !strings.Contains(rec.Message, "not sent again") {
 		t.Fatalf("recovery sent the request again (%d sent): %s", len(proxy.sent), rec.Message)
+	}
+}
+
+// The proxy's exchange is bounded by --proxy-timeout from its send (the
+// port's context carries the deadline): a body still arriving at it is
+// answered as read so far, succeeded / proxied with truncated true and a
+// message saying the bound cut it; an answer that did not begin by it is
+// failed / deadline-exceeded, saying the request was sent and is not sent
+// again (docs/site-runtime.md#command-bounds). The service side is doubled
+// (fakeProxy: what the kube adaptor answers at the deadline).
+func TestAProxyAtItsBoundAnswersWhatCameOrDeadlineExceeded(t *testing.T) {
+	proxy := &fakeProxy{resp: application.ProxyResponse{Status: 200, Body: []byte("abc"), Cut: true}}
+	f := newProxyFixture(t, readyPods{fakePods: &fakePods{}, ready: true}, proxy)
+	before := time.Now()
+	r := f.run(t, f.cmd(t, siteprotocol.OpProxy, map[string]any{"method": "GET", "path": "/trickle"}), false)
+	expect(t, r, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonProxied)
+	d, err := siteprotocol.DecodeDetail[siteprotocol.ProxyDetail](r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body, _ := base64.StdEncoding.DecodeString(d.BodyBase64); string(body) != "abc" || !d.Truncated || d.Status != 200 || !strings.Contains(r.Message, "still arriving") {
+		t.Fatalf("%s: detail %+v", r.Message, d)
+	}
+	if dl := proxy.deadlines[0]; dl.IsZero() || dl.Before(before.Add(application.DefaultProxyTimeout)) {
+		t.Fatalf("the send's context has deadline %v, want --proxy-timeout after the send", dl)
+	}
+
+	proxy.err = fmt.Errorf("%w: no status line", application.ErrNoAnswer)
+	r = f.run(t, f.cmd(t, siteprotocol.OpProxy, map[string]any{"method": "GET", "path": "/silent"}), false)
+	expect(t, r, siteprotocol.OutcomeFailed, siteprotocol.ReasonDeadlineExceeded)
+	if !strings.Contains(r.Message, "was sent") || !strings.Contains(r.Message, "not sent again") {
+		t.Fatalf("message %q", r.Message)
 	}
 }
 

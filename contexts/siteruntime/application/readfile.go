@@ -37,8 +37,10 @@ type FileReadConfig struct {
 	// Timeout is the reader Pod's activeDeadlineSeconds, whole seconds
 	// (default DefaultReaderTimeout; --read-file-timeout).
 	Timeout time.Duration
-	// Wait bounds how long a read-file waits for the reader to terminate,
-	// from its create on (default Timeout + DefaultReaderWaitExtra).
+	// Wait bounds how long a read-file waits for the reader's line, from
+	// the command's start (CommandStart: a recovery adopts the reader and
+	// waits only what is left; docs/site-runtime.md#command-bounds; default
+	// Timeout + DefaultReaderWaitExtra).
 	Wait time.Duration
 	// DeletionWait is the foreground-deletion allowance of the reader
 	// after its grace period (default DefaultHelperDeletionWait).
@@ -135,19 +137,24 @@ func (r *PrivateReads) WithFiles(specs ReaderSpecs, pods ReaderPods, cfg FileRea
 // BEFORE the create and created with its UID after it — mounting the
 // claim read-only, required onto the node of the workload's Pod when one
 // is bound; its one line is read back through pods/log once it
-// terminated (within FileReadConfig.Wait), the claim's UID is checked
-// again, and the reader is deleted as the Runtime by UID (recorded
-// deleting, then removed) whatever the outcome. The reader's refusal is
-// path-rejected; a reader that failed, ended without its line or did not
-// end in time is native-error; a reader still there after the deletion
-// allowance is deletion-pending (nothing of the file is answered).
+// terminated (until FileReadConfig.Wait has passed since the command's
+// start, CommandStart), the claim's UID is checked again, and the reader
+// is deleted as the Runtime by UID (recorded deleting, then removed)
+// whatever the outcome. The reader's refusal is path-rejected; a reader
+// that did not end in time is deadline-exceeded; one that failed or ended
+// without its line is native-error; a reader still there after the
+// deletion allowance is deletion-pending (nothing of the file is
+// answered).
 //
-// Recover and every read first remove a reader left
-// by an interrupted read — by its recorded UID, or, recorded only as
-// creating, found by name and adopted only when it carries everything
-// rendered (otherwise ErrUnexplained: nothing is deleted) — without ever
-// reading its log; then the read runs again with a new reader. The reader
-// only reads (the claim is mounted read-only) and the result of the
+// A Recover adopts this command's own reader while it exists — recorded
+// with its UID and live with it, or recorded only as creating and found by
+// name carrying everything rendered (otherwise ErrUnexplained: nothing is
+// deleted) — and reads it, so no second reader is created; it waits only
+// what is left of the bound (docs/site-runtime.md#command-bounds). Every
+// read first removes any other reader left (another command's, or one
+// being removed) by its UID, never reading its log; then it runs with a
+// new reader, none once the bound has passed (deadline-exceeded). The
+// reader only reads (the claim is mounted read-only) and the result of an
 // interrupted read was never saved, so never sent. Errors leave the effect
 // uncertain, or wrap ErrUnexplained.
 func (r *PrivateReads) ReadFile(ctx context.Context, cmd siteprotocol.Command) (domain.Answer, error) {
@@ -181,25 +188,47 @@ func (r *PrivateReads) ReadFile(ctx context.Context, cmd siteprotocol.Command) (
 	if refusal != nil || err != nil {
 		return OrAnswer(refusal), err
 	}
+	// The reader's line is awaited until the bound has passed since the
+	// command's start, also after a restart.
+	until := commandDeadline(ctx, f.cfg.Wait)
+	// The refs of the answer: never the reader (it is gone, and a read
+	// run again has another reader's UID, so the same command answers the
+	// same bytes).
+	refs := []siteprotocol.NativeRef{RecordRef(*rec), claim}
 	name := domain.AttemptObjectName(cmd.AttemptID, domain.SuffixReader)
-	if left := domain.FindNamedRecord(records, domain.KindPod, name); left != nil {
+	left := domain.FindNamedRecord(records, domain.KindPod, name)
+	// This command's own reader, left by a run a restart interrupted, is
+	// adopted while it exists: no second reader is created.
+	obj, uid, err := r.adoptReader(ctx, cmd, left)
+	if err != nil {
+		return domain.Answer{}, err
+	}
+	if uid == "" && left != nil {
 		if pending, err := r.removeReader(ctx, cmd, *left, true); pending != nil || err != nil {
 			return OrAnswer(pending), err
 		}
 	}
-
-	b := access.Binding()
-	obj, err := f.specs.RenderReader(ReaderSpec{Identity: IdentityOf(cmd), Namespace: b.Namespace, ServiceAccount: b.Account, Image: f.cfg.Image,
-		WorkspaceClaim: claim.Name, Path: p.Path, MaxBytes: p.MaxBytes, Timeout: f.cfg.Timeout, Node: node})
-	if err != nil {
-		return domain.Answer{}, fmt.Errorf("render the workspace reader: %w", err)
-	}
-	uid, refusal, err := r.createReader(ctx, cmd, access, obj)
-	if refusal != nil || err != nil {
-		return OrAnswer(refusal), err
+	if uid == "" {
+		if !time.Now().Before(until) {
+			// A recovery after the bound creates no reader.
+			return domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonDeadlineExceeded,
+				Message:    fmt.Sprintf("nothing was read: the read of %s reached its bound, %s after its start, before the workspace reader answered", p.Path, f.cfg.Wait),
+				NativeRefs: refs}, nil
+		}
+		b := access.Binding()
+		obj, err = f.specs.RenderReader(ReaderSpec{Identity: IdentityOf(cmd), Namespace: b.Namespace, ServiceAccount: b.Account, Image: f.cfg.Image,
+			WorkspaceClaim: claim.Name, Path: p.Path, MaxBytes: p.MaxBytes, Timeout: f.cfg.Timeout, Node: node})
+		if err != nil {
+			return domain.Answer{}, fmt.Errorf("render the workspace reader: %w", err)
+		}
+		var refusal *domain.Answer
+		uid, refusal, err = r.createReader(ctx, cmd, access, obj)
+		if refusal != nil || err != nil {
+			return OrAnswer(refusal), err
+		}
 	}
 	reader := obj.Ref(uid)
-	out, content, err := r.awaitReader(ctx, reader, claim, claimObj, p.MaxBytes)
+	out, content, err := r.awaitReader(ctx, reader, claim, claimObj, p.MaxBytes, until)
 	if err != nil {
 		return domain.Answer{}, err
 	}
@@ -209,9 +238,6 @@ func (r *PrivateReads) ReadFile(ctx context.Context, cmd siteprotocol.Command) (
 		return OrAnswer(pending), err
 	}
 
-	// The reader is gone and is not named: a read run again by Recover
-	// (another reader, another UID) answers the same bytes.
-	refs := []siteprotocol.NativeRef{RecordRef(*rec), claim}
 	switch out.Outcome {
 	case siteprotocol.OutcomeSucceeded:
 		msg := fmt.Sprintf("the whole file %s (%d bytes) of attempt %s's workspace", p.Path, len(content), cmd.AttemptID)
@@ -223,8 +249,51 @@ func (r *PrivateReads) ReadFile(ctx context.Context, cmd siteprotocol.Command) (
 	case siteprotocol.OutcomeRefused:
 		return domain.Answer{Outcome: out.Outcome, Reason: out.Reason, Message: "nothing was read: " + out.Message, NativeRefs: refs}, nil
 	}
-	return domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonNativeError,
+	reason := siteprotocol.ReasonNativeError
+	if out.Reason == siteprotocol.ReasonDeadlineExceeded {
+		reason = out.Reason
+	}
+	return domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: reason,
 		Message: fmt.Sprintf("the workspace reader of %s: %s", p.Path, out.Message), NativeRefs: refs}, nil
+}
+
+// adoptReader adopts rec, the Attempt's reader record, when it is this
+// command's reader from a run a restart interrupted and the reader still
+// exists (docs/site-runtime.md#the-workspace-reader): recorded with its
+// UID and found under its name with that UID, or recorded only creating
+// and found carrying everything rendered (its UID then recorded; a reader
+// of the name that does not carry it is unexplained, ErrUnexplained, and
+// nothing is deleted). It returns the reader's saved object and UID, or
+// an empty UID when there is nothing to adopt (no record, another
+// command's reader, one removed or refused, or none live).
+func (r *PrivateReads) adoptReader(ctx context.Context, cmd siteprotocol.Command, rec *domain.NativeRecord) (NativeObject, string, error) {
+	if rec == nil || rec.CommandID != cmd.ID || (rec.Phase != domain.PhaseCreating && rec.Phase != domain.PhaseCreated) {
+		return NativeObject{}, "", nil
+	}
+	l, obj := r.life, SavedObject(*rec)
+	live, found, err := l.native.Lookup(ctx, obj)
+	switch {
+	case err != nil:
+		return obj, "", fmt.Errorf("look up the workspace reader %s/%s: %w", rec.Namespace, rec.Name, err)
+	case !found:
+		return obj, "", nil
+	case rec.UID != "":
+		if live.UID != rec.UID {
+			// Not the reader this command created: removeReader deletes
+			// the recorded one by its UID (gone) and the create finds the
+			// name taken.
+			return obj, "", nil
+		}
+		return obj, rec.UID, nil
+	case live.Mismatch != "":
+		return obj, "", fmt.Errorf("%w: the workspace reader %s/%s (uid %s) is not the reader command %s rendered: %s; nothing was deleted",
+			ErrUnexplained, rec.Namespace, rec.Name, live.UID, rec.CommandID, live.Mismatch)
+	}
+	if err := l.Save(ctx, cmd, obj, live.UID, domain.PhaseCreated); err != nil {
+		return obj, "", err
+	}
+	l.fp.Hit(FailAfterNativeRecord)
+	return obj, live.UID, nil
 }
 
 // liveClaim returns the Attempt's recorded workspace claim (its reference
@@ -317,20 +386,28 @@ func (r *PrivateReads) createReader(ctx context.Context, cmd siteprotocol.Comman
 	return uid, nil, nil
 }
 
-// awaitReader waits, at most FileReadConfig.Wait, until the reader ref
-// terminated, then reads its line through pods/log and checks that the
+// awaitReader waits, at most until until, for the reader ref to
+// terminate, then reads its line through pods/log and checks that the
 // reader still has its UID and the claim its UID (a reader the Runtime
 // cannot prove is its own is never read). The outcome is the reader's
-// line, or native-error: the reader gone without it, not terminated in
-// time, its container failed, its log no line of workspace-read, or the
-// claim replaced meanwhile. content is the decoded bytes of a succeeded
-// read. Errors are ctx's.
-func (r *PrivateReads) awaitReader(ctx context.Context, ref, claimRef siteprotocol.NativeRef, claim NativeObject, maxBytes int64) (domain.FileRead, []byte, error) {
+// line; deadline-exceeded when it did not terminate in time; or
+// native-error: the reader gone without its line, its container failed,
+// its log no line of workspace-read, or the claim replaced meanwhile.
+// content is the decoded bytes of a succeeded read. Errors are ctx's.
+func (r *PrivateReads) awaitReader(ctx context.Context, ref, claimRef siteprotocol.NativeRef, claim NativeObject, maxBytes int64, until time.Time) (out domain.FileRead, content []byte, err error) {
 	f := r.files
-	deadline := time.NewTimer(f.cfg.Wait)
+	deadline := time.NewTimer(time.Until(until))
 	defer deadline.Stop()
 	tick := time.NewTicker(readerPoll)
 	defer tick.Stop()
+	end := beginWait(ctx, fmt.Sprintf("the workspace reader Pod %s/%s (uid %s) to end", ref.Namespace, ref.Name, ref.UID), until)
+	defer func() {
+		if out.Reason == siteprotocol.ReasonDeadlineExceeded {
+			end(waitAtBound)
+		} else {
+			end(waitDone)
+		}
+	}()
 	for {
 		s, found, err := f.pods.ReaderState(ctx, ref)
 		switch {
@@ -351,7 +428,9 @@ func (r *PrivateReads) awaitReader(ctx context.Context, ref, claimRef siteprotoc
 			if err != nil {
 				why = fmt.Sprintf("could not be read (%v)", err)
 			}
-			return domain.FileReadFailed("the reader Pod %s (uid %s) %s within %s", ref.Name, ref.UID, why, f.cfg.Wait), nil, nil
+			o := domain.FileReadFailed("the reader Pod %s (uid %s) %s within %s of the read's start, the read's bound", ref.Name, ref.UID, why, f.cfg.Wait)
+			o.Reason = siteprotocol.ReasonDeadlineExceeded
+			return o, nil, nil
 		case <-tick.C:
 		}
 	}

@@ -394,9 +394,10 @@ func TestReadFileRefusesBeforeAnythingIsCreated(t *testing.T) {
 	}
 }
 
-// A reader that does not terminate within the wait, one that ends with
-// another exit code or whose log is not workspace-read's one line is
-// failed / native-error, and is deleted by UID all the same. A reader the
+// A reader that does not terminate within the wait is failed /
+// deadline-exceeded (the read's bound, docs/site-runtime.md#command-bounds);
+// one that ends with another exit code or whose log is not workspace-read's
+// one line is failed / native-error; each is deleted by UID all the same. A reader the
 // API server refuses is native-request-denied. A reader still there after
 // its deletion allowance is deletion-pending, nothing of the file
 // answered; the next cleanup removes it with the Attempt's other objects.
@@ -405,7 +406,7 @@ func TestReadFileFailuresRemoveTheReader(t *testing.T) {
 	f.kubelet.files["out.txt"] = []byte("private")
 	f.kubelet.never = true
 	r := f.run(t, f.cmd(t, siteprotocol.OpReadFile, readFile("out.txt", 10)), false)
-	expect(t, r, siteprotocol.OutcomeFailed, siteprotocol.ReasonNativeError)
+	expect(t, r, siteprotocol.OutcomeFailed, siteprotocol.ReasonDeadlineExceeded)
 	if !strings.Contains(r.Message, "has not terminated") || f.readerLive() || f.kubelet.logsRead() != 0 {
 		t.Fatalf("%s (reader left %v, logs %d)", r.Message, f.readerLive(), f.kubelet.logsRead())
 	}
@@ -468,11 +469,14 @@ func TestReadFileFailuresRemoveTheReader(t *testing.T) {
 // A crash at every durable step of a read-file — after the reader's
 // record creating, after its create, after its record created, after its
 // record deleting, after its delete, after its record removed — leaves
-// what Recover finds: it removes the reader left behind by its UID
-// (adopting it by name when only creating was recorded), never reads its
-// log, runs the read again with a new reader, and answers exactly the
-// bytes of a read that was never interrupted. No reader is left.
-func TestRecoverOfAnInterruptedReadFileRemovesTheOrphanReaderByUID(t *testing.T) {
+// what Recover finds. The command's own reader, while it exists and was
+// not yet being removed (created, recorded creating or created), is
+// adopted — its UID recorded when only creating was — and its line is
+// read: no second reader is created (docs/site-runtime.md#the-workspace-reader).
+// A reader being removed is deleted by its UID, never read, and the read
+// runs again with a new reader. Either way the answer is exactly the bytes
+// of a read that was never interrupted, and no reader is left.
+func TestRecoverOfAnInterruptedReadFileAdoptsItsLiveReaderOrReadsAgain(t *testing.T) {
 	clean := newReadFileFixture(t, 5*time.Second)
 	clean.kubelet.files["out.txt"] = []byte("the output\n")
 	p := clean.cmd(t, siteprotocol.OpReadFile, readFile("out.txt", 100))
@@ -505,13 +509,16 @@ func TestRecoverOfAnInterruptedReadFileRemovesTheOrphanReaderByUID(t *testing.T)
 			}
 			f.kubelet.mu.Unlock()
 			var orphan string
-			if rec := domain.FindNamedRecord(mustRecords(t, f.records), domain.KindPod, readerName); rec != nil {
+			rec := domain.FindNamedRecord(mustRecords(t, f.records), domain.KindPod, readerName)
+			if rec != nil {
 				f.native.mu.Lock()
 				if o, ok := f.native.objects[key(domain.KindPod, namespace, readerName)]; ok {
 					orphan = o.uid
 				}
 				f.native.mu.Unlock()
 			}
+			adopt := orphan != "" && (rec.Phase == domain.PhaseCreating || rec.Phase == domain.PhaseCreated)
+			creates := f.readerCreates()
 			got := f.run(t, p, true)
 			if got.Digest != want.Digest {
 				t.Fatalf("recovered %s / %s: %s; want the clean read", got.Outcome, got.Reason, got.Message)
@@ -519,10 +526,17 @@ func TestRecoverOfAnInterruptedReadFileRemovesTheOrphanReaderByUID(t *testing.T)
 			if f.readerLive() {
 				t.Fatal("a reader is left after the recovery")
 			}
+			if again := f.readerCreates() - creates; (adopt && again != 0) || (!adopt && again != 1) {
+				t.Fatalf("the recovery created %d readers (a live reader of the command to adopt: %v)", again, adopt)
+			}
 			f.kubelet.mu.Lock()
-			defer f.kubelet.mu.Unlock()
-			if orphan != "" && f.kubelet.logs[orphan] != logsBefore[orphan] {
-				t.Fatalf("Recover read the log of the orphan reader %s", orphan)
+			read := f.kubelet.logs[orphan] - logsBefore[orphan]
+			f.kubelet.mu.Unlock()
+			switch {
+			case adopt && read != 1:
+				t.Fatalf("the adopted reader %s's log was read %d times", orphan, read)
+			case !adopt && orphan != "" && read != 0:
+				t.Fatalf("Recover read the log of the reader %s being removed", orphan)
 			}
 			if orphan != "" {
 				f.native.mu.Lock()
@@ -532,10 +546,46 @@ func TestRecoverOfAnInterruptedReadFileRemovesTheOrphanReaderByUID(t *testing.T)
 					deleted = deleted || (d.Name == readerName && d.UID == orphan)
 				}
 				if !deleted {
-					t.Fatalf("the orphan reader %s was not deleted by its UID: %+v", orphan, f.native.deletes)
+					t.Fatalf("the reader %s was not deleted by its UID: %+v", orphan, f.native.deletes)
 				}
 			}
 		})
+	}
+}
+
+// A Recover of a read-file begun longer ago than its bound creates no
+// reader: it answers failed / deadline-exceeded at once (the bound is an
+// hour here: a wait begun again would not end). A reader of the command
+// still live is adopted and, not terminated, removed by its UID unread,
+// with the same answer (docs/site-runtime.md#command-bounds).
+func TestARecoveredReadFilePastItsBoundCreatesNoReader(t *testing.T) {
+	f := newReadFileFixture(t, time.Hour)
+	f.kubelet.files["out.txt"] = []byte("the output\n")
+	p := f.cmd(t, siteprotocol.OpReadFile, readFile("out.txt", 100))
+	begun := application.WithCommandStart(context.Background(), time.Now().Add(-2*time.Hour))
+	creates := f.readerCreates()
+	r := f.runIn(t, begun, p, true)
+	expect(t, r, siteprotocol.OutcomeFailed, siteprotocol.ReasonDeadlineExceeded)
+	if f.readerCreates() != creates || f.kubelet.logsRead() != 0 {
+		t.Fatalf("a recovery past the bound created %d readers and read %d logs", f.readerCreates()-creates, f.kubelet.logsRead())
+	}
+
+	// Its reader from before the restart, still running.
+	f.kubelet.never = true
+	f.fp.arm(3) // after the record created
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = f.reg.Execute(context.Background(), p)
+	}()
+	f.fp.arm(1 << 30)
+	if !f.readerLive() {
+		t.Fatal("no reader was left by the crash")
+	}
+	creates = f.readerCreates()
+	r = f.runIn(t, begun, p, true)
+	expect(t, r, siteprotocol.OutcomeFailed, siteprotocol.ReasonDeadlineExceeded)
+	if f.readerCreates() != creates || f.readerLive() || f.kubelet.logsRead() != 0 {
+		t.Fatalf("created %d readers, reader left %v, logs read %d", f.readerCreates()-creates, f.readerLive(), f.kubelet.logsRead())
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
@@ -55,6 +56,10 @@ type WorkloadPod struct {
 	// Node is the node the Pod is bound to (spec.nodeName; empty while
 	// it is not scheduled).
 	Node string
+	// Started are the containers that have started, now or before
+	// (running, terminated, or with a last termination): the ones with a
+	// log to read.
+	Started []string
 }
 
 // Ref is the Pod's native reference.
@@ -125,21 +130,48 @@ type PrivateReads struct {
 	service string
 	// files is set by WithFiles (read-file).
 	files *fileReads
+	cfg   ReadConfig
+}
+
+// ReadConfig bounds a family's private reads
+// (docs/site-runtime.md#command-bounds).
+type ReadConfig struct {
+	// ProxyTimeout bounds a proxy's exchange with the service, from its
+	// send: connecting, the answer's headers and its whole body (default
+	// DefaultProxyTimeout; --proxy-timeout).
+	ProxyTimeout time.Duration
+	// LogsTimeout bounds a read-logs' reads of the log, from the command's
+	// start (CommandStart; default DefaultReadLogsTimeout;
+	// --read-logs-timeout).
+	LogsTimeout time.Duration
+}
+
+func (c ReadConfig) withDefaults() ReadConfig {
+	if c.ProxyTimeout <= 0 {
+		c.ProxyTimeout = DefaultProxyTimeout
+	}
+	if c.LogsTimeout <= 0 {
+		c.LogsTimeout = DefaultReadLogsTimeout
+	}
+	return c
 }
 
 // NewPrivateReads returns the private reads of the family whose Lifecycle
-// is life, whose records' identity specs reads, over pods; root is the
-// recorded kind its Pods' controller chains end at.
-func NewPrivateReads(life *Lifecycle, specs WorkspaceSpecs, pods WorkloadPods, root string) *PrivateReads {
-	return &PrivateReads{life: life, specs: specs, pods: pods, root: root}
+// is life, whose records' identity specs reads, over pods, bounded by cfg;
+// root is the recorded kind its Pods' controller chains end at.
+func NewPrivateReads(life *Lifecycle, specs WorkspaceSpecs, pods WorkloadPods, root string, cfg ReadConfig) *PrivateReads {
+	return &PrivateReads{life: life, specs: specs, pods: pods, root: root, cfg: cfg.withDefaults()}
 }
 
 // ReadLogs answers read-logs: the last tail_bytes bytes of the container's
 // log (the workload's main container when the payload names none), exact,
 // base64, with truncated when the log held more. Refusals as PrivateReads
 // says; a container the Pod does not have is invalid-payload; a recorded
-// object removed (or gone, or without a Pod) fails native-missing; a log
-// the kubelet cannot give fails native-error. Errors are failed reads.
+// object removed (or gone, or without a Pod) fails native-missing; a
+// container that never started, or a log the kubelet cannot give, fails
+// native-error; reads that have not ended ReadConfig.LogsTimeout after
+// the command's start fail deadline-exceeded
+// (docs/site-runtime.md#command-bounds). Errors are failed reads.
 func (r *PrivateReads) ReadLogs(ctx context.Context, cmd siteprotocol.Command) (domain.Answer, error) {
 	p, err := siteprotocol.DecodePayload[siteprotocol.ReadLogsPayload](cmd)
 	if err != nil {
@@ -164,8 +196,36 @@ func (r *PrivateReads) ReadLogs(ctx context.Context, cmd siteprotocol.Command) (
 		return domain.Refused(siteprotocol.ReasonInvalidPayload, "Pod %s of attempt %s has no container %q; its containers are %v",
 			pod.Name, cmd.AttemptID, container, pod.Containers), nil
 	}
-	tail, err := r.pods.PodLog(ctx, pod, container, p.TailBytes)
+	if !slices.Contains(pod.Started, container) {
+		// The API server answers an unscheduled Pod's log with nothing at
+		// all: a container that never started has no log to give.
+		where := "its Pod is not scheduled to a node"
+		if pod.Node != "" {
+			where = "it is waiting to start on node " + pod.Node
+		}
+		return domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonNativeError,
+			Message:    fmt.Sprintf("container %s of Pod %s/%s has not started, so it has no log (%s)", container, pod.Namespace, pod.Name, where),
+			NativeRefs: []siteprotocol.NativeRef{pod.Ref()}}, nil
+	}
+	// The log's reads are bounded from the command's start, also after a
+	// restart (docs/site-runtime.md#command-bounds).
+	until := commandDeadline(ctx, r.cfg.LogsTimeout)
+	lctx, cancel := context.WithDeadline(ctx, until)
+	end := beginWait(ctx, fmt.Sprintf("the log of container %s of Pod %s/%s", container, pod.Namespace, pod.Name), until)
+	tail, err := r.pods.PodLog(lctx, pod, container, p.TailBytes)
+	atBound := err != nil && ctx.Err() == nil && lctx.Err() != nil
+	cancel()
+	if atBound {
+		end(waitAtBound)
+	} else {
+		end(waitDone)
+	}
 	switch {
+	case atBound:
+		return domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonDeadlineExceeded,
+			Message: fmt.Sprintf("the log of container %s of Pod %s/%s was not read within %s of the read's start, the read's bound; nothing is answered",
+				container, pod.Namespace, pod.Name, r.cfg.LogsTimeout),
+			NativeRefs: []siteprotocol.NativeRef{pod.Ref()}}, nil
 	case errors.Is(err, ErrLogUnavailable):
 		return domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonNativeError,
 			Message:    fmt.Sprintf("the log of container %s of Pod %s/%s cannot be read: %v", container, pod.Namespace, pod.Name, err),
@@ -206,9 +266,10 @@ func (r *PrivateReads) checkAccess(ctx context.Context, cmd siteprotocol.Command
 		return nil, ObjectIdentity{}, nil, nil, fmt.Errorf("read the identity of attempt %s's %s record: %w", cmd.AttemptID, rec.Kind, err)
 	}
 	if id.RunID != cmd.RunID || id.MemberID != cmd.MemberID || id.ProjectID != cmd.ProjectID {
+		// Whose work it is is not said: a refusal names nothing of another
+		// member (docs/site-runtime.md#private-reads).
 		a := domain.Refused(siteprotocol.ReasonAttemptConflict,
-			"attempt %s is the work of member %s in project %s (run %s); a read by member %s in project %s (run %s) is not allowed",
-			cmd.AttemptID, id.MemberID, id.ProjectID, id.RunID, cmd.MemberID, cmd.ProjectID, cmd.RunID)
+			"attempt %s is not the work of member %s in project %s for run %s; nothing was read", cmd.AttemptID, cmd.MemberID, cmd.ProjectID, cmd.RunID)
 		return nil, ObjectIdentity{}, nil, &a, nil
 	}
 	b, refusal, err := r.life.Access().Binding(ctx, cmd)

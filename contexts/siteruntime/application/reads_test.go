@@ -27,6 +27,11 @@ type fakePods struct {
 	asked    []string // containers whose log was read
 	roots    []siteprotocol.NativeRef
 	saved    [][]byte // the saved specifications the chain was checked against
+	// unstarted: the Pod's containers never started (an unscheduled Pod).
+	unstarted bool
+	// holdLog: PodLog answers nothing until its context ends (a kubelet
+	// that trickles or never answers), then the context's error.
+	holdLog bool
 }
 
 func (p *fakePods) WorkloadPod(_ context.Context, root siteprotocol.NativeRef, saved []byte, id application.ObjectIdentity) (application.WorkloadPod, error) {
@@ -37,14 +42,22 @@ func (p *fakePods) WorkloadPod(_ context.Context, root siteprotocol.NativeRef, s
 	if p.chainErr != nil {
 		return application.WorkloadPod{}, p.chainErr
 	}
-	return application.WorkloadPod{Namespace: root.Namespace, Name: root.Name + "-x2k9q", UID: "pod-uid-1", Containers: []string{"main", "sidecar"}, Main: "main"}, nil
+	wp := application.WorkloadPod{Namespace: root.Namespace, Name: root.Name + "-x2k9q", UID: "pod-uid-1", Containers: []string{"main", "sidecar"}, Main: "main"}
+	if !p.unstarted {
+		wp.Started, wp.Node = wp.Containers, "node-1"
+	}
+	return wp, nil
 }
 
-func (p *fakePods) PodLog(_ context.Context, _ application.WorkloadPod, container string, tail int64) (application.LogTail, error) {
+func (p *fakePods) PodLog(ctx context.Context, _ application.WorkloadPod, container string, tail int64) (application.LogTail, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.logReads++
 	p.asked = append(p.asked, container)
+	if p.holdLog {
+		<-ctx.Done()
+		return application.LogTail{}, fmt.Errorf("read the log: %w", ctx.Err())
+	}
 	if p.logErr != nil {
 		return application.LogTail{}, p.logErr
 	}
@@ -64,6 +77,12 @@ func (p *fakePods) reads() (finds, logs int) {
 // Attempt prepared and started.
 func newReadFixture(t *testing.T, pods *fakePods) *batchFixture {
 	t.Helper()
+	return newReadFixtureWith(t, pods, application.ReadConfig{})
+}
+
+// newReadFixtureWith is newReadFixture with the reads bounded by cfg.
+func newReadFixtureWith(t *testing.T, pods *fakePods, cfg application.ReadConfig) *batchFixture {
+	t.Helper()
 	f := &batchFixture{
 		native:   newFakeNative(),
 		perms:    &fakePermissions{answer: domain.Permission{Allowed: true, EvidenceID: "ev-1", ValidUntil: now.Add(time.Minute)}},
@@ -71,7 +90,7 @@ func newReadFixture(t *testing.T, pods *fakePods) *batchFixture {
 		bindings: &memBindings{rows: map[string]map[int64]domain.MemberBinding{}},
 	}
 	access := application.NewAccess(f.bindings, f.native, f.perms, fixedClock{now})
-	exec := application.NewBatchExecutor(access, f.native, jsonSpecs{}, pinned{}, f.records, nil, application.BatchConfig{DeletionWait: time.Second})
+	exec := application.NewBatchExecutor(access, f.native, jsonSpecs{}, pinned{}, f.records, nil, application.BatchConfig{DeletionWait: time.Second, Reads: cfg})
 	if pods != nil {
 		exec.WithReads(pods)
 	}
@@ -189,6 +208,12 @@ func TestReadLogsRefusesWithNothingReadBeforeEveryCheckPasses(t *testing.T) {
 			pods.chainErr = fmt.Errorf("%w: Job has no Pod", application.ErrNoWorkloadPod)
 			return f.cmd(t, siteprotocol.OpReadLogs, readLogs(100, ""))
 		}, siteprotocol.OutcomeFailed, siteprotocol.ReasonNativeMissing, 1, 0},
+		{"container never started", func(t *testing.T, f *batchFixture, pods *fakePods) *domain.Pending {
+			// The API server answers an unscheduled Pod's log with nothing:
+			// the read must not answer that as an empty log.
+			pods.unstarted = true
+			return f.cmd(t, siteprotocol.OpReadLogs, readLogs(100, ""))
+		}, siteprotocol.OutcomeFailed, siteprotocol.ReasonNativeError, 1, 0},
 		{"log not available", func(t *testing.T, f *batchFixture, pods *fakePods) *domain.Pending {
 			pods.logErr = fmt.Errorf("%w: container main is waiting to start", application.ErrLogUnavailable)
 			return f.cmd(t, siteprotocol.OpReadLogs, readLogs(100, ""))
@@ -294,4 +319,25 @@ func (f *batchFixture) rawCmd(t *testing.T, op siteprotocol.Operation, payload a
 		"payload": payload}
 	b, _ := json.Marshal(c)
 	return b
+}
+
+// A log that does not come (a kubelet that trickles or never answers) is
+// read at most until the read's bound from the command's start: the read
+// answers failed / deadline-exceeded and the worker moves on. A Recover
+// after a restart counts the time already spent: with the command begun
+// longer ago than the bound, it answers deadline-exceeded without a new
+// wait (the bound here is an hour: a wait begun again would not end).
+// docs/site-runtime.md#command-bounds.
+func TestReadLogsAtItsBoundAnswersDeadlineExceededAndARestartDoesNotWaitAgain(t *testing.T) {
+	pods := &fakePods{holdLog: true}
+	f := newReadFixtureWith(t, pods, application.ReadConfig{LogsTimeout: 50 * time.Millisecond})
+	p := f.cmd(t, siteprotocol.OpReadLogs, readLogs(100, ""))
+	r := f.run(t, p, false)
+	expect(t, r, siteprotocol.OutcomeFailed, siteprotocol.ReasonDeadlineExceeded)
+
+	pods = &fakePods{holdLog: true}
+	f = newReadFixtureWith(t, pods, application.ReadConfig{LogsTimeout: time.Hour})
+	p = f.cmd(t, siteprotocol.OpReadLogs, readLogs(100, ""))
+	begun := application.WithCommandStart(context.Background(), time.Now().Add(-2*time.Hour))
+	expect(t, f.runIn(t, begun, p, true), siteprotocol.OutcomeFailed, siteprotocol.ReasonDeadlineExceeded)
 }

@@ -54,7 +54,7 @@ func servicePreparedElsewhere(specs identityReader, kind siteprotocol.ServiceKin
 		}
 		if id.CommandID != cmd.ID {
 			a := domain.Refused(siteprotocol.ReasonAttemptConflict,
-				"attempt %s was already prepared by command %s; a later prepare cannot change its service kind or specification", cmd.AttemptID, id.CommandID)
+				"attempt %s was already prepared by an earlier command; a later prepare cannot change its service kind or specification", cmd.AttemptID)
 			return &a, nil
 		}
 	}
@@ -71,8 +71,7 @@ func preparedFor(specs identityReader, cmd siteprotocol.Command, b domain.Member
 	}
 	if id.RunID != cmd.RunID || id.MemberID != cmd.MemberID || id.ProjectID != cmd.ProjectID {
 		a := domain.Refused(siteprotocol.ReasonAttemptConflict,
-			"attempt %s was prepared for run %s, member %s, project %s; this start names run %s, member %s, project %s",
-			cmd.AttemptID, id.RunID, id.MemberID, id.ProjectID, cmd.RunID, cmd.MemberID, cmd.ProjectID)
+			"attempt %s was not prepared for run %s, member %s, project %s (this start's); nothing was created", cmd.AttemptID, cmd.RunID, cmd.MemberID, cmd.ProjectID)
 		return &a, nil
 	}
 	if ws.Namespace != b.Namespace || spec.Namespace != b.Namespace {

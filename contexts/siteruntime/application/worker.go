@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
@@ -37,6 +38,17 @@ type WorkerConfig struct {
 	// "--token-file /var/run/secrets/metallo/token": a refusal recorded in
 	// the heartbeat names it (docs/site-runtime.md#a-refused-credential).
 	Credential string
+	// Bounds are the Site's command bounds: while a command runs the
+	// heartbeat records it with Bounds.Ceiling of its operation
+	// (docs/site-runtime.md#command-bounds). Zero fields are defaults.
+	Bounds Bounds
+	// BeatInterval is how often the heartbeat is beaten while a command
+	// runs (default 500 ms; the heartbeat file takes at most one write a
+	// second).
+	BeatInterval time.Duration
+	// LongWait is how long a command's bounded wait lasts before it is
+	// logged, and then its end (default 10 s).
+	LongWait time.Duration
 }
 
 func (c WorkerConfig) withDefaults() WorkerConfig {
@@ -54,6 +66,13 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	}
 	if c.Credential == "" {
 		c.Credential = "the configured credential"
+	}
+	c.Bounds = c.Bounds.WithDefaults()
+	if c.BeatInterval <= 0 {
+		c.BeatInterval = 500 * time.Millisecond
+	}
+	if c.LongWait <= 0 {
+		c.LongWait = 10 * time.Second
 	}
 	return c
 }
@@ -277,7 +296,7 @@ func (w *Worker) resume(ctx context.Context) error {
 	if p.HasResult() {
 		d := Delivery{Path: PathReplayed}
 		if r, err := siteprotocol.ParseResult(p.Result); err == nil {
-			d.Outcome, d.Reason = r.Outcome, r.Reason
+			d.Outcome, d.Reason, d.Message = r.Outcome, r.Reason, r.Message
 		}
 		return w.send(ctx, p, false, d)
 	}
@@ -289,7 +308,7 @@ func (w *Worker) resume(ctx context.Context) error {
 	if err := w.saveResult(ctx, p, a); err != nil {
 		return err
 	}
-	return w.send(ctx, p, false, Delivery{Outcome: a.Outcome, Reason: a.Reason, Path: PathRecovered, Note: a.Note})
+	return w.send(ctx, p, false, Delivery{Outcome: a.Outcome, Reason: a.Reason, Message: a.Message, Path: PathRecovered, Note: a.Note})
 }
 
 // deliver takes the next pulled command through commit #1, Execute,
@@ -303,7 +322,9 @@ func (w *Worker) deliver(ctx context.Context, raw []byte, more bool) error {
 	if cmd.Sequence != w.cp.Acknowledged+1 {
 		return domain.Stop(domain.StopInvalidCommand, "the server offered command %d; the next in order is %d", cmd.Sequence, w.cp.Acknowledged+1)
 	}
-	p := &domain.Pending{Sequence: cmd.Sequence, Raw: raw, Command: cmd}
+	// The command's start is saved with it: its bounded waits count from
+	// it, also after a restart (docs/site-runtime.md#command-bounds).
+	p := &domain.Pending{Sequence: cmd.Sequence, Raw: raw, Command: cmd, StartedAt: time.Now().UTC()}
 	prior := w.folded
 	if _, err := retry(ctx, w, StepPersistPending, func() (struct{}, error) {
 		return struct{}{}, w.journal.SavePending(ctx, *p, prior)
@@ -315,7 +336,7 @@ func (w *Worker) deliver(ctx context.Context, raw []byte, more bool) error {
 	w.events.Pending(p.Sequence)
 	w.fp.Hit(FailAfterPersistPending)
 
-	a, err := w.exec.Execute(ctx, p)
+	a, err := w.perform(ctx, p, w.exec.Execute)
 	path := PathExecuted
 	if err != nil {
 		if stop := w.uncertain(ctx, StepExecute, err, 0); stop != nil {
@@ -331,13 +352,13 @@ func (w *Worker) deliver(ctx context.Context, raw []byte, more bool) error {
 	if err := w.saveResult(ctx, p, a); err != nil {
 		return err
 	}
-	return w.send(ctx, p, more, Delivery{Outcome: a.Outcome, Reason: a.Reason, Path: path, Note: a.Note})
+	return w.send(ctx, p, more, Delivery{Outcome: a.Outcome, Reason: a.Reason, Message: a.Message, Path: path, Note: a.Note})
 }
 
 // recover calls Recover until it answers.
 func (w *Worker) recover(ctx context.Context, p *domain.Pending) (domain.Answer, error) {
 	for attempt := 0; ; attempt++ {
-		a, err := w.exec.Recover(ctx, p)
+		a, err := w.perform(ctx, p, w.exec.Recover)
 		if err == nil {
 			if attempt > 0 {
 				w.events.RetryEnded(StepRecover, attempt)
@@ -404,7 +425,7 @@ func (w *Worker) send(ctx context.Context, p *domain.Pending, mayFold bool, d De
 		w.fp.Hit(FailAfterAcknowledge)
 	}
 	w.cp.Acknowledged, w.cp.Pending = p.Sequence, nil
-	d.Sequence, d.CommandID, d.Operation = p.Sequence, p.Command.ID, p.Command.Operation
+	d.Sequence, d.CommandID, d.Operation, d.AttemptID = p.Sequence, p.Command.ID, p.Command.Operation, p.Command.AttemptID
 	w.events.Delivered(d)
 	return nil
 }
@@ -518,4 +539,113 @@ func pendingSequence(p *domain.Pending) int64 {
 		return 0
 	}
 	return p.Sequence
+}
+
+// perform runs f, the executor's Execute or Recover of p, as the command
+// the worker is busy with (docs/site-runtime.md#command-bounds): its
+// context carries the command's start as saved with it (a restart counts
+// the time already spent) and reports its bounded waits; meanwhile the
+// heartbeat is beaten every BeatInterval, recording the command, the
+// ceiling of its operation (Bounds.Ceiling: liveness fails once the
+// command runs past it) and the wait under way, and a wait that lasts
+// LongWait is logged, then its end. The heartbeat records no command
+// once f returns.
+func (w *Worker) perform(ctx context.Context, p *domain.Pending, f func(context.Context, *domain.Pending) (domain.Answer, error)) (domain.Answer, error) {
+	now := time.Now()
+	start := p.StartedAt
+	if start.IsZero() || start.After(now) {
+		// Saved by a Runtime that did not keep the start, or dated
+		// ahead of this clock: the wait counts from now.
+		start = now
+	}
+	c := &busy{w: w, work: Work{Sequence: p.Sequence, CommandID: p.Command.ID, Operation: p.Command.Operation, AttemptID: p.Command.AttemptID,
+		Since: now, Until: now.Add(w.cfg.Bounds.Ceiling(p.Command.Operation))}}
+	cctx := withCommand(ctx, start, c)
+	c.beat(ctx)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(w.cfg.BeatInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				c.tick(ctx)
+			}
+		}
+	}()
+	a, err := f(cctx, p)
+	close(stop)
+	<-done
+	if herr := w.heart.Busy(ctx, nil); herr != nil {
+		w.events.HeartbeatFailed(herr)
+	}
+	return a, err
+}
+
+// busy is the command the worker runs (perform): what the heartbeat
+// records of it, and its bounded wait under way.
+type busy struct {
+	w *Worker
+
+	mu   sync.Mutex
+	work Work
+	// long is true once the wait under way was logged as long.
+	long bool
+}
+
+// waitBegan records wt as the wait under way and beats at once; the
+// function it returns ends the wait (logging its end when it was logged
+// as long) and beats again.
+func (c *busy) waitBegan(wt Wait) func(result string) {
+	c.mu.Lock()
+	c.work.Wait, c.long = &wt, false
+	c.mu.Unlock()
+	c.beat(context.Background())
+	var once sync.Once
+	return func(result string) {
+		once.Do(func() {
+			c.mu.Lock()
+			work, long := c.work, c.long
+			if c.work.Wait == &wt {
+				c.work.Wait, c.long = nil, false
+			}
+			c.mu.Unlock()
+			if long {
+				c.w.events.LongWaitEnded(work, result, time.Since(wt.Since))
+			}
+			c.beat(context.Background())
+		})
+	}
+}
+
+// tick logs the wait under way once it has lasted LongWait, and beats.
+func (c *busy) tick(ctx context.Context) {
+	c.mu.Lock()
+	work := c.work
+	logNow := work.Wait != nil && !c.long && time.Since(work.Wait.Since) >= c.w.cfg.LongWait
+	if logNow {
+		c.long = true
+	}
+	c.mu.Unlock()
+	if logNow {
+		c.w.events.LongWait(work)
+	}
+	c.beat(ctx)
+}
+
+// beat records the command (and its wait) in the heartbeat.
+func (c *busy) beat(ctx context.Context) {
+	c.mu.Lock()
+	work := c.work
+	if work.Wait != nil {
+		wt := *work.Wait
+		work.Wait = &wt
+	}
+	c.mu.Unlock()
+	if err := c.w.heart.Busy(context.WithoutCancel(ctx), &work); err != nil {
+		c.w.events.HeartbeatFailed(err)
+	}
 }

@@ -61,7 +61,8 @@ func StartIdentityOf(b MemberBinding) StartIdentity {
 // (found false when none is). It returns nil when the binding may be used,
 // else the refusal:
 //   - no account reference, no stored binding, or a binding of another
-//     member or Project: binding-missing;
+//     member or Project: binding-missing (naming nothing of the binding's
+//     member or Project);
 //   - a retired binding or another generation: binding-retired.
 //
 // Source: docs/site-runtime.md#access-before-every-native-start.
@@ -73,8 +74,10 @@ func DecideBinding(cmd siteprotocol.Command, b MemberBinding, found bool) *Answe
 	case !found:
 		a = Refused(siteprotocol.ReasonBindingMissing, "no binding %s generation %d is applied at this Site", cmd.AccountRef.BindingID, cmd.AccountRef.Generation)
 	case b.PartyID != cmd.MemberID || b.ProjectID != cmd.ProjectID:
-		a = Refused(siteprotocol.ReasonBindingMissing, "binding %s generation %d belongs to member %s in Project %s, not member %s in Project %s",
-			b.BindingID, b.Generation, b.PartyID, b.ProjectID, cmd.MemberID, cmd.ProjectID)
+		// Whose binding it is is not said: a refusal names nothing of
+		// another member (docs/site-runtime.md#access-before-every-native-start).
+		a = Refused(siteprotocol.ReasonBindingMissing, "binding %s generation %d is not a binding of member %s in Project %s applied at this Site",
+			b.BindingID, b.Generation, cmd.MemberID, cmd.ProjectID)
 	case !b.Current(*cmd.AccountRef):
 		a = Refused(siteprotocol.ReasonBindingRetired, "binding %s generation %d is retired", b.BindingID, b.Generation)
 	default:

@@ -1,6 +1,10 @@
 package domain
 
-import "github.com/pharos-metallo/metallo/platform/siteprotocol"
+import (
+	"time"
+
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+)
 
 // Binding is what a journal set is bound to: the stream's environment, the
 // authority (the Site API URL the Runtime trusts) and the installation that
@@ -27,6 +31,11 @@ type Pending struct {
 	Result []byte
 	// ResultDigest is the protocol digest of Result; empty with Result.
 	ResultDigest string
+	// StartedAt is when the Runtime first took the command on (commit
+	// #1), saved with it so that its bounded waits count from it after a
+	// restart too (docs/site-runtime.md#command-bounds); zero for a command
+	// a Runtime saved before it kept the time.
+	StartedAt time.Time
 }
 
 // HasResult reports whether the exact result is saved.

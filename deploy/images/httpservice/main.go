@@ -3,7 +3,10 @@
 // path a JSON object naming the service, its host (the Pod's name), the request and the
 // MESSAGE environment variable. POST /echo answers 201 with the request's headers and body as
 // JSON, two X-Multi values and a Set-Cookie header (for the proxy's header filter); GET
-// /bytes?n=N answers N bytes of "b" (at most 8 MiB; for bounded answers). It listens on :$PORT (default 8080), exits 0 on SIGTERM and
+// /bytes?n=N answers N bytes of "b" (at most 8 MiB; for bounded answers); GET
+// /trickle?n=N&every=D answers its status and headers at once, then N bytes of "t" one at a time,
+// each flushed, D apart (default 600 bytes, 1s: a service that trickles its answer, for the
+// Runtime's proxy bound). It listens on :$PORT (default 8080), exits 0 on SIGTERM and
 // is built static (CGO_ENABLED=0) by deploy/images.
 //
 // When its arguments begin with --model_name=NAME (then optionally --backend=huggingface, then
@@ -105,6 +108,7 @@ func handler(host string, model *inferenceModel) http.Handler {
 		w.Header().Set("Content-Type", "application/octet-stream")
 		_, _ = w.Write(bytes.Repeat([]byte("b"), n))
 	})
+	mux.HandleFunc("GET /trickle", trickle)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]string{
@@ -116,6 +120,48 @@ func handler(host string, model *inferenceModel) http.Handler {
 		model.routes(mux)
 	}
 	return mux
+}
+
+// trickle answers GET /trickle?n=N&every=D: the status and headers at once, then N bytes of "t"
+// (default 600, at most 86400), each written and flushed D after the one before (default 1s,
+// 1ms to 1m), until the client goes away.
+func trickle(w http.ResponseWriter, r *http.Request) {
+	n, every := 600, time.Second
+	if v := r.URL.Query().Get("n"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 0 || n > 86400 {
+			http.Error(w, "n must be 0 to 86400", http.StatusBadRequest)
+			return
+		}
+	}
+	if v := r.URL.Query().Get("every"); v != "" {
+		var err error
+		if every, err = time.ParseDuration(v); err != nil || every < time.Millisecond || every > time.Minute {
+			http.Error(w, "every must be a duration from 1ms to 1m", http.StatusBadRequest)
+			return
+		}
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "the connection cannot be flushed", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for range n {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-t.C:
+		}
+		if _, err := w.Write([]byte("t")); err != nil {
+			return
+		}
+		flusher.Flush()
+	}
 }
 
 // get is the client: GET one URL, print the status line and body.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/pem"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -40,5 +41,45 @@ func TestGetSendsTheTokenAndVerifiesTheCertificate(t *testing.T) {
 	}
 	if err := get([]string{"-token", token, srv.URL + "/version"}); err == nil {
 		t.Fatal("a certificate of an unknown CA was accepted")
+	}
+}
+
+// /trickle answers its status and headers before any of its body, then its bytes one at a time:
+// a client sees the headers and the first byte while the rest is still to come; a bad n or
+// every is 400.
+func TestTrickleAnswersTheHeadersAtOnceThenOneByteAtATime(t *testing.T) {
+	srv := httptest.NewServer(handler("host", nil))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/trickle?n=3&every=1ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/plain" {
+		t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || string(body) != "ttt" {
+		t.Fatalf("body %q (%v)", body, err)
+	}
+	// A long trickle: the headers and the first byte come long before its end.
+	long, err := http.Get(srv.URL + "/trickle?n=86400&every=1ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make([]byte, 1)
+	if _, err := io.ReadFull(long.Body, first); err != nil || first[0] != 't' {
+		t.Fatalf("the first byte of a long trickle: %q (%v)", first, err)
+	}
+	_ = long.Body.Close()
+	for _, q := range []string{"n=x", "n=-1", "n=86401", "every=0s", "every=2m", "every=x"} {
+		r, err := http.Get(srv.URL + "/trickle?" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = r.Body.Close()
+		if r.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: status %d, want 400", q, r.StatusCode)
+		}
 	}
 }

@@ -4,9 +4,12 @@
 //
 // The file holds one JSON object: {"beat_at": RFC 3339 UTC} while the
 // worker runs, plus "stopped" (the stop reason) and "cause" once it has
-// stopped, and "credential_refused_since" with "credential_refusal" while
+// stopped, "credential_refused_since" with "credential_refusal" while
 // every Site API request since that time has been refused for its
-// credential (docs/site-runtime.md#a-refused-credential). It is replaced
+// credential (docs/site-runtime.md#a-refused-credential), and "command"
+// while the worker executes or recovers a command: the command, since when
+// and until when at most (its operation's ceiling), and the bounded wait
+// under way (docs/site-runtime.md#command-bounds). It is replaced
 // atomically (write, then rename), so a reader never sees a partial file.
 package heartbeat
 
@@ -37,6 +40,54 @@ type Record struct {
 	CredentialRefusedSince *time.Time `json:"credential_refused_since,omitempty"`
 	// CredentialRefusal is the latest refusal, naming the credential.
 	CredentialRefusal string `json:"credential_refusal,omitempty"`
+	// Command is the command the worker executes or recovers (absent
+	// between commands).
+	Command *Command `json:"command,omitempty"`
+}
+
+// Command is the command a busy worker runs, as the heartbeat records it
+// (application.Work).
+type Command struct {
+	Sequence  int64  `json:"sequence"`
+	ID        string `json:"id"`
+	Operation string `json:"operation"`
+	AttemptID string `json:"attempt_id,omitempty"`
+	// Since is when the worker began it; Until is when it is overdue:
+	// Since plus its operation's ceiling (application.Bounds.Ceiling).
+	Since time.Time `json:"since"`
+	Until time.Time `json:"until"`
+	// Waiting names the bounded wait under way, WaitSince and WaitUntil
+	// its start and its bound (absent when none).
+	Waiting   string     `json:"waiting,omitempty"`
+	WaitSince *time.Time `json:"wait_since,omitempty"`
+	WaitUntil *time.Time `json:"wait_until,omitempty"`
+}
+
+// String names the command, its operation, its Attempt and its wait, for
+// messages: "command 42 (proxy, attempt …; waiting since … for …)".
+func (c *Command) String() string {
+	s := fmt.Sprintf("command %d (%s", c.Sequence, c.Operation)
+	if c.AttemptID != "" {
+		s += ", attempt " + c.AttemptID
+	}
+	if c.Waiting != "" && c.WaitSince != nil && c.WaitUntil != nil {
+		s += fmt.Sprintf("; waiting since %s, at most until %s, for %s", c.WaitSince.Format(time.RFC3339), c.WaitUntil.Format(time.RFC3339), c.Waiting)
+	}
+	return s + ")"
+}
+
+// commandOf is w as the file records it (nil for nil).
+func commandOf(w *application.Work) *Command {
+	if w == nil {
+		return nil
+	}
+	c := &Command{Sequence: w.Sequence, ID: w.CommandID, Operation: string(w.Operation), AttemptID: w.AttemptID,
+		Since: w.Since.UTC(), Until: w.Until.UTC()}
+	if w.Wait != nil {
+		since, until := w.Wait.Since.UTC(), w.Wait.Until.UTC()
+		c.Waiting, c.WaitSince, c.WaitUntil = w.Wait.What, &since, &until
+	}
+	return c
 }
 
 // File writes the heartbeat file.
@@ -52,6 +103,9 @@ type File struct {
 	// refusals (zero: none).
 	refusedSince time.Time
 	refusal      string
+	// busy is the command the worker runs (nil: none); shown is the one
+	// the file holds since the last write.
+	busy, shown *Command
 }
 
 // NewFile returns the heartbeat at path. Beats closer together than
@@ -75,13 +129,54 @@ func (f *File) Beat(context.Context) error {
 	if f.stopped || (!f.last.IsZero() && now.Sub(f.last) < f.interval) {
 		return nil
 	}
-	f.last = now
+	return f.writeAt(now)
+}
+
+// writeAt writes the running worker's record at now; f.mu is held.
+func (f *File) writeAt(now time.Time) error {
+	f.last, f.shown = now, f.busy
 	return write(f.path, f.record(now))
+}
+
+// Busy records the command the worker runs now, with its wait under way
+// (nil: between commands), and beats (application.Heartbeat). A wait that
+// begins, and the end of a command the file shows, are written at once;
+// anything else at most once per interval, like a beat, so a busy stream of
+// short commands costs no more writes than an idle one. After Stopped it
+// records nothing.
+func (f *File) Busy(_ context.Context, w *application.Work) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return nil
+	}
+	now, c := f.clock.Now(), commandOf(w)
+	f.busy = c
+	urgent := (c == nil && f.shown != nil) || (c != nil && c.Waiting != "" && !sameCommand(f.shown, c))
+	if !urgent && !f.last.IsZero() && now.Sub(f.last) < f.interval {
+		return nil
+	}
+	return f.writeAt(now)
+}
+
+// sameCommand reports whether a and b record the same command and wait.
+func sameCommand(a, b *Command) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Sequence == b.Sequence && a.Since.Equal(b.Since) && a.Waiting == b.Waiting && equalTime(a.WaitSince, b.WaitSince)
+}
+
+func equalTime(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
 }
 
 // record is the running worker's record at now; f.mu is held.
 func (f *File) record(now time.Time) Record {
-	r := Record{BeatAt: now.UTC()}
+	r := Record{BeatAt: now.UTC(), Command: f.busy}
 	if !f.refusedSince.IsZero() {
 		since := f.refusedSince.UTC()
 		r.CredentialRefusedSince, r.CredentialRefusal = &since, f.refusal
@@ -112,8 +207,7 @@ func (f *File) Refused(_ context.Context, cause string) error {
 	default:
 		f.refusedSince, f.refusal = now, cause
 	}
-	f.last = now
-	return write(f.path, f.record(now))
+	return f.writeAt(now)
 }
 
 // Stopped records the stop; Beat writes nothing afterwards.
@@ -151,6 +245,10 @@ var (
 	ErrMissing = errors.New("heartbeat file missing")
 	ErrGarbled = errors.New("heartbeat file unreadable or garbled")
 	ErrStale   = errors.New("heartbeat older than the liveness bound")
+	// ErrOverdue: the worker has run one command past its ceiling, the
+	// longest its bounds allow (docs/site-runtime.md#command-bounds): it is
+	// stuck.
+	ErrOverdue = errors.New("the worker is stuck in a command beyond its bounds")
 	ErrStopped = errors.New("runtime worker stopped")
 	ErrFuture  = errors.New("heartbeat dated in the future")
 	// ErrCredentialRefused: every Site API request for longer than the
@@ -170,8 +268,10 @@ const MaxSkew = 5 * time.Second
 // MaxSkew after now (ErrFuture: such a beat proves nothing about the
 // worker), records a run of credential refusals that began more than bound
 // before now (ErrCredentialRefused, naming the credential and the refusal;
-// docs/site-runtime.md#a-refused-credential), or is older than bound at now
-// (ErrStale). bound must be positive.
+// docs/site-runtime.md#a-refused-credential), records a command the
+// worker has run past its ceiling (ErrOverdue, naming the command, its
+// operation and its wait; docs/site-runtime.md#command-bounds), or is older
+// than bound at now (ErrStale). bound must be positive.
 func Check(path string, bound time.Duration, now time.Time) (Record, error) {
 	if bound <= 0 {
 		return Record{}, fmt.Errorf("liveness bound %s: must be positive", bound)
@@ -204,6 +304,16 @@ func Check(path string, bound time.Duration, now time.Time) (Record, error) {
 		if refused := now.Sub(*since); refused > bound {
 			return r, fmt.Errorf("%w: every request since %s (%s, bound %s) was refused: %s; a restart re-mounts a projected token",
 				ErrCredentialRefused, since.Format(time.RFC3339), refused.Round(time.Second), bound, r.CredentialRefusal)
+		}
+	}
+	if c := r.Command; c != nil {
+		if c.Sequence < 1 || c.Operation == "" || c.Since.IsZero() || c.Until.Before(c.Since) || (c.WaitSince == nil) != (c.WaitUntil == nil) ||
+			(c.WaitSince == nil) != (c.Waiting == "") {
+			return Record{}, fmt.Errorf("%w: %s records a command without its sequence, operation or times: is --heartbeat-file the worker's?", ErrGarbled, path)
+		}
+		if now.After(c.Until) {
+			return r, fmt.Errorf("%w: %s has run since %s (%s), past its ceiling at %s", ErrOverdue, c, c.Since.Format(time.RFC3339),
+				now.Sub(c.Since).Round(time.Second), c.Until.Format(time.RFC3339))
 		}
 	}
 	if age := now.Sub(r.BeatAt); age > bound {

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/heartbeat"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/clock"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
 func TestLivenessFailsWhenTheHeartbeatIsMissingStaleOrStopped(t *testing.T) {
@@ -252,5 +254,126 @@ func TestLivenessRefusesAGarbledCredentialRefusal(t *testing.T) {
 		if _, err := heartbeat.Check(path, time.Minute, now); !errors.Is(err, heartbeat.ErrGarbled) {
 			t.Fatalf("%s: %v", name, err)
 		}
+	}
+}
+
+// A busy worker's heartbeat records the command it runs and the bounded
+// wait under way, and beats on while it waits: liveness passes however
+// long past the liveness bound the command has run, as long as the beats
+// come and the command's ceiling (Until) is not passed; past the ceiling
+// it fails ErrOverdue, naming the command, its Attempt and its wait. Once
+// the command is answered the record holds none
+// (docs/site-runtime.md#command-bounds).
+func TestLivenessFollowsABusyWorkerUntilItsCommandOutlastsItsCeiling(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "heartbeat")
+	start := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	clk := clock.NewManual(start)
+	f := heartbeat.NewFile(path, clk, time.Second)
+	ctx := context.Background()
+	bound := 2 * time.Minute
+	work := &application.Work{Sequence: 42, CommandID: "c-42", Operation: siteprotocol.OpReadFile, AttemptID: "a-7",
+		Since: start, Until: start.Add(10 * time.Minute)}
+	if err := f.Busy(ctx, work); err != nil {
+		t.Fatal(err)
+	}
+	withWait := *work
+	withWait.Wait = &application.Wait{What: "the workspace reader Pod ns/attempt-a-7-read (uid u) to end", Since: start.Add(time.Second), Until: start.Add(3 * time.Minute)}
+	clk.Advance(time.Second)
+	if err := f.Busy(ctx, &withWait); err != nil {
+		t.Fatal(err)
+	}
+	// Beats every second for five minutes: more than twice the liveness
+	// bound, within the command's ceiling.
+	for i := 0; i < 300; i++ {
+		clk.Advance(time.Second)
+		if err := f.Busy(ctx, &withWait); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := heartbeat.Check(path, bound, clk.Now()); err != nil {
+			t.Fatalf("after %s busy: %v", clk.Now().Sub(start), err)
+		}
+	}
+	r, err := heartbeat.Check(path, bound, clk.Now())
+	if err != nil || r.Command == nil || r.Command.Sequence != 42 || r.Command.Operation != "read-file" || r.Command.AttemptID != "a-7" ||
+		r.Command.Waiting != withWait.Wait.What || !r.Command.Until.Equal(work.Until) {
+		t.Fatalf("the record of a busy worker: %+v, %v", r.Command, err)
+	}
+	clk.Advance(6 * time.Minute)
+	if err := f.Busy(ctx, &withWait); err != nil {
+		t.Fatal(err)
+	}
+	_, err = heartbeat.Check(path, bound, clk.Now())
+	if !errors.Is(err, heartbeat.ErrOverdue) || !strings.Contains(err.Error(), "command 42 (read-file, attempt a-7") || !strings.Contains(err.Error(), "workspace reader") {
+		t.Fatalf("a command past its ceiling: %v", err)
+	}
+	if err := f.Busy(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := heartbeat.Check(path, bound, clk.Now()); err != nil || r.Command != nil {
+		t.Fatalf("after the command: %+v, %v", r.Command, err)
+	}
+}
+
+// A command record the worker could not have written is garbled.
+func TestLivenessRefusesAGarbledCommandRecord(t *testing.T) {
+	now := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	for _, body := range []string{
+		`{"beat_at":"2026-12-04T10:00:00Z","command":{"sequence":0,"id":"c","operation":"proxy","since":"2026-12-04T10:00:00Z","until":"2026-12-04T10:05:00Z"}}`,
+		`{"beat_at":"2026-12-04T10:00:00Z","command":{"sequence":1,"id":"c","operation":"","since":"2026-12-04T10:00:00Z","until":"2026-12-04T10:05:00Z"}}`,
+		`{"beat_at":"2026-12-04T10:00:00Z","command":{"sequence":1,"id":"c","operation":"proxy","since":"2026-12-04T10:00:00Z","until":"2026-12-04T09:05:00Z"}}`,
+		`{"beat_at":"2026-12-04T10:00:00Z","command":{"sequence":1,"id":"c","operation":"proxy","since":"2026-12-04T10:00:00Z","until":"2026-12-04T10:05:00Z","waiting":"x"}}`,
+	} {
+		path := filepath.Join(t.TempDir(), "heartbeat")
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := heartbeat.Check(path, time.Minute, now); !errors.Is(err, heartbeat.ErrGarbled) {
+			t.Errorf("%s: %v", body, err)
+		}
+	}
+}
+
+// A busy stream of short commands costs no more writes than an idle
+// worker: a command begun and ended within the interval of the last write
+// is never written; a command the file shows is cleared at once when it
+// ends (an ended command must never look overdue), and a wait that begins
+// is written at once.
+func TestBusyWritesOnlyWaitsAtOnceAndClearsAShownCommandAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "heartbeat")
+	start := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	clk := clock.NewManual(start)
+	f := heartbeat.NewFile(path, clk, time.Second)
+	ctx := context.Background()
+	if err := f.Beat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	read := func() heartbeat.Record {
+		t.Helper()
+		r, err := heartbeat.Check(path, time.Hour, clk.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	work := &application.Work{Sequence: 1, CommandID: "c1", Operation: siteprotocol.OpObserve, Since: start, Until: start.Add(time.Minute)}
+	clk.Advance(100 * time.Millisecond)
+	_ = f.Busy(ctx, work)
+	_ = f.Busy(ctx, nil)
+	if r := read(); r.Command != nil || !r.BeatAt.Equal(start) {
+		t.Fatalf("a short command was written: %+v at %v", r.Command, r.BeatAt)
+	}
+	// A wait begins: written at once, whatever the interval.
+	waiting := *work
+	waiting.Wait = &application.Wait{What: "the log", Since: clk.Now(), Until: clk.Now().Add(30 * time.Second)}
+	clk.Advance(100 * time.Millisecond)
+	_ = f.Busy(ctx, &waiting)
+	if r := read(); r.Command == nil || r.Command.Waiting != "the log" {
+		t.Fatalf("a wait that began was not written: %+v", r.Command)
+	}
+	// Its end, right after: cleared at once.
+	clk.Advance(100 * time.Millisecond)
+	_ = f.Busy(ctx, nil)
+	if r := read(); r.Command != nil {
+		t.Fatalf("an ended command is still shown: %+v", r.Command)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal/deliverydb"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal/recordsdb"
@@ -30,12 +31,19 @@ func checkpointDigest(acknowledged int64) string {
 	return rowDigest("checkpoint").I(acknowledged).Sum()
 }
 
-func pendingDigest(seq int64, command []byte, commandDigest string, result []byte, resultDigest sql.NullString) string {
+func pendingDigest(seq int64, command []byte, commandDigest string, result []byte, resultDigest sql.NullString, startedAt string) string {
 	d := rowDigest("pending").I(seq).B(command).S(commandDigest).B(result)
 	if resultDigest.Valid {
-		return d.S(resultDigest.String).Sum()
+		d = d.S(resultDigest.String)
+	} else {
+		d = d.B(nil)
 	}
-	return d.B(nil).Sum()
+	// started_at (schema version 4) joins the digest only when set, so a
+	// row written before it keeps its digest through the upgrade.
+	if startedAt != "" {
+		d = d.S(startedAt)
+	}
+	return d.Sum()
 }
 
 func memberDigest(m deliverydb.MemberBinding) string {
@@ -126,7 +134,7 @@ func readDelivery(ctx context.Context, q *deliverydb.Queries, version int64) (do
 		return cp, integrity(file, "checkpoint", "digest mismatch")
 	}
 	cp.Acknowledged = c.AcknowledgedSequence
-	rows, err := q.ListPending(ctx)
+	rows, err := listPending(ctx, q, version)
 	if err != nil {
 		return cp, integrity(file, "pending", "cannot be read: %v", err)
 	}
@@ -170,6 +178,13 @@ func checkPending(r deliverydb.ListPendingRow, acknowledged int64) (*domain.Pend
 		return nil, integrity(file, row, "pending sequence does not follow the checkpoint %d", acknowledged)
 	}
 	p := &domain.Pending{Sequence: r.Sequence, Raw: r.Command, Command: cmd}
+	if r.StartedAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, r.StartedAt)
+		if err != nil || t.Location() != time.UTC {
+			return nil, integrity(file, row, "started_at %q is not an RFC 3339 time in UTC", r.StartedAt)
+		}
+		p.StartedAt = t
+	}
 	if r.Result == nil {
 		if r.ResultDigest.Valid {
 			return nil, integrity(file, row, "result digest without a result")
@@ -194,7 +209,7 @@ func checkPending(r deliverydb.ListPendingRow, acknowledged int64) (*domain.Pend
 // command and result, so that a damaged command or result is named as
 // such).
 func checkPendingRow(r deliverydb.ListPendingRow) error {
-	if r.Digest != pendingDigest(r.Sequence, r.Command, r.CommandDigest, r.Result, r.ResultDigest) {
+	if r.Digest != pendingDigest(r.Sequence, r.Command, r.CommandDigest, r.Result, r.ResultDigest, r.StartedAt) {
 		return integrity(domain.DeliveryFile, fmt.Sprintf("pending (sequence %d)", r.Sequence), "digest mismatch")
 	}
 	return nil
@@ -388,6 +403,21 @@ func copyFile(from, to string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// listPending reads the pending row of a delivery.sqlite at version
+// (before version 4 there is no started_at column; it reads as empty).
+func listPending(ctx context.Context, q *deliverydb.Queries, version int64) ([]deliverydb.ListPendingRow, error) {
+	if version >= 4 {
+		return q.ListPending(ctx)
+	}
+	rows, err := q.ListPendingV3(ctx)
+	out := make([]deliverydb.ListPendingRow, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, deliverydb.ListPendingRow{Sequence: r.Sequence, Command: r.Command, CommandDigest: r.CommandDigest,
+			Result: r.Result, ResultDigest: r.ResultDigest, Digest: r.Digest})
+	}
+	return out, err
 }
 
 // listMembers reads every member binding of a delivery.sqlite at version

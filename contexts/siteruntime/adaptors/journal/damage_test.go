@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,11 +91,18 @@ func flip(t *testing.T, path, marker string, find func(b, sep []byte) int) {
 
 func setVersion(t *testing.T, path string, version int) {
 	t.Helper()
+	execIn(t, path, fmt.Sprintf("UPDATE journal_meta SET schema_version = %d", version))
+}
+
+// execIn runs stmt in the journal file at path, as a tool outside the
+// Runtime would.
+func execIn(t *testing.T, path, stmt string) {
+	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec("UPDATE journal_meta SET schema_version = ?", version); err != nil {
+	if _, err := db.Exec(stmt); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
@@ -125,6 +133,12 @@ func TestDamagedJournalsRefuseToStartNamingTheCauseAndStayByteIdentical(t *testi
 		{"one flipped byte in a saved specification", true, func(t *testing.T, dir string) {
 			flipIn(t, filepath.Join(dir, domain.JobsFile), `{"spec":1}`)
 		}, []string{"jobs.sqlite", "native_records (attempt a, Job attempt-a)"}},
+		{"a saved command's start changed", true, func(t *testing.T, dir string) {
+			execIn(t, filepath.Join(dir, domain.DeliveryFile), "UPDATE pending SET started_at = '2026-12-04T09:30:00Z'")
+		}, []string{"delivery.sqlite", "pending (sequence 3)", "digest mismatch"}},
+		{"a saved command's start that is no time", true, func(t *testing.T, dir string) {
+			execIn(t, filepath.Join(dir, domain.DeliveryFile), "UPDATE pending SET started_at = 'yesterday'")
+		}, []string{"delivery.sqlite", "pending (sequence 3)", "started_at"}},
 		{"unknown schema version", true, func(t *testing.T, dir string) {
 			setVersion(t, filepath.Join(dir, domain.ServicesFile), 99)
 		}, []string{"services.sqlite", "unknown schema version 99"}},

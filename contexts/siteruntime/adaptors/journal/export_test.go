@@ -54,8 +54,9 @@ func HoldTx(ctx context.Context, j *Journal, name, stmt string, started chan<- s
 func DowngradeToVersion1(ctx context.Context, dir string) error { return DowngradeTo(ctx, dir, 1) }
 
 // DowngradeTo rewrites every journal file of the closed set in dir as
-// schema version (1 or 2) has it — before version 3 delivery.sqlite's
-// member_bindings without account_uid, before version 2 jobs.sqlite and
+// schema version (1, 2 or 3) has it — before version 4 delivery.sqlite's
+// pending without started_at (its digest written again without it), before
+// version 3 its member_bindings without account_uid, before version 2 jobs.sqlite and
 // services.sqlite without terminal_states, every journal_meta row at
 // version with its digest — so tests can upgrade an earlier set holding
 // rows of every kind.
@@ -69,6 +70,9 @@ func DowngradeTo(ctx context.Context, dir string, version int64) error {
 		err = db.QueryRowContext(ctx, "SELECT installation_id FROM journal_meta").Scan(&id)
 		if err == nil && f != domain.DeliveryFile && version < 2 {
 			_, err = db.ExecContext(ctx, "DROP TABLE terminal_states")
+		}
+		if err == nil && f == domain.DeliveryFile && version < 4 {
+			err = dropStartedAt(ctx, db)
 		}
 		if err == nil && f == domain.DeliveryFile && version < 3 {
 			_, err = db.ExecContext(ctx, "ALTER TABLE member_bindings DROP COLUMN account_uid")
@@ -107,6 +111,9 @@ func DowngradeToCrashImage(ctx context.Context, dir, image string, version int64
 		if err == nil && f != domain.DeliveryFile && version < 2 {
 			_, err = db.ExecContext(ctx, "DROP TABLE terminal_states")
 		}
+		if err == nil && f == domain.DeliveryFile && version < 4 {
+			err = dropStartedAt(ctx, db)
+		}
 		if err == nil && f == domain.DeliveryFile && version < 3 {
 			_, err = db.ExecContext(ctx, "ALTER TABLE member_bindings DROP COLUMN account_uid")
 		}
@@ -134,4 +141,41 @@ func DowngradeToCrashImage(ctx context.Context, dir, image string, version int64
 		}
 	}
 	return nil
+}
+
+// dropStartedAt removes started_at from delivery.sqlite's pending, as
+// schema versions before 4 have it: a pending row's digest is written
+// again without it, as a Runtime of that version wrote it.
+func dropStartedAt(ctx context.Context, db *sql.DB) error {
+	rows, err := db.QueryContext(ctx, "SELECT sequence, command, command_digest, result, result_digest FROM pending")
+	if err != nil {
+		return err
+	}
+	type row struct {
+		seq           int64
+		command       []byte
+		commandDigest string
+		result        []byte
+		resultDigest  sql.NullString
+	}
+	var all []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.seq, &r.command, &r.commandDigest, &r.result, &r.resultDigest); err != nil {
+			_ = rows.Close()
+			return err
+		}
+		all = append(all, r)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	for _, r := range all {
+		if _, err := db.ExecContext(ctx, "UPDATE pending SET digest = ? WHERE sequence = ?",
+			pendingDigest(r.seq, r.command, r.commandDigest, r.result, r.resultDigest, ""), r.seq); err != nil {
+			return err
+		}
+	}
+	_, err = db.ExecContext(ctx, "ALTER TABLE pending DROP COLUMN started_at")
+	return err
 }

@@ -42,7 +42,7 @@ import (
 // creates and opens: version 1 and each explicit upgrade after it
 // (upgradeSteps). A set of an earlier version is upgraded by `metallo
 // runtime install` (Set.Upgrade); Open refuses it, naming the upgrade.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // IntegrityError says which file and row failed which check. It wraps
 // application.ErrJournalIntegrity and the cause.

@@ -367,6 +367,7 @@ type pendingState struct {
 	resultDigest  string
 	hasResult     bool
 	command       []byte
+	startedAt     string
 }
 
 // pendingRow reads the checkpoint and the pending row inside a write
@@ -401,7 +402,7 @@ func pendingRow(ctx context.Context, q *deliverydb.Queries) (*pendingState, int6
 		return nil, 0, integrity(domain.DeliveryFile, fmt.Sprintf("pending (sequence %d)", r.Sequence), "pending sequence does not follow the checkpoint %d", c.AcknowledgedSequence)
 	}
 	return &pendingState{sequence: r.Sequence, commandDigest: r.CommandDigest, resultDigest: r.ResultDigest.String,
-		hasResult: r.Result != nil, command: r.Command}, c.AcknowledgedSequence, nil
+		hasResult: r.Result != nil, command: r.Command, startedAt: r.StartedAt}, c.AcknowledgedSequence, nil
 }
 
 // SavePending persists p as the pending command (commit #1), first
@@ -432,9 +433,13 @@ func (j *Journal) SavePending(ctx context.Context, p domain.Pending, prior *doma
 		if p.Sequence != acked+1 {
 			return integrity(domain.DeliveryFile, row, "does not follow the checkpoint %d", acked)
 		}
+		startedAt := ""
+		if !p.StartedAt.IsZero() {
+			startedAt = p.StartedAt.UTC().Format(time.RFC3339Nano)
+		}
 		return q.InsertPending(ctx, deliverydb.InsertPendingParams{
-			Sequence: p.Sequence, Command: p.Raw, CommandDigest: p.Command.Digest,
-			Digest: pendingDigest(p.Sequence, p.Raw, p.Command.Digest, nil, sql.NullString{}),
+			Sequence: p.Sequence, Command: p.Raw, CommandDigest: p.Command.Digest, StartedAt: startedAt,
+			Digest: pendingDigest(p.Sequence, p.Raw, p.Command.Digest, nil, sql.NullString{}, startedAt),
 		})
 	})
 }
@@ -480,7 +485,7 @@ func (j *Journal) SaveResult(ctx context.Context, sequence int64, result []byte,
 		rd := sql.NullString{String: resultDigest, Valid: true}
 		n, err := q.SetPendingResult(ctx, deliverydb.SetPendingResultParams{
 			Result: result, ResultDigest: rd, Sequence: sequence,
-			Digest: pendingDigest(sequence, cur.command, cur.commandDigest, result, rd),
+			Digest: pendingDigest(sequence, cur.command, cur.commandDigest, result, rd, cur.startedAt),
 		})
 		if err != nil {
 			return fmt.Errorf("journal %s: save result of %s: %w", domain.DeliveryFile, row, err)

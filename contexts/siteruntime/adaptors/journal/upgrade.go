@@ -51,6 +51,10 @@ func upgradeSteps() []upgradeStep {
 		To:   3,
 		What: "account_uid in delivery.sqlite's member_bindings: the UID of the member's account a binding was applied with",
 		SQL:  map[string]string{domain.DeliveryFile: "schema/upgrade-3-delivery.sql"},
+	}, {
+		To:   4,
+		What: "started_at in delivery.sqlite's pending: when the Runtime took the pending command on, from which its bounded waits count",
+		SQL:  map[string]string{domain.DeliveryFile: "schema/upgrade-4-delivery.sql"},
 	}}
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
@@ -27,7 +28,7 @@ func version1(t *testing.T) string {
 	return setAt(t, 1)
 }
 
-// setAt returns a closed journal set at schema version (1 or 2) holding
+// setAt returns a closed journal set at schema version (1 to 3) holding
 // the rows version1 describes.
 func setAt(t *testing.T, version int64) string {
 	t.Helper()
@@ -63,8 +64,9 @@ func rows(t *testing.T, dir string) map[string][]string {
 				var kept []string
 				for i, v := range r {
 					// A column an upgrade added reads as its default in
-					// every row the upgrade kept (version 3's account_uid).
-					if cols[i][0] == "account_uid" && v == "" {
+					// every row the upgrade kept (version 3's account_uid,
+					// version 4's started_at).
+					if (cols[i][0] == "account_uid" || cols[i][0] == "started_at") && v == "" {
 						continue
 					}
 					kept = append(kept, v)
@@ -258,7 +260,7 @@ func upgradeLeftovers(t *testing.T, dir string) []string {
 
 // An upgrade SIGKILLed at every step of its sequence — before the copies,
 // after each upgraded copy, after the commit marker, after each rename and
-// before the marker's removal — from version 1 and from version 2 (the
+// before the marker's removal — from version 1 and from version 3 (the
 // previous release): the recovery every open runs (serve's Open for one,
 // the installation hook's OpenSet for the other) leaves every file at the
 // old version (killed before the marker) or every file at the new one
@@ -281,7 +283,7 @@ func TestAnUpgradeKilledAtEveryStepLeavesTheOldSetOrTheNewOneNeverAMix(t *testin
 		points = append(points, point{application.FailUpgradeAfterRename, n, true})
 	}
 	points = append(points, point{application.FailUpgradeBeforeMarkerRemoval, 1, true})
-	for _, from := range []int64{1, 2} {
+	for _, from := range []int64{1, 3} {
 		for _, p := range points {
 			t.Run(fmt.Sprintf("from version %d/%s@%d", from, p.name, p.n), func(t *testing.T) {
 				ctx := context.Background()
@@ -463,8 +465,8 @@ func TestAVersion2SetUpgradesDeliveryKeepingEveryRowAndThenStoresTheAccountUID(t
 	before := rows(t, dir)
 	_, err := journal.Open(ctx, dir, journal.Options{})
 	var up *journal.UpgradeRequiredError
-	if !errors.As(err, &up) || up.Version != 2 || !strings.Contains(err.Error(), "account_uid") {
-		t.Fatalf("Open of a version-2 set: %v; want the upgrade to version 3 named", err)
+	if !errors.As(err, &up) || up.Version != 2 || !strings.Contains(err.Error(), "account_uid") || !strings.Contains(err.Error(), "started_at") {
+		t.Fatalf("Open of a version-2 set: %v; want the upgrades to versions 3 and 4 named", err)
 	}
 	set, err := journal.OpenSet(dir)
 	if err != nil {
@@ -472,7 +474,7 @@ func TestAVersion2SetUpgradesDeliveryKeepingEveryRowAndThenStoresTheAccountUID(t
 	}
 	done, err := set.Upgrade(ctx)
 	_ = set.Close()
-	if err != nil || !slices.Equal(done, []string{"jobs.sqlite 2→3", "services.sqlite 2→3", "delivery.sqlite 2→3"}) {
+	if err != nil || !slices.Equal(done, []string{"jobs.sqlite 2→4", "services.sqlite 2→4", "delivery.sqlite 2→4"}) {
 		t.Fatalf("upgrade of a version-2 set: %q, %v", done, err)
 	}
 	sameRows(t, before, rows(t, dir))
@@ -488,5 +490,61 @@ func TestAVersion2SetUpgradesDeliveryKeepingEveryRowAndThenStoresTheAccountUID(t
 	}
 	if got, err := j.Generations(ctx, "b1"); err != nil || len(got) != 1 || got[0].AccountUID != uid {
 		t.Fatalf("the binding with its account UID: %+v, %v", got, err)
+	}
+}
+
+// A journal set of the previous release (schema version 3, before
+// delivery.sqlite's pending kept its command's start) holding a pending
+// command with its saved result: serve refuses it naming the upgrade and
+// what version 4 adds; the installation hook adds started_at, keeping
+// every row and digest (the pending row's digest covers started_at only
+// when it is set); the kept command restores without a start (its waits
+// count from its recovery), and the upgraded set saves the next command's
+// start and reads it back, verified on every open
+// (docs/site-runtime.md#schema-versions-and-upgrades,
+// docs/site-runtime.md#command-bounds).
+func TestAVersion3SetUpgradesThePendingCommandAndThenKeepsEachCommandsStart(t *testing.T) {
+	ctx := context.Background()
+	dir := setAt(t, 3)
+	before := rows(t, dir)
+	_, err := journal.Open(ctx, dir, journal.Options{})
+	var up *journal.UpgradeRequiredError
+	if !errors.As(err, &up) || up.Version != 3 || !strings.Contains(err.Error(), "started_at") {
+		t.Fatalf("Open of a version-3 set: %v; want the upgrade to version 4 named", err)
+	}
+	set, err := journal.OpenSet(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := set.Upgrade(ctx)
+	_ = set.Close()
+	if err != nil || !slices.Equal(done, []string{"jobs.sqlite 3→4", "services.sqlite 3→4", "delivery.sqlite 3→4"}) {
+		t.Fatalf("upgrade of a version-3 set: %q, %v", done, err)
+	}
+	sameRows(t, before, rows(t, dir))
+	j := open(t, dir)
+	cp, err := j.Restore(ctx)
+	if err != nil || cp.Pending == nil || cp.Pending.Sequence != 3 || !cp.Pending.StartedAt.IsZero() || !cp.Pending.HasResult() {
+		t.Fatalf("the kept pending command: %+v, %v", cp.Pending, err)
+	}
+	if err := j.Acknowledge(ctx, domain.Acknowledgement{Sequence: 3, ResultDigest: cp.Pending.ResultDigest}); err != nil {
+		t.Fatal(err)
+	}
+	p := pulled(t, 4, 4)
+	p.StartedAt = time.Date(2026, 12, 4, 9, 30, 1, 123456789, time.UTC)
+	if err := j.SavePending(ctx, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	b, d := result(t, p, "result 4")
+	if err := j.SaveResult(ctx, 4, b, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j = open(t, dir) // every row verified again, the pending row's digest with its start
+	cp, err = j.Restore(ctx)
+	if err != nil || cp.Pending == nil || !cp.Pending.StartedAt.Equal(p.StartedAt) || !cp.Pending.HasResult() {
+		t.Fatalf("the saved command's start: %+v, %v; want %v", cp.Pending, err, p.StartedAt)
 	}
 }

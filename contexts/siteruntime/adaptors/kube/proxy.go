@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -32,7 +33,10 @@ import (
 // selector and the Pods it selects (predictorService). Otherwise nothing
 // is sent (application.ErrNativeIdentityMismatch). The request goes to
 // the Service's first port. The answer's body is read up to
-// siteprotocol.MaxReadBytes (Truncated when longer). An error status that
+// siteprotocol.MaxReadBytes (Truncated when longer), and until ctx's
+// deadline: a body still arriving then is answered as read so far (Cut),
+// an answer without its headers by then wraps application.ErrNoAnswer
+// (docs/site-runtime.md#command-bounds). An error status that
 // the API server itself answers (a metav1.Status body: no endpoints, an
 // endpoint it cannot reach) wraps application.ErrEndpointUnavailable;
 // every other status is the service's.
@@ -68,17 +72,22 @@ func (w *Workloads) ProxyService(ctx context.Context, t application.ProxyTarget,
 	}
 	resp, err := client.Do(hr)
 	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return application.ProxyResponse{}, fmt.Errorf("%w: %v", application.ErrNoAnswer, err)
+		}
 		return application.ProxyResponse{}, err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, siteprotocol.MaxReadBytes+1))
-	if err != nil {
+	// A body still arriving at ctx's deadline is answered as read so far.
+	cut := err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded)
+	if err != nil && !cut {
 		return application.ProxyResponse{}, fmt.Errorf("read the proxied answer: %w", err)
 	}
-	if resp.StatusCode >= 500 && apiServerStatus(resp.Header, body) {
+	if resp.StatusCode >= 500 && !cut && apiServerStatus(resp.Header, body) {
 		return application.ProxyResponse{}, fmt.Errorf("%w: the API server answered %d: %s", application.ErrEndpointUnavailable, resp.StatusCode, strings.TrimSpace(string(body)))
 	}
-	out := application.ProxyResponse{Status: resp.StatusCode, Headers: maps.Clone(map[string][]string(resp.Header)), Body: body,
+	out := application.ProxyResponse{Status: resp.StatusCode, Headers: maps.Clone(map[string][]string(resp.Header)), Body: body, Cut: cut,
 		Service: siteprotocol.NativeRef{Kind: domain.KindService, Namespace: live.Namespace, Name: live.Name, UID: string(live.UID)}}
 	if len(body) > siteprotocol.MaxReadBytes {
 		out.Body, out.Truncated = body[:siteprotocol.MaxReadBytes], true

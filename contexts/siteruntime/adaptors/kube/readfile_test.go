@@ -145,7 +145,7 @@ func TestReadFileCreatesTheReaderAsTheMemberInItsShapeAndDeletesItByUID(t *testi
 }
 
 // A reader that does not terminate within the Runtime's wait is failed /
-// native-error and deleted by UID; a reader the admission policies refuse
+// deadline-exceeded (docs/site-runtime.md#command-bounds) and deleted by UID; a reader the admission policies refuse
 // (the namespace names no platform image) is refused
 // native-request-denied, nothing created.
 func TestReadFileDeadlineAndAdmissionRefusal(t *testing.T) {
@@ -154,7 +154,7 @@ func TestReadFileDeadlineAndAdmissionRefusal(t *testing.T) {
 		fileReads: &application.FileReadConfig{Timeout: 30 * time.Second, Wait: 3 * time.Second}})
 	attempt, _ := s.startedAttempt()
 	r := s.execute(s.command(siteprotocol.OpReadFile, attempt, readFilePayload("out.txt", 10)))
-	want(t, r, siteprotocol.OutcomeFailed, siteprotocol.ReasonNativeError)
+	want(t, r, siteprotocol.OutcomeFailed, siteprotocol.ReasonDeadlineExceeded)
 	if !strings.Contains(r.Message, "has not terminated within 3s") {
 		t.Errorf("message: %s", r.Message)
 	}
@@ -193,12 +193,13 @@ func (c *crashAtRecord) Hit(string) {
 
 // A read-file that dies right after its reader's create (the record says
 // creating: the reader exists, its UID unrecorded) or right after the
-// record created is recovered: the orphan reader is found by name and
-// adopted (it carries everything rendered) or taken from its record, then
-// deleted by its UID, and a new reader runs; afterwards no reader is left.
-// Simulated by KWOK: the readers' runs (so the answer is native-error: no
+// record created is recovered: the reader is found by name and adopted (it
+// carries everything rendered) or taken from its record, its end awaited
+// and read, then it is deleted by its UID: no second reader is created,
+// and afterwards no reader is left (docs/site-runtime.md#the-workspace-reader).
+// Simulated by KWOK: the reader's run (so the answer is native-error: no
 // log).
-func TestRecoverRemovesAnOrphanReaderByUID(t *testing.T) {
+func TestRecoverAdoptsTheReaderItLeftAndRemovesItByUID(t *testing.T) {
 	t.Parallel()
 	for _, n := range []int{2, 3} { // after the create call; after the record created
 		fp := &crashAtRecord{}
@@ -233,13 +234,14 @@ func TestRecoverRemovesAnOrphanReaderByUID(t *testing.T) {
 			t.Errorf("crash %d: a reader is left: %v", n, err)
 		}
 		// Gone: the Runtime's deletes carry the exact UID (metallo-runtime-deletes
-		// refuses any other), and the recovered read ran a reader of its own.
+		// refuses any other), and the recovered read used the reader it
+		// left: the record names its UID, removed.
 		records, err := s.journal.Batch().Records(ctx, attempt)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec := domain.FindNamedRecord(records, domain.KindPod, name); rec == nil || rec.Phase != domain.PhaseRemoved || rec.UID == string(orphan.UID) || rec.UID == "" {
-			t.Errorf("crash %d: the reader record %+v; want a new reader removed (the orphan was %s)", n, rec, orphan.UID)
+		if rec := domain.FindNamedRecord(records, domain.KindPod, name); rec == nil || rec.Phase != domain.PhaseRemoved || rec.UID != string(orphan.UID) {
+			t.Errorf("crash %d: the reader record %+v; want the adopted reader %s removed", n, rec, orphan.UID)
 		}
 	}
 }

@@ -133,6 +133,11 @@ func (w *Workloads) WorkloadPod(ctx context.Context, root siteprotocol.NativeRef
 	for _, c := range p.Spec.Containers {
 		wp.Containers = append(wp.Containers, c.Name)
 	}
+	for _, st := range p.Status.ContainerStatuses {
+		if st.State.Running != nil || st.State.Terminated != nil || st.LastTerminationState.Terminated != nil {
+			wp.Started = append(wp.Started, st.Name)
+		}
+	}
 	return wp, nil
 }
 

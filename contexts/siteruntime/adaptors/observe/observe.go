@@ -26,6 +26,7 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
 // HeartbeatLogInterval is the rate limit of the heartbeat failure log: the
@@ -217,27 +218,63 @@ func (e *Events) StreamHead(sequence int64) { e.head.Set(float64(sequence)) }
 func (e *Events) Pending(sequence int64) { e.pending.Set(float64(sequence)) }
 
 // Delivered counts an acknowledged result and logs it: one line per
-// result, at debug for an executed one (a busy stream delivers hundreds a
-// second), at info for a recovered or replayed one and for one with a
-// note (a start whose account was checked by name only,
+// result, at debug for an executed one that succeeded (a busy stream
+// delivers hundreds a second), at info for a recovered or replayed one and
+// for one with a note (a start whose account was checked by name only,
 // docs/site-protocol.md#the-accounts-uid-in-a-binding), the note in its
-// "note" field.
+// "note" field, and at warn for a refused or failed command, with its
+// Attempt and its message: each refused or failed command is logged once,
+// when its result is acknowledged (docs/operations.md#logs).
 func (e *Events) Delivered(d application.Delivery) {
 	e.acked.Set(float64(d.Sequence))
 	e.pending.Set(0)
 	e.results.WithLabelValues(string(d.Outcome), string(d.Path)).Inc()
+	failed := d.Outcome == siteprotocol.OutcomeRefused || d.Outcome == siteprotocol.OutcomeFailed
 	level := zapcore.InfoLevel
-	if d.Path == application.PathExecuted && d.Note == "" {
+	switch {
+	case failed:
+		level = zapcore.WarnLevel
+	case d.Path == application.PathExecuted && d.Note == "":
 		level = zapcore.DebugLevel
 	}
 	if ce := e.log.Check(level, "result delivered"); ce != nil {
-		fields := []zap.Field{zap.Int64("sequence", d.Sequence), zap.String("command", d.CommandID), zap.String("operation", string(d.Operation)),
-			zap.String("outcome", string(d.Outcome)), zap.String("reason", string(d.Reason)), zap.String("path", string(d.Path))}
+		fields := []zap.Field{zap.Int64("sequence", d.Sequence), zap.String("command", d.CommandID), zap.String("operation", string(d.Operation))}
+		if d.AttemptID != "" {
+			fields = append(fields, zap.String("attempt", d.AttemptID))
+		}
+		fields = append(fields, zap.String("outcome", string(d.Outcome)), zap.String("reason", string(d.Reason)), zap.String("path", string(d.Path)))
+		if failed {
+			fields = append(fields, zap.String("message", d.Message))
+		}
 		if d.Note != "" {
 			fields = append(fields, zap.String("note", d.Note))
 		}
 		ce.Write(fields...)
 	}
+}
+
+// LongWait logs, once, a bounded wait of a command that has lasted the
+// worker's LongWait: the command, what it waits for, since when and until
+// when at most (docs/site-runtime.md#command-bounds).
+func (e *Events) LongWait(w application.Work) {
+	e.log.Info("a command waits", workFields(w)...)
+}
+
+// LongWaitEnded logs the end of a wait LongWait logged: how it ended and
+// how long it lasted.
+func (e *Events) LongWaitEnded(w application.Work, result string, waited time.Duration) {
+	e.log.Info("the command's wait ended", append(workFields(w), zap.String("result", result), zap.Duration("waited", waited))...)
+}
+
+func workFields(w application.Work) []zap.Field {
+	fields := []zap.Field{zap.Int64("sequence", w.Sequence), zap.String("command", w.CommandID), zap.String("operation", string(w.Operation))}
+	if w.AttemptID != "" {
+		fields = append(fields, zap.String("attempt", w.AttemptID))
+	}
+	if w.Wait != nil {
+		fields = append(fields, zap.String("waiting_for", w.Wait.What), zap.Time("wait_since", w.Wait.Since), zap.Time("wait_until", w.Wait.Until))
+	}
+	return append(fields, zap.Time("ceiling", w.Until))
 }
 
 // HeartbeatFailed counts a failed heartbeat and logs it, at most once per

@@ -187,3 +187,45 @@ func TestRuntimeGaugesAndRetriesFromTheStart(t *testing.T) {
 		t.Fatalf("shutdown logged as %+v", got)
 	}
 }
+
+// Every refused or failed command is logged once, when its result is
+// acknowledged: at warn, with its operation, its Attempt, its reason and
+// its message; a long wait is logged when it has lasted the worker's
+// LongWait, naming what it waits for and its bound, and then its end
+// (docs/operations.md#logs).
+func TestRefusedAndFailedCommandsAndLongWaitsAreLogged(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	e, err := observe.New(zap.New(core), prometheus.NewRegistry(), clock.NewManual(time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, out := range []siteprotocol.Outcome{siteprotocol.OutcomeRefused, siteprotocol.OutcomeFailed, siteprotocol.OutcomeSucceeded} {
+		reason := map[siteprotocol.Outcome]siteprotocol.Reason{siteprotocol.OutcomeRefused: siteprotocol.ReasonAttemptConflict,
+			siteprotocol.OutcomeFailed: siteprotocol.ReasonDeadlineExceeded, siteprotocol.OutcomeSucceeded: siteprotocol.ReasonRead}[out]
+		e.Delivered(application.Delivery{Sequence: int64(i + 1), CommandID: "c", Operation: siteprotocol.OpReadFile, AttemptID: "a-7",
+			Outcome: out, Reason: reason, Message: "what happened", Path: application.PathExecuted})
+	}
+	got := logs.FilterMessage("result delivered").All()
+	if len(got) != 2 {
+		t.Fatalf("%d lines at info and above; want the refused and the failed command's", len(got))
+	}
+	for i, reason := range []siteprotocol.Reason{siteprotocol.ReasonAttemptConflict, siteprotocol.ReasonDeadlineExceeded} {
+		m := got[i].ContextMap()
+		if got[i].Level != zapcore.WarnLevel || m["operation"] != "read-file" || m["attempt"] != "a-7" || m["reason"] != string(reason) || m["message"] != "what happened" {
+			t.Fatalf("line %d: %v %+v", i, got[i].Level, m)
+		}
+	}
+
+	since := time.Date(2026, 12, 4, 10, 0, 1, 0, time.UTC)
+	w := application.Work{Sequence: 9, CommandID: "c9", Operation: siteprotocol.OpReadFile, AttemptID: "a-7", Since: since, Until: since.Add(time.Hour),
+		Wait: &application.Wait{What: "the workspace reader Pod to end", Since: since, Until: since.Add(3 * time.Minute)}}
+	e.LongWait(w)
+	e.LongWaitEnded(w, "reached its bound", 3*time.Minute)
+	long, ended := logs.FilterMessage("a command waits").All(), logs.FilterMessage("the command's wait ended").All()
+	if len(long) != 1 || long[0].ContextMap()["waiting_for"] != "the workspace reader Pod to end" || long[0].ContextMap()["attempt"] != "a-7" {
+		t.Fatalf("long wait lines %+v", long)
+	}
+	if len(ended) != 1 || ended[0].ContextMap()["result"] != "reached its bound" || ended[0].ContextMap()["waited"] != 3*time.Minute {
+		t.Fatalf("wait end lines %+v", ended)
+	}
+}

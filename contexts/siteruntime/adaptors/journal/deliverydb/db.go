@@ -60,6 +60,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.listPendingStmt, err = db.PrepareContext(ctx, listPending); err != nil {
 		return nil, fmt.Errorf("error preparing query ListPending: %w", err)
 	}
+	if q.listPendingV3Stmt, err = db.PrepareContext(ctx, listPendingV3); err != nil {
+		return nil, fmt.Errorf("error preparing query ListPendingV3: %w", err)
+	}
 	if q.setCheckpointStmt, err = db.PrepareContext(ctx, setCheckpoint); err != nil {
 		return nil, fmt.Errorf("error preparing query SetCheckpoint: %w", err)
 	}
@@ -134,6 +137,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing listPendingStmt: %w", cerr)
 		}
 	}
+	if q.listPendingV3Stmt != nil {
+		if cerr := q.listPendingV3Stmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listPendingV3Stmt: %w", cerr)
+		}
+	}
 	if q.setCheckpointStmt != nil {
 		if cerr := q.setCheckpointStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing setCheckpointStmt: %w", cerr)
@@ -200,6 +208,7 @@ type Queries struct {
 	listMemberBindingsStmt     *sql.Stmt
 	listMemberBindingsV2Stmt   *sql.Stmt
 	listPendingStmt            *sql.Stmt
+	listPendingV3Stmt          *sql.Stmt
 	setCheckpointStmt          *sql.Stmt
 	setPendingResultStmt       *sql.Stmt
 	upsertMemberBindingStmt    *sql.Stmt
@@ -221,6 +230,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		listMemberBindingsStmt:     q.listMemberBindingsStmt,
 		listMemberBindingsV2Stmt:   q.listMemberBindingsV2Stmt,
 		listPendingStmt:            q.listPendingStmt,
+		listPendingV3Stmt:          q.listPendingV3Stmt,
 		setCheckpointStmt:          q.setCheckpointStmt,
 		setPendingResultStmt:       q.setPendingResultStmt,
 		upsertMemberBindingStmt:    q.upsertMemberBindingStmt,

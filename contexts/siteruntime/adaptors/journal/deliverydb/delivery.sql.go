@@ -128,7 +128,7 @@ func (q *Queries) InsertBinding(ctx context.Context, arg InsertBindingParams) er
 }
 
 const insertPending = `-- name: InsertPending :exec
-INSERT INTO pending (id, sequence, command, command_digest, digest) VALUES (1, ?, ?, ?, ?)
+INSERT INTO pending (id, sequence, command, command_digest, digest, started_at) VALUES (1, ?, ?, ?, ?, ?)
 `
 
 type InsertPendingParams struct {
@@ -136,6 +136,7 @@ type InsertPendingParams struct {
 	Command       []byte
 	CommandDigest string
 	Digest        string
+	StartedAt     string
 }
 
 func (q *Queries) InsertPending(ctx context.Context, arg InsertPendingParams) error {
@@ -144,6 +145,7 @@ func (q *Queries) InsertPending(ctx context.Context, arg InsertPendingParams) er
 		arg.Command,
 		arg.CommandDigest,
 		arg.Digest,
+		arg.StartedAt,
 	)
 	return err
 }
@@ -283,7 +285,7 @@ func (q *Queries) ListMemberBindingsV2(ctx context.Context) ([]ListMemberBinding
 }
 
 const listPending = `-- name: ListPending :many
-SELECT sequence, command, command_digest, result, result_digest, digest FROM pending
+SELECT sequence, command, command_digest, result, result_digest, digest, started_at FROM pending
 `
 
 type ListPendingRow struct {
@@ -293,6 +295,7 @@ type ListPendingRow struct {
 	Result        []byte
 	ResultDigest  sql.NullString
 	Digest        string
+	StartedAt     string
 }
 
 func (q *Queries) ListPending(ctx context.Context) ([]ListPendingRow, error) {
@@ -304,6 +307,52 @@ func (q *Queries) ListPending(ctx context.Context) ([]ListPendingRow, error) {
 	var items []ListPendingRow
 	for rows.Next() {
 		var i ListPendingRow
+		if err := rows.Scan(
+			&i.Sequence,
+			&i.Command,
+			&i.CommandDigest,
+			&i.Result,
+			&i.ResultDigest,
+			&i.Digest,
+			&i.StartedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listPendingV3 = `-- name: ListPendingV3 :many
+SELECT sequence, command, command_digest, result, result_digest, digest FROM pending
+`
+
+type ListPendingV3Row struct {
+	Sequence      int64
+	Command       []byte
+	CommandDigest string
+	Result        []byte
+	ResultDigest  sql.NullString
+	Digest        string
+}
+
+// The pending command of a file at schema version 3 or earlier (no
+// started_at yet), read by the upgrade's read-only verification.
+func (q *Queries) ListPendingV3(ctx context.Context) ([]ListPendingV3Row, error) {
+	rows, err := q.query(ctx, q.listPendingV3Stmt, listPendingV3)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListPendingV3Row
+	for rows.Next() {
+		var i ListPendingV3Row
 		if err := rows.Scan(
 			&i.Sequence,
 			&i.Command,

@@ -52,4 +52,5 @@ type Pending struct {
 	Result        []byte
 	ResultDigest  sql.NullString
 	Digest        string
+	StartedAt     string
 }

@@ -11,11 +11,16 @@ SELECT acknowledged_sequence, digest FROM checkpoint WHERE id = 1;
 INSERT INTO checkpoint (id, acknowledged_sequence, digest) VALUES (1, ?, ?)
 ON CONFLICT (id) DO UPDATE SET acknowledged_sequence = excluded.acknowledged_sequence, digest = excluded.digest;
 
--- name: ListPending :many
+-- name: ListPendingV3 :many
+-- The pending command of a file at schema version 3 or earlier (no
+-- started_at yet), read by the upgrade's read-only verification.
 SELECT sequence, command, command_digest, result, result_digest, digest FROM pending;
 
+-- name: ListPending :many
+SELECT sequence, command, command_digest, result, result_digest, digest, started_at FROM pending;
+
 -- name: InsertPending :exec
-INSERT INTO pending (id, sequence, command, command_digest, digest) VALUES (1, ?, ?, ?, ?);
+INSERT INTO pending (id, sequence, command, command_digest, digest, started_at) VALUES (1, ?, ?, ?, ?, ?);
 
 -- name: SetPendingResult :execrows
 UPDATE pending SET result = ?, result_digest = ?, digest = ? WHERE id = 1 AND sequence = ? AND result IS NULL;

@@ -38,6 +38,9 @@ type appRuntime struct {
 	workload func(op siteprotocol.Operation, attempt string, payload any) string
 	command  func(family siteprotocol.Family, op siteprotocol.Operation, attempt string, payload any) string
 	account  string
+	// member, project and binding are the test's member, its Project and
+	// its binding.
+	member, project, binding string
 }
 
 func newAppRuntime(t *testing.T) *appRuntime {
@@ -110,7 +113,8 @@ func newAppRuntime(t *testing.T) *appRuntime {
 	bind["payload"] = map[string]any{"party_id": member, "namespace": e.Namespace, "account": siteprotocol.MemberAccount(member),
 		"binding_id": binding, "revision": 1, "generation": 1}
 	appendCmd(bind)
-	return &appRuntime{e: e, site: site, rt: rt, ctx: ctx, workload: workload, command: command, account: "system:serviceaccount:" + e.Namespace + ":" + siteprotocol.MemberAccount(member)}
+	return &appRuntime{e: e, site: site, rt: rt, ctx: ctx, workload: workload, command: command, account: "system:serviceaccount:" + e.Namespace + ":" + siteprotocol.MemberAccount(member),
+		member: member, project: project, binding: binding}
 }
 
 func appPreparePayload() map[string]any {

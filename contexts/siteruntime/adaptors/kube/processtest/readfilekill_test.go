@@ -15,13 +15,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/systemtest/harness"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
-	"github.com/pharos-metallo/metallo/platform/testsetup"
 )
 
 // readFileSteps are the durable steps of a read-file that finds no reader
@@ -43,7 +40,8 @@ var readFileSteps = []string{
 // the record after it, the record before its delete, the delete and the
 // record after it) and restarted without failpoints, which recovers the
 // read. Every read is acknowledged with the file's exact bytes (the
-// recovery removed the reader left by UID and read again), every sent
+// recovery adopted the reader it left and read it, or removed a reader
+// being removed by UID and read again), every sent
 // result is byte-identical to the recorded one, and no reader is left.
 // Real: the processes, the API server, admission, the scheduler, the
 // kubelet, containerd, the volume, pods/log; KWOK is not involved.
@@ -63,34 +61,8 @@ func TestKilledAtEachDurableStepOfAReadFileEveryReadAnswersTheExactBytesAndNoRea
 	if err := siteagent.PlatformImage(ctx, e.Client, e.Namespace, image); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	bin := testsetup.Binary(t)
-	site, err := harness.NewSite(bin, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(site.Close)
-	if err := site.StartServer("execution.sqlite", ""); err != nil {
-		t.Fatal(err)
-	}
-	rt, err := harness.NewRuntime(bin, site, filepath.Join(dir, "runtime"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := siteagent.RuntimeToken(ctx, e.Client, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := siteagent.WriteKubeconfig(rt.Kubeconfig, e.Config, token); err != nil {
-		t.Fatal(err)
-	}
-	grants, _ := json.Marshal([]permissions.Grant{{Member: member, Project: project, Actions: []domain.PermissionAction{domain.ActionStart, domain.ActionRead}}})
-	if err := os.WriteFile(rt.Policy, grants, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := rt.Install(); err != nil {
-		t.Fatal(out, err)
-	}
+	rt := installedRuntime(t, ctx, e, member, project)
+	site := rt.Site
 	flags := append([]string{"--batch-image", image, "--read-file-timeout", "1m"}, node.RuntimeFlags()...)
 
 	envelope := func(op siteprotocol.Operation) map[string]any {
