@@ -31,6 +31,13 @@ func WithPrincipals(m map[string]any, principals ...string) map[string]any {
 	return out
 }
 
+// PrincipalsOf returns the principals an operation's metadata names
+// (WithPrincipals), nil when it names none.
+func PrincipalsOf(op *huma.Operation) []string {
+	p, _ := op.Metadata[principalsKey].([]string)
+	return p
+}
+
 // WithReasons returns metadata m with the reasons the operation answers per
 // problem status, documented by DocumentAccess as each response's x-reasons
 // and in its description. The statuses every bearer operation shares are

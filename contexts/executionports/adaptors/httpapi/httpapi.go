@@ -57,11 +57,11 @@ type Handlers struct {
 	Log      *zap.Logger
 }
 
-// Register adds the execution_ports operations to api: every route of the
-// context is registered here, each by its operation (the route's document:
-// path, principal, statuses) and its named handler, one file per use case.
-// The document is complete as registered: the principals and reasons are
-// documented by httpserver.DocumentAccess, the raw bodies by
+// Register adds the execution_ports operations to api: the routes of the
+// context's one route table (routes), each its operation (the route's
+// document: path, principal, statuses) and its named handler, one file per
+// use case. The document is complete as registered: the principals and
+// reasons are documented by httpserver.DocumentAccess, the raw bodies by
 // documentOperation, as Huma adds each operation.
 func Register(api huma.API, h *Handlers) {
 	if h.Log == nil {
@@ -71,19 +71,28 @@ func Register(api huma.API, h *Handlers) {
 		h.Services = []string{DefaultService}
 	}
 	api.OpenAPI().OnAddOperation = append(api.OpenAPI().OnAddOperation, documentOperation)
-	reg := api.OpenAPI().Components.Schemas
+	httpserver.Register(api, h.routes(api.OpenAPI().Components.Schemas)...)
+}
 
-	// Site protocol routes (principal environment:<id>).
-	huma.Register(api, withExamples(h.getStreamStateOperation(), streamStateExamples()), h.getStreamState)
-	huma.Register(api, withExamples(h.pullCommandsOperation(), pullExamples()), h.pullCommands)
-	huma.Register(api, withExamples(h.recordResultOperation(reg), resultExamples()), h.recordResult)
+// routes is the context's one route table: every route it serves, each its
+// operation (with its documented examples) and its handler. Admission is
+// the operation's metadata alone (admit.go): the authentication middleware
+// runs it before the body is read, and no handler checks the principal
+// again.
+func (h *Handlers) routes(reg huma.Registry) []httpserver.Route {
+	return []httpserver.Route{
+		// Site protocol routes (principal environment:<id>).
+		httpserver.NewRoute(withExamples(h.getStreamStateOperation(), streamStateExamples()), h.getStreamState),
+		httpserver.NewRoute(withExamples(h.pullCommandsOperation(), pullExamples()), h.pullCommands),
+		httpserver.NewRoute(withExamples(h.recordResultOperation(reg), resultExamples()), h.recordResult),
 
-	// Execution's routes (a configured service principal).
-	huma.Register(api, withExamples(h.appendCommandOperation(reg), appendExamples()), h.appendCommand)
-	huma.Register(api, withExamples(h.getCommandOperation(), commandExamples()), h.getCommand)
-	huma.Register(api, withExamples(h.rebindStreamOperation(), rebindExamples()), h.rebindStream)
-	huma.Register(api, withExamples(h.planCapacityOperation(), planExamples()), h.planCapacity)
-	huma.Register(api, withExamples(h.getBindingDeliveriesOperation(), deliveriesExamples()), h.getBindingDeliveries)
+		// Execution's routes (a configured service principal).
+		httpserver.NewRoute(withExamples(h.appendCommandOperation(reg), appendExamples()), h.appendCommand),
+		httpserver.NewRoute(withExamples(h.getCommandOperation(), commandExamples()), h.getCommand),
+		httpserver.NewRoute(withExamples(h.rebindStreamOperation(), rebindExamples()), h.rebindStream),
+		httpserver.NewRoute(withExamples(h.planCapacityOperation(), planExamples()), h.planCapacity),
+		httpserver.NewRoute(withExamples(h.getBindingDeliveriesOperation(), deliveriesExamples()), h.getBindingDeliveries),
+	}
 }
 
 // withExamples returns op with its documented examples (examples.go),
