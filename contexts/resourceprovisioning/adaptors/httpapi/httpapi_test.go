@@ -77,7 +77,7 @@ func newHarness(t testing.TB) *harness {
 		"exec":  {Kind: auth.KindService, ID: "execution"},
 		"env":   {Kind: auth.KindEnvironment, ID: "alpha-k8s"},
 	}, log)
-	httpapi.New(svc, log).Register(api)
+	httpapi.Register(api, &httpapi.Handlers{Service: svc, Log: log})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return &harness{base: srv.URL + "/resource-provisioning", svc: svc, brk: func() { h.Close(); _ = store.Close() }, path: h.Target.Path}
