@@ -40,12 +40,13 @@ func PrincipalsOf(op *huma.Operation) []string {
 
 // WithReasons returns metadata m with the reasons the operation answers per
 // problem status, documented by DocumentAccess as each response's x-reasons
-// and in its description. The statuses every bearer operation shares are
+// and in its description. The reasons every bearer operation shares are
 // added here: 401 unauthenticated (UseAuthentication), 403 forbidden (the
-// admit rule), 500 internal-error and 503 unavailable (the credential check
-// or the store cannot be reached now). Every reason a route can answer
-// must be listed: app's route sweep fails on one that is not
-// (docs/testing.md#the-route-sweep).
+// admit rule), 500 internal-error, 503 unavailable (the credential check,
+// the store or an owner cannot be reached now) and 503 cancelled (the
+// request was cancelled before its handler finished; Failure). Every
+// reason a route can answer must be listed: app's route sweep fails on one
+// that is not (docs/testing.md#the-route-sweep).
 func WithReasons(m map[string]any, byStatus map[int][]string) map[string]any {
 	out := maps.Clone(m)
 	if out == nil {
@@ -54,8 +55,8 @@ func WithReasons(m map[string]any, byStatus map[int][]string) map[string]any {
 	all := map[int][]string{
 		http.StatusUnauthorized:        {DefaultReason(http.StatusUnauthorized)},
 		http.StatusForbidden:           {DefaultReason(http.StatusForbidden)},
-		http.StatusServiceUnavailable:  {DefaultReason(http.StatusServiceUnavailable)},
-		http.StatusInternalServerError: {DefaultReason(http.StatusInternalServerError)},
+		http.StatusServiceUnavailable:  {ReasonUnavailable, ReasonCancelled},
+		http.StatusInternalServerError: {ReasonInternal},
 	}
 	for status, reasons := range byStatus {
 		for _, r := range reasons {

@@ -136,7 +136,7 @@ func problemSchemas(oapi *huma.OpenAPI, op *huma.Operation) {
 				resp.Headers = map[string]*huma.Param{}
 			}
 			resp.Headers["Retry-After"] = &huma.Param{
-				Description: "Seconds to wait before retrying (RFC 9110): sent when the context's store cannot be reached now; absent when the credential check itself is unavailable.",
+				Description: "Seconds to wait before retrying (RFC 9110): sent with every 503 unavailable (the credential check, the context's store or an owner cannot be reached now); absent on 503 cancelled.",
 				Schema:      &huma.Schema{Type: huma.TypeInteger, Minimum: new(float64)},
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -123,8 +124,17 @@ func NewAPI(mux *http.ServeMux, title string) huma.API {
 	}
 	api := humago.New(mux, cfg)
 	serveDocs(mux, title)
-	api.UseMiddleware(useOwnDeadline)
+	api.UseMiddleware(useOwnDeadline, useRequestContext)
 	return api
+}
+
+// useRequestContext puts the answering operation's ID into the request's
+// context, for the lines logged about the request (RequestLog).
+func useRequestContext(ctx huma.Context, next func(huma.Context)) {
+	if op := ctx.Operation(); op != nil {
+		ctx = huma.WithContext(ctx, withOperation(ctx.Context(), op.OperationID))
+	}
+	next(ctx)
 }
 
 // UseAuthentication makes every operation that lists the bearer scheme
@@ -154,8 +164,9 @@ func UseAuthentication(api huma.API, authn auth.Authenticator, log *zap.Logger) 
 			return
 		}
 		if err != nil {
-			log.Warn("authentication unavailable", zap.Error(err))
-			_ = huma.WriteErr(api, ctx, http.StatusServiceUnavailable, "the credential could not be checked now; retry later")
+			RequestLog(ctx.Context(), log).Warn("authentication unavailable", zap.Error(err))
+			ctx.SetHeader("Retry-After", strconv.Itoa(RetryAfterSeconds))
+			WriteProblem(ctx, NewProblem(http.StatusServiceUnavailable, ReasonUnavailable, "the credential could not be checked now; retry later"))
 			return
 		}
 		if admit, ok := ctx.Operation().Metadata[admitKey].(Admit); ok {

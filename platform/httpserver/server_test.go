@@ -132,9 +132,9 @@ func (brokenAuthn) Authenticate(context.Context, string) (auth.Principal, error)
 
 func TestAnAuthenticatorThatCannotCheckAnswers503(t *testing.T) {
 	srv := testServer(t, brokenAuthn{})
-	status, body, _ := post(t, srv.URL+"/echo", "tok", `{"n":1}`)
-	if status != 503 || body["reason"] != "unavailable" {
-		t.Fatalf("%d %v", status, body)
+	status, body, hdr := post(t, srv.URL+"/echo", "tok", `{"n":1}`)
+	if status != 503 || body["reason"] != "unavailable" || hdr.Get("Retry-After") != "5" {
+		t.Fatalf("%d %v, Retry-After %q", status, body, hdr.Get("Retry-After"))
 	}
 }
 

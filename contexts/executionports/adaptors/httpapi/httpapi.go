@@ -21,7 +21,6 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/executionports/application"
 	"github.com/pharos-metallo/metallo/contexts/executionports/domain"
 	"github.com/pharos-metallo/metallo/platform/auth"
-	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
 	"github.com/pharos-metallo/metallo/platform/ijson"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
@@ -33,9 +32,6 @@ const Tag = "execution_ports"
 // DefaultService is the service principal ID that may call Execution's
 // routes unless configured otherwise: keys.yaml's "service:execution".
 const DefaultService = "execution"
-
-// RetryAfterSeconds is the Retry-After of a 503 unavailable answer.
-const RetryAfterSeconds = "5"
 
 // MaxResultBytes bounds a result body (the protocol's siteprotocol.MaxResultBytes): a read detail carries
 // up to 1 MiB base64-encoded plus the envelope.
@@ -105,26 +101,24 @@ func withExamples(op huma.Operation, ex []httpserver.Example) huma.Operation {
 // operation completes the document of one route, op giving what differs
 // (ID, method, path, texts, the handler's own fields), with what every
 // operation here shares: the tag, bearer security, the admit rule with the
-// reasons answered per problem status (httpserver.WithReasons) and the errors
-// declared: the statuses of reasons, 401 and 403 of the admit rule.
+// reasons answered per problem status (httpserver.WithReasons, which adds
+// 401, 403, 500 and 503) and the errors declared: every status of those
+// reasons.
 func operation(op huma.Operation, admit map[string]any, reasons map[int][]string) huma.Operation {
 	op.Tags = []string{Tag}
 	op.Security = httpserver.Bearer()
 	op.Metadata = httpserver.WithReasons(admit, reasons)
-	op.Errors = slices.Sorted(maps.Keys(reasons))
-	op.Errors = append(op.Errors, http.StatusUnauthorized, http.StatusForbidden)
+	op.Errors = slices.Sorted(maps.Keys(httpserver.ReasonsOf(&op)))
 	return op
 }
 
 // streamOperation is operation for a route of a stream
 // (…/streams/{environment}…): an environment that is not configured is 404
 // before anything else runs (knownEnvironment, ahead of op's own
-// middlewares), and the stream store can be unavailable (503).
+// middlewares).
 func (h *Handlers) streamOperation(op huma.Operation, admit map[string]any, reasons map[int][]string) huma.Operation {
 	op.Middlewares = append(huma.Middlewares{h.knownEnvironment}, op.Middlewares...)
-	op = operation(op, admit, reasons)
-	op.Errors = append(op.Errors, http.StatusServiceUnavailable)
-	return op
+	return operation(op, admit, reasons)
 }
 
 // siteOperation is the document of a Site protocol route: a stream route
@@ -163,10 +157,14 @@ func prefixed(ids []string) []string {
 	return out
 }
 
-// problem maps a service error to problem details. invalidReason is the
-// reason for a malformed or invalid body (invalid-command / invalid-result).
-// Anything unexpected is logged once here and answered 500.
-func (h *Handlers) problem(err error, invalidReason string) error {
+// problem maps a service error to problem details: the protocol's own
+// errors here (invalidReason is the reason for a malformed or invalid body:
+// invalid-command / invalid-result), then the platform's tail
+// (httpserver.Failure): the stream store, or what unavailable names, that
+// cannot be reached now is 503 unavailable with Retry-After and a fixed
+// detail (the cause is logged, never answered), a cancelled request 503
+// cancelled, anything else 500, logged once.
+func (h *Handlers) problem(ctx context.Context, err error, invalidReason string, unavailable ...httpserver.Unavailable) error {
 	type mapping struct {
 		target error
 		status int
@@ -193,19 +191,9 @@ func (h *Handlers) problem(err error, invalidReason string) error {
 			return httpserver.NewProblem(m.status, m.reason, err.Error(), fieldErrors(err)...)
 		}
 	}
-	if errors.Is(err, application.ErrUnavailable) {
-		// The detail never carries the driver's text (it can name the
-		// database's host, user or file); the log does.
-		h.Log.Warn("execution_ports store unavailable", zap.Error(err), zap.String("cause", database.LogCause(err)))
-		return huma.ErrorWithHeaders(
-			httpserver.NewProblem(http.StatusServiceUnavailable, httpserver.DefaultReason(http.StatusServiceUnavailable), "the stream store cannot be reached now; retry later"),
-			http.Header{"Retry-After": {RetryAfterSeconds}})
-	}
-	if errors.Is(err, context.Canceled) {
-		return httpserver.NewProblem(http.StatusServiceUnavailable, httpserver.DefaultReason(http.StatusServiceUnavailable), "the request was cancelled")
-	}
-	h.Log.Error("execution_ports request failed", zap.Error(err))
-	return httpserver.NewProblem(http.StatusInternalServerError, httpserver.DefaultReason(http.StatusInternalServerError), "internal error; see the server log")
+	return httpserver.Failure(ctx, h.Log, err, append(unavailable, httpserver.Unavailable{
+		Err: application.ErrUnavailable, Detail: "the stream store cannot be reached now; retry later", Log: "execution_ports store unavailable",
+	})...)
 }
 
 // fieldErrors locates a codec error: each field of a

@@ -99,11 +99,11 @@ func (h *Handlers) planCapacity(ctx context.Context, in *planInput) (*planOutput
 		// The cause (a driver's or the remote owner's text, which can
 		// name hosts, users and databases) is logged here, once; the
 		// answer carries only the fixed UnavailableDetail.
-		h.Log.Warn("planning: the allocation owner cannot be read", zap.String("owner", application.ResourcesOwner), zap.Error(err), zap.String("cause", database.LogCause(err)))
+		httpserver.RequestLog(ctx, h.Log).Warn("planning: the allocation owner cannot be read", zap.String("owner", application.ResourcesOwner), zap.Error(err), zap.String("cause", database.LogCause(err)))
 		body.Answer, body.Detail = string(domain.PlanUnavailable), UnavailableDetail
 		return &planOutput{Body: body}, nil
 	case err != nil:
-		return nil, h.problem(err, "")
+		return nil, h.problem(ctx, err, "")
 	}
 	fillPlan(&body, plan)
 	return &planOutput{Body: body}, nil

@@ -54,7 +54,7 @@ func (h *Handlers) rebindStreamOperation() huma.Operation {
 func (h *Handlers) rebindStream(ctx context.Context, in *rebindInput) (*rebindOutput, error) {
 	b, st, err := h.Streams.Rebind(ctx, in.Environment, in.Body.InstallationID, in.Body.Unbind, principalOf(ctx), in.Body.Reason)
 	if err != nil {
-		return nil, h.problem(err, "")
+		return nil, h.problem(ctx, err, "")
 	}
 	env, _ := h.Streams.Environment(in.Environment)
 	out := &rebindOutput{}

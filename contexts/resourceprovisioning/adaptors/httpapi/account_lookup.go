@@ -51,7 +51,7 @@ func (h *Handlers) accountLookupOperation() huma.Operation {
 func (h *Handlers) accountLookup(ctx context.Context, in *accountLookupInput) (*accountLookupOutput, error) {
 	l, err := h.Service.LookupAccount(ctx, in.Site, in.Environment, in.Username, in.ProviderProject)
 	if err != nil {
-		return nil, h.problem("account lookup", err)
+		return nil, h.problem(ctx, err)
 	}
 	out := &accountLookupOutput{}
 	b := &out.Body

@@ -90,7 +90,7 @@ func (h *Handlers) submitAccountsOperation(reg huma.Registry) huma.Operation {
 func (h *Handlers) submitAccounts(ctx context.Context, in *submitAccountsInput) (*submitAccountsOutput, error) {
 	res, err := h.Service.SubmitAccounts(ctx, in.Site, accountReportOf(in))
 	if err != nil {
-		return nil, h.problem("submit accounts", err)
+		return nil, h.problem(ctx, err)
 	}
 	out := &submitAccountsOutput{}
 	out.Body.AllocationID, out.Body.Outcome, out.Body.Revision = res.AllocationID, res.Outcome, res.Revision

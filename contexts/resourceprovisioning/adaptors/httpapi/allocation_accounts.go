@@ -45,7 +45,7 @@ func (h *Handlers) allocationAccountsOperation() huma.Operation {
 func (h *Handlers) allocationAccounts(ctx context.Context, in *allocationAccountsInput) (*allocationAccountsOutput, error) {
 	as, err := h.Service.NativeAccounts(ctx, in.Allocation)
 	if err != nil {
-		return nil, h.problem("allocation accounts", err)
+		return nil, h.problem(ctx, err)
 	}
 	out := &allocationAccountsOutput{}
 	out.Body.Accounts = make([]NativeAccountBody, 0, len(as))

@@ -41,7 +41,7 @@ func (h *Handlers) listAllocations(ctx context.Context, in *listAllocationsInput
 	}
 	page, err := h.Service.Allocations(ctx, after, in.Limit)
 	if err != nil {
-		return nil, h.problem("list allocations", err)
+		return nil, h.problem(ctx, err)
 	}
 	out := &listAllocationsOutput{}
 	out.Body.Allocations = allocationBodies(page.Allocations)

@@ -83,7 +83,7 @@ func (h *Handlers) receiveBetoEventOperation(reg huma.Registry) huma.Operation {
 func (h *Handlers) receiveBetoEvent(ctx context.Context, in *betoEventInput) (*betoEventOutput, error) {
 	res, err := h.Service.ReceiveBetoEvent(ctx, betoEventOf(in))
 	if err != nil {
-		return nil, h.problem("receive beto event", err)
+		return nil, h.problem(ctx, err)
 	}
 	out := &betoEventOutput{}
 	out.Body.EventID, out.Body.Outcome = res.EventID, res.Outcome

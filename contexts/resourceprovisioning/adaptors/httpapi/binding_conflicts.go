@@ -27,7 +27,7 @@ func (h *Handlers) bindingConflictsOperation() huma.Operation {
 func (h *Handlers) bindingConflicts(ctx context.Context, _ *struct{}) (*bindingConflictsOutput, error) {
 	cs, err := h.Service.BindingConflicts(ctx)
 	if err != nil {
-		return nil, h.problem("binding conflicts", err)
+		return nil, h.problem(ctx, err)
 	}
 	out := &bindingConflictsOutput{}
 	out.Body.Conflicts = make([]BindingConflictBody, 0, len(cs))

@@ -78,7 +78,7 @@ func (h *Handlers) changes(ctx context.Context, in *changesInput) (*changesOutpu
 	}
 	page, err := h.Service.Changes(ctx, after, in.Limit)
 	if err != nil {
-		return nil, h.problem("changes", err)
+		return nil, h.problem(ctx, err)
 	}
 	out := &changesOutput{}
 	out.Body.Changes = make([]ChangeBody, 0, len(page.Changes))

@@ -71,7 +71,7 @@ func (h *Handlers) desiredBindings(ctx context.Context, in *desiredBindingsInput
 	}
 	page, err := h.Service.DesiredBindings(ctx, in.Environment, after, in.Limit)
 	if err != nil {
-		return nil, h.problem("desired bindings", err)
+		return nil, h.problem(ctx, err)
 	}
 	out := &desiredBindingsOutput{}
 	out.Body.Environment, out.Body.Site = page.Environment, page.Site

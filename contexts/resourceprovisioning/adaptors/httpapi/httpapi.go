@@ -28,7 +28,6 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/application"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
-	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
 )
 
@@ -135,26 +134,12 @@ const ReasonInvalidCursor = "invalid-cursor"
 // that is not configured (environments.yaml).
 const ReasonUnknownEnvironment = "unknown-environment"
 
-// ReasonUnavailable is the problem reason (503) of a request the store
-// could not serve now (the database unreachable, dropped, refusing logins,
-// shutting down, or a SQLite file locked or unreadable). The answer carries
-// Retry-After and never the driver's text.
-const ReasonUnavailable = "unavailable"
-
-// RetryAfterSeconds is the Retry-After of a 503 unavailable answer.
-const RetryAfterSeconds = "5"
-
-// ReasonCancelled is the problem reason (503) of a request cancelled
-// before it finished.
-const ReasonCancelled = "cancelled"
-
 // readReasons are the reasons of a read per problem status beyond those
-// every operation shares: a parameter that breaks its schema or is not
-// text is 422 validation-failed; a cancelled request is 503 cancelled.
+// every operation shares (httpserver.WithReasons): a parameter that breaks
+// its schema or is not text is 422 validation-failed.
 func readReasons() map[int][]string {
 	return map[int][]string{
 		http.StatusUnprocessableEntity: {domain.ReasonValidation},
-		http.StatusServiceUnavailable:  {ReasonCancelled},
 	}
 }
 
@@ -181,9 +166,14 @@ func intakeReasons(conflicts ...string) map[int][]string {
 	return r
 }
 
-// problem maps an application error to a problem; unexpected errors are
-// logged and answered 500 without detail.
-func (h *Handlers) problem(op string, err error) error {
+// problem maps an application error to its answer: the context's own
+// errors here, then the platform's tail (httpserver.Failure): a store that
+// cannot be reached (down, dropped, refusing logins, shutting down, a
+// SQLite file locked or unreadable) is 503 unavailable with Retry-After,
+// whose detail never carries the driver's text (it can name the database's
+// host, user or file; the log line does), a cancelled request 503
+// cancelled, anything else 500.
+func (h *Handlers) problem(ctx context.Context, err error) error {
 	var (
 		ve *domain.ValidationError
 		ce *domain.ConflictError
@@ -205,16 +195,8 @@ func (h *Handlers) problem(op string, err error) error {
 		return httpserver.NewProblem(http.StatusNotFound, ReasonUnknownEnvironment, err.Error())
 	case errors.Is(err, application.ErrUnknownCursor):
 		return httpserver.NewProblem(http.StatusBadRequest, ReasonInvalidCursor, "the cursor was not issued by this API: "+err.Error())
-	case errors.Is(err, application.ErrUnavailable):
-		// The detail never carries the driver's text (it can name the
-		// database's host, user or file); the log does.
-		h.Log.Warn("resource provisioning store unavailable", zap.String("operation", op), zap.Error(err), zap.String("cause", database.LogCause(err)))
-		return huma.ErrorWithHeaders(
-			httpserver.NewProblem(http.StatusServiceUnavailable, ReasonUnavailable, "the allocation store cannot be reached now; retry later"),
-			http.Header{"Retry-After": {RetryAfterSeconds}})
-	case errors.Is(err, context.Canceled):
-		return httpserver.NewProblem(http.StatusServiceUnavailable, ReasonCancelled, "the request was cancelled before it finished; nothing was stored")
 	}
-	h.Log.Error("resource provisioning request failed", zap.String("operation", op), zap.Error(err))
-	return httpserver.NewProblem(http.StatusInternalServerError, "internal-error", "internal error")
+	return httpserver.Failure(ctx, h.Log, err, httpserver.Unavailable{
+		Err: application.ErrUnavailable, Detail: "the allocation store cannot be reached now; retry later", Log: "resource provisioning store unavailable",
+	})
 }

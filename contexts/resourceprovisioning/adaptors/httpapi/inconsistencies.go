@@ -66,7 +66,7 @@ func (h *Handlers) inconsistencies(ctx context.Context, in *inconsistenciesInput
 	}
 	page, err := h.Service.Inconsistencies(ctx, after, in.Limit)
 	if err != nil {
-		return nil, h.problem("inconsistencies", err)
+		return nil, h.problem(ctx, err)
 	}
 	return inconsistencyBody(page), nil
 }

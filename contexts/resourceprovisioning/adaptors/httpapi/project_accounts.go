@@ -58,7 +58,7 @@ func (h *Handlers) projectAccountsOperation() huma.Operation {
 func (h *Handlers) projectAccounts(ctx context.Context, in *projectAccountsInput) (*projectAccountsOutput, error) {
 	vs, err := h.Service.ProjectAccounts(ctx, in.Project, in.Site, in.Party)
 	if err != nil {
-		return nil, h.problem("project accounts", err)
+		return nil, h.problem(ctx, err)
 	}
 	out := &projectAccountsOutput{}
 	out.Body.Accounts = make([]AccountViewBody, 0, len(vs))

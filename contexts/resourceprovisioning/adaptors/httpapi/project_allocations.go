@@ -33,7 +33,7 @@ func (h *Handlers) projectAllocationsOperation() huma.Operation {
 func (h *Handlers) projectAllocations(ctx context.Context, in *projectAllocationsInput) (*projectAllocationsOutput, error) {
 	vs, err := h.Service.ProjectAllocations(ctx, in.Project, in.Site)
 	if err != nil {
-		return nil, h.problem("project allocations", err)
+		return nil, h.problem(ctx, err)
 	}
 	out := &projectAllocationsOutput{}
 	out.Body.Allocations = allocationBodies(vs)

@@ -79,7 +79,7 @@ func (h *Handlers) submitReportsOperation(reg huma.Registry) huma.Operation {
 func (h *Handlers) submitReports(ctx context.Context, in *submitReportsInput) (*submitReportsOutput, error) {
 	res, err := h.Service.SubmitReports(ctx, in.Site, reportsOf(in))
 	if err != nil {
-		return nil, h.problem("submit reports", err)
+		return nil, h.problem(ctx, err)
 	}
 	out := &submitReportsOutput{}
 	out.Body.Results = make([]ReportResultBody, len(res))
