@@ -82,7 +82,7 @@ func (h *Handlers) submitAccountsOperation(reg huma.Registry) huma.Operation {
 			"generation below 1, another state, a Party or UID listed twice, an observed_at finer than a " +
 			"microsecond or beyond the clock skew, more than 10,000 accounts) is named in one 422. " + bodyRules +
 			" Only the key of `site:<site>` is admitted (any other key is 403 `forbidden` before the body is read).",
-		MaxBodyBytes: MaxAccountsBodyBytes,
+		MaxBodyBytes: MaxAccountsBodyBytes + 1, // guardJSONBody reads at most MaxAccountsBodyBytes
 		Middlewares:  huma.Middlewares{guardJSONBody(reg, h.accountsBody)}}, intakeReasons(domain.ReasonStaleReport, domain.ReasonReportConflict, domain.ReasonAllocationUnknown, domain.ReasonAllocationRetired, domain.ReasonBindingMismatch))
 }
 

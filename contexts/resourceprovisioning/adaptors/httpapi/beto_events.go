@@ -76,7 +76,8 @@ func (h *Handlers) receiveBetoEventOperation(reg huma.Registry) huma.Operation {
 			"(`project.id`, `memberships[].party_id`, `binding.id`, `binding.party_id`) are lower-case UUIDs; " +
 			"`occurred_at` has at most microsecond precision. " + bodyRules + " Only `service:beto` may post (any other " +
 			"key is 403 `forbidden` before the body is read).",
-		Middlewares: huma.Middlewares{guardJSONBody(reg, h.betoEventBody)}}, intakeReasons(domain.ReasonEventConflict))
+		MaxBodyBytes: MaxIntakeBodyBytes + 1, // guardJSONBody reads at most MaxIntakeBodyBytes
+		Middlewares:  huma.Middlewares{guardJSONBody(reg, h.betoEventBody)}}, intakeReasons(domain.ReasonEventConflict))
 }
 
 // receiveBetoEvent applies one Beto event to the Project or Party binding view.

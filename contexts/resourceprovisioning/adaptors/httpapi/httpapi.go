@@ -119,12 +119,17 @@ func readerOperation(op huma.Operation, reasons map[int][]string) huma.Operation
 }
 
 // bodyRules documents guardJSONBody's checks of a posted body.
-const bodyRules = "The body must be declared `application/json` (or a `+json` type; none or another is 415). " +
+const bodyRules = "The body must be declared JSON: `application/json` or a `+json` type, in any case, UTF-8 (none, " +
+	"another type or another charset is 415). A body shorter than its Content-Length is 400 `invalid-request`. " +
 	"A body that is not one I-JSON value (not JSON, invalid UTF-8, an escaped lone surrogate, a member " +
-	"name repeated in one object, data after the value) is 400 `malformed`; a null anywhere (leave optional members " +
-	"out) or a control character such as NUL in any string is 422 `validation-failed` naming the member. One 422 names " +
-	"every bad field at once: numbers that do not fit their integer field (a fraction, an exponent, beyond 64 bits), " +
-	"schema failures and the intake's own rules. Nothing is stored."
+	"name repeated in one object, data after the value, nesting deeper than 32 levels) is 400 `malformed`; a null " +
+	"anywhere (leave optional members out) or a control character such as NUL in any string is 422 " +
+	"`validation-failed` naming the member. One 422 names every bad field at once: numbers that do not fit their " +
+	"integer field (a fraction, an exponent, beyond 64 bits), schema failures and the intake's own rules. Nothing is stored."
+
+// MaxIntakeBodyBytes bounds a report batch's and a Beto event's body (413
+// payload-too-large beyond it; a body of exactly this many bytes is read).
+const MaxIntakeBodyBytes = 1 << 20
 
 // ReasonInvalidCursor is the problem reason of a cursor this API never
 // issued (400).
@@ -153,7 +158,7 @@ func cursorReasons() map[int][]string {
 
 // intakeReasons are the reasons of a posted body (guardJSONBody and Huma's
 // own body checks) and the intake's 409 conflicts: 400 malformed (not one
-// I-JSON value) or invalid-request (an empty or unreadable body), 408
+// I-JSON value) or invalid-request (a body that could not be read whole), 408
 // request-timeout (the body did not arrive within the read deadline), 413
 // payload-too-large, 415 unsupported-media-type and 422 validation-failed.
 func intakeReasons(conflicts ...string) map[int][]string {

@@ -72,7 +72,8 @@ func (h *Handlers) submitReportsOperation(reg huma.Registry) huma.Operation {
 			"clock skew (--report-clock-skew, default 5m) beyond the server clock (later is 422 naming " +
 			"`body.reports[i].observed_at`). " + bodyRules + " Only the key of `site:<site>` is admitted (any other " +
 			"key is 403 `forbidden` before the body is read).",
-		Middlewares: huma.Middlewares{guardJSONBody(reg, h.reportsBody)}}, intakeReasons(domain.ReasonStaleReport, domain.ReasonAllocationRetired, domain.ReasonReportConflict))
+		MaxBodyBytes: MaxIntakeBodyBytes + 1, // guardJSONBody reads at most MaxIntakeBodyBytes
+		Middlewares:  huma.Middlewares{guardJSONBody(reg, h.reportsBody)}}, intakeReasons(domain.ReasonStaleReport, domain.ReasonAllocationRetired, domain.ReasonReportConflict))
 }
 
 // submitReports applies a batch of the Site agent's reports, all or nothing.
