@@ -41,7 +41,9 @@ func PrincipalsOf(op *huma.Operation) []string {
 // WithReasons returns metadata m with the reasons the operation answers per
 // problem status, documented by DocumentAccess as each response's x-reasons
 // and in its description. The reasons every bearer operation shares are
-// added here: 401 unauthenticated (UseAuthentication), 403 forbidden (the
+// added here: 400 invalid-request (a query that cannot be decoded, a body
+// on a route that takes none, or one shorter than its Content-Length), 401
+// unauthenticated (UseAuthentication), 403 forbidden (the
 // admit rule), 500 internal-error, 503 unavailable (the credential check,
 // the store or an owner cannot be reached now) and 503 cancelled (the
 // request was cancelled before its handler finished; Failure). Every
@@ -53,6 +55,7 @@ func WithReasons(m map[string]any, byStatus map[int][]string) map[string]any {
 		out = map[string]any{}
 	}
 	all := map[int][]string{
+		http.StatusBadRequest:          {DefaultReason(http.StatusBadRequest)},
 		http.StatusUnauthorized:        {DefaultReason(http.StatusUnauthorized)},
 		http.StatusForbidden:           {DefaultReason(http.StatusForbidden)},
 		http.StatusServiceUnavailable:  {ReasonUnavailable, ReasonCancelled},

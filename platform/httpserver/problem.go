@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"reflect"
-	"strconv"
-	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 )
@@ -142,47 +140,3 @@ func problemSchemas(oapi *huma.OpenAPI, op *huma.Operation) {
 		}
 	}
 }
-
-// problemFallback makes the standard mux's own answers — 404 for an unknown
-// route, 405 for a known route with another method — RFC 9457 problem
-// details like every other 4xx, keeping their status and Allow header.
-func problemFallback(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(&fallbackWriter{ResponseWriter: w, path: r.URL.Path}, r)
-	})
-}
-
-type fallbackWriter struct {
-	http.ResponseWriter
-	path     string
-	replaced bool
-}
-
-func (f *fallbackWriter) WriteHeader(code int) {
-	h := f.Header()
-	if (code == http.StatusNotFound || code == http.StatusMethodNotAllowed) && strings.HasPrefix(h.Get("Content-Type"), "text/plain") {
-		f.replaced = true
-		detail := "no route " + Printable(f.path)
-		if code == http.StatusMethodNotAllowed {
-			detail = "route " + Printable(f.path) + " does not take this method; allowed: " + h.Get("Allow")
-		}
-		body, _ := json.Marshal(NewProblem(code, DefaultReason(code), detail))
-		h.Set("Content-Type", "application/problem+json")
-		h.Del("X-Content-Type-Options")
-		h.Set("Content-Length", strconv.Itoa(len(body)))
-		f.ResponseWriter.WriteHeader(code)
-		_, _ = f.ResponseWriter.Write(body)
-		return
-	}
-	f.ResponseWriter.WriteHeader(code)
-}
-
-func (f *fallbackWriter) Write(b []byte) (int, error) {
-	if f.replaced {
-		return len(b), nil
-	}
-	return f.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (f *fallbackWriter) Unwrap() http.ResponseWriter { return f.ResponseWriter }

@@ -141,9 +141,12 @@ func useRequestContext(ctx huma.Context, next func(huma.Context)) {
 // require a credential that authn recognises: 401 without one or with an
 // unknown one, 503 when the check itself fails. The principal is put into
 // the request context (auth.FromContext). Before the credential is looked
-// at, every declared path and query parameter must be text (checkParams:
-// 422 otherwise), so nothing the authenticator, the admit hook or a
-// handler sees, logs or stores carries a NUL or an invalid byte.
+// at, the query must be percent-encoded correctly (400 otherwise) and
+// every declared path and query parameter must be text (checkParams: 422
+// otherwise), so nothing the authenticator, the admit hook or a handler
+// sees, logs or stores carries a NUL or an invalid byte. After the admit
+// rule, an operation without a request body refuses a request that
+// declares one (refuseUndeclaredBody: 400).
 func UseAuthentication(api huma.API, authn auth.Authenticator, log *zap.Logger) {
 	api.UseMiddleware(checkParams)
 	api.UseMiddleware(func(ctx huma.Context, next func(huma.Context)) {
@@ -177,6 +180,7 @@ func UseAuthentication(api huma.API, authn auth.Authenticator, log *zap.Logger) 
 		}
 		next(huma.WithContext(ctx, auth.WithPrincipal(ctx.Context(), p)))
 	})
+	api.UseMiddleware(refuseUndeclaredBody)
 }
 
 // bearerToken reads "Bearer <token>" from an Authorization header; the
@@ -325,7 +329,7 @@ func newServer(cfg Config, p serverParams) (*Server, error) {
 	registerHealth(mux, p.Checks, log)
 	s := &Server{API: api, Mux: mux, config: cfg}
 	s.srv = &http.Server{
-		Handler:           problemFallback(bodyDeadline(cfg.BodyReadTimeout, mux)),
+		Handler:           edge(cfg.BodyReadTimeout, mux),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          zap.NewStdLog(log),
@@ -362,10 +366,11 @@ func newServer(cfg Config, p serverParams) (*Server, error) {
 	return s, nil
 }
 
-// registerHealth serves /healthz (the process answers) and /readyz (every
-// ReadinessCheck passes). A failed check is answered 503 naming the check
-// only ("<name>: not ready"); its error, which may carry driver text such as
-// a database's host, user or name, goes to the log, never to the caller.
+// registerHealth serves /healthz (the process answers: 200 "ok") and
+// /readyz (every ReadinessCheck passes: 200 "ok"). A failed check is
+// answered 503 unavailable, a problem naming the check only ("<name>: not
+// ready"); its error, which may carry driver text such as a database's
+// host, user or name, goes to the log, never to the caller.
 func registerHealth(mux *http.ServeMux, checks []ReadinessCheck, log *zap.Logger) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -381,12 +386,17 @@ func registerHealth(mux *http.ServeMux, checks []ReadinessCheck, log *zap.Logger
 				log.Warn("readiness check failed", zap.String("check", c.Name), zap.Error(err))
 			}
 		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if len(failed) > 0 {
+			// A problem like every other refusal, with Retry-After; a
+			// probe reads the status only.
+			body, _ := json.Marshal(NewProblem(http.StatusServiceUnavailable, ReasonUnavailable, "not ready: "+strings.Join(failed, "; ")))
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
 			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte("not ready\n" + strings.Join(failed, "\n") + "\n"))
+			_, _ = w.Write(body)
 			return
 		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
 }
