@@ -17,6 +17,11 @@ import (
 
 // edge is the public listener's handler around the mux
 // (docs/architecture.md#the-http-edge). For every request it:
+//   - gives the request its ID (docs/operations.md#request-ids): the
+//     X-Request-Id it came with when that is well-formed (IDPattern), else
+//     a new UUID; the answer carries it in X-Request-Id, every problem in
+//     its instance, and every line logged about the request in request_id
+//     (RequestLog);
 //   - gives a request that declares a body (a Content-Length above 0, or
 //     chunked) the server's one body read deadline, timeout after its
 //     headers, on every route (docs/operations.md#request-bodies): a read
@@ -38,6 +43,9 @@ import (
 //     as sent, never redirected.
 func edge(timeout time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := requestIDFor(r.Header.Get(RequestIDHeader))
+		w.Header().Set(RequestIDHeader, id)
+		r = r.WithContext(WithRequestID(r.Context(), id))
 		ew := &edgeWriter{ResponseWriter: w, req: r}
 		if !declaresBody(r) {
 			next.ServeHTTP(ew, r)
@@ -48,8 +56,7 @@ func edge(timeout time.Duration, next http.Handler) http.Handler {
 		if err := rc.SetReadDeadline(time.Now().Add(timeout)); err == nil {
 			body.lift = func() { _ = rc.SetReadDeadline(time.Time{}) }
 		}
-		r = r.WithContext(r.Context()) // a shallow copy: the caller's request stays as it was
-		r.Body = body
+		r.Body = body // r is edge's own shallow copy (WithContext)
 		ew.body = body
 		ew.req = r
 		next.ServeHTTP(ew, r)
@@ -113,6 +120,7 @@ func (w *edgeWriter) WriteHeader(code int) {
 		return
 	}
 	p := w.fallbackProblem(code)
+	p.Instance = instanceOf(w.req.Context())
 	w.replaced = true
 	body, _ := json.Marshal(p)
 	h.Del("Location")

@@ -16,6 +16,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"go.uber.org/fx/fxtest"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/pharos-metallo/metallo/platform/auth"
 )
@@ -183,5 +184,83 @@ func TestReadyzFailingIsAProblem(t *testing.T) {
 	if resp.StatusCode != 503 || json.Unmarshal(raw, &p) != nil || p.Reason != ReasonUnavailable || p.Detail != "not ready: db: not ready" ||
 		resp.Header.Get("Retry-After") != fmt.Sprint(RetryAfterSeconds) {
 		t.Fatalf("%d %s %s", resp.StatusCode, resp.Header, raw)
+	}
+}
+
+// TestEveryRequestCarriesItsIDInTheAnswerTheProblemAndTheLog: a
+// well-formed X-Request-Id is kept, a malformed or missing one replaced by
+// a new UUID; the answer's X-Request-Id, every problem's instance (the
+// edge's, the authentication's, a parameter check's, a handler's) and the
+// lines logged about the request name the same ID.
+func TestEveryRequestCarriesItsIDInTheAnswerTheProblemAndTheLog(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	log := zap.New(core)
+	key, entry, _ := auth.NewKey(auth.Principal{Kind: auth.KindService, ID: "reader"})
+	ks, _ := auth.NewKeyStore(auth.KeysFile{Keys: []auth.KeyEntry{entry}})
+	lc := fxtest.NewLifecycle(t)
+	reg := RegistrarFunc(func(api huma.API) {
+		huma.Register(api, huma.Operation{OperationID: "boom", Method: http.MethodGet, Path: "/boom/{n}", Security: Bearer()},
+			func(ctx context.Context, in *struct {
+				N int `path:"n" minimum:"1"`
+			}) (*struct{}, error) {
+				return nil, Failure(ctx, log, errors.New("decode row: something unexpected"))
+			})
+	})
+	s, err := newServer(Config{Listen: "127.0.0.1:0", Title: "test"}, serverParams{Lifecycle: lc, Log: log, Authn: ks, Registrars: []Registrar{reg}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc.RequireStart()
+	t.Cleanup(lc.RequireStop)
+	get := func(path, id, bearer string) (*http.Response, Problem) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, "http://"+s.Addr()+path, nil)
+		if id != "" {
+			req.Header.Set(RequestIDHeader, id)
+		}
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var p Problem
+		_ = json.NewDecoder(resp.Body).Decode(&p)
+		return resp, p
+	}
+	seen := map[string]bool{}
+	for _, tc := range []struct {
+		name, path, id, bearer string
+		status                 int
+		keep                   bool
+	}{
+		{"a handler's 500", "/boom/1", "req-7f3a.b_c", key, 500, true},
+		{"a parameter check's 422", "/boom/0", "0b8e4c6a-5e0f-4b8e-9d2a-3c1f7e6a9b10", key, 422, true},
+		{"the authentication's 401", "/boom/1", "", "", 401, false},
+		{"the edge's 404", "/nowhere", "has space", "", 404, false},
+		{"a 404 with an ID too long", "/nowhere", strings.Repeat("a", 129), "", 404, false},
+		{"a 404 with an ID of another shape", "/nowhere", "-leading-dash", "", 404, false},
+	} {
+		resp, p := get(tc.path, tc.id, tc.bearer)
+		id := resp.Header.Get(RequestIDHeader)
+		switch {
+		case resp.StatusCode != tc.status:
+			t.Errorf("%s: %d, want %d", tc.name, resp.StatusCode, tc.status)
+		case tc.keep && id != tc.id:
+			t.Errorf("%s: X-Request-Id %q, want the one sent, %q", tc.name, id, tc.id)
+		case !tc.keep && (id == tc.id || !requestIDShape.MatchString(id) || len(id) != 36):
+			t.Errorf("%s: X-Request-Id %q for %q sent, want a new UUID", tc.name, id, tc.id)
+		case p.Instance != "urn:metallo:request:"+id:
+			t.Errorf("%s: instance %q, X-Request-Id %q", tc.name, p.Instance, id)
+		case seen[id]:
+			t.Errorf("%s: ID %q answered twice", tc.name, id)
+		}
+		seen[id] = true
+	}
+	lines := logs.FilterMessage("request failed").All()
+	if len(lines) != 1 || lines[0].ContextMap()["request_id"] != "req-7f3a.b_c" || lines[0].ContextMap()["operation"] != "boom" {
+		t.Fatalf("the 500's log line: %+v", lines)
 	}
 }

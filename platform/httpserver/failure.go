@@ -60,7 +60,8 @@ type logCauser interface{ LogCause() string }
 //   - a cancelled request (context.Canceled): 503 cancelled, not logged (its
 //     client went away);
 //   - anything else: 500 internal-error, logged once at error with the
-//     request ID; the detail names nothing of the error.
+//     request ID, which the answer's instance carries; the detail names
+//     nothing of the error.
 func Failure(ctx context.Context, log *zap.Logger, err error, unavailable ...Unavailable) error {
 	for _, u := range unavailable {
 		if u.Err != nil && errors.Is(err, u.Err) {
@@ -76,5 +77,5 @@ func Failure(ctx context.Context, log *zap.Logger, err error, unavailable ...Una
 		return NewProblem(http.StatusServiceUnavailable, ReasonCancelled, "the request was cancelled before it finished")
 	}
 	RequestLog(ctx, log).Error("request failed", zap.Error(err))
-	return NewProblem(http.StatusInternalServerError, ReasonInternal, "internal error; see the server log")
+	return NewProblem(http.StatusInternalServerError, ReasonInternal, "internal error; the server log names it with this request's ID (instance)")
 }

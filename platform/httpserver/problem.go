@@ -67,16 +67,23 @@ func DefaultReason(status int) string {
 
 // problemTransformer turns every *huma.ErrorModel that Huma writes into a
 // *Problem carrying a default reason, so every 4xx/5xx body has "reason",
-// and bounds the values every problem echoes (boundEchoedValues), a
-// handler's *Problem too.
-func problemTransformer(_ huma.Context, _ string, v any) (any, error) {
+// bounds the values every problem echoes (boundEchoedValues), a handler's
+// *Problem too, and gives every problem the request's ID as its instance
+// (docs/operations.md#request-ids).
+func problemTransformer(ctx huma.Context, _ string, v any) (any, error) {
+	var p *Problem
 	switch x := v.(type) {
 	case *huma.ErrorModel:
-		p := &Problem{ErrorModel: *x, Reason: DefaultReason(x.Status)}
-		p.Errors = boundEchoedValues(p.Errors)
-		return p, nil
+		p = &Problem{ErrorModel: *x, Reason: DefaultReason(x.Status)}
+		v = p
 	case *Problem:
-		x.Errors = boundEchoedValues(x.Errors)
+		p = x
+	default:
+		return v, nil
+	}
+	p.Errors = boundEchoedValues(p.Errors)
+	if p.Instance == "" && ctx != nil {
+		p.Instance = instanceOf(ctx.Context())
 	}
 	return v, nil
 }
@@ -119,7 +126,7 @@ func echoable(v any) bool {
 
 // problemSchemas documents every problem+json response of an operation
 // with the Problem schema (RFC 9457 plus "reason") instead of Huma's
-// ErrorModel.
+// ErrorModel, every response's X-Request-Id and every 503's Retry-After.
 func problemSchemas(oapi *huma.OpenAPI, op *huma.Operation) {
 	schema := oapi.Components.Schemas.Schema(reflect.TypeOf(Problem{}), true, "Problem")
 	for status, resp := range op.Responses {
@@ -129,10 +136,14 @@ func problemSchemas(oapi *huma.OpenAPI, op *huma.Operation) {
 		if mt, ok := resp.Content["application/problem+json"]; ok && mt != nil {
 			mt.Schema = schema
 		}
+		if resp.Headers == nil {
+			resp.Headers = map[string]*huma.Param{}
+		}
+		resp.Headers[RequestIDHeader] = &huma.Param{
+			Description: "The request's ID: the X-Request-Id sent when it is 1-128 letters, digits, '.', '_' or '-', else a new UUID; a problem's instance is urn:metallo:request:<ID>, and the server's log lines about the request carry it as request_id.",
+			Schema:      &huma.Schema{Type: huma.TypeString, Pattern: IDPattern},
+		}
 		if status == "503" {
-			if resp.Headers == nil {
-				resp.Headers = map[string]*huma.Param{}
-			}
 			resp.Headers["Retry-After"] = &huma.Param{
 				Description: "Seconds to wait before retrying (RFC 9110): sent with every 503 unavailable (the credential check, the context's store or an owner cannot be reached now); absent on 503 cancelled.",
 				Schema:      &huma.Schema{Type: huma.TypeInteger, Minimum: new(float64)},

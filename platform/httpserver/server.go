@@ -129,12 +129,20 @@ func NewAPI(mux *http.ServeMux, title string) huma.API {
 }
 
 // useRequestContext puts the answering operation's ID into the request's
-// context, for the lines logged about the request (RequestLog).
+// context, for the lines logged about the request (RequestLog), and gives
+// a request the server's edge has not seen (an API served without it, in
+// tests) its ID as the edge would.
 func useRequestContext(ctx huma.Context, next func(huma.Context)) {
-	if op := ctx.Operation(); op != nil {
-		ctx = huma.WithContext(ctx, withOperation(ctx.Context(), op.OperationID))
+	c := ctx.Context()
+	if RequestID(c) == "" {
+		id := requestIDFor(ctx.Header(RequestIDHeader))
+		ctx.SetHeader(RequestIDHeader, id)
+		c = WithRequestID(c, id)
 	}
-	next(ctx)
+	if op := ctx.Operation(); op != nil {
+		c = withOperation(c, op.OperationID)
+	}
+	next(huma.WithContext(ctx, c))
 }
 
 // UseAuthentication makes every operation that lists the bearer scheme
@@ -242,9 +250,13 @@ func asProblem(err error) *Problem {
 // WriteProblem writes p as the answer (application/problem+json, status
 // p.Status) from a Huma middleware that answers before the operation's
 // handler runs (authentication, admission, body guards). Echoed values are
-// bounded as in every problem Huma writes (boundEchoedValues).
+// bounded as in every problem Huma writes (boundEchoedValues); the
+// instance is the request's ID (docs/operations.md#request-ids).
 func WriteProblem(ctx huma.Context, p *Problem) {
 	p.Errors = boundEchoedValues(p.Errors)
+	if p.Instance == "" {
+		p.Instance = instanceOf(ctx.Context())
+	}
 	ctx.SetHeader("Content-Type", "application/problem+json")
 	ctx.SetStatus(p.Status)
 	_ = json.NewEncoder(ctx.BodyWriter()).Encode(p)
@@ -389,7 +401,9 @@ func registerHealth(mux *http.ServeMux, checks []ReadinessCheck, log *zap.Logger
 		if len(failed) > 0 {
 			// A problem like every other refusal, with Retry-After; a
 			// probe reads the status only.
-			body, _ := json.Marshal(NewProblem(http.StatusServiceUnavailable, ReasonUnavailable, "not ready: "+strings.Join(failed, "; ")))
+			p := NewProblem(http.StatusServiceUnavailable, ReasonUnavailable, "not ready: "+strings.Join(failed, "; "))
+			p.Instance = instanceOf(r.Context())
+			body, _ := json.Marshal(p)
 			w.Header().Set("Content-Type", "application/problem+json")
 			w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
 			w.WriteHeader(http.StatusServiceUnavailable)
