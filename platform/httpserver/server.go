@@ -361,7 +361,7 @@ func newServer(cfg Config, p serverParams) (*Server, error) {
 			log.Info("serving API", zap.String("addr", ln.Addr().String()), zap.String("scheme", scheme), zap.String("docs", scheme+"://"+ln.Addr().String()+"/docs"))
 			go func() {
 				if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-					log.Error("API server stopped", zap.Error(err))
+					log.Error("API server failed; it serves no more requests", zap.Error(err))
 				}
 			}()
 			return nil
@@ -372,6 +372,7 @@ func newServer(cfg Config, p serverParams) (*Server, error) {
 			if err := s.srv.Shutdown(ctx); err != nil {
 				return fmt.Errorf("shut down API server: %w", err)
 			}
+			log.Info("API server stopped", zap.String("addr", s.Addr()))
 			return nil
 		},
 	})
