@@ -29,6 +29,7 @@ import (
 	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/database/dbtest"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
+	"github.com/pharos-metallo/metallo/platform/httpserver/routetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
@@ -186,20 +187,6 @@ type sweepRequest struct {
 	// offRoute marks a request whose path names no route (the mux answers
 	// it), so the operation's documented reasons do not apply.
 	offRoute bool
-}
-
-// operations are the served API's operations, sorted by path and method.
-func operations(api huma.API) []*huma.Operation {
-	var ops []*huma.Operation
-	for _, item := range api.OpenAPI().Paths {
-		for _, op := range []*huma.Operation{item.Get, item.Put, item.Post, item.Delete, item.Patch} {
-			if op != nil {
-				ops = append(ops, op)
-			}
-		}
-	}
-	slices.SortFunc(ops, func(a, b *huma.Operation) int { return strings.Compare(a.Path+a.Method, b.Path+b.Method) })
-	return ops
 }
 
 const (
@@ -700,7 +687,7 @@ func sweep(t *testing.T, s *sweepProcess) map[string]int {
 	statuses := map[string]int{}
 	kinds := map[string]int{} // "status media type" → answers
 	before := s.digest(t)
-	ops := operations(s.api)
+	ops := routetest.Operations(s.api)
 	if len(ops) < 15 {
 		t.Fatalf("the served document has %d operations; both roles' are expected", len(ops))
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/pharos-metallo/metallo/platform/httpserver/routetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
@@ -41,7 +42,7 @@ func wrongKeyFor(s *sweepProcess, op *huma.Operation) string {
 // (docs/operations.md#request-bodies).
 func TestARefusedKeyIsAnsweredWhileTheBodyIsWithheldOnEveryRoute(t *testing.T) {
 	s := startSweepProcessWith(t, "sqlite", 60*time.Second)
-	ops := operations(s.api)
+	ops := routetest.Operations(s.api)
 	if len(ops) < 15 {
 		t.Fatalf("the served document has %d operations; both roles' are expected", len(ops))
 	}

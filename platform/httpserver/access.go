@@ -72,6 +72,22 @@ func WithReasons(m map[string]any, byStatus map[int][]string) map[string]any {
 	return out
 }
 
+// BearerOperation completes the document of one route of a context, op
+// giving what differs (ID, method, path, texts, the handler's own fields),
+// with what every operation of the central roles shares: the context's
+// tag, bearer security, the admit metadata (AdmitMetadata with its
+// WithPrincipals), the reasons answered per problem status (WithReasons,
+// which adds the shared ones) and the errors declared: every status of
+// those reasons. The route sweep fails on a reason answered but not listed
+// (docs/testing.md#the-route-sweep).
+func BearerOperation(op huma.Operation, tag string, admit map[string]any, reasons map[int][]string) huma.Operation {
+	op.Tags = []string{tag}
+	op.Security = Bearer()
+	op.Metadata = WithReasons(admit, reasons)
+	op.Errors = slices.Sorted(maps.Keys(ReasonsOf(&op)))
+	return op
+}
+
 // ReasonsOf returns the reasons an operation's metadata lists per problem
 // status (WithReasons), nil when it lists none.
 func ReasonsOf(op *huma.Operation) map[int][]string {

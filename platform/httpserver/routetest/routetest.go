@@ -74,7 +74,7 @@ func AdmitsOnlyDocumentedPrincipals(t testing.TB, register func(api huma.API)) i
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	ops := operations(api)
+	ops := Operations(api)
 	if len(ops) == 0 {
 		t.Fatal("no operation registered")
 	}
@@ -112,8 +112,8 @@ func AdmitsOnlyDocumentedPrincipals(t testing.TB, register func(api huma.API)) i
 	return sent
 }
 
-// operations are api's operations, sorted by path and method.
-func operations(api huma.API) []*huma.Operation {
+// Operations are api's operations, sorted by path and method.
+func Operations(api huma.API) []*huma.Operation {
 	var ops []*huma.Operation
 	for _, item := range api.OpenAPI().Paths {
 		for _, op := range []*huma.Operation{item.Get, item.Put, item.Post, item.Delete, item.Patch} {
@@ -122,7 +122,7 @@ func operations(api huma.API) []*huma.Operation {
 			}
 		}
 	}
-	slices.SortFunc(ops, func(a, b *huma.Operation) int { return strings.Compare(a.Path+" "+a.Method, b.Path+" "+b.Method) })
+	slices.SortFunc(ops, func(a, b *huma.Operation) int { return strings.Compare(a.Path+a.Method, b.Path+b.Method) })
 	return ops
 }
 

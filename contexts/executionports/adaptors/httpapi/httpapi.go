@@ -11,9 +11,7 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"maps"
 	"net/http"
-	"slices"
 
 	"github.com/danielgtaylor/huma/v2"
 	"go.uber.org/zap"
@@ -98,18 +96,12 @@ func withExamples(op huma.Operation, ex []httpserver.Example) huma.Operation {
 	return op
 }
 
-// operation completes the document of one route, op giving what differs
-// (ID, method, path, texts, the handler's own fields), with what every
-// operation here shares: the tag, bearer security, the admit rule with the
-// reasons answered per problem status (httpserver.WithReasons, which adds
-// 401, 403, 500 and 503) and the errors declared: every status of those
-// reasons.
+// operation completes the document of one route with what every operation
+// of the central roles shares (httpserver.BearerOperation), under Tag: the
+// admit rule with its principals (admit.go) and the reasons per problem
+// status.
 func operation(op huma.Operation, admit map[string]any, reasons map[int][]string) huma.Operation {
-	op.Tags = []string{Tag}
-	op.Security = httpserver.Bearer()
-	op.Metadata = httpserver.WithReasons(admit, reasons)
-	op.Errors = slices.Sorted(maps.Keys(httpserver.ReasonsOf(&op)))
-	return op
+	return httpserver.BearerOperation(op, Tag, admit, reasons)
 }
 
 // streamOperation is operation for a route of a stream

@@ -19,9 +19,7 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"maps"
 	"net/http"
-	"slices"
 
 	"github.com/danielgtaylor/huma/v2"
 	"go.uber.org/zap"
@@ -85,19 +83,12 @@ func withExamples(op huma.Operation, byOperation map[string][]httpserver.Example
 	return op
 }
 
-// operation completes the document of one route, op giving what differs
-// (ID, method, path, texts, the handler's own fields), with what every
-// operation here shares: the tag, bearer security, the admit rule with its
-// principals (admit.go), the reasons answered per problem status
-// (httpserver.WithReasons, which adds 401, 403, 500 and 503 unavailable)
-// and the errors declared: every status of those reasons. The route sweep
-// fails on a reason answered but not listed (docs/testing.md#the-route-sweep).
+// operation completes the document of one route with what every operation
+// of the central roles shares (httpserver.BearerOperation), under Tag: the
+// admit rule with its principals (admit.go) and the reasons per problem
+// status.
 func operation(op huma.Operation, admit map[string]any, reasons map[int][]string) huma.Operation {
-	op.Tags = []string{Tag}
-	op.Security = httpserver.Bearer()
-	op.Metadata = httpserver.WithReasons(admit, reasons)
-	op.Errors = slices.Sorted(maps.Keys(httpserver.ReasonsOf(&op)))
-	return op
+	return httpserver.BearerOperation(op, Tag, admit, reasons)
 }
 
 // reporterOperation is the document of a Site agent's route (…/{site}/…),
