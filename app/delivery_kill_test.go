@@ -28,7 +28,7 @@ import (
 // spawned is an execution process started off the test goroutine.
 func spawnExecution(bin string, args []string) (*servedProcess, error) {
 	args = append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", ""}, args...)
-	p := &servedProcess{cmd: exec.Command(bin, args...)}
+	p := &servedProcess{cmd: exec.Command(bin, args...), logDone: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), "METALLO_LOG_LEVEL=info")
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {

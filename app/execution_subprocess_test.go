@@ -20,6 +20,21 @@ type servedProcess struct {
 
 	mu  sync.Mutex
 	log []string
+	// logDone is closed once the process's standard error reached its end
+	// (it exited); exited then carries its Wait error.
+	logDone chan struct{}
+	wait    sync.Once
+	exitErr error
+}
+
+// exit waits for the process to exit (its log read to the end, then Wait)
+// and returns Wait's error; it may be called more than once.
+func (p *servedProcess) exit() error {
+	p.wait.Do(func() {
+		<-p.logDone
+		p.exitErr = p.cmd.Wait()
+	})
+	return p.exitErr
 }
 
 // startServed starts `bin serve args…` on a free loopback port and waits until
@@ -28,7 +43,7 @@ type servedProcess struct {
 func startServed(t *testing.T, bin string, args ...string) *servedProcess {
 	t.Helper()
 	args = append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", ""}, args...)
-	p := &servedProcess{cmd: exec.Command(bin, args...)}
+	p := &servedProcess{cmd: exec.Command(bin, args...), logDone: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), "METALLO_LOG_LEVEL=info")
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
@@ -42,7 +57,7 @@ func startServed(t *testing.T, bin string, args ...string) *servedProcess {
 	t.Cleanup(func() {
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
-		go func() { _ = p.cmd.Wait(); close(done) }()
+		go func() { _ = p.exit(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(30 * time.Second):
@@ -63,6 +78,7 @@ func startServed(t *testing.T, bin string, args ...string) *servedProcess {
 }
 
 func (p *servedProcess) readLog(r io.Reader, addr chan<- string) {
+	defer close(p.logDone)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	sent := false
@@ -80,6 +96,13 @@ func (p *servedProcess) readLog(r io.Reader, addr chan<- string) {
 			sent = true
 		}
 	}
+}
+
+// logLines are the lines the process logged so far.
+func (p *servedProcess) logLines() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.log...)
 }
 
 func (p *servedProcess) logText() string {

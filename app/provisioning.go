@@ -60,7 +60,7 @@ func ProvisioningRole() Role {
 			c.Migrate = migrate
 			return resourceprovisioning.Module(c)
 		},
-		OpenAPI: func(api huma.API) { httpapi.New(nil, nil).Register(api) },
+		OpenAPI: func(api huma.API) { httpapi.Register(api, &httpapi.Handlers{}) },
 	}, resourceprovisioning.Database(), func() database.Settings { return cfg.DatabaseSettings() })
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/database/dbtest"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
+	"github.com/pharos-metallo/metallo/platform/httpserver/routetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
@@ -63,6 +64,13 @@ type sweepProcess struct {
 
 func startSweepProcess(t *testing.T, engine string) *sweepProcess {
 	t.Helper()
+	return startSweepProcessWith(t, engine, sweepReadTimeout)
+}
+
+// startSweepProcessWith is startSweepProcess with --body-read-timeout
+// readTimeout.
+func startSweepProcessWith(t *testing.T, engine string, readTimeout time.Duration) *sweepProcess {
+	t.Helper()
 	dir := t.TempDir()
 	files := executiontest.WriteFiles(t, dir, []executiontest.Environment{{ID: "alpha-k8s", Site: "alpha", Authority: "https://metallo.example.org"}},
 		"site:alpha", "service:beto")
@@ -76,7 +84,7 @@ func startSweepProcess(t *testing.T, engine string) *sweepProcess {
 	}
 	var srv *httpserver.Server
 	app := fxtest.New(t,
-		Compose(roles, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, EnvironmentsFile: files.EnvironmentsFile, Migrate: true, BodyReadTimeout: sweepReadTimeout}, zaptest.NewLogger(t)),
+		Compose(roles, Common{Listen: "127.0.0.1:0", KeysFile: files.KeysFile, EnvironmentsFile: files.EnvironmentsFile, Migrate: true, BodyReadTimeout: readTimeout}, zaptest.NewLogger(t)),
 		fx.Populate(&srv),
 	)
 	app.RequireStart()
@@ -170,20 +178,15 @@ type sweepRequest struct {
 	// badParam marks a parameter that is not text or is 10 kB long: the
 	// answer must be a 4xx.
 	badParam bool
-}
-
-// operations are the served API's operations, sorted by path and method.
-func operations(api huma.API) []*huma.Operation {
-	var ops []*huma.Operation
-	for _, item := range api.OpenAPI().Paths {
-		for _, op := range []*huma.Operation{item.Get, item.Put, item.Post, item.Delete, item.Patch} {
-			if op != nil {
-				ops = append(ops, op)
-			}
-		}
-	}
-	slices.SortFunc(ops, func(a, b *huma.Operation) int { return strings.Compare(a.Path+a.Method, b.Path+b.Method) })
-	return ops
+	// want is the status the answer must have (0: any the other checks
+	// allow).
+	want int
+	// jsonSpelling marks a good body declared JSON in another spelling:
+	// the answer must not be 415.
+	jsonSpelling bool
+	// offRoute marks a request whose path names no route (the mux answers
+	// it), so the operation's documented reasons do not apply.
+	offRoute bool
 }
 
 const (
@@ -439,14 +442,32 @@ func generate(t *testing.T, s *sweepProcess, op *huma.Operation, rng *rand.Rand)
 	}
 	path := fill(op, nil)
 	reqs = append(reqs, sweepRequest{name: "good parameters", method: op.Method, path: path, key: key, contentType: ct, body: good})
+	// A query that cannot be decoded is refused, never dropped; a path
+	// the mux would clean is no route, never a redirect.
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	reqs = append(reqs,
+		sweepRequest{name: "query %zz", method: op.Method, path: path + sep + "cursor=%zz", key: key, contentType: ct, body: good, want: http.StatusBadRequest},
+		sweepRequest{name: "query ;", method: op.Method, path: path + sep + "a=1;b=2", key: key, contentType: ct, body: good, want: http.StatusBadRequest},
+		sweepRequest{name: "path //", offRoute: true, method: op.Method, path: "/" + path, key: key, contentType: ct, body: good, want: http.StatusNotFound},
+		sweepRequest{name: "path /x/../", offRoute: true, method: op.Method, path: "/x/.." + path, key: key, contentType: ct, body: good, want: http.StatusNotFound},
+		sweepRequest{name: "path /./", offRoute: true, method: op.Method, path: "/." + path, key: key, contentType: ct, body: good, want: http.StatusNotFound},
+	)
 	if !hasBody {
+		// A route that takes no body refuses one declared.
+		reqs = append(reqs, sweepRequest{name: "a body on a route without one", method: op.Method, path: path, key: key, contentType: "application/json", body: []byte(`{}`), want: http.StatusBadRequest})
 		return reqs
+	}
+	for _, c := range []string{"APPLICATION/JSON", "Application/Json; Charset=UTF-8", "application/vnd.metallo+json", "APPLICATION/PROBLEM+JSON; charset=utf-8"} {
+		reqs = append(reqs, sweepRequest{name: "content type " + c, method: op.Method, path: path, key: key, contentType: c, body: good, jsonSpelling: true})
 	}
 	for i, b := range rawBodies {
 		reqs = append(reqs, sweepRequest{name: fmt.Sprintf("raw body %d", i), method: op.Method, path: path, key: key, contentType: ct, body: []byte(b)})
 	}
-	for _, c := range []string{"", "text/plain", "application/json; charset=latin1", "application/cbor", "multipart/form-data; boundary=x"} {
-		reqs = append(reqs, sweepRequest{name: "content type " + c, method: op.Method, path: path, key: key, contentType: c, body: good})
+	for _, c := range []string{"", "text/plain", "application/json; charset=latin1", "application/cbor", "multipart/form-data; boundary=x", "application/jsonx", "TEXT/JSON"} {
+		reqs = append(reqs, sweepRequest{name: "content type " + c, method: op.Method, path: path, key: key, contentType: c, body: good, want: http.StatusUnsupportedMediaType})
 	}
 	var at [][]any
 	leaves(inst, nil, &at)
@@ -486,9 +507,16 @@ func stringKeys(m map[string]string) func(func(string) bool) {
 
 // sweepAnswer is what one request got.
 type sweepAnswer struct {
-	status int
-	took   time.Duration
-	reason string // a 4xx problem's
+	status      int
+	contentType string // the media type, without parameters
+	took        time.Duration
+	reason      string // a 4xx problem's
+}
+
+// mediaType is a Content-Type header's media type without parameters.
+func mediaType(header string) string {
+	mt, _, _ := strings.Cut(header, ";")
+	return strings.TrimSpace(mt)
 }
 
 // send sends r and checks the answer's shape: a 2xx, or a 4xx problem
@@ -523,7 +551,19 @@ func (s *sweepProcess) send(t *testing.T, r sweepRequest) sweepAnswer {
 	if err != nil {
 		t.Errorf("%s %.100s (%s): answer not read within %s: %v", r.method, r.path, r.name, sweepHangBound, err)
 	}
-	a := sweepAnswer{status: resp.StatusCode, took: took}
+	a := sweepAnswer{status: resp.StatusCode, contentType: mediaType(resp.Header.Get("Content-Type")), took: took}
+	if r.want != 0 && resp.StatusCode != r.want {
+		t.Errorf("%s %.100s (%s): %d %.300s, want %d", r.method, r.path, r.name, resp.StatusCode, raw, r.want)
+	}
+	if r.jsonSpelling && resp.StatusCode == http.StatusUnsupportedMediaType {
+		t.Errorf("%s %.100s (%s): 415 for a JSON media type", r.method, r.path, r.name)
+	}
+	if resp.StatusCode >= 300 && (a.contentType != "application/problem+json" || resp.Header.Get("Location") != "") {
+		t.Errorf("%s %.100s (%s): %d %q Location %q: every refusal is a problem, never a redirect", r.method, r.path, r.name, resp.StatusCode, a.contentType, resp.Header.Get("Location"))
+	}
+	if id := resp.Header.Get(httpserver.RequestIDHeader); id == "" {
+		t.Errorf("%s %.100s (%s): no %s", r.method, r.path, r.name, httpserver.RequestIDHeader)
+	}
 	switch {
 	case resp.StatusCode >= 500:
 		t.Errorf("%s %.100s (%s): %d %.300s", r.method, r.path, r.name, resp.StatusCode, raw)
@@ -557,6 +597,38 @@ func (s *sweepProcess) send(t *testing.T, r sweepRequest) sweepAnswer {
 		t.Errorf("%s %.100s (%s): %d, want a 4xx", r.method, r.path, r.name, resp.StatusCode)
 	}
 	return a
+}
+
+// truncatedBody sends op's request declaring 100 body bytes, sends 10 and
+// closes its side of the connection: it returns the answer's status, media
+// type and, for a problem, its reason.
+func (s *sweepProcess) truncatedBody(t *testing.T, op *huma.Operation) (int, string, string) {
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.base, "http://"))
+	if err != nil {
+		t.Error(err)
+		return -1, "", ""
+	}
+	defer conn.Close()
+	head := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n%s: %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n",
+		op.Method, fill(op, nil), keyFor(s, op), siteprotocol.InstallationHeader, sweepInstID)
+	_ = conn.SetDeadline(time.Now().Add(sweepHangBound))
+	if _, err := io.WriteString(conn, head+`{"x":12345`); err != nil {
+		t.Error(err)
+		return -1, "", ""
+	}
+	_ = conn.(*net.TCPConn).CloseWrite()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Errorf("%s %s with a truncated body: no answer: %v", op.Method, op.Path, err)
+		return -1, "", ""
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	var p struct {
+		Reason string `json:"reason"`
+	}
+	_ = json.Unmarshal(raw, &p)
+	return resp.StatusCode, mediaType(resp.Header.Get("Content-Type")), p.Reason
 }
 
 // slowBody sends op's request declaring 999 body bytes and sending 7: the
@@ -613,8 +685,9 @@ func reasonDocumented(op *huma.Operation, status int, reason string) bool {
 func sweep(t *testing.T, s *sweepProcess) map[string]int {
 	rng := rand.New(rand.NewPCG(15, 2026))
 	statuses := map[string]int{}
+	kinds := map[string]int{} // "status media type" → answers
 	before := s.digest(t)
-	ops := operations(s.api)
+	ops := routetest.Operations(s.api)
 	if len(ops) < 15 {
 		t.Fatalf("the served document has %d operations; both roles' are expected", len(ops))
 	}
@@ -623,7 +696,8 @@ func sweep(t *testing.T, s *sweepProcess) map[string]int {
 		for _, r := range generate(t, s, op, rng) {
 			a := s.send(t, r)
 			n++
-			if a.status >= 400 && a.status < 500 && !reasonDocumented(op, a.status, a.reason) {
+			kinds[fmt.Sprintf("%d %s", a.status, a.contentType)]++
+			if a.status >= 400 && a.status < 500 && !r.offRoute && !reasonDocumented(op, a.status, a.reason) {
 				t.Errorf("%s %s (%s): answered %d %s, which the route's documentation does not list", op.Method, op.Path, r.name, a.status, a.reason)
 			}
 			statuses[fmt.Sprintf("%s %s %s", op.Method, op.Path, r.name)] = a.status
@@ -633,6 +707,20 @@ func sweep(t *testing.T, s *sweepProcess) map[string]int {
 			}
 			before = after
 		}
+	}
+	// A body shorter than its Content-Length, the client's side then
+	// closed: 400 on every route, nothing stored.
+	for _, op := range ops {
+		code, ct, reason := s.truncatedBody(t, op)
+		kinds[fmt.Sprintf("%d %s", code, ct)]++
+		n++
+		if code != http.StatusBadRequest || ct != "application/problem+json" || reason != httpserver.DefaultReason(http.StatusBadRequest) {
+			t.Errorf("%s %s with a truncated body: %d %s %s, want 400 invalid-request", op.Method, op.Path, code, ct, reason)
+		}
+		statuses[op.Method+" "+op.Path+" truncated body"] = code
+	}
+	if after := s.digest(t); after != before {
+		t.Errorf("requests with truncated bodies changed the stored state")
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -658,6 +746,7 @@ func sweep(t *testing.T, s *sweepProcess) map[string]int {
 		byStatus[c]++
 	}
 	t.Logf("%d generated requests and %d stalled bodies on %d operations; answers by status: %v", n, len(ops), len(ops), byStatus)
+	t.Logf("answers by status and media type (stalled bodies left out): %v", kinds)
 	return statuses
 }
 

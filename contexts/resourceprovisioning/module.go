@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/danielgtaylor/huma/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
@@ -208,7 +209,8 @@ func newService(cfg Config, s Store, clk clock.Clock, log *zap.Logger, reg prome
 
 // newRegistrar registers the context's HTTP operations (adaptors/httpapi).
 func newRegistrar(svc *application.Service, log *zap.Logger) httpserver.Registrar {
-	return httpapi.New(svc, log)
+	h := &httpapi.Handlers{Service: svc, Log: log}
+	return httpserver.RegistrarFunc(func(api huma.API) { httpapi.Register(api, h) })
 }
 
 // newReadinessCheck pings the store's write connection and its read pool.

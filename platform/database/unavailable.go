@@ -130,11 +130,17 @@ func LogCause(err error) string {
 	if !errors.As(err, &ue) {
 		return ""
 	}
-	if ue.Cause == nil {
-		return ue.Op
+	return ue.LogCause()
+}
+
+// LogCause returns the operation that failed and the driver's text, for
+// logs only (the HTTP edge's tail logs it: httpserver.Failure).
+func (e *UnavailableError) LogCause() string {
+	if e.Cause == nil {
+		return e.Op
 	}
-	if ue.Op == "" {
-		return ue.Cause.Error()
+	if e.Op == "" {
+		return e.Cause.Error()
 	}
-	return ue.Op + ": " + ue.Cause.Error()
+	return e.Op + ": " + e.Cause.Error()
 }

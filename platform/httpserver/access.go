@@ -31,24 +31,35 @@ func WithPrincipals(m map[string]any, principals ...string) map[string]any {
 	return out
 }
 
+// PrincipalsOf returns the principals an operation's metadata names
+// (WithPrincipals), nil when it names none.
+func PrincipalsOf(op *huma.Operation) []string {
+	p, _ := op.Metadata[principalsKey].([]string)
+	return p
+}
+
 // WithReasons returns metadata m with the reasons the operation answers per
 // problem status, documented by DocumentAccess as each response's x-reasons
-// and in its description. The statuses every bearer operation shares are
-// added here: 401 unauthenticated (UseAuthentication), 403 forbidden (the
-// admit rule), 500 internal-error and 503 unavailable (the credential check
-// or the store cannot be reached now). Every reason a route can answer
-// must be listed: app's route sweep fails on one that is not
-// (docs/testing.md#the-route-sweep).
+// and in its description. The reasons every bearer operation shares are
+// added here: 400 invalid-request (a query that cannot be decoded, a body
+// on a route that takes none, or one shorter than its Content-Length), 401
+// unauthenticated (UseAuthentication), 403 forbidden (the
+// admit rule), 500 internal-error, 503 unavailable (the credential check,
+// the store or an owner cannot be reached now) and 503 cancelled (the
+// request was cancelled before its handler finished; Failure). Every
+// reason a route can answer must be listed: app's route sweep fails on one
+// that is not (docs/testing.md#the-route-sweep).
 func WithReasons(m map[string]any, byStatus map[int][]string) map[string]any {
 	out := maps.Clone(m)
 	if out == nil {
 		out = map[string]any{}
 	}
 	all := map[int][]string{
+		http.StatusBadRequest:          {DefaultReason(http.StatusBadRequest)},
 		http.StatusUnauthorized:        {DefaultReason(http.StatusUnauthorized)},
 		http.StatusForbidden:           {DefaultReason(http.StatusForbidden)},
-		http.StatusServiceUnavailable:  {DefaultReason(http.StatusServiceUnavailable)},
-		http.StatusInternalServerError: {DefaultReason(http.StatusInternalServerError)},
+		http.StatusServiceUnavailable:  {ReasonUnavailable, ReasonCancelled},
+		http.StatusInternalServerError: {ReasonInternal},
 	}
 	for status, reasons := range byStatus {
 		for _, r := range reasons {
@@ -59,6 +70,22 @@ func WithReasons(m map[string]any, byStatus map[int][]string) map[string]any {
 	}
 	out[reasonsKey] = all
 	return out
+}
+
+// BearerOperation completes the document of one route of a context, op
+// giving what differs (ID, method, path, texts, the handler's own fields),
+// with what every operation of the central roles shares: the context's
+// tag, bearer security, the admit metadata (AdmitMetadata with its
+// WithPrincipals), the reasons answered per problem status (WithReasons,
+// which adds the shared ones) and the errors declared: every status of
+// those reasons. The route sweep fails on a reason answered but not listed
+// (docs/testing.md#the-route-sweep).
+func BearerOperation(op huma.Operation, tag string, admit map[string]any, reasons map[int][]string) huma.Operation {
+	op.Tags = []string{tag}
+	op.Security = Bearer()
+	op.Metadata = WithReasons(admit, reasons)
+	op.Errors = slices.Sorted(maps.Keys(ReasonsOf(&op)))
+	return op
 }
 
 // ReasonsOf returns the reasons an operation's metadata lists per problem

@@ -30,7 +30,7 @@ func TestDocumentAccessWritesThePrincipalsAndTheReasonsOfEachStatus(t *testing.T
 	if !strings.HasSuffix(op.Description, "Principal: service:* (403 forbidden for any other).") {
 		t.Errorf("description = %q", op.Description)
 	}
-	for status, want := range map[string][]string{"400": {"invalid-cursor"}, "401": {"unauthenticated"}, "403": {"forbidden"}, "503": {"unavailable", "cancelled"}} {
+	for status, want := range map[string][]string{"400": {"invalid-request", "invalid-cursor"}, "401": {"unauthenticated"}, "403": {"forbidden"}, "503": {"unavailable", "cancelled"}} {
 		resp := op.Responses[status]
 		got, _ := resp.Extensions["x-reasons"].([]string)
 		if !slices.Equal(got, want) {

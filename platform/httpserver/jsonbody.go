@@ -3,6 +3,7 @@ package httpserver
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -21,22 +22,19 @@ import (
 // silently (docs/architecture.md#one-answer-per-fault). It runs after the
 // authentication middleware and the operation's admit rule, so only an
 // admitted principal learns the body's rules. Each role states its own
-// answers in the fields; the zero value of an optional field passes that
-// case on to Huma unchanged.
+// answers to Check's refusals in Refuse and Then.
 //
 // In order, a request is refused:
-//   - without a Content-Type: 415 unsupported-media-type (Huma would assume
-//     JSON), detail UnsupportedDetail(""); with OnlyJSON, also any media type
-//     but application/json with no charset or charset UTF-8 (Huma could
-//     decode CBOR); without OnlyJSON a media type that is not JSON
-//     (application/json or +json) is passed on;
-//   - with a body of more than Limit bytes: 413 payload-too-large, detail
-//     TooLargeDetail (a body of exactly Limit bytes is read); with an empty
-//     TooLargeDetail, a body of Limit bytes or more, an empty body and a
-//     failed read are passed on (Huma reads the same bytes, then the rest
-//     and the error, and answers as it always does). A read that fails with
-//     OwnRead set is answered by BodyReadProblem (408 past the server's body
-//     read deadline);
+//   - whose Content-Type is not JSON (JSONMediaType: application/json or a
+//     +json type, in any case, with no charset or charset UTF-8), or
+//     missing (Huma would assume JSON): 415 unsupported-media-type, before
+//     a byte of the body is read. An accepted type is handed to Huma as
+//     application/json, so every JSON media type decodes alike;
+//   - whose body cannot be read: BodyReadProblem (408 request-timeout past
+//     the server's body read deadline, else 400 invalid-request: a body
+//     shorter than its Content-Length, a broken chunked encoding);
+//   - with a body of more than Limit bytes: 413 payload-too-large naming
+//     Limit (a body of exactly Limit bytes is read);
 //   - whose bytes Check refuses: Refuse(err) (Check returns an error wrapping
 //     an *ijson.Error; JSONRule and JSONLocation read it);
 //   - that Then refuses: its problem.
@@ -44,17 +42,11 @@ import (
 // The bytes read are put back, so the operation (and a later middleware)
 // reads them unchanged.
 type StrictJSONBody struct {
-	// Limit is the largest body read, in bytes; 0 is the operation's
-	// MaxBodyBytes (an operation without one is passed on unchecked).
+	// Limit is the largest body read, in bytes; 0 is the largest body Huma
+	// reads for the operation (its MaxBodyBytes - 1). The operation's
+	// MaxBodyBytes must exceed Limit, so Huma never answers with its own
+	// bound.
 	Limit int64
-	// OnlyJSON refuses every media type but application/json (UTF-8).
-	OnlyJSON bool
-	// UnsupportedDetail returns the 415 detail for the Content-Type given
-	// ("" when none was given).
-	UnsupportedDetail func(contentType string) string
-	// TooLargeDetail is the 413 detail of a body over Limit; "" passes an
-	// over-long body on to Huma.
-	TooLargeDetail string
 	// Check applies the role's strictness rules to the body; nil accepts
 	// any bytes.
 	Check func(raw []byte) error
@@ -68,40 +60,32 @@ type StrictJSONBody struct {
 func (g StrictJSONBody) Middleware() func(huma.Context, func(huma.Context)) {
 	return func(ctx huma.Context, next func(huma.Context)) {
 		ct := ctx.Header("Content-Type")
-		if ct == "" || (g.OnlyJSON && !utf8JSON(ct)) {
-			WriteProblem(ctx, NewProblem(http.StatusUnsupportedMediaType, DefaultReason(http.StatusUnsupportedMediaType), g.UnsupportedDetail(ct)))
-			return
-		}
-		if !g.OnlyJSON && !jsonMediaType(ct) {
-			next(ctx)
+		if !JSONMediaType(ct) {
+			WriteProblem(ctx, NewProblem(http.StatusUnsupportedMediaType, DefaultReason(http.StatusUnsupportedMediaType), UnsupportedMediaTypeDetail(ct)))
 			return
 		}
 		r, _ := humago.Unwrap(ctx)
-		if r == nil || r.Body == nil {
+		if r == nil {
 			next(ctx)
 			return
 		}
+		r.Header.Set("Content-Type", "application/json")
 		limit := g.Limit
-		if limit == 0 {
-			limit = ctx.Operation().MaxBodyBytes
-		}
 		if limit <= 0 {
-			next(ctx)
-			return
+			limit = ctx.Operation().MaxBodyBytes - 1
 		}
-		body := r.Body
-		raw, err := io.ReadAll(io.LimitReader(body, limit+1))
-		ownBounds := g.TooLargeDetail != ""
-		switch {
-		case err != nil && ownBounds:
-			WriteProblem(ctx, BodyReadProblem(err))
-			return
-		case int64(len(raw)) > limit && ownBounds:
-			WriteProblem(ctx, NewProblem(http.StatusRequestEntityTooLarge, DefaultReason(http.StatusRequestEntityTooLarge), g.TooLargeDetail))
-			return
-		case !ownBounds && (err != nil || int64(len(raw)) >= limit || len(bytes.TrimSpace(raw)) == 0):
-			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(raw), errReader{err}, body))
-			next(ctx)
+		var raw []byte
+		if r.Body != nil {
+			var err error
+			raw, err = io.ReadAll(io.LimitReader(r.Body, limit+1))
+			if err != nil {
+				WriteProblem(ctx, BodyReadProblem(err))
+				return
+			}
+		}
+		if int64(len(raw)) > limit {
+			WriteProblem(ctx, NewProblem(http.StatusRequestEntityTooLarge, DefaultReason(http.StatusRequestEntityTooLarge),
+				fmt.Sprintf("the request body is larger than the limit of %d bytes", limit)))
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(raw))
@@ -122,17 +106,27 @@ func (g StrictJSONBody) Middleware() func(huma.Context, func(huma.Context)) {
 	}
 }
 
-// utf8JSON reports whether a Content-Type is application/json with no
-// charset or charset UTF-8.
-func utf8JSON(header string) bool {
-	mt, params, err := mime.ParseMediaType(header)
-	return err == nil && mt == "application/json" && (params["charset"] == "" || strings.EqualFold(params["charset"], "utf-8"))
+// JSONMediaType reports whether a Content-Type declares JSON, the one
+// media-type rule of both central roles: application/json or a structured
+// syntax suffix +json type (RFC 6839), compared without regard to case
+// (RFC 9110 section 8.3.1), with no charset or charset UTF-8 (RFC 8259
+// section 8.1: JSON exchanged between systems is UTF-8).
+func JSONMediaType(header string) bool {
+	mt, params, err := mime.ParseMediaType(header) // lower-cases the type
+	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return false
+	}
+	cs, ok := params["charset"]
+	return !ok || strings.EqualFold(cs, "utf-8")
 }
 
-// jsonMediaType reports whether a Content-Type header names JSON.
-func jsonMediaType(header string) bool {
-	mt, _, err := mime.ParseMediaType(header)
-	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+// UnsupportedMediaTypeDetail is the detail of the 415 answered for the
+// Content-Type header ("" when none was given).
+func UnsupportedMediaTypeDetail(header string) string {
+	if header == "" {
+		return "the request body must be declared application/json (or a +json type), UTF-8; no Content-Type was given; nothing was stored"
+	}
+	return fmt.Sprintf("the request body must be declared application/json (or a +json type), UTF-8, not %q; nothing was stored", Bounded(header))
 }
 
 // JSONStatus is the status of a body refused by an ijson strictness rule,
@@ -168,17 +162,6 @@ func JSONRule(err error) string {
 		return je.Description()
 	}
 	return "not strict JSON"
-}
-
-// errReader returns err, if any, once the bytes before it were read, so a
-// failed read reaches Huma as it happened.
-type errReader struct{ err error }
-
-func (r errReader) Read([]byte) (int, error) {
-	if r.err != nil {
-		return 0, r.err
-	}
-	return 0, io.EOF
 }
 
 // MaxEchoed bounds a value echoed in a problem's errors[].value or detail,

@@ -2,6 +2,7 @@ package httpserver
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"unicode"
@@ -25,7 +26,10 @@ const paramRule = "must be valid UTF-8 text without control characters"
 
 // checkParams is the middleware UseAuthentication adds first: it refuses,
 // before anything else runs (authentication, admission, a handler, a
-// store), a request whose declared path or query parameters are not text: invalid UTF-8 or a
+// store), a request whose query cannot be decoded (a % not followed by two
+// hexadecimal digits, a ';' separator: 400 invalid-request, where
+// url.URL.Query would drop the pair silently), and one whose declared path
+// or query parameters are not text: invalid UTF-8 or a
 // control character (unicode.IsControl: NUL and the other C0 characters,
 // DEL, C1), which PostgreSQL cannot store (NUL, invalid UTF-8) and a log
 // line or a problem must not carry raw. The answer is 422
@@ -40,9 +44,17 @@ func checkParams(ctx huma.Context, next func(huma.Context)) {
 		next(ctx)
 		return
 	}
-	var errs []*huma.ErrorDetail
 	u := ctx.URL()
-	query := u.Query()
+	query, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		// url.URL.Query drops a pair it cannot decode, so a bad cursor
+		// would read as none; the query is refused whole instead.
+		WriteProblem(ctx, NewProblem(http.StatusBadRequest, DefaultReason(http.StatusBadRequest),
+			"the query string cannot be decoded; nothing was read",
+			&huma.ErrorDetail{Location: "query", Message: "must be name=value pairs separated by &, each % followed by two hexadecimal digits (RFC 3986)"}))
+		return
+	}
+	var errs []*huma.ErrorDetail
 	for _, p := range op.Parameters {
 		if p == nil {
 			continue

@@ -35,7 +35,7 @@ func TestParametersThatAreNotTextAre422BeforeTheHandlerAndNeverEchoed(t *testing
 			reached++
 			return &struct{}{}, nil
 		})
-	srv := httptest.NewServer(problemFallback(mux))
+	srv := httptest.NewServer(edge(DefaultBodyReadTimeout, mux))
 	defer srv.Close()
 	const id = "7a1e4c2b-1d3f-4a5b-9c8d-0e1f2a3b4c5d"
 	long := strings.Repeat("x", 10<<10)

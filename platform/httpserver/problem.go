@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"reflect"
-	"strconv"
-	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 )
@@ -69,16 +67,23 @@ func DefaultReason(status int) string {
 
 // problemTransformer turns every *huma.ErrorModel that Huma writes into a
 // *Problem carrying a default reason, so every 4xx/5xx body has "reason",
-// and bounds the values every problem echoes (boundEchoedValues), a
-// handler's *Problem too.
-func problemTransformer(_ huma.Context, _ string, v any) (any, error) {
+// bounds the values every problem echoes (boundEchoedValues), a handler's
+// *Problem too, and gives every problem the request's ID as its instance
+// (docs/operations.md#request-ids).
+func problemTransformer(ctx huma.Context, _ string, v any) (any, error) {
+	var p *Problem
 	switch x := v.(type) {
 	case *huma.ErrorModel:
-		p := &Problem{ErrorModel: *x, Reason: DefaultReason(x.Status)}
-		p.Errors = boundEchoedValues(p.Errors)
-		return p, nil
+		p = &Problem{ErrorModel: *x, Reason: DefaultReason(x.Status)}
+		v = p
 	case *Problem:
-		x.Errors = boundEchoedValues(x.Errors)
+		p = x
+	default:
+		return v, nil
+	}
+	p.Errors = boundEchoedValues(p.Errors)
+	if p.Instance == "" && ctx != nil {
+		p.Instance = instanceOf(ctx.Context())
 	}
 	return v, nil
 }
@@ -121,7 +126,7 @@ func echoable(v any) bool {
 
 // problemSchemas documents every problem+json response of an operation
 // with the Problem schema (RFC 9457 plus "reason") instead of Huma's
-// ErrorModel.
+// ErrorModel, every response's X-Request-Id and every 503's Retry-After.
 func problemSchemas(oapi *huma.OpenAPI, op *huma.Operation) {
 	schema := oapi.Components.Schemas.Schema(reflect.TypeOf(Problem{}), true, "Problem")
 	for status, resp := range op.Responses {
@@ -131,58 +136,18 @@ func problemSchemas(oapi *huma.OpenAPI, op *huma.Operation) {
 		if mt, ok := resp.Content["application/problem+json"]; ok && mt != nil {
 			mt.Schema = schema
 		}
+		if resp.Headers == nil {
+			resp.Headers = map[string]*huma.Param{}
+		}
+		resp.Headers[RequestIDHeader] = &huma.Param{
+			Description: "The request's ID: the X-Request-Id sent when it is 1-128 letters, digits, '.', '_' or '-', else a new UUID; a problem's instance is urn:metallo:request:<ID>, and the server's log lines about the request carry it as request_id.",
+			Schema:      &huma.Schema{Type: huma.TypeString, Pattern: IDPattern},
+		}
 		if status == "503" {
-			if resp.Headers == nil {
-				resp.Headers = map[string]*huma.Param{}
-			}
 			resp.Headers["Retry-After"] = &huma.Param{
-				Description: "Seconds to wait before retrying (RFC 9110): sent when the context's store cannot be reached now; absent when the credential check itself is unavailable.",
+				Description: "Seconds to wait before retrying (RFC 9110): sent with every 503 unavailable (the credential check, the context's store or an owner cannot be reached now); absent on 503 cancelled.",
 				Schema:      &huma.Schema{Type: huma.TypeInteger, Minimum: new(float64)},
 			}
 		}
 	}
 }
-
-// problemFallback makes the standard mux's own answers — 404 for an unknown
-// route, 405 for a known route with another method — RFC 9457 problem
-// details like every other 4xx, keeping their status and Allow header.
-func problemFallback(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(&fallbackWriter{ResponseWriter: w, path: r.URL.Path}, r)
-	})
-}
-
-type fallbackWriter struct {
-	http.ResponseWriter
-	path     string
-	replaced bool
-}
-
-func (f *fallbackWriter) WriteHeader(code int) {
-	h := f.Header()
-	if (code == http.StatusNotFound || code == http.StatusMethodNotAllowed) && strings.HasPrefix(h.Get("Content-Type"), "text/plain") {
-		f.replaced = true
-		detail := "no route " + Printable(f.path)
-		if code == http.StatusMethodNotAllowed {
-			detail = "route " + Printable(f.path) + " does not take this method; allowed: " + h.Get("Allow")
-		}
-		body, _ := json.Marshal(NewProblem(code, DefaultReason(code), detail))
-		h.Set("Content-Type", "application/problem+json")
-		h.Del("X-Content-Type-Options")
-		h.Set("Content-Length", strconv.Itoa(len(body)))
-		f.ResponseWriter.WriteHeader(code)
-		_, _ = f.ResponseWriter.Write(body)
-		return
-	}
-	f.ResponseWriter.WriteHeader(code)
-}
-
-func (f *fallbackWriter) Write(b []byte) (int, error) {
-	if f.replaced {
-		return len(b), nil
-	}
-	return f.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (f *fallbackWriter) Unwrap() http.ResponseWriter { return f.ResponseWriter }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -123,17 +124,37 @@ func NewAPI(mux *http.ServeMux, title string) huma.API {
 	}
 	api := humago.New(mux, cfg)
 	serveDocs(mux, title)
-	api.UseMiddleware(useOwnDeadline)
+	api.UseMiddleware(useOwnDeadline, useRequestContext)
 	return api
+}
+
+// useRequestContext puts the answering operation's ID into the request's
+// context, for the lines logged about the request (RequestLog), and gives
+// a request the server's edge has not seen (an API served without it, in
+// tests) its ID as the edge would.
+func useRequestContext(ctx huma.Context, next func(huma.Context)) {
+	c := ctx.Context()
+	if RequestID(c) == "" {
+		id := requestIDFor(ctx.Header(RequestIDHeader))
+		ctx.SetHeader(RequestIDHeader, id)
+		c = WithRequestID(c, id)
+	}
+	if op := ctx.Operation(); op != nil {
+		c = withOperation(c, op.OperationID)
+	}
+	next(huma.WithContext(ctx, c))
 }
 
 // UseAuthentication makes every operation that lists the bearer scheme
 // require a credential that authn recognises: 401 without one or with an
 // unknown one, 503 when the check itself fails. The principal is put into
 // the request context (auth.FromContext). Before the credential is looked
-// at, every declared path and query parameter must be text (checkParams:
-// 422 otherwise), so nothing the authenticator, the admit hook or a
-// handler sees, logs or stores carries a NUL or an invalid byte.
+// at, the query must be percent-encoded correctly (400 otherwise) and
+// every declared path and query parameter must be text (checkParams: 422
+// otherwise), so nothing the authenticator, the admit hook or a handler
+// sees, logs or stores carries a NUL or an invalid byte. After the admit
+// rule, an operation without a request body refuses a request that
+// declares one (refuseUndeclaredBody: 400).
 func UseAuthentication(api huma.API, authn auth.Authenticator, log *zap.Logger) {
 	api.UseMiddleware(checkParams)
 	api.UseMiddleware(func(ctx huma.Context, next func(huma.Context)) {
@@ -154,8 +175,9 @@ func UseAuthentication(api huma.API, authn auth.Authenticator, log *zap.Logger) 
 			return
 		}
 		if err != nil {
-			log.Warn("authentication unavailable", zap.Error(err))
-			_ = huma.WriteErr(api, ctx, http.StatusServiceUnavailable, "the credential could not be checked now; retry later")
+			RequestLog(ctx.Context(), log).Warn("authentication unavailable", zap.Error(err))
+			ctx.SetHeader("Retry-After", strconv.Itoa(RetryAfterSeconds))
+			WriteProblem(ctx, NewProblem(http.StatusServiceUnavailable, ReasonUnavailable, "the credential could not be checked now; retry later"))
 			return
 		}
 		if admit, ok := ctx.Operation().Metadata[admitKey].(Admit); ok {
@@ -166,6 +188,7 @@ func UseAuthentication(api huma.API, authn auth.Authenticator, log *zap.Logger) 
 		}
 		next(huma.WithContext(ctx, auth.WithPrincipal(ctx.Context(), p)))
 	})
+	api.UseMiddleware(refuseUndeclaredBody)
 }
 
 // bearerToken reads "Bearer <token>" from an Authorization header; the
@@ -227,9 +250,13 @@ func asProblem(err error) *Problem {
 // WriteProblem writes p as the answer (application/problem+json, status
 // p.Status) from a Huma middleware that answers before the operation's
 // handler runs (authentication, admission, body guards). Echoed values are
-// bounded as in every problem Huma writes (boundEchoedValues).
+// bounded as in every problem Huma writes (boundEchoedValues); the
+// instance is the request's ID (docs/operations.md#request-ids).
 func WriteProblem(ctx huma.Context, p *Problem) {
 	p.Errors = boundEchoedValues(p.Errors)
+	if p.Instance == "" {
+		p.Instance = instanceOf(ctx.Context())
+	}
 	ctx.SetHeader("Content-Type", "application/problem+json")
 	ctx.SetStatus(p.Status)
 	_ = json.NewEncoder(ctx.BodyWriter()).Encode(p)
@@ -314,7 +341,7 @@ func newServer(cfg Config, p serverParams) (*Server, error) {
 	registerHealth(mux, p.Checks, log)
 	s := &Server{API: api, Mux: mux, config: cfg}
 	s.srv = &http.Server{
-		Handler:           problemFallback(bodyDeadline(cfg.BodyReadTimeout, mux)),
+		Handler:           edge(cfg.BodyReadTimeout, mux),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          zap.NewStdLog(log),
@@ -334,7 +361,7 @@ func newServer(cfg Config, p serverParams) (*Server, error) {
 			log.Info("serving API", zap.String("addr", ln.Addr().String()), zap.String("scheme", scheme), zap.String("docs", scheme+"://"+ln.Addr().String()+"/docs"))
 			go func() {
 				if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-					log.Error("API server stopped", zap.Error(err))
+					log.Error("API server failed; it serves no more requests", zap.Error(err))
 				}
 			}()
 			return nil
@@ -345,16 +372,18 @@ func newServer(cfg Config, p serverParams) (*Server, error) {
 			if err := s.srv.Shutdown(ctx); err != nil {
 				return fmt.Errorf("shut down API server: %w", err)
 			}
+			log.Info("API server stopped", zap.String("addr", s.Addr()))
 			return nil
 		},
 	})
 	return s, nil
 }
 
-// registerHealth serves /healthz (the process answers) and /readyz (every
-// ReadinessCheck passes). A failed check is answered 503 naming the check
-// only ("<name>: not ready"); its error, which may carry driver text such as
-// a database's host, user or name, goes to the log, never to the caller.
+// registerHealth serves /healthz (the process answers: 200 "ok") and
+// /readyz (every ReadinessCheck passes: 200 "ok"). A failed check is
+// answered 503 unavailable, a problem naming the check only ("<name>: not
+// ready"); its error, which may carry driver text such as a database's
+// host, user or name, goes to the log, never to the caller.
 func registerHealth(mux *http.ServeMux, checks []ReadinessCheck, log *zap.Logger) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -370,12 +399,19 @@ func registerHealth(mux *http.ServeMux, checks []ReadinessCheck, log *zap.Logger
 				log.Warn("readiness check failed", zap.String("check", c.Name), zap.Error(err))
 			}
 		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if len(failed) > 0 {
+			// A problem like every other refusal, with Retry-After; a
+			// probe reads the status only.
+			p := NewProblem(http.StatusServiceUnavailable, ReasonUnavailable, "not ready: "+strings.Join(failed, "; "))
+			p.Instance = instanceOf(r.Context())
+			body, _ := json.Marshal(p)
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
 			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte("not ready\n" + strings.Join(failed, "\n") + "\n"))
+			_, _ = w.Write(body)
 			return
 		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
 }

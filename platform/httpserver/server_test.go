@@ -132,9 +132,9 @@ func (brokenAuthn) Authenticate(context.Context, string) (auth.Principal, error)
 
 func TestAnAuthenticatorThatCannotCheckAnswers503(t *testing.T) {
 	srv := testServer(t, brokenAuthn{})
-	status, body, _ := post(t, srv.URL+"/echo", "tok", `{"n":1}`)
-	if status != 503 || body["reason"] != "unavailable" {
-		t.Fatalf("%d %v", status, body)
+	status, body, hdr := post(t, srv.URL+"/echo", "tok", `{"n":1}`)
+	if status != 503 || body["reason"] != "unavailable" || hdr.Get("Retry-After") != "5" {
+		t.Fatalf("%d %v, Retry-After %q", status, body, hdr.Get("Retry-After"))
 	}
 }
 
@@ -146,8 +146,9 @@ func TestReadyzReportsFailedChecksAndHealthzDoesNot(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 503 || !strings.Contains(string(b), "db: not ready") || strings.Contains(string(b), "secret_db") {
-		t.Fatalf("readyz %d %q", resp.StatusCode, b)
+	if resp.StatusCode != 503 || !strings.Contains(string(b), "db: not ready") || strings.Contains(string(b), "secret_db") ||
+		resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(string(b), `"reason":"unavailable"`) {
+		t.Fatalf("readyz %d %s %q", resp.StatusCode, resp.Header.Get("Content-Type"), b)
 	}
 	resp, err = http.Get(srv.URL + "/healthz")
 	if err != nil {
@@ -276,7 +277,7 @@ func TestAWrongPrincipalIsRefusedBeforeTheBodyIsValidated(t *testing.T) {
 }
 
 func TestTheMuxsOwn404And405AreProblemDetails(t *testing.T) {
-	srv := httptest.NewServer(problemFallback(testServer(t, auth.Chain{}).Config.Handler))
+	srv := httptest.NewServer(edge(DefaultBodyReadTimeout, testServer(t, auth.Chain{}).Config.Handler))
 	defer srv.Close()
 	for path, want := range map[string]int{"/nowhere": 404, "/echo": 405} {
 		resp, err := http.Get(srv.URL + path)

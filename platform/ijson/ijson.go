@@ -107,6 +107,12 @@ func (r Rule) NotText() bool {
 	return true
 }
 
+// MaxDepth is the one nesting bound of every JSON body the central roles
+// read (docs/architecture.md#one-answer-per-fault): objects and arrays
+// nested deeper than 32 levels are refused (Options.MaxDepth), so a body
+// cannot make a refusal's location, or a decoder's stack, large.
+const MaxDepth = 32
+
 // Options selects the variable rules of Check. The zero value applies the
 // rules of the package documentation.
 type Options struct {

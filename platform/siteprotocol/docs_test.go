@@ -284,13 +284,16 @@ func TestTheProtocolDocumentsExamplesDecodeAndCarryTheDigestsTheCodecComputes(t 
 				Status int    `json:"status"`
 				Detail string `json:"detail"`
 				Reason string `json:"reason"`
+				// Instance is the request's ID (every problem of the
+				// central roles carries it).
+				Instance string `json:"instance"`
 			}
 			if err := strictDecode(ex.text, &p); err != nil {
 				t.Errorf("line %d: a problem that does not decode: %v", ex.line, err)
 				continue
 			}
-			if p.Status < 400 || p.Status > 599 || !slices.Contains(problemReasons, p.Reason) {
-				t.Errorf("line %d: status %d, reason %q: want a 4xx or 5xx and one of %v", ex.line, p.Status, p.Reason, problemReasons)
+			if p.Status < 400 || p.Status > 599 || !slices.Contains(problemReasons, p.Reason) || !strings.HasPrefix(p.Instance, "urn:metallo:request:") {
+				t.Errorf("line %d: status %d, reason %q, instance %q: want a 4xx or 5xx, one of %v and the request's ID", ex.line, p.Status, p.Reason, p.Instance, problemReasons)
 			}
 		default:
 			t.Errorf("line %d: unknown example kind %q", ex.line, ex.kind)

@@ -6,6 +6,8 @@
 // adaptors. Normative source: docs/site-protocol.md.
 package siteprotocol
 
+import "github.com/pharos-metallo/metallo/platform/ijson"
+
 // Operation is a command's operation (docs/site-protocol.md#operations).
 type Operation string
 
@@ -271,8 +273,9 @@ const (
 	// MaxDepth bounds how deep objects and arrays nest in a command, a
 	// result or any other body of the protocol (the envelope is level 1,
 	// a payload level 2); deeper is refused as malformed, so a command
-	// the server accepted can always be served and decoded.
-	MaxDepth = 32
+	// the server accepted can always be served and decoded. It is the one
+	// bound of every body of the central roles (ijson.MaxDepth).
+	MaxDepth = ijson.MaxDepth
 	// MaxReadBytes bounds tail_bytes, max_bytes and proxied bodies.
 	MaxReadBytes = 1 << 20
 	// MaxFilePathBytes bounds a read-file path (Linux's PATH_MAX) and

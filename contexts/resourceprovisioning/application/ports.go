@@ -38,14 +38,15 @@ type Clock interface {
 }
 
 // Observer is told about refusals and conflicts an operator should see
-// (logged and counted by the telemetry adaptor).
+// (logged and counted by the telemetry adaptor), with the context of the
+// request that led to it (the log lines carry the request's ID).
 type Observer interface {
 	// EventConflict: an event_id was received again with other content and
 	// refused.
-	EventConflict(eventID, eventType string)
+	EventConflict(ctx context.Context, eventID, eventType string)
 	// BindingConflict: after a Project event, a provider Project is claimed
 	// by several canonical Projects.
-	BindingConflict(c domain.BindingConflict)
+	BindingConflict(ctx context.Context, c domain.BindingConflict)
 }
 
 // Store is the context's database: transactions for intake and reads.

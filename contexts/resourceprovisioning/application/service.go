@@ -340,13 +340,13 @@ func (s *Service) ReceiveBetoEvent(ctx context.Context, ev domain.BetoEvent) (Ev
 	})
 	var conflict *domain.ConflictError
 	if errors.As(err, &conflict) {
-		s.observer.EventConflict(ev.EventID, ev.Type)
+		s.observer.EventConflict(ctx, ev.EventID, ev.Type)
 	}
 	if err != nil {
 		return EventResult{}, err
 	}
 	for _, c := range conflicts {
-		s.observer.BindingConflict(c)
+		s.observer.BindingConflict(ctx, c)
 	}
 	return result, nil
 }

@@ -77,12 +77,13 @@ func (h *Handlers) knownEnvironment(ctx huma.Context, next func(huma.Context)) {
 var environmentID = regexp.MustCompile(httpserver.IDPattern)
 
 // jsonBody is the execution routes' use of the one strict body guard
-// (httpserver.StrictJSONBody): a request body declared as application/json
-// (415 unsupported-media-type otherwise, also when the Content-Type is
-// missing: Huma would assume JSON, or decode CBOR) of at most limit bytes
-// (413 payload-too-large naming limit, the protocol's bound: a body of
-// exactly limit bytes is read; the operation's MaxBodyBytes must exceed
-// limit so Huma never answers with its own, off-by-one bound). With strict
+// (httpserver.StrictJSONBody): a request body declared as JSON (415
+// unsupported-media-type otherwise, also when the Content-Type is missing:
+// Huma would assume JSON) of at most limit bytes (413 payload-too-large
+// naming limit, the protocol's bound: a body of exactly limit bytes is
+// read; the operation's MaxBodyBytes must exceed limit so Huma never
+// answers with its own, off-by-one bound), and one that arrives whole (a
+// body shorter than its Content-Length is 400 invalid-request). With strict
 // it also applies siteprotocol.CheckJSON to the body before Huma decodes
 // it, naming the rule and located at the member: 400 invalid-request for
 // bytes that are not one I-JSON text, 422 validation-failed for a null or a
@@ -93,14 +94,7 @@ var environmentID = regexp.MustCompile(httpserver.IDPattern)
 // member of required: a missing one is 422 validation-failed located at
 // body.<member> (Huma would locate it at "body").
 func jsonBody(strict bool, limit int64, required ...string) func(huma.Context, func(huma.Context)) {
-	g := httpserver.StrictJSONBody{
-		Limit:    limit,
-		OnlyJSON: true,
-		UnsupportedDetail: func(ct string) string {
-			return fmt.Sprintf("the request body must be application/json (UTF-8), not %q", httpserver.Bounded(ct))
-		},
-		TooLargeDetail: fmt.Sprintf("the request body is larger than the limit of %d bytes", limit),
-	}
+	g := httpserver.StrictJSONBody{Limit: limit}
 	if strict {
 		g.Check = siteprotocol.CheckJSON
 		g.Refuse = func(err error) *httpserver.Problem {

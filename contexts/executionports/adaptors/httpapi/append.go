@@ -51,7 +51,7 @@ func (h *Handlers) appendCommandOperation(reg huma.Registry) huma.Operation {
 func (h *Handlers) appendCommand(ctx context.Context, in *appendInput) (*appendOutput, error) {
 	a, err := h.Streams.Append(ctx, in.Environment, in.RawBody)
 	if err != nil {
-		return nil, h.problem(err, siteprotocol.ProblemInvalidCommand)
+		return nil, h.problem(ctx, err, siteprotocol.ProblemInvalidCommand)
 	}
 	out := &appendOutput{Status: http.StatusCreated, Body: siteprotocol.AppendReceipt{ID: a.ID, Sequence: a.Sequence, Digest: a.Digest, Created: a.Created}}
 	if !a.Created {

@@ -46,11 +46,11 @@ func (h *Handlers) getCommandOperation() huma.Operation {
 func (h *Handlers) getCommand(ctx context.Context, in *commandInput) (*commandOutput, error) {
 	rec, err := h.Streams.Command(ctx, in.Environment, in.ID)
 	if err != nil {
-		return nil, h.problem(err, "")
+		return nil, h.problem(ctx, err, "")
 	}
 	cmd, err := siteprotocol.EncodeStored(rec.Command.Canonical, rec.Command.Sequence, rec.Command.Digest)
 	if err != nil {
-		return nil, h.problem(fmt.Errorf("serve stored command %s: %w", in.ID, err), "")
+		return nil, h.problem(ctx, fmt.Errorf("serve stored command %s: %w", in.ID, err), "")
 	}
 	body := CommandRecordBody{Command: cmd, Result: rec.Result}
 	if rec.ResultDigest != "" {

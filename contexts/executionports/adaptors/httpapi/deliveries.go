@@ -2,15 +2,12 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
-	"go.uber.org/zap"
 
 	"github.com/pharos-metallo/metallo/contexts/executionports/application"
-	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -63,14 +60,10 @@ func (h *Handlers) getBindingDeliveriesOperation() huma.Operation {
 // (docs/execution-ports.md#delivery-of-member-bindings).
 func (h *Handlers) getBindingDeliveries(ctx context.Context, in *EnvironmentPath) (*deliveriesOutput, error) {
 	states, err := h.Deliverer.DeliveryStates(ctx, in.Environment)
-	if errors.Is(err, application.ErrResourceLookupUnavailable) {
-		h.Log.Warn("binding deliveries: the binding owner cannot be read", zap.String("owner", application.ResourcesOwner), zap.Error(err), zap.String("cause", database.LogCause(err)))
-		return nil, huma.ErrorWithHeaders(
-			httpserver.NewProblem(http.StatusServiceUnavailable, httpserver.DefaultReason(http.StatusServiceUnavailable), UnavailableDetail),
-			http.Header{"Retry-After": {RetryAfterSeconds}})
-	}
 	if err != nil {
-		return nil, h.problem(err, "")
+		return nil, h.problem(ctx, err, "", httpserver.Unavailable{
+			Err: application.ErrResourceLookupUnavailable, Detail: UnavailableDetail, Log: "binding deliveries: the binding owner " + application.ResourcesOwner + " cannot be read",
+		})
 	}
 	body := DeliveriesBody{Environment: in.Environment, Bindings: make([]DeliveryBody, 0, len(states))}
 	for _, s := range states {

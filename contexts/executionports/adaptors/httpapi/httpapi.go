@@ -11,9 +11,7 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"maps"
 	"net/http"
-	"slices"
 
 	"github.com/danielgtaylor/huma/v2"
 	"go.uber.org/zap"
@@ -21,7 +19,6 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/executionports/application"
 	"github.com/pharos-metallo/metallo/contexts/executionports/domain"
 	"github.com/pharos-metallo/metallo/platform/auth"
-	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
 	"github.com/pharos-metallo/metallo/platform/ijson"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
@@ -33,9 +30,6 @@ const Tag = "execution_ports"
 // DefaultService is the service principal ID that may call Execution's
 // routes unless configured otherwise: keys.yaml's "service:execution".
 const DefaultService = "execution"
-
-// RetryAfterSeconds is the Retry-After of a 503 unavailable answer.
-const RetryAfterSeconds = "5"
 
 // MaxResultBytes bounds a result body (the protocol's siteprotocol.MaxResultBytes): a read detail carries
 // up to 1 MiB base64-encoded plus the envelope.
@@ -57,11 +51,11 @@ type Handlers struct {
 	Log      *zap.Logger
 }
 
-// Register adds the execution_ports operations to api: every route of the
-// context is registered here, each by its operation (the route's document:
-// path, principal, statuses) and its named handler, one file per use case.
-// The document is complete as registered: the principals and reasons are
-// documented by httpserver.DocumentAccess, the raw bodies by
+// Register adds the execution_ports operations to api: the routes of the
+// context's one route table (routes), each its operation (the route's
+// document: path, principal, statuses) and its named handler, one file per
+// use case. The document is complete as registered: the principals and
+// reasons are documented by httpserver.DocumentAccess, the raw bodies by
 // documentOperation, as Huma adds each operation.
 func Register(api huma.API, h *Handlers) {
 	if h.Log == nil {
@@ -71,19 +65,28 @@ func Register(api huma.API, h *Handlers) {
 		h.Services = []string{DefaultService}
 	}
 	api.OpenAPI().OnAddOperation = append(api.OpenAPI().OnAddOperation, documentOperation)
-	reg := api.OpenAPI().Components.Schemas
+	httpserver.Register(api, h.routes(api.OpenAPI().Components.Schemas)...)
+}
 
-	// Site protocol routes (principal environment:<id>).
-	huma.Register(api, withExamples(h.getStreamStateOperation(), streamStateExamples()), h.getStreamState)
-	huma.Register(api, withExamples(h.pullCommandsOperation(), pullExamples()), h.pullCommands)
-	huma.Register(api, withExamples(h.recordResultOperation(reg), resultExamples()), h.recordResult)
+// routes is the context's one route table: every route it serves, each its
+// operation (with its documented examples) and its handler. Admission is
+// the operation's metadata alone (admit.go): the authentication middleware
+// runs it before the body is read, and no handler checks the principal
+// again.
+func (h *Handlers) routes(reg huma.Registry) []httpserver.Route {
+	return []httpserver.Route{
+		// Site protocol routes (principal environment:<id>).
+		httpserver.NewRoute(withExamples(h.getStreamStateOperation(), streamStateExamples()), h.getStreamState),
+		httpserver.NewRoute(withExamples(h.pullCommandsOperation(), pullExamples()), h.pullCommands),
+		httpserver.NewRoute(withExamples(h.recordResultOperation(reg), resultExamples()), h.recordResult),
 
-	// Execution's routes (a configured service principal).
-	huma.Register(api, withExamples(h.appendCommandOperation(reg), appendExamples()), h.appendCommand)
-	huma.Register(api, withExamples(h.getCommandOperation(), commandExamples()), h.getCommand)
-	huma.Register(api, withExamples(h.rebindStreamOperation(), rebindExamples()), h.rebindStream)
-	huma.Register(api, withExamples(h.planCapacityOperation(), planExamples()), h.planCapacity)
-	huma.Register(api, withExamples(h.getBindingDeliveriesOperation(), deliveriesExamples()), h.getBindingDeliveries)
+		// Execution's routes (a configured service principal).
+		httpserver.NewRoute(withExamples(h.appendCommandOperation(reg), appendExamples()), h.appendCommand),
+		httpserver.NewRoute(withExamples(h.getCommandOperation(), commandExamples()), h.getCommand),
+		httpserver.NewRoute(withExamples(h.rebindStreamOperation(), rebindExamples()), h.rebindStream),
+		httpserver.NewRoute(withExamples(h.planCapacityOperation(), planExamples()), h.planCapacity),
+		httpserver.NewRoute(withExamples(h.getBindingDeliveriesOperation(), deliveriesExamples()), h.getBindingDeliveries),
+	}
 }
 
 // withExamples returns op with its documented examples (examples.go),
@@ -93,29 +96,21 @@ func withExamples(op huma.Operation, ex []httpserver.Example) huma.Operation {
 	return op
 }
 
-// operation completes the document of one route, op giving what differs
-// (ID, method, path, texts, the handler's own fields), with what every
-// operation here shares: the tag, bearer security, the admit rule with the
-// reasons answered per problem status (httpserver.WithReasons) and the errors
-// declared: the statuses of reasons, 401 and 403 of the admit rule.
+// operation completes the document of one route with what every operation
+// of the central roles shares (httpserver.BearerOperation), under Tag: the
+// admit rule with its principals (admit.go) and the reasons per problem
+// status.
 func operation(op huma.Operation, admit map[string]any, reasons map[int][]string) huma.Operation {
-	op.Tags = []string{Tag}
-	op.Security = httpserver.Bearer()
-	op.Metadata = httpserver.WithReasons(admit, reasons)
-	op.Errors = slices.Sorted(maps.Keys(reasons))
-	op.Errors = append(op.Errors, http.StatusUnauthorized, http.StatusForbidden)
-	return op
+	return httpserver.BearerOperation(op, Tag, admit, reasons)
 }
 
 // streamOperation is operation for a route of a stream
 // (…/streams/{environment}…): an environment that is not configured is 404
 // before anything else runs (knownEnvironment, ahead of op's own
-// middlewares), and the stream store can be unavailable (503).
+// middlewares).
 func (h *Handlers) streamOperation(op huma.Operation, admit map[string]any, reasons map[int][]string) huma.Operation {
 	op.Middlewares = append(huma.Middlewares{h.knownEnvironment}, op.Middlewares...)
-	op = operation(op, admit, reasons)
-	op.Errors = append(op.Errors, http.StatusServiceUnavailable)
-	return op
+	return operation(op, admit, reasons)
 }
 
 // siteOperation is the document of a Site protocol route: a stream route
@@ -154,10 +149,14 @@ func prefixed(ids []string) []string {
 	return out
 }
 
-// problem maps a service error to problem details. invalidReason is the
-// reason for a malformed or invalid body (invalid-command / invalid-result).
-// Anything unexpected is logged once here and answered 500.
-func (h *Handlers) problem(err error, invalidReason string) error {
+// problem maps a service error to problem details: the protocol's own
+// errors here (invalidReason is the reason for a malformed or invalid body:
+// invalid-command / invalid-result), then the platform's tail
+// (httpserver.Failure): the stream store, or what unavailable names, that
+// cannot be reached now is 503 unavailable with Retry-After and a fixed
+// detail (the cause is logged, never answered), a cancelled request 503
+// cancelled, anything else 500, logged once.
+func (h *Handlers) problem(ctx context.Context, err error, invalidReason string, unavailable ...httpserver.Unavailable) error {
 	type mapping struct {
 		target error
 		status int
@@ -184,19 +183,9 @@ func (h *Handlers) problem(err error, invalidReason string) error {
 			return httpserver.NewProblem(m.status, m.reason, err.Error(), fieldErrors(err)...)
 		}
 	}
-	if errors.Is(err, application.ErrUnavailable) {
-		// The detail never carries the driver's text (it can name the
-		// database's host, user or file); the log does.
-		h.Log.Warn("execution_ports store unavailable", zap.Error(err), zap.String("cause", database.LogCause(err)))
-		return huma.ErrorWithHeaders(
-			httpserver.NewProblem(http.StatusServiceUnavailable, httpserver.DefaultReason(http.StatusServiceUnavailable), "the stream store cannot be reached now; retry later"),
-			http.Header{"Retry-After": {RetryAfterSeconds}})
-	}
-	if errors.Is(err, context.Canceled) {
-		return httpserver.NewProblem(http.StatusServiceUnavailable, httpserver.DefaultReason(http.StatusServiceUnavailable), "the request was cancelled")
-	}
-	h.Log.Error("execution_ports request failed", zap.Error(err))
-	return httpserver.NewProblem(http.StatusInternalServerError, httpserver.DefaultReason(http.StatusInternalServerError), "internal error; see the server log")
+	return httpserver.Failure(ctx, h.Log, err, append(unavailable, httpserver.Unavailable{
+		Err: application.ErrUnavailable, Detail: "the stream store cannot be reached now; retry later", Log: "execution_ports store unavailable",
+	})...)
 }
 
 // fieldErrors locates a codec error: each field of a

@@ -72,7 +72,7 @@ func (h *Handlers) planCapacityOperation() huma.Operation {
 	return operation(huma.Operation{
 		OperationID: "plan-capacity", Method: http.MethodPost, Path: "/execution/v1/plans",
 		Summary:      "Plan a demand against a Project's allocation",
-		Description:  "Reads the Project's allocations at the environment's Site from their owner (resource_provisioning) live and answers admissible, refused (too_large with each resource's demand and limit, resource_suspended, not_ready with the lifecycle reasons, no_allocation, resource_ambiguous) or unavailable. CPU limits round down and CPU demands round up to whole cores; memory, storage and devices compare exactly; a demanded key without a limit has limit 0; a changing allocation plans against the applied limits still in force. Validation errors are 422 with each errors[].location naming the body field (body.project, body.environment, body.demand.<key>); the body must be application/json (415) and one I-JSON text: bytes that are not (not JSON, invalid UTF-8, a member twice, data after the value) are 400 invalid-request; a null or a NUL, a value of the wrong type and a number that does not fit its field are 422 validation-failed naming the member.",
+		Description:  "Reads the Project's allocations at the environment's Site from their owner (resource_provisioning) live and answers admissible, refused (too_large with each resource's demand and limit, resource_suspended, not_ready with the lifecycle reasons, no_allocation, resource_ambiguous) or unavailable. CPU limits round down and CPU demands round up to whole cores; memory, storage and devices compare exactly; a demanded key without a limit has limit 0; a changing allocation plans against the applied limits still in force. Validation errors are 422 with each errors[].location naming the body field (body.project, body.environment, body.demand.<key>); the body must be declared JSON (application/json or a +json type, in any case, UTF-8; 415 otherwise), arrive whole (a body shorter than its Content-Length is 400 invalid-request) and be one I-JSON text: bytes that are not (not JSON, invalid UTF-8, a member twice, data after the value, nested deeper than 32 levels) are 400 invalid-request; a null or a NUL, a value of the wrong type and a number that does not fit its field are 422 validation-failed naming the member.",
 		MaxBodyBytes: MaxRequestBytes + 1, // jsonBody enforces MaxRequestBytes itself
 		Middlewares:  huma.Middlewares{jsonBody(true, MaxRequestBytes, "project", "environment", "demand"), bodyShape([]string{"project", "environment", "demand"}, "demand")},
 	}, h.serviceAdmit(), map[int][]string{
@@ -99,11 +99,11 @@ func (h *Handlers) planCapacity(ctx context.Context, in *planInput) (*planOutput
 		// The cause (a driver's or the remote owner's text, which can
 		// name hosts, users and databases) is logged here, once; the
 		// answer carries only the fixed UnavailableDetail.
-		h.Log.Warn("planning: the allocation owner cannot be read", zap.String("owner", application.ResourcesOwner), zap.Error(err), zap.String("cause", database.LogCause(err)))
+		httpserver.RequestLog(ctx, h.Log).Warn("planning: the allocation owner cannot be read", zap.String("owner", application.ResourcesOwner), zap.Error(err), zap.String("cause", database.LogCause(err)))
 		body.Answer, body.Detail = string(domain.PlanUnavailable), UnavailableDetail
 		return &planOutput{Body: body}, nil
 	case err != nil:
-		return nil, h.problem(err, "")
+		return nil, h.problem(ctx, err, "")
 	}
 	fillPlan(&body, plan)
 	return &planOutput{Body: body}, nil

@@ -51,7 +51,7 @@ func (h *Handlers) pullCommands(ctx context.Context, in *pullInput) (*pullOutput
 		After: in.After, Limit: in.Limit, Wait: time.Duration(in.Wait) * time.Second, Bind: in.Bind, RuntimeVersion: in.RuntimeVersion,
 	})
 	if err != nil {
-		return nil, h.problem(err, "")
+		return nil, h.problem(ctx, err, "")
 	}
 	body := PullBody{Commands: make([]StoredCommand, 0, len(page.Commands)), HeadSequence: page.State.HeadSequence, AcknowledgedSequence: page.State.AcknowledgedSequence}
 	for _, c := range page.Commands {

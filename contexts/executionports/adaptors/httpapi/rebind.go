@@ -41,7 +41,7 @@ func (h *Handlers) rebindStreamOperation() huma.Operation {
 	return h.serviceOperation(huma.Operation{
 		OperationID: "rebind-stream", Method: http.MethodPost, Path: "/execution/v1/streams/{environment}/rebind",
 		Summary:      "Rebind a stream to a Runtime installation",
-		Description:  "An operator's explicit rebind: binds the stream to installation_id, or unbinds it with unbind: true (exactly one of the two; both, neither or an empty installation_id is 422 validation-failed), recorded with the calling principal, the time and the reason. The previously bound installation is refused from then on. The body must be application/json (415) and one I-JSON text: bytes that are not (not JSON, invalid UTF-8, a member twice, data after the value) are 400 invalid-request; a null or a NUL, a value of the wrong type and a number that does not fit its field are 422 validation-failed naming the member.",
+		Description:  "An operator's explicit rebind: binds the stream to installation_id, or unbinds it with unbind: true (exactly one of the two; both, neither or an empty installation_id is 422 validation-failed), recorded with the calling principal, the time and the reason. The previously bound installation is refused from then on. The body must be declared JSON (application/json or a +json type, in any case, UTF-8; 415 otherwise), arrive whole (a body shorter than its Content-Length is 400 invalid-request) and be one I-JSON text: bytes that are not (not JSON, invalid UTF-8, a member twice, data after the value, nested deeper than 32 levels) are 400 invalid-request; a null or a NUL, a value of the wrong type and a number that does not fit its field are 422 validation-failed naming the member.",
 		MaxBodyBytes: MaxRequestBytes + 1, // jsonBody enforces MaxRequestBytes itself
 		Middlewares:  huma.Middlewares{jsonBody(true, MaxRequestBytes), bodyShape([]string{"installation_id", "unbind", "reason"})},
 	}, map[int][]string{
@@ -54,7 +54,7 @@ func (h *Handlers) rebindStreamOperation() huma.Operation {
 func (h *Handlers) rebindStream(ctx context.Context, in *rebindInput) (*rebindOutput, error) {
 	b, st, err := h.Streams.Rebind(ctx, in.Environment, in.Body.InstallationID, in.Body.Unbind, principalOf(ctx), in.Body.Reason)
 	if err != nil {
-		return nil, h.problem(err, "")
+		return nil, h.problem(ctx, err, "")
 	}
 	env, _ := h.Streams.Environment(in.Environment)
 	out := &rebindOutput{}

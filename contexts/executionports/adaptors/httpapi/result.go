@@ -46,7 +46,7 @@ func (h *Handlers) recordResult(ctx context.Context, in *resultInput) (*ackOutpu
 	}
 	ack, err := h.Streams.RecordResult(ctx, in.Environment, in.Installation, in.Sequence, in.RawBody)
 	if err != nil {
-		return nil, h.problem(err, siteprotocol.ProblemInvalidResult)
+		return nil, h.problem(ctx, err, siteprotocol.ProblemInvalidResult)
 	}
 	return &ackOutput{Body: siteprotocol.Acknowledgement{AcknowledgedSequence: ack.Sequence, ResultDigest: ack.ResultDigest}}, nil
 }

@@ -30,7 +30,7 @@ func (h *Handlers) getStreamState(ctx context.Context, in *SiteRequest) (*stateO
 	}
 	env, st, err := h.Streams.State(ctx, in.Environment, in.Installation)
 	if err != nil {
-		return nil, h.problem(err, "")
+		return nil, h.problem(ctx, err, "")
 	}
 	return &stateOutput{Body: stateBody(env, st)}, nil
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/executionports/application"
 	"github.com/pharos-metallo/metallo/contexts/executionports/domain"
+	"github.com/pharos-metallo/metallo/platform/httpserver"
 )
 
 // DefaultTimeout bounds one owner read.
@@ -133,6 +134,11 @@ func (r *Resources) get(ctx context.Context, u *url.URL, out any) error {
 	}
 	req.Header.Set("Authorization", "Bearer "+r.key)
 	req.Header.Set("Accept", "application/json")
+	if id := httpserver.RequestID(ctx); id != "" {
+		// The provisioning role logs its side under the same request ID
+		// (docs/operations.md#request-ids).
+		req.Header.Set(httpserver.RequestIDHeader, id)
+	}
 	resp, err := r.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("%w: GET %s: %w", application.ErrResourceLookupUnavailable, u.Redacted(), err)

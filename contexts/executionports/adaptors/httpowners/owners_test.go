@@ -10,6 +10,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/executionports/adaptors/httpowners"
 	"github.com/pharos-metallo/metallo/contexts/executionports/application"
 	"github.com/pharos-metallo/metallo/contexts/executionports/domain"
+	"github.com/pharos-metallo/metallo/platform/httpserver"
 )
 
 // The happy path runs against the real provisioning role in
@@ -34,15 +35,18 @@ func TestTheOwnerIsAskedForTheProjectAtTheSiteWithTheServiceKey(t *testing.T) {
 	url := serve(t, http.StatusOK, `{"allocations":[{"id":"a1","site":"alpha","project_id":"p","lifecycle":"changing","reasons":[],
 	  "configured_limits":{"cpu":64000},"applied_limits":{"cpu":32000},"last_seen_at":"2026-08-20T10:30:00Z","fresh":true,"revision":3,"future_member":1}]}`,
 		func(r *http.Request) {
-			if r.URL.Path != "/base/resource-provisioning/projects/p/allocations" || r.URL.Query().Get("site") != "alpha" || r.Header.Get("Authorization") != "Bearer k" {
-				t.Errorf("request %s %s auth %q", r.Method, r.URL, r.Header.Get("Authorization"))
+			if r.URL.Path != "/base/resource-provisioning/projects/p/allocations" || r.URL.Query().Get("site") != "alpha" || r.Header.Get("Authorization") != "Bearer k" ||
+				r.Header.Get(httpserver.RequestIDHeader) != "plan-7" {
+				t.Errorf("request %s %s auth %q request ID %q", r.Method, r.URL, r.Header.Get("Authorization"), r.Header.Get(httpserver.RequestIDHeader))
 			}
 		})
 	o, err := httpowners.New(url+"/base", "k", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := o.ProjectAllocations(context.Background(), "p", "alpha")
+	// The request ID of the plan that asks is passed on, so the owner's
+	// log lines of it carry the same ID.
+	got, err := o.ProjectAllocations(httpserver.WithRequestID(context.Background(), "plan-7"), "p", "alpha")
 	if err != nil {
 		t.Fatal(err)
 	}

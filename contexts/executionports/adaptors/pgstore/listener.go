@@ -30,7 +30,11 @@ func NewListener(pool *pgxpool.Pool, wake *application.Wakeups, reconnectDelay t
 		Connect: func(ctx context.Context) (*pgx.Conn, error) {
 			return database.ConnectOutsidePool(ctx, pool)
 		},
-		LogError:       func(_ context.Context, err error) { logError(err) },
+		LogError: func(ctx context.Context, err error) {
+			if ctx.Err() == nil { // not the process stopping
+				logError(err)
+			}
+		},
 		ReconnectDelay: reconnectDelay,
 	}
 	l.Handle(Channel, wakeHandler{wake: wake})

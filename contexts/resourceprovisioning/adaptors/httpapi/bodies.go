@@ -7,35 +7,35 @@ import "github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
 // and their domain values.
 
 // reportsBody is a fresh report batch body and the intake's check of it.
-func (a *API) reportsBody() (any, func() error) {
+func (h *Handlers) reportsBody() (any, func() error) {
 	var in submitReportsInput
 	return &in.Body, func() error {
-		if a.svc == nil {
+		if h.Service == nil {
 			return nil
 		}
-		return a.svc.CheckReports(reportsOf(&in))
+		return h.Service.CheckReports(reportsOf(&in))
 	}
 }
 
 // betoEventBody is a fresh Beto event body and the intake's check of it.
-func (a *API) betoEventBody() (any, func() error) {
+func (h *Handlers) betoEventBody() (any, func() error) {
 	var in betoEventInput
 	return &in.Body, func() error {
-		if a.svc == nil {
+		if h.Service == nil {
 			return nil
 		}
-		return a.svc.CheckBetoEvent(betoEventOf(&in))
+		return h.Service.CheckBetoEvent(betoEventOf(&in))
 	}
 }
 
 // accountsBody is a fresh account report body and the intake's check of it.
-func (a *API) accountsBody() (any, func() error) {
+func (h *Handlers) accountsBody() (any, func() error) {
 	var in submitAccountsInput
 	return &in.Body, func() error {
-		if a.svc == nil {
+		if h.Service == nil {
 			return nil
 		}
-		return a.svc.CheckAccounts(accountReportOf(&in))
+		return h.Service.CheckAccounts(accountReportOf(&in))
 	}
 }
 

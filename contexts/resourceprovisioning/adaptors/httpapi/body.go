@@ -17,23 +17,27 @@ import (
 // after the value.
 const ReasonMalformed = "malformed"
 
-// guardJSONBody is the operation middleware of the report and event intake.
-// It reads the body before Huma decodes it and refuses what Go's JSON
-// decoding would otherwise hide or accept silently:
+// guardJSONBody is the operation middleware of the report and event
+// intake, the provisioning role's use of the one strict body guard
+// (httpserver.StrictJSONBody: the body declared JSON, 415 otherwise; read
+// whole, 400 invalid-request for one shorter than its Content-Length; at
+// most MaxIntakeBodyBytes or MaxAccountsBodyBytes, 413 otherwise). It reads
+// the body before Huma decodes it and refuses what Go's JSON decoding
+// would otherwise hide or accept silently:
 //   - 400 malformed: a body that is not one I-JSON value — not JSON,
 //     invalid UTF-8 or an escaped lone surrogate (replaced by U+FFFD when
 //     decoded, so two distinct IDs could collide), a member name repeated in
-//     one object (decoded last-one-wins, e.g. "limits":{"cpu":1,"cpu":2});
+//     one object (decoded last-one-wins, e.g. "limits":{"cpu":1,"cpu":2}),
+//     objects and arrays nested deeper than ijson.MaxDepth (32), the one
+//     bound of both central roles;
 //   - 422 validation-failed at the member's location: null anywhere (no
 //     member of these bodies is nullable; optional members are left out,
 //     and a null would decode as a zero value) and a control character
 //     (NUL among them, which PostgreSQL cannot store) in any string.
 //
-// A request without a Content-Type is 415 unsupported-media-type (Huma
-// would assume JSON). Nothing is stored in any case. A body over the
-// operation's limit, an empty body or one of another media type is passed
-// on unchanged for Huma to answer (413, 400, 415). It runs after the authentication middleware
-// and the admit hook, so only an admitted principal learns the body's rules.
+// Nothing is stored in any case. It runs after the authentication
+// middleware and the admit hook, so only an admitted principal learns the
+// body's rules.
 //
 // A body that keeps those rules is then checked whole (bodyProblems): a
 // number that does not fit its integer field (a fraction, an exponent such
@@ -45,12 +49,8 @@ const ReasonMalformed = "malformed"
 // once the body is decoded into it.
 func guardJSONBody(reg huma.Registry, newBody func() (any, func() error)) func(huma.Context, func(huma.Context)) {
 	return httpserver.StrictJSONBody{
-		// Limit 0: the operation's MaxBodyBytes; a body over it, an empty
-		// body or one of another media type is passed on for Huma to answer.
-		UnsupportedDetail: func(string) string {
-			// Huma would assume JSON; the execution API refuses it too.
-			return "the request body must be declared application/json (no Content-Type was given); nothing was stored"
-		},
+		// Limit 0: the largest body Huma reads for the operation, one byte
+		// less than its MaxBodyBytes (MaxIntakeBodyBytes, MaxAccountsBodyBytes).
 		Check:  checkJSONText,
 		Refuse: jsonTextProblem,
 		Then: func(ctx huma.Context, raw []byte) *httpserver.Problem {
@@ -66,10 +66,11 @@ func guardJSONBody(reg huma.Registry, newBody func() (any, func() error)) func(h
 
 // checkJSONText returns nil when raw is exactly one JSON value of valid
 // UTF-8 with no escaped lone surrogate, no member name repeated within an
-// object, no null and no control character in any string or member name
-// (ijson.Check refusing control characters); otherwise ijson's error.
+// object, no null, no control character in any string or member name
+// (ijson.Check refusing control characters) and at most ijson.MaxDepth
+// levels of nesting; otherwise ijson's error.
 func checkJSONText(raw []byte) error {
-	_, err := ijson.Check(raw, ijson.Options{RefuseControl: true})
+	_, err := ijson.Check(raw, ijson.Options{RefuseControl: true, MaxDepth: ijson.MaxDepth})
 	return err
 }
 

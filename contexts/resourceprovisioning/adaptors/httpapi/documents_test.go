@@ -17,7 +17,7 @@ import (
 // execution routes do (httpserver.WithPrincipals, httpserver.WithReasons).
 func TestEveryOperationDocumentsItsPrincipalAndTheReasonsOfEachProblemStatus(t *testing.T) {
 	api := httpserver.NewAPI(http.NewServeMux(), "provisioning")
-	New(nil, nil).Register(api)
+	Register(api, &Handlers{})
 	ops := 0
 	for path, item := range api.OpenAPI().Paths {
 		for _, op := range []*huma.Operation{item.Get, item.Put, item.Post} {

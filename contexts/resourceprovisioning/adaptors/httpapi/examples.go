@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/danielgtaylor/huma/v2"
-
 	"github.com/pharos-metallo/metallo/platform/httpserver"
 )
 
@@ -43,12 +41,13 @@ func ExampleRecords() ([]ExampleRecord, error) {
 	return recs, nil
 }
 
-// documentExamples writes every operation's examples of examples.json into
-// the document of api (the operations are registered already).
-func documentExamples(api huma.API) {
+// examplesByOperation returns examples.json's examples by operation ID
+// (none when the file does not parse: TestEveryOperationHasAnExample names
+// the error).
+func examplesByOperation() map[string][]httpserver.Example {
 	recs, err := ExampleRecords()
 	if err != nil {
-		return // TestEveryOperationHasAnExample names the error
+		return nil
 	}
 	byOp := map[string][]httpserver.Example{}
 	for _, r := range recs {
@@ -61,14 +60,5 @@ func documentExamples(api huma.API) {
 		}
 		byOp[r.Operation] = append(byOp[r.Operation], ex)
 	}
-	oapi := api.OpenAPI()
-	for _, item := range oapi.Paths {
-		for _, op := range []*huma.Operation{item.Get, item.Put, item.Post, item.Delete, item.Patch} {
-			if op == nil || len(byOp[op.OperationID]) == 0 || len(op.Tags) == 0 || op.Tags[0] != Tag {
-				continue
-			}
-			op.Metadata = httpserver.WithExamples(op.Metadata, byOp[op.OperationID]...)
-			httpserver.DocumentExamples(oapi, op)
-		}
-	}
+	return byOp
 }

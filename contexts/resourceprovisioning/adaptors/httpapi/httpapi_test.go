@@ -77,7 +77,7 @@ func newHarness(t testing.TB) *harness {
 		"exec":  {Kind: auth.KindService, ID: "execution"},
 		"env":   {Kind: auth.KindEnvironment, ID: "alpha-k8s"},
 	}, log)
-	httpapi.New(svc, log).Register(api)
+	httpapi.Register(api, &httpapi.Handlers{Service: svc, Log: log})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return &harness{base: srv.URL + "/resource-provisioning", svc: svc, brk: func() { h.Close(); _ = store.Close() }, path: h.Target.Path}
@@ -192,6 +192,8 @@ func TestBodiesBreakingJSONRulesAreRefusedByNameAndStoreNothing(t *testing.T) {
 		{"a field named twice", rep, "alpha", reports(good + `,"state":"Terminated"`), 400, "malformed", "body.reports[0].state"},
 		{"data after the value", rep, "alpha", reports(good) + ` {}`, 400, "malformed", ""},
 		{"not JSON", rep, "alpha", `{"reports":[{` + good, 400, "malformed", ""},
+		{"nested 33 levels", rep, "alpha", reports(good + `,"native_scope":` + strings.Repeat("[", 30) + strings.Repeat("]", 30)), 400, "malformed", "body.reports[0].native_scope" + strings.Repeat("[0]", 29)},
+		{"nested 10,001 levels", rep, "alpha", strings.Repeat("[", 10001) + strings.Repeat("]", 10001), 400, "malformed", "body" + strings.Repeat("[0]", 32)},
 		{"null paused", rep, "alpha", reports(strings.Replace(good, `"paused":false`, `"paused":null`, 1)), 422, "validation-failed", "body.reports[0].paused"},
 		{"null applied limits", rep, "alpha", reports(good + `,"applied_limits":null`), 422, "validation-failed", "body.reports[0].applied_limits"},
 		{"null identifier", rep, "alpha", reports(strings.Replace(good, `"r1"`, `null`, 1)), 422, "validation-failed", "body.reports[0].provider_resource_id"},
@@ -392,33 +394,51 @@ func TestNumbersThatDoNotFitTheirIntegerFieldAre422AtTheMember(t *testing.T) {
 	}
 }
 
-// TestAPostWithoutAContentTypeIs415: like the execution API, a report or
-// an event without a Content-Type is 415 (Huma would assume JSON) and
-// stores nothing.
-func TestAPostWithoutAContentTypeIs415(t *testing.T) {
+// TestBodiesMustBeDeclaredJSON: like the execution API, a report or an
+// event is JSON declared as application/json or a +json type, in any case,
+// UTF-8; no Content-Type (Huma would assume JSON), another type or another
+// charset is 415 and stores nothing.
+func TestBodiesMustBeDeclaredJSON(t *testing.T) {
 	h := newHarness(t)
-	for path, c := range map[string]struct{ key, body string }{
-		"/alpha/reports": {"alpha", reports(report("r1"))},
-		"/events/beto":   {"beto", event},
-	} {
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, h.base+path, strings.NewReader(c.body))
+	post := func(path, key, ct, body string) (int, []byte) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, h.base+path, strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header.Set("Authorization", "Bearer "+c.key)
+		req.Header.Set("Authorization", "Bearer "+key)
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		raw, _ := io.ReadAll(res.Body)
 		_ = res.Body.Close()
-		var p problem
-		if res.StatusCode != http.StatusUnsupportedMediaType || json.Unmarshal(raw, &p) != nil || p.Reason == "" {
-			t.Errorf("%s without a Content-Type: %d %s, want a 415 problem", path, res.StatusCode, raw)
+		return res.StatusCode, raw
+	}
+	routes := map[string]struct{ key, body string }{
+		"/alpha/reports": {"alpha", reports(report("r1"))},
+		"/events/beto":   {"beto", event},
+	}
+	for path, c := range routes {
+		for _, ct := range []string{"", "text/plain", "application/cbor", "application/json; charset=latin1", "application/jsonx", "multipart/form-data; boundary=x"} {
+			code, raw := post(path, c.key, ct, c.body)
+			var p problem
+			if code != http.StatusUnsupportedMediaType || json.Unmarshal(raw, &p) != nil || p.Reason != "unsupported-media-type" {
+				t.Errorf("%s with Content-Type %q: %d %s, want a 415 problem", path, ct, code, raw)
+			}
 		}
 	}
 	if a, c := h.stored(t); a != 0 || c != 0 {
 		t.Fatalf("refused bodies stored %d allocations and %d changes", a, c)
+	}
+	for path, c := range routes {
+		for _, ct := range []string{"APPLICATION/JSON", "application/json; charset=UTF-8", "Application/Json; Charset=\"utf-8\"", "application/vnd.metallo+json", "APPLICATION/VND.METALLO+JSON"} {
+			if code, raw := post(path, c.key, ct, c.body); code != http.StatusOK {
+				t.Errorf("%s with Content-Type %q: %d %s, want 200", path, ct, code, raw)
+			}
+		}
 	}
 }
 

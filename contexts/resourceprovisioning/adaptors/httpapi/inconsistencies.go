@@ -7,7 +7,6 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/application"
-	"github.com/pharos-metallo/metallo/platform/auth"
 )
 
 // inconsistencyCursorPrefix starts the value inside an inconsistencies
@@ -44,8 +43,8 @@ type inconsistenciesOutput struct {
 	}
 }
 
-func (a *API) registerInconsistencies(api huma.API) {
-	huma.Register(api, readerOperation(huma.Operation{
+func (h *Handlers) inconsistenciesOperation() huma.Operation {
+	return readerOperation(huma.Operation{
 		OperationID: "list-inconsistencies",
 		Method:      http.MethodGet,
 		Path:        "/resource-provisioning/inconsistencies",
@@ -56,20 +55,18 @@ func (a *API) registerInconsistencies(api huma.API) {
 			"opaque cursor like the snapshot; a fresh `ready` allocation is never listed. The first page also lists " +
 			"every Project with several non-retired allocations at one Site (`ambiguous_resources`) and every " +
 			"provider Project claimed by several canonical Projects (`binding_conflicts`). A cursor this API did not " +
-			"issue is 400 `invalid-cursor`."}, cursorReasons()), a.inconsistencies)
+			"issue is 400 `invalid-cursor`."}, cursorReasons())
 }
 
-func (a *API) inconsistencies(ctx context.Context, in *inconsistenciesInput) (*inconsistenciesOutput, error) {
-	if err := requireKind(ctx, auth.KindService); err != nil {
-		return nil, err
-	}
+// inconsistencies answers one page of what needs an operator.
+func (h *Handlers) inconsistencies(ctx context.Context, in *inconsistenciesInput) (*inconsistenciesOutput, error) {
 	after, err := decodeCursor(inconsistencyCursorPrefix, in.Cursor, "query.cursor", isAllocationID)
 	if err != nil {
 		return nil, err
 	}
-	page, err := a.svc.Inconsistencies(ctx, after, in.Limit)
+	page, err := h.Service.Inconsistencies(ctx, after, in.Limit)
 	if err != nil {
-		return nil, a.problem("inconsistencies", err)
+		return nil, h.problem(ctx, err)
 	}
 	return inconsistencyBody(page), nil
 }

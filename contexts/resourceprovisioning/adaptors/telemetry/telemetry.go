@@ -4,6 +4,7 @@
 package telemetry
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/application"
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
+	"github.com/pharos-metallo/metallo/platform/httpserver"
 )
 
 // Metric names.
@@ -55,15 +57,15 @@ func New(log *zap.Logger, reg prometheus.Registerer) (*Telemetry, error) {
 }
 
 // EventConflict implements application.Observer.
-func (t *Telemetry) EventConflict(eventID, eventType string) {
+func (t *Telemetry) EventConflict(ctx context.Context, eventID, eventType string) {
 	t.eventConflicts.Inc()
-	t.log.Warn("refused a Beto event: its event_id was received before with other content",
+	httpserver.RequestLog(ctx, t.log).Warn("refused a Beto event: its event_id was received before with other content",
 		zap.String("event_id", eventID), zap.String("event_type", eventType), zap.String("reason", domain.ReasonEventConflict))
 }
 
 // BindingConflict implements application.Observer.
-func (t *Telemetry) BindingConflict(c domain.BindingConflict) {
+func (t *Telemetry) BindingConflict(ctx context.Context, c domain.BindingConflict) {
 	t.bindingConflicts.Inc()
-	t.log.Warn("a provider Project is claimed by several Projects; its allocations stay project_unbound",
+	httpserver.RequestLog(ctx, t.log).Warn("a provider Project is claimed by several Projects; its allocations stay project_unbound",
 		zap.String("instance", c.Instance), zap.String("provider_project_id", c.ProviderProjectID), zap.Strings("project_ids", c.ProjectIDs))
 }
