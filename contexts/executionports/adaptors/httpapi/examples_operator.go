@@ -66,8 +66,8 @@ func commandsExamples() []httpserver.Example {
 	}
 	return []httpserver.Example{{
 		Name: "batch-attempt", Summary: "The batch Attempt's commands, not acknowledged yet (env values as sizes and digests)",
-		Params: map[string]any{"environment": exampleEnvironment, "attempt": exampleBatchTry},
-		Status: 200,
+		Params:   map[string]any{"environment": exampleEnvironment, "attempt": exampleBatchTry},
+		Status:   200,
 		Response: map[string]any{"environment": exampleEnvironment, "commands": cmds, "newer": int64(len(exampleCommands()))},
 	}}
 }
