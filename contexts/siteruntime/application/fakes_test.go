@@ -473,18 +473,18 @@ func (h *fakeHeart) get() (int, domain.StopReason) {
 type fakeEvents struct {
 	mu          sync.Mutex
 	stopReports []stopReportEvent
-	delivered  []int64
-	deliveries []application.Delivery
-	replayed   []int64
-	recovered  []int64
-	retries    []string
-	ended      []string
-	outcomes   []application.SiteOutcome
-	head       int64
-	pending    int64
-	shutdown   *domain.Checkpoint
-	stop       *domain.StopError
-	beatFails  int
+	delivered   []int64
+	deliveries  []application.Delivery
+	replayed    []int64
+	recovered   []int64
+	retries     []string
+	ended       []string
+	outcomes    []application.SiteOutcome
+	head        int64
+	pending     int64
+	shutdown    *domain.Checkpoint
+	stop        *domain.StopError
+	beatFails   int
 	// waits lists the long waits logged and their ends, in order: "long
 	// <what>" and "ended <what>: <result>".
 	waits []string
@@ -569,6 +569,7 @@ type stopReportEvent struct {
 	err          error
 	afterStopped bool
 }
+
 func (e *fakeEvents) Retrying(step string, _ int, _ error, _ time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
