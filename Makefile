@@ -179,7 +179,7 @@ bench-execution: services
 .PHONY: bench-runtime
 bench-runtime:
 	@mkdir -p var
-	$(GO) run ./contexts/siteruntime/systemtest/benchruntime | tee var/bench-runtime.md
+	$(GO) run ./systemtest/benchruntime | tee var/bench-runtime.md
 
 clean:
 	rm -rf bin var/test-report.json var/lanecheck

@@ -20,7 +20,7 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/runtimepod"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/systemtest/harness"
+	"github.com/pharos-metallo/metallo/systemtest/harness"
 	"github.com/pharos-metallo/metallo/platform/servingtls/tlstest"
 )
 

@@ -1,10 +1,10 @@
-package systemtest
+package runtimetest
 
 import (
 	"bytes"
 	"testing"
 
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/systemtest/harness"
+	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
 
 // TestALostAcknowledgementIsFollowedByAByteIdenticalReplayTheSameAcknowledgementAndNoSecondExecute:

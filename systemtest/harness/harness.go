@@ -48,7 +48,7 @@ type Binaries struct {
 // Build compiles both binaries into dir (testsetup.Build).
 func Build(ctx context.Context, dir string) (Binaries, error) {
 	b := Binaries{Metallo: filepath.Join(dir, "metallo"), Runtime: filepath.Join(dir, "metallo-runtime-test")}
-	for out, pkg := range map[string]string{b.Metallo: testsetup.Metallo, b.Runtime: "./contexts/siteruntime/systemtest/testbin"} {
+	for out, pkg := range map[string]string{b.Metallo: testsetup.Metallo, b.Runtime: "./systemtest/testbin"} {
 		if err := testsetup.Build(ctx, out, pkg); err != nil {
 			return Binaries{}, err
 		}

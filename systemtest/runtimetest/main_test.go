@@ -1,4 +1,4 @@
-package systemtest
+package runtimetest
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/systemtest/harness"
+	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
 
 // bins are built once for the package (TestMain).

@@ -1,4 +1,4 @@
-package systemtest
+package runtimetest
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal/journaltest"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/systemtest/harness"
+	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
 
 // TestADiscardedLastCommitIsLoggedNamingTheFileAndItsResultRecoveredByteForByte:
@@ -22,7 +22,7 @@ import (
 // recovers the command — it was not executed again: one native effect —
 // and the server records a result byte-identical to the lost one. (The
 // batch executor's shapes on the local cluster:
-// adaptors/kube/processtest.)
+// systemtest/processtest.)
 func TestADiscardedLastCommitIsLoggedNamingTheFileAndItsResultRecoveredByteForByte(t *testing.T) {
 	e := newEnv(t)
 	e.append(t, startCmd(1, nil))

@@ -39,7 +39,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/systemtest/harness"
+	"github.com/pharos-metallo/metallo/systemtest/harness"
 	"github.com/pharos-metallo/metallo/platform/database"
 )
 

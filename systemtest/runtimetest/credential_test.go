@@ -1,4 +1,4 @@
-package systemtest
+package runtimetest
 
 import (
 	"os"
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/heartbeat"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/systemtest/harness"
+	"github.com/pharos-metallo/metallo/systemtest/harness"
 	"github.com/pharos-metallo/metallo/platform/auth"
 )
 

@@ -1,4 +1,4 @@
-package systemtest
+package runtimetest
 
 import (
 	"database/sql"

@@ -1,4 +1,4 @@
-package systemtest
+package runtimetest
 
 import (
 	"database/sql"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/systemtest/harness"
+	"github.com/pharos-metallo/metallo/systemtest/harness"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 

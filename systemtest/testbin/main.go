@@ -31,7 +31,7 @@ import (
 	"github.com/pharos-metallo/metallo/app"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/systemtest/harness"
+	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
 
 func main() {

@@ -1,11 +1,11 @@
-package systemtest
+package runtimetest
 
 import (
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/systemtest/harness"
+	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
 
 // `runtime check` pulls read-only (bind=false): a check by one installation

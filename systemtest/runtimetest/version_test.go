@@ -1,4 +1,4 @@
-package systemtest
+package runtimetest
 
 import (
 	"bufio"
@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/systemtest/harness"
+	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
 
 // buildInfoLabels scrapes addr's /metrics and returns the labels of its

@@ -1,4 +1,4 @@
-package systemtest
+package runtimetest
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/systemtest/harness"
+	"github.com/pharos-metallo/metallo/systemtest/harness"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
