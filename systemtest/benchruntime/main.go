@@ -39,8 +39,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pharos-metallo/metallo/systemtest/harness"
 	"github.com/pharos-metallo/metallo/platform/database"
+	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
 
 func main() {

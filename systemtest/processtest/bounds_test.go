@@ -21,10 +21,10 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
-	"github.com/pharos-metallo/metallo/systemtest/harness"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 	"github.com/pharos-metallo/metallo/platform/testsetup"
+	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
 
 // resultOf is the acknowledged result of command id (failing the test

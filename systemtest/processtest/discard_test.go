@@ -22,10 +22,10 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
-	"github.com/pharos-metallo/metallo/systemtest/harness"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 	"github.com/pharos-metallo/metallo/platform/testsetup"
+	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
 
 var discardWarning = regexp.MustCompile(`"level":"warn".*"msg":"journal delivery\.sqlite-wal: a damaged last commit is discarded`)

@@ -26,10 +26,10 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
-	"github.com/pharos-metallo/metallo/systemtest/harness"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 	"github.com/pharos-metallo/metallo/platform/testsetup"
+	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
 
 var killLine = regexp.MustCompile(`failpoint ([a-z-]+): hit \d+, killing the process with SIGKILL`)

@@ -26,11 +26,11 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
-	"github.com/pharos-metallo/metallo/systemtest/harness"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/servingtls/tlstest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 	"github.com/pharos-metallo/metallo/platform/testsetup"
+	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
 
 // The Runtime installed in the local cluster from deploy/localcluster/runtime (deploy/runtime's

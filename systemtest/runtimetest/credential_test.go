@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/heartbeat"
-	"github.com/pharos-metallo/metallo/systemtest/harness"
 	"github.com/pharos-metallo/metallo/platform/auth"
+	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
 
 // writeAtomically replaces path's content the way a projected token or a

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
-	"github.com/pharos-metallo/metallo/systemtest/harness"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
 
 const (

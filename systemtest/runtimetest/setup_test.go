@@ -13,8 +13,8 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
-	"github.com/pharos-metallo/metallo/systemtest/harness"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
 
 const (
