@@ -91,13 +91,13 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/runtimepod"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/kube/auditlog"
 	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
-	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
-	"github.com/pharos-metallo/metallo/platform/servingtls/tlstest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+	"github.com/pharos-metallo/metallo/standins/certauthority"
+	"github.com/pharos-metallo/metallo/standins/siteagent"
 )
 
 const (
@@ -169,7 +169,7 @@ type demo struct {
 	client *http.Client
 	caFile string
 	// ca is the local cluster's CA once read (bridgeListener).
-	ca *tlstest.CA
+	ca *certauthority.CA
 	// podInstalled and podName: the Runtime installed as a Pod, and its Pod.
 	podInstalled bool
 	podName      string
@@ -1094,7 +1094,7 @@ func (d *demo) showJob(ctx context.Context, ref siteprotocol.NativeRef, observed
 	}
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ev, err := (&kubetest.AuditLog{Path: d.audit}).Creation(actx, "jobs", ref.Namespace, ref.Name)
+	ev, err := (&auditlog.Log{Path: d.audit}).Creation(actx, "jobs", ref.Namespace, ref.Name)
 	if err != nil {
 		return err
 	}

@@ -15,9 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/grants/granttest"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
@@ -25,6 +23,9 @@ import (
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 	"github.com/pharos-metallo/metallo/platform/testsetup"
+	"github.com/pharos-metallo/metallo/standins/githost"
+	"github.com/pharos-metallo/metallo/standins/grantprovider"
+	"github.com/pharos-metallo/metallo/standins/siteagent"
 	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
 
@@ -58,7 +59,7 @@ func TestKilledAtEveryRecordedStepOfACheckoutPrepareLeavesNoGrantSecretOrHelper(
 	project, member, binding := uuid.NewString(), uuid.NewString(), uuid.NewString()
 	reader := host.CreateUser("member-" + member[:8])
 	host.AddReader(repo, reader)
-	provider := granttest.New(t, host, map[string]gittest.User{member: reader})
+	provider := grantprovider.New(t, host, map[string]githost.User{member: reader})
 
 	if err := siteagent.Project(ctx, e.Client, e.Namespace, project, true); err != nil {
 		t.Fatal(err)

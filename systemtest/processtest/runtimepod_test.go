@@ -22,14 +22,14 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/installation"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/runtimepod"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
-	"github.com/pharos-metallo/metallo/platform/servingtls/tlstest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 	"github.com/pharos-metallo/metallo/platform/testsetup"
+	"github.com/pharos-metallo/metallo/standins/certauthority"
+	"github.com/pharos-metallo/metallo/standins/siteagent"
 	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
 
@@ -95,7 +95,7 @@ func newPodRuntime(t *testing.T) *podRuntime {
 	// The environment trusts the Runtime's projected token by TokenReview against this cluster.
 	site.Auth = fmt.Sprintf("      tokenreview:\n        kubeconfig: %s\n        username: %s\n        audience: metallo\n",
 		filepath.Join(e.Dir, "kubeconfig"), siteagent.RuntimeUser())
-	ca := tlstest.LoadCA(t, filepath.Join(e.Dir, "pki", "ca.crt"), filepath.Join(e.Dir, "pki", "ca.key"))
+	ca := certauthority.LoadCA(t, filepath.Join(e.Dir, "pki", "ca.crt"), filepath.Join(e.Dir, "pki", "ca.key"))
 	certFile, keyFile := filepath.Join(dir, "site-api.crt"), filepath.Join(dir, "site-api.key")
 	ca.Issue(t, node.HostIP).Write(t, certFile, keyFile)
 	authority, err := site.StartTLS("execution.sqlite", node.HostIP, certFile, keyFile, ca.CAFile)

@@ -17,13 +17,13 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+	"github.com/pharos-metallo/metallo/standins/siteagent"
 )
 
 // long is generous: the Job controller backs off for up to about a minute

@@ -1,9 +1,11 @@
-// Package tlstest makes a test certificate authority and serving pairs it
-// issues, written as PEM files, for tests of TLS listeners and the clients
-// that trust them through a CA bundle (docs/operations.md#tls); the demo
-// uses ReadCA and IssuePair to serve the Site API with a certificate of
-// the local cluster's CA.
-package tlstest
+// Package certauthority stands in for the certificate authority of an
+// operator or a Site, which lies outside Metallo (docs/operations.md#tls):
+// it makes a CA and serving pairs it issues, written as PEM files, for
+// tests of TLS listeners and the clients that trust them through a CA
+// bundle (NewCA, Issue and the helpers taking a testing.TB); the demo uses
+// ReadCA and IssuePair to serve the Site API with a certificate of the
+// local cluster's CA.
+package certauthority
 
 import (
 	"crypto/ecdsa"
@@ -86,7 +88,7 @@ func (ca *CA) Issue(tb testing.TB, hosts ...string) Pair {
 // an error when no host is given or signing fails.
 func (ca *CA) IssuePair(hosts ...string) (Pair, error) {
 	if len(hosts) == 0 {
-		return Pair{}, errors.New("tlstest: a serving certificate needs at least one host")
+		return Pair{}, errors.New("certauthority: a serving certificate needs at least one host")
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -106,7 +108,7 @@ func (ca *CA) IssuePair(hosts ...string) (Pair, error) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
-		return Pair{}, fmt.Errorf("tlstest: sign the certificate for %v: %w", hosts, err)
+		return Pair{}, fmt.Errorf("certauthority: sign the certificate for %v: %w", hosts, err)
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
@@ -203,15 +205,15 @@ func ReadCA(certFile, keyFile string) (*CA, error) {
 	cb, _ := pem.Decode(certPEM)
 	kb, _ := pem.Decode(keyPEM)
 	if cb == nil || kb == nil {
-		return nil, fmt.Errorf("tlstest: %s or %s is not PEM", certFile, keyFile)
+		return nil, fmt.Errorf("certauthority: %s or %s is not PEM", certFile, keyFile)
 	}
 	cert, err := x509.ParseCertificate(cb.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("tlstest: %s: %w", certFile, err)
+		return nil, fmt.Errorf("certauthority: %s: %w", certFile, err)
 	}
 	key, err := x509.ParseECPrivateKey(kb.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("tlstest: %s: %w (an EC key is expected)", keyFile, err)
+		return nil, fmt.Errorf("certauthority: %s: %w (an EC key is expected)", keyFile, err)
 	}
 	ca := &CA{cert: cert, key: key, Pool: x509.NewCertPool(), CAFile: certFile}
 	ca.Pool.AddCert(cert)

@@ -1,5 +1,5 @@
-// Package siteagent stands in for the Site agent, which lies outside this
-// project: it sets up a Site project namespace the way the agent does,
+// Package siteagent stands in for the Site agent, which lies outside
+// Metallo: it sets up a Site project namespace the way the agent does,
 // for the local cluster's tests, the kill test, the benchmark and the
 // demo. It labels the namespace (execution.pharos.dev/access-policy:
 // pharos-site-runtime and project-id: <Project UUID>), creates the

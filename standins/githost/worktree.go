@@ -1,4 +1,4 @@
-package gittest
+package githost
 
 import (
 	"context"
@@ -44,7 +44,7 @@ func (w *WorkTree) Git(args ...string) string {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		w.h.tb.Fatalf("gittest: git %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+		w.h.tb.Fatalf("githost: git %s: %v: %s", strings.Join(args, " "), err, stderr.String())
 	}
 	return string(out)
 }

@@ -1,12 +1,12 @@
-// Package granttest is a test double of the repository grant provider, a
-// provider outside this project (docs/site-runtime.md#repository-grants).
-// It serves the HTTP contract on loopback and mints real access tokens at
-// a gittest host: each grant is a token of the member's Gitea user with the
+// Package grantprovider stands in for the repository grant provider, a
+// provider outside Metallo (docs/site-runtime.md#repository-grants), in
+// the tests and in make demo. It serves the HTTP contract on loopback and
+// mints real access tokens at a standins/githost host: each grant is a token of the member's Gitea user with the
 // scope read:repository (the member's user reads only the repositories it
 // is a collaborator of), named after the idempotency key so that the host
 // itself refuses a second token for one key; revoking deletes the token at
 // the host.
-package granttest
+package grantprovider
 
 import (
 	"crypto/sha256"
@@ -21,33 +21,33 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pharos-metallo/metallo/platform/gittest"
+	"github.com/pharos-metallo/metallo/standins/githost"
 )
 
 // Grant is what the provider issued.
 type Grant struct {
 	GrantID string
-	User    gittest.User
+	User    githost.User
 	TokenID int64
 	Token   string
 }
 
-// Provider is the test double.
+// Provider is the stand-in provider.
 type Provider struct {
 	// URL is the provider's base URL (plain http on loopback, or https with NewTLS).
 	URL string
 
-	host    *gittest.Host
-	members map[string]gittest.User
+	host    *githost.Host
+	members map[string]githost.User
 	mu      sync.Mutex
 	byKey   map[string]Grant
 	byID    map[string]Grant
 }
 
-// New serves the provider for tb (a test, or a program owning the host:
-// make demo); members maps member (Party) UUIDs to their users at host. A
+// New serves the provider until tb ends (a test, or a program owning the
+// host: make demo); members maps member (Party) UUIDs to their users at host. A
 // member without a user is denied (403).
-func New(tb gittest.TB, host *gittest.Host, members map[string]gittest.User) *Provider {
+func New(tb githost.Owner, host *githost.Host, members map[string]githost.User) *Provider {
 	p := &Provider{host: host, members: members, byKey: map[string]Grant{}, byID: map[string]Grant{}}
 	srv := httptest.NewServer(http.HandlerFunc(p.serve))
 	tb.Cleanup(srv.Close)
@@ -58,7 +58,7 @@ func New(tb gittest.TB, host *gittest.Host, members map[string]gittest.User) *Pr
 // NewTLS is New served over HTTPS on listener (for example on the real node's bridge address,
 // which a Runtime in a Pod reaches) with the serving certificate cert: the Runtime accepts plain
 // http only to loopback.
-func NewTLS(tb gittest.TB, host *gittest.Host, members map[string]gittest.User, listener net.Listener, cert tls.Certificate) *Provider {
+func NewTLS(tb githost.Owner, host *githost.Host, members map[string]githost.User, listener net.Listener, cert tls.Certificate) *Provider {
 	p := &Provider{host: host, members: members, byKey: map[string]Grant{}, byID: map[string]Grant{}}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(p.serve))
 	_ = srv.Listener.Close()
