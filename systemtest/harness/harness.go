@@ -454,7 +454,7 @@ func (r *Runtime) Check() (string, error) {
 func (r *Runtime) Args(extra ...string) []string {
 	return append([]string{"serve", "--role", "runtime", "--journal-dir", r.JournalDir, "--environment", r.Environment,
 		"--authority", r.Authority, "--key-file", r.KeyFile, "--heartbeat-file", r.Heartbeat,
-		"--batch-image", "registry.example/metallo-batch@sha256:" + strings.Repeat("0", 64),
+		"--batch-image", BatchImage,
 		"--permissions", "policy:" + r.Policy, "--repository-grants", "file:" + r.Grants, "--installation-record", "file:" + r.Record, "--kubeconfig", r.Kubeconfig,
 		"--admin-listen", "127.0.0.1:0", "--liveness-bound", LivenessBound.String(), "--pull-wait", "1s",
 		"--backoff-initial", "20ms", "--backoff-max", "500ms", "--log-format", "json"}, extra...)

@@ -3,9 +3,6 @@ package processtest
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,106 +12,40 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
-	"github.com/pharos-metallo/metallo/platform/testsetup"
-	"github.com/pharos-metallo/metallo/standins/siteagent"
 	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
 
-// appRuntime sets up a Site project namespace with one member, the
-// execution role and an installed Runtime (not started) for application
-// commands; workload appends one command of family application for the
-// Attempt (its Run stays the same) and returns its ID; command does so
-// for any family.
+// appRuntime is the Setup of the application tests: a Site project
+// namespace with one member granted start, the execution role and an
+// installed Runtime (not started) with the member bound; workload appends
+// one command of family application for the Attempt (its Run stays the
+// same) and returns its ID; command does so for any family.
 type appRuntime struct {
-	e        *kubetest.Env
-	site     *harness.Site
-	rt       *harness.Runtime
-	ctx      context.Context
-	workload func(op siteprotocol.Operation, attempt string, payload any) string
-	command  func(family siteprotocol.Family, op siteprotocol.Operation, attempt string, payload any) string
-	account  string
-	// member, project and binding are the test's member, its Project and
-	// its binding.
+	*harness.Setup
+	e                        *kubetest.Env
+	site                     *harness.Site
+	rt                       *harness.Runtime
+	ctx                      context.Context
+	account                  string
 	member, project, binding string
 }
 
 func newAppRuntime(t *testing.T) *appRuntime {
 	t.Helper()
-	e := kubetest.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	t.Cleanup(cancel)
-	project, member, binding := uuid.NewString(), uuid.NewString(), uuid.NewString()
-	if err := siteagent.Project(ctx, e.Client, e.Namespace, project, true); err != nil {
-		t.Fatal(err)
-	}
-	if err := siteagent.Member(ctx, e.Client, e.Namespace, member); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	bin := testsetup.Binary(t)
-	site, err := harness.NewSite(bin, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(site.Close)
-	if err := site.StartServer("execution.sqlite", ""); err != nil {
-		t.Fatal(err)
-	}
-	rt, err := harness.NewRuntime(bin, site, filepath.Join(dir, "runtime"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := siteagent.RuntimeToken(ctx, e.Client, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := siteagent.WriteKubeconfig(rt.Kubeconfig, e.Config, token); err != nil {
-		t.Fatal(err)
-	}
-	grants, _ := json.Marshal([]permissions.Grant{{Member: member, Project: project, Actions: []domain.PermissionAction{domain.ActionStart}}})
-	if err := os.WriteFile(rt.Policy, grants, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := rt.Install(); err != nil {
-		t.Fatal(out, err)
-	}
-	envelope := func(op siteprotocol.Operation) map[string]any {
-		return map[string]any{"id": uuid.NewString(), "operation": op, "issued_at": "2026-11-29T10:00:00Z", "member_id": member, "project_id": project}
-	}
-	appendCmd := func(c map[string]any) string {
-		raw, _ := json.Marshal(c)
-		if _, err := site.Append(raw); err != nil {
-			t.Fatal(err)
-		}
-		return c["id"].(string)
-	}
-	runs := map[string]string{}
-	command := func(family siteprotocol.Family, op siteprotocol.Operation, attempt string, payload any) string {
-		if runs[attempt] == "" {
-			runs[attempt] = uuid.NewString()
-		}
-		c := envelope(op)
-		c["family"], c["run_id"], c["attempt_id"] = family, runs[attempt], attempt
-		c["account_ref"] = map[string]any{"binding_id": binding, "generation": 1}
-		if payload != nil {
-			c["payload"] = payload
-		}
-		return appendCmd(c)
-	}
-	workload := func(op siteprotocol.Operation, attempt string, payload any) string {
-		return command(siteprotocol.FamilyApplication, op, attempt, payload)
-	}
-	bind := envelope(siteprotocol.OpBindMember)
-	bind["payload"] = map[string]any{"party_id": member, "namespace": e.Namespace, "account": siteprotocol.MemberAccount(member),
-		"binding_id": binding, "revision": 1, "generation": 1}
-	appendCmd(bind)
-	return &appRuntime{e: e, site: site, rt: rt, ctx: ctx, workload: workload, command: command, account: "system:serviceaccount:" + e.Namespace + ":" + siteprotocol.MemberAccount(member),
-		member: member, project: project, binding: binding}
+	s := harness.NewSetup(t, harness.WithProject(), harness.WithMember(), harness.WithGrants(domain.ActionStart), harness.Bound())
+	return &appRuntime{Setup: s, e: s.Env, site: s.Site, rt: s.Runtime, ctx: s.Ctx, account: s.Account, member: s.Member, project: s.Project, binding: s.Binding}
+}
+
+func (a *appRuntime) workload(op siteprotocol.Operation, attempt string, payload any) string {
+	return a.Command(siteprotocol.FamilyApplication, op, attempt, payload)
+}
+
+func (a *appRuntime) command(family siteprotocol.Family, op siteprotocol.Operation, attempt string, payload any) string {
+	return a.Command(family, op, attempt, payload)
 }
 
 func appPreparePayload() map[string]any {
@@ -138,78 +69,28 @@ func appPreparePayload() map[string]any {
 // controllers. Simulated by KWOK: the Nodes.
 func TestKilledAfterEachDeploymentAndServiceCreateEveryAttemptHasOneOfEachAndItsResultNamesThem(t *testing.T) {
 	a := newAppRuntime(t)
-	e, site, rt, ctx, workload := a.e, a.site, a.rt, a.ctx, a.workload
 	const attempts = 10
 	ids := make([]string, attempts)
 	var lastPrepare string
 	for i := range ids {
 		ids[i] = uuid.NewString()
-		lastPrepare = workload(siteprotocol.OpPrepare, ids[i], appPreparePayload())
+		lastPrepare = a.workload(siteprotocol.OpPrepare, ids[i], appPreparePayload())
 	}
-	p, err := rt.Start("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Kill)
-	waitAcknowledged(t, site, p, lastPrepare)
-	if err := p.Stop(30 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	a.RunUntilAcknowledged(lastPrepare)
 
 	starts := make([]string, attempts)
 	for i, attempt := range ids {
-		starts[i] = workload(siteprotocol.OpStart, attempt, nil)
+		starts[i] = a.workload(siteprotocol.OpStart, attempt, nil)
 	}
-	kills := 0
-	for run := 1; ; run++ {
-		if run > 2*attempts+5 {
-			t.Fatalf("%d runs without completing (%d kills)", run, kills)
-		}
-		p, err := rt.Start(application.FailAfterNativeCall + "@1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Kill)
-		done := false
-		deadline := time.Now().Add(2 * time.Minute)
-		for !p.Exited() && !done {
-			if time.Now().After(deadline) {
-				t.Fatalf("run %d neither died nor finished within 2 minutes:\n%s", run, p.Output())
-			}
-			select {
-			case <-p.Done():
-			case <-time.After(50 * time.Millisecond):
-				rec, err := site.Command(starts[attempts-1])
-				done = err == nil && len(rec.Result) > 0
-			}
-		}
-		if !p.Exited() {
-			if err := p.Stop(30 * time.Second); err != nil {
-				t.Fatal(err)
-			}
-			break
-		}
-		m := killLine.FindStringSubmatch(p.Output())
-		if !p.Killed() || m == nil || m[1] != application.FailAfterNativeCall {
-			t.Fatalf("run %d exited (%v) without being killed at %s:\n%s", run, p.ExitErr(), application.FailAfterNativeCall, p.Output())
-		}
-		kills++
-	}
+	kills := a.KillUntilAcknowledged(application.FailAfterNativeCall, starts[attempts-1], 2*attempts+5)
 	if kills != 2*attempts {
 		t.Fatalf("%d kills; want one after each of the %d Deployment and %d Service creates", kills, attempts, attempts)
 	}
+	e, ctx := a.e, a.ctx
 	recorded := map[int64][]byte{}
-	account := a.account
 	for i, attempt := range ids {
-		rec, err := site.Command(starts[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := siteprotocol.ParseResult(rec.Result)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recorded[r.Sequence] = rec.Result
+		r, raw := a.Result(starts[i])
+		recorded[r.Sequence] = raw
 		sel := metav1.ListOptions{LabelSelector: kube.LabelAttempt + "=" + attempt}
 		deps, err := e.Client.AppsV1().Deployments(e.Namespace).List(ctx, sel)
 		if err != nil {
@@ -224,19 +105,15 @@ func TestKilledAfterEachDeploymentAndServiceCreateEveryAttemptHasOneOfEachAndIts
 		}
 		if r.Outcome != siteprotocol.OutcomeSucceeded || r.Reason != siteprotocol.ReasonCreated || len(r.NativeRefs) != 2 ||
 			r.NativeRefs[0].UID != string(deps.Items[0].UID) || r.NativeRefs[1].UID != string(svcs.Items[0].UID) {
-			t.Fatalf("attempt %d: the acknowledged result %s does not name its Deployment %s and Service %s", i, rec.Result, deps.Items[0].UID, svcs.Items[0].UID)
+			t.Fatalf("attempt %d: the acknowledged result %s does not name its Deployment %s and Service %s", i, raw, deps.Items[0].UID, svcs.Items[0].UID)
 		}
 		for _, kind := range []string{"deployments", "services"} {
-			if who := e.WhoCreated(kind, e.Namespace, domain.AttemptObjectName(attempt, "")); who.Actor() != account {
+			if who := e.WhoCreated(kind, e.Namespace, domain.AttemptObjectName(attempt, "")); who.Actor() != a.account {
 				t.Fatalf("attempt %d: %s created by %s", i, kind, who.Actor())
 			}
 		}
 	}
-	for _, put := range site.Proxy.Puts() {
-		if want, ok := recorded[put.Sequence]; ok && !bytes.Equal(put.Body, want) {
-			t.Fatalf("sequence %d: a sent result differs from the recorded one:\n%s\n%s", put.Sequence, put.Body, want)
-		}
-	}
+	a.CheckSentResultsAreRecorded(recorded)
 	t.Logf("%d kills after a Deployment or Service create, %d Attempts with one of each", kills, attempts)
 }
 

@@ -6,13 +6,10 @@
 package processtest
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -22,17 +19,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
-	"github.com/pharos-metallo/metallo/platform/testsetup"
-	"github.com/pharos-metallo/metallo/standins/siteagent"
 	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
-
-var killLine = regexp.MustCompile(`failpoint ([a-z-]+): hit \d+, killing the process with SIGKILL`)
 
 // TestKilledAfterEachJobCreateEveryAttemptHasExactlyOneJobAndItsResultNamesThatJob
 // is the kill test on the local cluster: the real metallo runtime binary
@@ -46,8 +38,8 @@ var killLine = regexp.MustCompile(`failpoint ([a-z-]+): hit \d+, killing the pro
 // API server, RBAC, impersonation, admission policies, the Job controller.
 // Simulated by KWOK: the Nodes (the Jobs' Pods "run" for a second).
 func TestKilledAfterEachJobCreateEveryAttemptHasExactlyOneJobAndItsResultNamesThatJob(t *testing.T) {
-	e := kubetest.New(t)
-	killAfterEachJobCreate(t, e, killTest{attempts: 20, argv: func(i int) []string { return []string{"python", "train.py", fmt.Sprint(i)} }})
+	s := harness.NewSetup(t, harness.WithProject(), harness.WithMember(), harness.WithGrants(domain.ActionStart), harness.Bound())
+	killAfterEachJobCreate(t, s, killTest{attempts: 20, argv: func(i int) []string { return []string{"python", "train.py", fmt.Sprint(i)} }})
 }
 
 // TestKilledAfterEachJobCreateOnTheRealNodeEveryAttemptRunsOnceInItsOneJobAndPod
@@ -61,15 +53,14 @@ func TestKilledAfterEachJobCreateEveryAttemptHasExactlyOneJobAndItsResultNamesTh
 // Job controller, the scheduler, the kubelet, containerd and runc; KWOK is
 // not involved.
 func TestKilledAfterEachJobCreateOnTheRealNodeEveryAttemptRunsOnceInItsOneJobAndPod(t *testing.T) {
-	e := kubetest.New(t)
-	node := e.RealNode()
-	killAfterEachJobCreate(t, e, killTest{
+	s := harness.NewSetup(t, harness.WithProject(), harness.WithMember(), harness.WithGrants(domain.ActionStart), harness.OnTheRealNode(), harness.Bound())
+	e, node := s.Env, s.Node
+	killAfterEachJobCreate(t, s, killTest{
 		attempts: 10,
 		argv: func(int) []string {
 			return []string{"sh", "-c", `echo "run of $MARK" >> /workspace/runs; cat /workspace/runs`}
 		},
-		env:          func(_ int, attempt string) map[string]string { return map[string]string{"MARK": attempt} },
-		runtimeFlags: append([]string{"--batch-image", node.Image(t, kubetest.ImagePlatform)}, node.RuntimeFlags()...),
+		env: func(_ int, attempt string) map[string]string { return map[string]string{"MARK": attempt} },
 		check: func(ctx context.Context, ids []string, jobs []batchv1.Job) {
 			for i, job := range jobs {
 				done := e.WaitForJob(job.Name, 3*time.Minute, "Complete", func(j *batchv1.Job) bool {
@@ -129,9 +120,6 @@ type killTest struct {
 	// argv is Attempt i's command; env its environment.
 	argv func(i int) []string
 	env  func(i int, attempt string) map[string]string
-	// runtimeFlags are added to the Runtime's command line (image,
-	// scheduling).
-	runtimeFlags []string
 	// check runs after the kills, with each Attempt's ID and its one Job.
 	check func(ctx context.Context, ids []string, jobs []batchv1.Job)
 }
@@ -141,89 +129,16 @@ type killTest struct {
 // saved (restarting it each time), and checks one Job per Attempt whose UID
 // the acknowledged result names, created by the member, and results sent
 // byte-identical to the recorded ones; then k.check.
-func killAfterEachJobCreate(t *testing.T, e *kubetest.Env, k killTest) {
+func killAfterEachJobCreate(t *testing.T, s *harness.Setup, k killTest) {
 	attempts := k.attempts
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	project, member, binding := uuid.NewString(), uuid.NewString(), uuid.NewString()
-	if err := siteagent.Project(ctx, e.Client, e.Namespace, project, true); err != nil {
-		t.Fatal(err)
-	}
-	if err := siteagent.Member(ctx, e.Client, e.Namespace, member); err != nil {
-		t.Fatal(err)
-	}
-
-	dir := t.TempDir()
-	bin := testsetup.Binary(t)
-	site, err := harness.NewSite(bin, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(site.Close)
-	if err := site.StartServer("execution.sqlite", ""); err != nil {
-		t.Fatal(err)
-	}
-	rt, err := harness.NewRuntime(bin, site, filepath.Join(dir, "runtime"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := siteagent.RuntimeToken(ctx, e.Client, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := siteagent.WriteKubeconfig(rt.Kubeconfig, e.Config, token); err != nil {
-		t.Fatal(err)
-	}
-	grants, _ := json.Marshal([]permissions.Grant{{Member: member, Project: project, Actions: []domain.PermissionAction{domain.ActionStart}}})
-	if err := os.WriteFile(rt.Policy, grants, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := rt.Install(); err != nil {
-		t.Fatal(out, err)
-	}
-
-	envelope := func(op siteprotocol.Operation) map[string]any {
-		return map[string]any{"id": uuid.NewString(), "operation": op, "issued_at": "2026-11-29T10:00:00Z", "member_id": member, "project_id": project}
-	}
-	appendCmd := func(c map[string]any) string {
-		raw, _ := json.Marshal(c)
-		if _, err := site.Append(raw); err != nil {
-			t.Fatal(err)
-		}
-		return c["id"].(string)
-	}
-	runs := map[string]string{} // attempt → its run: a start must name the run its workspace was prepared for
-	workload := func(op siteprotocol.Operation, attempt string, payload any) string {
-		if runs[attempt] == "" {
-			runs[attempt] = uuid.NewString()
-		}
-		c := envelope(op)
-		c["family"], c["run_id"], c["attempt_id"] = "batch", runs[attempt], attempt
-		c["account_ref"] = map[string]any{"binding_id": binding, "generation": 1}
-		c["payload"] = payload
-		return appendCmd(c)
-	}
-	bind := envelope(siteprotocol.OpBindMember)
-	bind["payload"] = map[string]any{"party_id": member, "namespace": e.Namespace, "account": siteprotocol.MemberAccount(member),
-		"binding_id": binding, "revision": 1, "generation": 1}
-	appendCmd(bind)
 	ids := make([]string, attempts)
 	var lastPrepare string
 	for i := range ids {
 		ids[i] = uuid.NewString()
-		lastPrepare = workload(siteprotocol.OpPrepare, ids[i], map[string]any{"workspace_size_bytes": 1 << 20})
+		lastPrepare = s.Command(siteprotocol.FamilyBatch, siteprotocol.OpPrepare, ids[i], map[string]any{"workspace_size_bytes": 1 << 20})
 	}
-
 	// Bind and prepare without failpoints.
-	p, err := rt.Start("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Kill)
-	waitAcknowledged(t, site, p, lastPrepare)
-	if err := p.Stop(30 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	s.RunUntilAcknowledged(lastPrepare)
 
 	starts := make([]string, attempts)
 	for i, attempt := range ids {
@@ -231,61 +146,21 @@ func killAfterEachJobCreate(t *testing.T, e *kubetest.Env, k killTest) {
 		if k.env != nil {
 			payload["env"] = k.env(i, attempt)
 		}
-		starts[i] = workload(siteprotocol.OpStart, attempt, payload)
+		starts[i] = s.Command(siteprotocol.FamilyBatch, siteprotocol.OpStart, attempt, payload)
 	}
-	kills := 0
-	for run := 1; ; run++ {
-		if run > attempts+5 {
-			t.Fatalf("%d runs without completing (%d kills)", run, kills)
-		}
-		p, err := rt.Start(application.FailAfterNativeCall+"@1", k.runtimeFlags...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Kill)
-		done := false
-		deadline := time.Now().Add(2 * time.Minute)
-		for !p.Exited() && !done {
-			if time.Now().After(deadline) {
-				t.Fatalf("run %d neither died nor finished within 2 minutes:\n%s", run, p.Output())
-			}
-			select {
-			case <-p.Done():
-			case <-time.After(50 * time.Millisecond):
-				rec, err := site.Command(starts[attempts-1])
-				done = err == nil && len(rec.Result) > 0
-			}
-		}
-		if !p.Exited() {
-			if err := p.Stop(30 * time.Second); err != nil {
-				t.Fatal(err)
-			}
-			break
-		}
-		m := killLine.FindStringSubmatch(p.Output())
-		if !p.Killed() || m == nil || m[1] != application.FailAfterNativeCall {
-			t.Fatalf("run %d exited (%v) without being killed at %s:\n%s", run, p.ExitErr(), application.FailAfterNativeCall, p.Output())
-		}
-		kills++
-	}
+	kills := s.KillUntilAcknowledged(application.FailAfterNativeCall, starts[attempts-1], attempts+5)
 	if kills != attempts {
-		first, _ := site.Command(starts[0])
-		t.Fatalf("%d kills; want one after each of the %d Job creates (the first start's result: %s)", kills, attempts, first.Result)
+		_, first := s.Result(starts[0])
+		t.Fatalf("%d kills; want one after each of the %d Job creates (the first start's result: %s)", kills, attempts, first)
 	}
 
+	e := s.Env
 	recorded := map[int64][]byte{}
 	var all []batchv1.Job
 	for i, attempt := range ids {
-		rec, err := site.Command(starts[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := siteprotocol.ParseResult(rec.Result)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recorded[r.Sequence] = rec.Result
-		jobs, err := e.Client.BatchV1().Jobs(e.Namespace).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelAttempt + "=" + attempt})
+		r, raw := s.Result(starts[i])
+		recorded[r.Sequence] = raw
+		jobs, err := e.Client.BatchV1().Jobs(e.Namespace).List(s.Ctx, metav1.ListOptions{LabelSelector: kube.LabelAttempt + "=" + attempt})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,35 +168,16 @@ func killAfterEachJobCreate(t *testing.T, e *kubetest.Env, k killTest) {
 			t.Fatalf("attempt %d (%s) has %d Jobs; want exactly one", i, attempt, len(jobs.Items))
 		}
 		if r.Outcome != siteprotocol.OutcomeSucceeded || r.Reason != siteprotocol.ReasonCreated || len(r.NativeRefs) != 1 || r.NativeRefs[0].UID != string(jobs.Items[0].UID) {
-			t.Fatalf("attempt %d: the acknowledged result %s does not name its Job %s", i, rec.Result, jobs.Items[0].UID)
+			t.Fatalf("attempt %d: the acknowledged result %s does not name its Job %s", i, raw, jobs.Items[0].UID)
 		}
-		if who := e.WhoCreated("jobs", e.Namespace, jobs.Items[0].Name); who.Actor() != "system:serviceaccount:"+e.Namespace+":"+siteprotocol.MemberAccount(member) {
+		if who := e.WhoCreated("jobs", e.Namespace, jobs.Items[0].Name); who.Actor() != s.Account {
 			t.Fatalf("attempt %d: Job created by %s", i, who.Actor())
 		}
 		all = append(all, jobs.Items[0])
 	}
-	for _, put := range site.Proxy.Puts() {
-		if want, ok := recorded[put.Sequence]; ok && !bytes.Equal(put.Body, want) {
-			t.Fatalf("sequence %d: a sent result differs from the recorded one:\n%s\n%s", put.Sequence, put.Body, want)
-		}
-	}
+	s.CheckSentResultsAreRecorded(recorded)
 	t.Logf("%d kills after a Job create, %d Attempts with one Job each", kills, attempts)
 	if k.check != nil {
-		k.check(ctx, ids, all)
-	}
-}
-
-func waitAcknowledged(t *testing.T, site *harness.Site, p *harness.Process, id string) {
-	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		rec, err := site.Command(id)
-		if err == nil && len(rec.Result) > 0 {
-			return
-		}
-		if p.Exited() || time.Now().After(deadline) {
-			t.Fatalf("command %s not acknowledged (%v):\n%s", id, err, p.Output())
-		}
-		time.Sleep(50 * time.Millisecond)
+		k.check(s.Ctx, ids, all)
 	}
 }
