@@ -2,11 +2,7 @@ package processtest
 
 import (
 	"bytes"
-	"context"
 	"encoding/csv"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,23 +12,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/gittest"
-	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
-	"github.com/pharos-metallo/metallo/platform/testsetup"
 	"github.com/pharos-metallo/metallo/standins/githost"
 	"github.com/pharos-metallo/metallo/standins/grantprovider"
-	"github.com/pharos-metallo/metallo/standins/siteagent"
 	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
-
-// harnessBatchImage is the --batch-image the harness gives the Runtime: the
-// fixed platform image the helper runs, named in the namespace's ConfigMap
-// metallo-site as the Site agent does.
-const harnessBatchImage = "registry.example/metallo-batch@sha256:0000000000000000000000000000000000000000000000000000000000000000"
 
 // TestKilledAtEveryRecordedStepOfACheckoutPrepareLeavesNoGrantSecretOrHelper
 // is the kill test of a prepare with a repository: the metallo binary's
@@ -50,54 +37,13 @@ const harnessBatchImage = "registry.example/metallo-batch@sha256:000000000000000
 // the real-node lane runs workspace-init itself).
 func TestKilledAtEveryRecordedStepOfACheckoutPrepareLeavesNoGrantSecretOrHelper(t *testing.T) {
 	const attempts = 6
-	e := kubetest.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
+	s := harness.NewSetup(t, harness.WithProject(), harness.WithMember(), harness.WithPlatformImage(), harness.WithGrants(domain.ActionStart), harness.Bound())
+	e, ctx, site := s.Env, s.Ctx, s.Site
 	host := gittest.Start(t)
-	owner := host.CreateUser("lab")
-	repo := host.CreateRepo(owner, "model")
-	project, member, binding := uuid.NewString(), uuid.NewString(), uuid.NewString()
-	reader := host.CreateUser("member-" + member[:8])
+	repo := host.CreateRepo(host.CreateUser("lab"), "model")
+	reader := host.CreateUser("member-" + s.Member[:8])
 	host.AddReader(repo, reader)
-	provider := grantprovider.New(t, host, map[string]githost.User{member: reader})
-
-	if err := siteagent.Project(ctx, e.Client, e.Namespace, project, true); err != nil {
-		t.Fatal(err)
-	}
-	if err := siteagent.Member(ctx, e.Client, e.Namespace, member); err != nil {
-		t.Fatal(err)
-	}
-	if err := siteagent.PlatformImage(ctx, e.Client, e.Namespace, harnessBatchImage); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	bin := testsetup.Binary(t)
-	site, err := harness.NewSite(bin, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(site.Close)
-	if err := site.StartServer("execution.sqlite", ""); err != nil {
-		t.Fatal(err)
-	}
-	rt, err := harness.NewRuntime(bin, site, filepath.Join(dir, "runtime"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := siteagent.RuntimeToken(ctx, e.Client, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := siteagent.WriteKubeconfig(rt.Kubeconfig, e.Config, token); err != nil {
-		t.Fatal(err)
-	}
-	policy, _ := json.Marshal([]permissions.Grant{{Member: member, Project: project, Actions: []domain.PermissionAction{domain.ActionStart}}})
-	if err := os.WriteFile(rt.Policy, policy, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := rt.Install(); err != nil {
-		t.Fatal(out, err)
-	}
+	provider := grantprovider.New(t, host, map[string]githost.User{s.Member: reader})
 	commit := strings.Repeat("a", 40)
 	outcome := domain.CheckoutOutcome{Outcome: siteprotocol.OutcomeSucceeded, Message: "checked out", Commit: commit, Bytes: 4096, Fetch: "shallow"}
 	var annotations bytes.Buffer
@@ -107,28 +53,11 @@ func TestKilledAtEveryRecordedStepOfACheckoutPrepareLeavesNoGrantSecretOrHelper(
 	flags := []string{"--repository-grants", "http:" + provider.URL, "--repository-grants-bound", "20s",
 		"--batch-pod-annotations", strings.TrimSpace(annotations.String()), "--checkout-timeout", "1m"}
 
-	envelope := func(op siteprotocol.Operation) map[string]any {
-		return map[string]any{"id": uuid.NewString(), "operation": op, "issued_at": "2026-11-29T10:00:00Z", "member_id": member, "project_id": project}
-	}
-	appendCmd := func(c map[string]any) string {
-		raw, _ := json.Marshal(c)
-		if _, err := site.Append(raw); err != nil {
-			t.Fatal(err)
-		}
-		return c["id"].(string)
-	}
-	bind := envelope(siteprotocol.OpBindMember)
-	bind["payload"] = map[string]any{"party_id": member, "namespace": e.Namespace, "account": siteprotocol.MemberAccount(member),
-		"binding_id": binding, "revision": 1, "generation": 1}
-	appendCmd(bind)
 	ids, prepares := make([]string, attempts), make([]string, attempts)
 	for i := range ids {
 		ids[i] = uuid.NewString()
-		c := envelope(siteprotocol.OpPrepare)
-		c["family"], c["run_id"], c["attempt_id"] = "batch", uuid.NewString(), ids[i]
-		c["account_ref"] = map[string]any{"binding_id": binding, "generation": 1}
-		c["payload"] = map[string]any{"workspace_size_bytes": 1 << 20, "repository": map[string]any{"url": repo.URL, "commit": commit}}
-		prepares[i] = appendCmd(c)
+		prepares[i] = s.Command(siteprotocol.FamilyBatch, siteprotocol.OpPrepare, ids[i],
+			map[string]any{"workspace_size_bytes": 1 << 20, "repository": map[string]any{"url": repo.URL, "commit": commit}})
 	}
 
 	// Every helper and Secret the API server ever held, by UID.
@@ -180,11 +109,7 @@ func TestKilledAtEveryRecordedStepOfACheckoutPrepareLeavesNoGrantSecretOrHelper(
 		// The second hit: a recovery may repeat its first step (a record
 		// saved again, a delete sent again), never two.
 		fp := fps[run%2] + "@2"
-		p, err := rt.Start(fp, flags...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Kill)
+		p := s.Start(fp, flags...)
 		done := false
 		deadline := time.Now().Add(3 * time.Minute)
 		for !p.Exited() && !done {

@@ -2,7 +2,6 @@ package processtest
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"os"
@@ -18,7 +17,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
-	"github.com/pharos-metallo/metallo/standins/siteagent"
+	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
 
 // readFileSteps are the durable steps of a read-file that finds no reader
@@ -46,56 +45,18 @@ var readFileSteps = []string{
 // Real: the processes, the API server, admission, the scheduler, the
 // kubelet, containerd, the volume, pods/log; KWOK is not involved.
 func TestKilledAtEachDurableStepOfAReadFileEveryReadAnswersTheExactBytesAndNoReaderIsLeft(t *testing.T) {
-	e := kubetest.New(t)
-	node := e.RealNode()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	project, member, binding, attempt := uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()
-	if err := siteagent.Project(ctx, e.Client, e.Namespace, project, true); err != nil {
-		t.Fatal(err)
-	}
-	if err := siteagent.Member(ctx, e.Client, e.Namespace, member); err != nil {
-		t.Fatal(err)
-	}
-	image := node.Image(t, kubetest.ImagePlatform)
-	if err := siteagent.PlatformImage(ctx, e.Client, e.Namespace, image); err != nil {
-		t.Fatal(err)
-	}
-	rt := installedRuntime(t, ctx, e, member, project)
-	site := rt.Site
-	flags := append([]string{"--batch-image", image, "--read-file-timeout", "1m"}, node.RuntimeFlags()...)
-
-	envelope := func(op siteprotocol.Operation) map[string]any {
-		return map[string]any{"id": uuid.NewString(), "operation": op, "issued_at": "2026-11-29T10:00:00Z", "member_id": member, "project_id": project}
-	}
-	appendCmd := func(c map[string]any) string {
-		raw, _ := json.Marshal(c)
-		if _, err := site.Append(raw); err != nil {
-			t.Fatal(err)
-		}
-		return c["id"].(string)
-	}
-	run := uuid.NewString()
+	s := harness.NewSetup(t, harness.WithProject(), harness.WithMember(), harness.OnTheRealNode(), harness.WithPlatformImage(),
+		harness.WithGrants(domain.ActionStart, domain.ActionRead), harness.Bound())
+	e, ctx, site, attempt := s.Env, s.Ctx, s.Site, uuid.NewString()
+	flags := []string{"--read-file-timeout", "1m"}
 	workload := func(op siteprotocol.Operation, payload any) string {
-		c := envelope(op)
-		c["family"], c["run_id"], c["attempt_id"] = "batch", run, attempt
-		c["account_ref"] = map[string]any{"binding_id": binding, "generation": 1}
-		c["payload"] = payload
-		return appendCmd(c)
+		return s.Command(siteprotocol.FamilyBatch, op, attempt, payload)
 	}
-	bind := envelope(siteprotocol.OpBindMember)
-	bind["payload"] = map[string]any{"party_id": member, "namespace": e.Namespace, "account": siteprotocol.MemberAccount(member),
-		"binding_id": binding, "revision": 1, "generation": 1}
-	appendCmd(bind)
 	workload(siteprotocol.OpPrepare, map[string]any{"workspace_size_bytes": 1 << 20})
 	start := workload(siteprotocol.OpStart, map[string]any{"demand": map[string]int64{"cpu": 100, "memory": 64 << 20}, "time_limit_seconds": 600,
 		"argv": []string{"sh", "-c", `printf 'read me \377\376 exactly\n' > /workspace/result.txt`}})
-	p, err := rt.Start("", flags...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Kill)
-	waitAcknowledged(t, site, p, start)
+	p := s.Start("", flags...)
+	s.WaitAcknowledged(p, start)
 	e.WaitForJob(domain.AttemptObjectName(attempt, ""), 3*time.Minute, "Complete", func(j *batchv1.Job) bool {
 		_, ok := kubetest.JobCondition(j, batchv1.JobComplete)
 		return ok
@@ -112,11 +73,7 @@ func TestKilledAtEachDurableStepOfAReadFileEveryReadAnswersTheExactBytesAndNoRea
 	for i, fp := range readFileSteps {
 		id := workload(siteprotocol.OpReadFile, map[string]any{"path": "result.txt", "max_bytes": 4096})
 		reads = append(reads, id)
-		killed, err := rt.Start(fp, flags...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(killed.Kill)
+		killed := s.Start(fp, flags...)
 		select {
 		case <-killed.Done():
 		case <-time.After(3 * time.Minute):
@@ -128,15 +85,7 @@ func TestKilledAtEachDurableStepOfAReadFileEveryReadAnswersTheExactBytesAndNoRea
 		if rec, err := site.Command(id); err == nil && len(rec.Result) > 0 {
 			t.Fatalf("step %d (%s): the read was acknowledged before the kill", i, fp)
 		}
-		recovered, err := rt.Start("", flags...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(recovered.Kill)
-		waitAcknowledged(t, site, recovered, id)
-		if err := recovered.Stop(30 * time.Second); err != nil {
-			t.Fatal(err)
-		}
+		s.RunUntilAcknowledged(id, flags...)
 	}
 
 	recorded := map[int64][]byte{}
@@ -161,11 +110,7 @@ func TestKilledAtEachDurableStepOfAReadFileEveryReadAnswersTheExactBytesAndNoRea
 			t.Fatalf("read %d (killed at %s): %q truncated %v; the file holds %q", i, readFileSteps[i], got, d.Truncated, want)
 		}
 	}
-	for _, put := range site.Proxy.Puts() {
-		if w, ok := recorded[put.Sequence]; ok && !bytes.Equal(put.Body, w) {
-			t.Fatalf("sequence %d: a sent result differs from the recorded one:\n%s\n%s", put.Sequence, put.Body, w)
-		}
-	}
+	s.CheckSentResultsAreRecorded(recorded)
 	if _, err := e.Client.CoreV1().Pods(e.Namespace).Get(ctx, domain.AttemptObjectName(attempt, domain.SuffixReader), metav1.GetOptions{}); err == nil {
 		t.Fatal("a reader is left")
 	}
