@@ -2,7 +2,6 @@ package processtest
 
 import (
 	"bytes"
-	"context"
 	"testing"
 	"time"
 
@@ -14,38 +13,20 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
-	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
 
-// appRuntime is the Setup of the application tests: a Site project
+// newAppSetup is the Setup of the application tests: a Site project
 // namespace with one member granted start, the execution role and an
-// installed Runtime (not started) with the member bound; workload appends
-// one command of family application for the Attempt (its Run stays the
-// same) and returns its ID; command does so for any family.
-type appRuntime struct {
-	*harness.Setup
-	e                        *kubetest.Env
-	site                     *harness.Site
-	rt                       *harness.Runtime
-	ctx                      context.Context
-	account                  string
-	member, project, binding string
+// installed Runtime (not started) with the member bound.
+func newAppSetup(t *testing.T) *harness.Setup {
+	return harness.NewSetup(t, harness.WithProject(), harness.WithMember(), harness.WithGrants(domain.ActionStart), harness.Bound())
 }
 
-func newAppRuntime(t *testing.T) *appRuntime {
-	t.Helper()
-	s := harness.NewSetup(t, harness.WithProject(), harness.WithMember(), harness.WithGrants(domain.ActionStart), harness.Bound())
-	return &appRuntime{Setup: s, e: s.Env, site: s.Site, rt: s.Runtime, ctx: s.Ctx, account: s.Account, member: s.Member, project: s.Project, binding: s.Binding}
-}
-
-func (a *appRuntime) workload(op siteprotocol.Operation, attempt string, payload any) string {
-	return a.Command(siteprotocol.FamilyApplication, op, attempt, payload)
-}
-
-func (a *appRuntime) command(family siteprotocol.Family, op siteprotocol.Operation, attempt string, payload any) string {
-	return a.Command(family, op, attempt, payload)
+// appCommand appends an application command of the Attempt.
+func appCommand(s *harness.Setup, op siteprotocol.Operation, attempt string, payload any) string {
+	return s.Command(siteprotocol.FamilyApplication, op, attempt, payload)
 }
 
 func appPreparePayload() map[string]any {
@@ -68,25 +49,25 @@ func appPreparePayload() map[string]any {
 // impersonation, admission policies, the Deployment and ReplicaSet
 // controllers. Simulated by KWOK: the Nodes.
 func TestKilledAfterEachDeploymentAndServiceCreateEveryAttemptHasOneOfEachAndItsResultNamesThem(t *testing.T) {
-	a := newAppRuntime(t)
+	a := newAppSetup(t)
 	const attempts = 10
 	ids := make([]string, attempts)
 	var lastPrepare string
 	for i := range ids {
 		ids[i] = uuid.NewString()
-		lastPrepare = a.workload(siteprotocol.OpPrepare, ids[i], appPreparePayload())
+		lastPrepare = appCommand(a, siteprotocol.OpPrepare, ids[i], appPreparePayload())
 	}
 	a.RunUntilAcknowledged(lastPrepare)
 
 	starts := make([]string, attempts)
 	for i, attempt := range ids {
-		starts[i] = a.workload(siteprotocol.OpStart, attempt, nil)
+		starts[i] = appCommand(a, siteprotocol.OpStart, attempt, nil)
 	}
 	kills := a.KillUntilAcknowledged(application.FailAfterNativeCall, starts[attempts-1], 2*attempts+5)
 	if kills != 2*attempts {
 		t.Fatalf("%d kills; want one after each of the %d Deployment and %d Service creates", kills, attempts, attempts)
 	}
-	e, ctx := a.e, a.ctx
+	e, ctx := a.Env, a.Ctx
 	recorded := map[int64][]byte{}
 	for i, attempt := range ids {
 		r, raw := a.Result(starts[i])
@@ -108,7 +89,7 @@ func TestKilledAfterEachDeploymentAndServiceCreateEveryAttemptHasOneOfEachAndIts
 			t.Fatalf("attempt %d: the acknowledged result %s does not name its Deployment %s and Service %s", i, raw, deps.Items[0].UID, svcs.Items[0].UID)
 		}
 		for _, kind := range []string{"deployments", "services"} {
-			if who := e.WhoCreated(kind, e.Namespace, domain.AttemptObjectName(attempt, "")); who.Actor() != a.account {
+			if who := e.WhoCreated(kind, e.Namespace, domain.AttemptObjectName(attempt, "")); who.Actor() != a.Account {
 				t.Fatalf("attempt %d: %s created by %s", i, kind, who.Actor())
 			}
 		}
@@ -125,15 +106,15 @@ func TestKilledAfterEachDeploymentAndServiceCreateEveryAttemptHasOneOfEachAndIts
 // with no native reference. Real: ResourceQuota admission, the API server,
 // the real binary and its journals.
 func TestKilledAtTheCompensatingDeleteNothingOfTheAttemptIsLeftAndTheStartIsRefused(t *testing.T) {
-	a := newAppRuntime(t)
+	a := newAppSetup(t)
 	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-services"},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/services": resource.MustParse("0")}}}
-	if _, err := a.e.Client.CoreV1().ResourceQuotas(a.e.Namespace).Create(a.ctx, quota, metav1.CreateOptions{}); err != nil {
+	if _, err := a.Env.Client.CoreV1().ResourceQuotas(a.Env.Namespace).Create(a.Ctx, quota, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		q, err := a.e.Client.CoreV1().ResourceQuotas(a.e.Namespace).Get(a.ctx, "no-services", metav1.GetOptions{})
+		q, err := a.Env.Client.CoreV1().ResourceQuotas(a.Env.Namespace).Get(a.Ctx, "no-services", metav1.GetOptions{})
 		if err == nil && q.Status.Hard != nil {
 			break
 		}
@@ -143,9 +124,9 @@ func TestKilledAtTheCompensatingDeleteNothingOfTheAttemptIsLeftAndTheStartIsRefu
 		time.Sleep(100 * time.Millisecond)
 	}
 	attempt := uuid.NewString()
-	a.workload(siteprotocol.OpPrepare, attempt, appPreparePayload())
-	start := a.workload(siteprotocol.OpStart, attempt, nil)
-	p, err := a.rt.Start(application.FailAtCompensatingDelete)
+	appCommand(a, siteprotocol.OpPrepare, attempt, appPreparePayload())
+	start := appCommand(a, siteprotocol.OpStart, attempt, nil)
+	p, err := a.Runtime.Start(application.FailAtCompensatingDelete)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,19 +140,19 @@ func TestKilledAtTheCompensatingDeleteNothingOfTheAttemptIsLeftAndTheStartIsRefu
 		t.Fatalf("exited (%v) without being killed at %s:\n%s", p.ExitErr(), application.FailAtCompensatingDelete, p.Output())
 	}
 	sel := metav1.ListOptions{LabelSelector: kube.LabelAttempt + "=" + attempt}
-	if deps, err := a.e.Client.AppsV1().Deployments(a.e.Namespace).List(a.ctx, sel); err != nil || len(deps.Items) != 1 {
+	if deps, err := a.Env.Client.AppsV1().Deployments(a.Env.Namespace).List(a.Ctx, sel); err != nil || len(deps.Items) != 1 {
 		t.Fatalf("before recovery the Deployment must still exist: %v", err)
 	}
-	p, err = a.rt.Start("")
+	p, err = a.Runtime.Start("")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Kill)
-	waitAcknowledged(t, a.site, p, start)
+	waitAcknowledged(t, a.Site, p, start)
 	if err := p.Stop(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := a.site.Command(start)
+	rec, err := a.Site.Command(start)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,15 +165,15 @@ func TestKilledAtTheCompensatingDeleteNothingOfTheAttemptIsLeftAndTheStartIsRefu
 	}
 	deadline = time.Now().Add(time.Minute)
 	for {
-		deps, err := a.e.Client.AppsV1().Deployments(a.e.Namespace).List(a.ctx, sel)
+		deps, err := a.Env.Client.AppsV1().Deployments(a.Env.Namespace).List(a.Ctx, sel)
 		if err != nil {
 			t.Fatal(err)
 		}
-		svcs, err := a.e.Client.CoreV1().Services(a.e.Namespace).List(a.ctx, sel)
+		svcs, err := a.Env.Client.CoreV1().Services(a.Env.Namespace).List(a.Ctx, sel)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rss, err := a.e.Client.AppsV1().ReplicaSets(a.e.Namespace).List(a.ctx, sel)
+		rss, err := a.Env.Client.AppsV1().ReplicaSets(a.Env.Namespace).List(a.Ctx, sel)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -82,11 +82,11 @@ func liveUntil(t *testing.T, rt *harness.Runtime, p *harness.Process, what strin
 // metallo processes, the API server and its service proxy, the real node's
 // kubelet, containerd and Pod network, the httpservice image's /trickle.
 func TestATricklingServiceIsAnsweredAtTheProxysBoundAndTheStreamMovesOn(t *testing.T) {
-	a := newAppRuntime(t)
-	e, site, rt, ctx := a.e, a.site, a.rt, a.ctx
+	a := newAppSetup(t)
+	e, site, rt, ctx := a.Env, a.Site, a.Runtime, a.Ctx
 	node := e.RealNode()
 	image := node.Image(t, kubetest.ImageHTTPService)
-	member, project := a.member, a.project
+	member, project := a.Member, a.Project
 
 	// Member B of the same Project, with its own binding.
 	other, otherBinding := uuid.NewString(), uuid.NewString()
@@ -115,8 +115,8 @@ func TestATricklingServiceIsAnsweredAtTheProxysBoundAndTheStreamMovesOn(t *testi
 	prepare := appPreparePayload()
 	prepare["image"] = image
 	prepare["readiness"] = map[string]any{"path": "/healthz", "period_seconds": 1}
-	a.workload(siteprotocol.OpPrepare, attempt, prepare)
-	start := a.workload(siteprotocol.OpStart, attempt, nil)
+	appCommand(a, siteprotocol.OpPrepare, attempt, prepare)
+	start := appCommand(a, siteprotocol.OpStart, attempt, nil)
 	p, err := rt.Start("", append(node.RuntimeFlags(), "--proxy-timeout", "8s")...)
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +124,7 @@ func TestATricklingServiceIsAnsweredAtTheProxysBoundAndTheStreamMovesOn(t *testi
 	t.Cleanup(p.Kill)
 	waitAcknowledged(t, site, p, start)
 	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(time.Second) {
-		id := a.workload(siteprotocol.OpObserve, attempt, nil)
+		id := appCommand(a, siteprotocol.OpObserve, attempt, nil)
 		waitAcknowledged(t, site, p, id)
 		d, err := siteprotocol.DecodeDetail[siteprotocol.ObserveDetail](resultOf(t, site, id))
 		if err != nil {
@@ -140,12 +140,12 @@ func TestATricklingServiceIsAnsweredAtTheProxysBoundAndTheStreamMovesOn(t *testi
 
 	// The image's /trickle, briefly: one byte (an image built before it
 	// answers its catch-all JSON instead).
-	short := a.workload(siteprotocol.OpProxy, attempt, map[string]any{"method": "GET", "path": "/trickle?n=1&every=1ms"})
+	short := appCommand(a, siteprotocol.OpProxy, attempt, map[string]any{"method": "GET", "path": "/trickle?n=1&every=1ms"})
 	waitAcknowledged(t, site, p, short)
 	if d, err := siteprotocol.DecodeDetail[siteprotocol.ProxyDetail](resultOf(t, site, short)); err != nil || d.BodyBase64 != base64.StdEncoding.EncodeToString([]byte("t")) {
 		t.Fatalf("the real node's httpservice image %s does not trickle (%+v, %v): import this tree's images (deploy/localcluster/cluster.sh image)", image, d, err)
 	}
-	proxy := a.workload(siteprotocol.OpProxy, attempt, map[string]any{"method": "GET", "path": "/trickle?n=86400&every=1s"})
+	proxy := appCommand(a, siteprotocol.OpProxy, attempt, map[string]any{"method": "GET", "path": "/trickle?n=86400&every=1s"})
 	next := appendRaw(map[string]any{"id": uuid.NewString(), "operation": siteprotocol.OpPrepare, "issued_at": "2026-12-04T10:00:00Z",
 		"member_id": other, "project_id": project, "family": "batch", "run_id": uuid.NewString(), "attempt_id": uuid.NewString(),
 		"account_ref": map[string]any{"binding_id": otherBinding, "generation": 1}, "payload": map[string]any{"workspace_size_bytes": 1 << 20}})
@@ -172,7 +172,7 @@ func TestATricklingServiceIsAnsweredAtTheProxysBoundAndTheStreamMovesOn(t *testi
 		t.Fatalf("the other member's prepare after the proxy: %s / %s: %s", n.Outcome, n.Reason, n.Message)
 	}
 	t.Logf("the trickle answered at the bound with %d bytes; the next command answered after it", len(body))
-	cleanup := a.workload(siteprotocol.OpCleanup, attempt, nil)
+	cleanup := appCommand(a, siteprotocol.OpCleanup, attempt, nil)
 	waitAcknowledged(t, site, p, cleanup)
 	if err := p.Stop(30 * time.Second); err != nil {
 		t.Fatal(err)

@@ -22,25 +22,25 @@ import (
 // Real: the API server, RBAC, impersonation, admission policies. Simulated
 // by KWOK: the Nodes.
 func TestAPrepareOfTheOtherFamilyIsAttemptConflictAndTheStreamGoesOn(t *testing.T) {
-	a := newAppRuntime(t)
+	a := newAppSetup(t)
 	batchPrepare := map[string]any{"workspace_size_bytes": 1 << 20}
 	x, y := uuid.NewString(), uuid.NewString()
-	a.command(siteprotocol.FamilyBatch, siteprotocol.OpPrepare, x, batchPrepare)
-	crossX := a.workload(siteprotocol.OpPrepare, x, appPreparePayload())
-	a.workload(siteprotocol.OpPrepare, y, appPreparePayload())
-	crossY := a.command(siteprotocol.FamilyBatch, siteprotocol.OpPrepare, y, batchPrepare)
-	last := a.workload(siteprotocol.OpPrepare, uuid.NewString(), appPreparePayload())
-	p, err := a.rt.Start("")
+	a.Command(siteprotocol.FamilyBatch, siteprotocol.OpPrepare, x, batchPrepare)
+	crossX := appCommand(a, siteprotocol.OpPrepare, x, appPreparePayload())
+	appCommand(a, siteprotocol.OpPrepare, y, appPreparePayload())
+	crossY := a.Command(siteprotocol.FamilyBatch, siteprotocol.OpPrepare, y, batchPrepare)
+	last := appCommand(a, siteprotocol.OpPrepare, uuid.NewString(), appPreparePayload())
+	p, err := a.Runtime.Start("")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Kill)
-	waitAcknowledged(t, a.site, p, last)
+	waitAcknowledged(t, a.Site, p, last)
 	if err := p.Stop(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{crossX, crossY} {
-		rec, err := a.site.Command(id)
+		rec, err := a.Site.Command(id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,12 +52,12 @@ func TestAPrepareOfTheOtherFamilyIsAttemptConflictAndTheStreamGoesOn(t *testing.
 			t.Fatalf("the cross-family prepare's result %s", rec.Result)
 		}
 	}
-	rec, _ := a.site.Command(last)
+	rec, _ := a.Site.Command(last)
 	if r, err := siteprotocol.ParseResult(rec.Result); err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
 		t.Fatalf("the last prepare's result %s (%v)", rec.Result, err)
 	}
 	for _, attempt := range []string{x, y} {
-		claims, err := a.e.Client.CoreV1().PersistentVolumeClaims(a.e.Namespace).List(a.ctx, metav1.ListOptions{LabelSelector: kube.LabelAttempt + "=" + attempt})
+		claims, err := a.Env.Client.CoreV1().PersistentVolumeClaims(a.Env.Namespace).List(a.Ctx, metav1.ListOptions{LabelSelector: kube.LabelAttempt + "=" + attempt})
 		if err != nil {
 			t.Fatal(err)
 		}
