@@ -68,6 +68,7 @@ type SetupOption func(*setupParams)
 
 type setupParams struct {
 	project, guarded, member, platformImage, realNode, installed, bound bool
+	image                                                               string
 	// grants is nil without WithGrants (the policy file stays as it is).
 	grants []domain.PermissionAction
 }
@@ -100,6 +101,12 @@ func WithGrants(actions ...domain.PermissionAction) SetupOption {
 // metallo-site, as the Site agent does (siteagent.PlatformImage).
 func WithPlatformImage() SetupOption {
 	return func(p *setupParams) { p.platformImage = true }
+}
+
+// WithImage makes image the Setup's Image (the platform image
+// WithPlatformImage names) in place of BatchImage.
+func WithImage(image string) SetupOption {
+	return func(p *setupParams) { p.image = image }
 }
 
 // OnTheRealNode renders the Runtime's Pods onto the real node: Image is
@@ -135,6 +142,9 @@ func NewSetup(t testing.TB, opts ...SetupOption) *Setup {
 		Image: BatchImage, runs: map[string]string{}}
 	s.Account = "system:serviceaccount:" + s.Namespace + ":" + siteprotocol.MemberAccount(s.Member)
 	s.Policy = filepath.Join(t.TempDir(), "policy.yaml")
+	if p.image != "" {
+		s.Image = p.image
+	}
 	if p.realNode {
 		s.Node = e.RealNode()
 		s.Image = s.Node.Image(t, kubetest.ImagePlatform)

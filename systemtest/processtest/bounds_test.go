@@ -1,11 +1,9 @@
 package processtest
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +20,6 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
-	"github.com/pharos-metallo/metallo/platform/testsetup"
 	"github.com/pharos-metallo/metallo/standins/siteagent"
 	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
@@ -192,47 +189,14 @@ func TestATricklingServiceIsAnsweredAtTheProxysBoundAndTheStreamMovesOn(t *testi
 // Real: the metallo processes, the API server, admission, the scheduler;
 // no container runs.
 func TestAnUnschedulableReaderIsOneReaderAnsweredAtItsBoundAcrossARestart(t *testing.T) {
-	e := kubetest.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	project, member, binding, attempt := uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()
-	if err := siteagent.Project(ctx, e.Client, e.Namespace, project, true); err != nil {
-		t.Fatal(err)
-	}
-	if err := siteagent.Member(ctx, e.Client, e.Namespace, member); err != nil {
-		t.Fatal(err)
-	}
 	image := "registry.example/metallo-platform@sha256:" + strings.Repeat("7", 64)
-	if err := siteagent.PlatformImage(ctx, e.Client, e.Namespace, image); err != nil {
-		t.Fatal(err)
-	}
-	rt := installedRuntime(t, ctx, e, member, project)
+	s := harness.NewSetup(t, harness.WithProject(), harness.WithMember(), harness.WithImage(image), harness.WithPlatformImage(),
+		harness.WithGrants(domain.ActionStart, domain.ActionRead), harness.Bound())
+	e, ctx, rt, attempt := s.Env, s.Ctx, s.Runtime, uuid.NewString()
 	flags := []string{"--batch-image", image, "--pod-node-selector", "metallo.test/nowhere=" + attempt, "--read-file-timeout", "5s", "--read-file-wait", "20s"}
-
-	envelope := func(op siteprotocol.Operation) map[string]any {
-		return map[string]any{"id": uuid.NewString(), "operation": op, "issued_at": "2026-12-04T10:00:00Z", "member_id": member, "project_id": project}
-	}
-	appendCmd := func(c map[string]any) string {
-		raw, _ := json.Marshal(c)
-		if _, err := rt.Site.Append(raw); err != nil {
-			t.Fatal(err)
-		}
-		return c["id"].(string)
-	}
-	run := uuid.NewString()
 	workload := func(op siteprotocol.Operation, payload any) string {
-		c := envelope(op)
-		c["family"], c["run_id"], c["attempt_id"] = "batch", run, attempt
-		c["account_ref"] = map[string]any{"binding_id": binding, "generation": 1}
-		if payload != nil {
-			c["payload"] = payload
-		}
-		return appendCmd(c)
+		return s.Command(siteprotocol.FamilyBatch, op, attempt, payload)
 	}
-	bind := envelope(siteprotocol.OpBindMember)
-	bind["payload"] = map[string]any{"party_id": member, "namespace": e.Namespace, "account": siteprotocol.MemberAccount(member),
-		"binding_id": binding, "revision": 1, "generation": 1}
-	appendCmd(bind)
 	workload(siteprotocol.OpPrepare, map[string]any{"workspace_size_bytes": 1 << 20})
 	start := workload(siteprotocol.OpStart, map[string]any{"demand": map[string]int64{"cpu": 100, "memory": 64 << 20}, "time_limit_seconds": 600, "argv": []string{"true"}})
 
@@ -327,40 +291,4 @@ func TestAnUnschedulableReaderIsOneReaderAnsweredAtItsBoundAcrossARestart(t *tes
 	if err := p.Stop(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// installedRuntime starts the execution role and installs a Runtime (not
-// started) acting with the Runtime's token on e's cluster, whose policy
-// lets member start and read in project.
-func installedRuntime(t *testing.T, ctx context.Context, e *kubetest.Env, member, project string) *harness.Runtime {
-	t.Helper()
-	dir := t.TempDir()
-	bin := testsetup.Binary(t)
-	site, err := harness.NewSite(bin, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(site.Close)
-	if err := site.StartServer("execution.sqlite", ""); err != nil {
-		t.Fatal(err)
-	}
-	rt, err := harness.NewRuntime(bin, site, filepath.Join(dir, "runtime"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := siteagent.RuntimeToken(ctx, e.Client, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := siteagent.WriteKubeconfig(rt.Kubeconfig, e.Config, token); err != nil {
-		t.Fatal(err)
-	}
-	grants, _ := json.Marshal([]permissions.Grant{{Member: member, Project: project, Actions: []domain.PermissionAction{domain.ActionStart, domain.ActionRead}}})
-	if err := os.WriteFile(rt.Policy, grants, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := rt.Install(); err != nil {
-		t.Fatal(out, err)
-	}
-	return rt
 }

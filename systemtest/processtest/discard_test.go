@@ -18,13 +18,10 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal/journaltest"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
-	"github.com/pharos-metallo/metallo/platform/testsetup"
-	"github.com/pharos-metallo/metallo/standins/siteagent"
 	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
 
@@ -54,7 +51,7 @@ var discardWarning = regexp.MustCompile(`"level":"warn".*"msg":"journal delivery
 // acknowledged result names it. Real: the API server, RBAC, impersonation,
 // admission policies, the Job controller. Simulated by KWOK: the Nodes.
 func TestADamagedLastCommitWithoutItsIndexIsRedoneWithOneJobPerAttempt(t *testing.T) {
-	l := newDiscardLane(t, kubetest.New(t))
+	l := newDiscardLane(t)
 
 	t.Run("the start's result: recovered byte for byte", func(t *testing.T) {
 		attempt := l.prepared(t)
@@ -140,47 +137,10 @@ type discardLane struct {
 	runs                     map[string]string
 }
 
-func newDiscardLane(t *testing.T, e *kubetest.Env) *discardLane {
-	// A bound against a hang, not a speed target: the setup builds the
-	// binary once per test binary, which on a loaded two-core machine can
-	// take most of a minute by itself.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	l := &discardLane{e: e, project: uuid.NewString(), member: uuid.NewString(), binding: uuid.NewString(), runs: map[string]string{}}
-	if err := siteagent.Project(ctx, e.Client, e.Namespace, l.project, true); err != nil {
-		t.Fatal(err)
-	}
-	if err := siteagent.Member(ctx, e.Client, e.Namespace, l.member); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	bin := testsetup.Binary(t)
-	site, err := harness.NewSite(bin, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(site.Close)
-	if err := site.StartServer("execution.sqlite", ""); err != nil {
-		t.Fatal(err)
-	}
-	l.site = site
-	if l.rt, err = harness.NewRuntime(bin, site, filepath.Join(dir, "runtime")); err != nil {
-		t.Fatal(err)
-	}
-	token, err := siteagent.RuntimeToken(ctx, e.Client, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := siteagent.WriteKubeconfig(l.rt.Kubeconfig, e.Config, token); err != nil {
-		t.Fatal(err)
-	}
-	grants, _ := json.Marshal([]permissions.Grant{{Member: l.member, Project: l.project, Actions: []domain.PermissionAction{domain.ActionStart}}})
-	if err := os.WriteFile(l.rt.Policy, grants, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := l.rt.Install(); err != nil {
-		t.Fatal(out, err)
-	}
+func newDiscardLane(t *testing.T) *discardLane {
+	s := harness.NewSetup(t, harness.WithProject(), harness.WithMember(), harness.WithGrants(domain.ActionStart), harness.Installed())
+	e := s.Env
+	l := &discardLane{e: e, site: s.Site, rt: s.Runtime, project: s.Project, member: s.Member, binding: s.Binding, runs: map[string]string{}}
 	bind := l.envelope(siteprotocol.OpBindMember)
 	bind["payload"] = map[string]any{"party_id": l.member, "namespace": e.Namespace, "account": siteprotocol.MemberAccount(l.member),
 		"binding_id": l.binding, "revision": 1, "generation": 1}
