@@ -1,8 +1,10 @@
-// Package harness runs the Site Runtime's system tests and benchmark on
-// real processes: it builds the binaries, starts the execution role on a
-// SQLite file, a recording proxy in front of it, and Runtime processes
-// (the testbin binary), and reads what they leave behind. It is test
-// support: no production code imports it.
+// Package harness runs the Site Runtime's system tests, process tests and
+// benchmark on real processes: it builds the binaries, starts the
+// execution role on a SQLite file, a recording proxy in front of it, and
+// Runtime processes (the metallo binary or systemtest/testbin), and reads
+// what they leave behind. NewSetup is the one setup of the process tests
+// and the native benchmarks on the local cluster. It is test support: no
+// production code and not the demo import it (platform/archtest checks).
 package harness
 
 import (
