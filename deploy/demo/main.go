@@ -13,8 +13,8 @@
 // by itself (with the account's UID); a Run is planned;
 // prepare, start and observe commands are appended and the
 // Runtime performs them. The Site's repository host is Gitea over HTTPS
-// with LFS (platform/gittest) at the real node's bridge address, and its
-// grant provider a stand-in minting real Gitea tokens (granttest): prepare
+// with LFS (standins/githost) at the real node's bridge address, and its
+// grant provider a stand-in minting real Gitea tokens (standins/grantprovider): prepare
 // checks a private repository out at an exact commit (not the branch
 // head, an LFS object included) into the Attempt's workspace with the
 // workspace helper Pod on the real node, and the demo checks, before
