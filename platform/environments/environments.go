@@ -267,6 +267,16 @@ func (s *Set) Sites() map[string]string {
 	return out
 }
 
+// Backends returns each environment's backend (environment → backend),
+// a copy.
+func (s *Set) Backends() map[string]Backend {
+	out := make(map[string]Backend, len(s.byID))
+	for id, e := range s.byID {
+		out[id] = e.Backend
+	}
+	return out
+}
+
 // LogFields describe the set in a reload's log line: its environments,
 // each as <id>@<site>.
 func (s *Set) LogFields() []zap.Field {

@@ -127,6 +127,14 @@ func (s *Service) applyAccounts(ctx context.Context, tx AccountTx, site, allocat
 	if err := s.checkAccountBindings(site, r, bindings); err != nil {
 		return AccountsResult{}, err
 	}
+	var problems []domain.Problem
+	for i, a := range r.Accounts {
+		b := bindings[a.BindingID]
+		problems = append(problems, domain.CheckBackendAccount(fmt.Sprintf("body.accounts[%d]", i), a, b, s.backendOf(b.Environment))...)
+	}
+	if err := domain.Invalid(problems...); err != nil {
+		return AccountsResult{}, err
+	}
 	res := AccountsResult{AllocationID: allocationID, Outcome: domain.OutcomeDuplicate}
 	if duplicate {
 		res.Revision = set.Revision

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
 // Runtime member bindings are derived here from the Project view's
@@ -33,13 +34,60 @@ type EnvironmentSites interface {
 	// Sites returns each environment's Site (environment → Site). The
 	// service never changes the map.
 	Sites() map[string]string
+	// Backends returns each environment's backend (environment →
+	// backend); an environment it does not list is kubernetes. The
+	// service never changes the map.
+	Backends() map[string]siteprotocol.Backend
 }
 
-// StaticSites is a fixed EnvironmentSites.
+// StaticSites is a fixed EnvironmentSites of Kubernetes environments.
 type StaticSites map[string]string
 
 // Sites implements EnvironmentSites.
 func (s StaticSites) Sites() map[string]string { return s }
+
+// Backends implements EnvironmentSites: every environment is kubernetes.
+func (s StaticSites) Backends() map[string]siteprotocol.Backend { return nil }
+
+// StaticEnvironments is a fixed EnvironmentSites with backends.
+type StaticEnvironments struct {
+	SiteOf    map[string]string
+	BackendOf map[string]siteprotocol.Backend
+}
+
+// Sites implements EnvironmentSites.
+func (s StaticEnvironments) Sites() map[string]string { return s.SiteOf }
+
+// Backends implements EnvironmentSites.
+func (s StaticEnvironments) Backends() map[string]siteprotocol.Backend { return s.BackendOf }
+
+// anySlurm reports whether a slurm environment is configured: only then
+// may an account report name a POSIX user name
+// (domain.AccountReport.ValidateNames).
+func (s *Service) anySlurm() bool {
+	if s.cfg.Environments == nil {
+		return false
+	}
+	for _, b := range s.cfg.Environments.Backends() {
+		if b == siteprotocol.BackendSlurm {
+			return true
+		}
+	}
+	return false
+}
+
+// backendOf returns environment's backend in the configuration in use:
+// kubernetes when it says none or the environment is not configured
+// (bindings are derived whatever the configuration).
+func (s *Service) backendOf(environment string) siteprotocol.Backend {
+	if s.cfg.Environments == nil {
+		return siteprotocol.BackendKubernetes
+	}
+	if b := s.cfg.Environments.Backends()[environment]; b != "" {
+		return b
+	}
+	return siteprotocol.BackendKubernetes
+}
 
 // sites is one reading of the configured environments' Sites.
 type sites map[string]string
@@ -153,8 +201,50 @@ func (s *Service) bindingInputs(ctx context.Context, tx BindingTx, id string, ke
 	if in.SiteBinding, err = tx.CurrentSiteBinding(ctx, key.PartyID, key.Environment); err != nil || !in.Live() {
 		return in, err
 	}
-	in.Accounts, err = tx.BindingAccounts(ctx, id)
-	return in, err
+	if in.Accounts, err = tx.BindingAccounts(ctx, id); err != nil {
+		return in, err
+	}
+	in.NativeName = siteprotocol.MemberAccountAt(s.backendOf(key.Environment), key.PartyID, in.SiteBinding.ExternalID)
+	return in, s.takenAccounts(ctx, tx, key, &in)
+}
+
+// takenAccounts sets in's AccountTaken and TakenUIDs: one Party per
+// account (docs/resource-provisioning.md#one-party-per-account). A binding
+// of another Party at the environment holds an account (by name, or by the
+// UID of its ready account) unless it is itself held back
+// (account_taken), so the first binding keeps the account and a later one
+// waits.
+func (s *Service) takenAccounts(ctx context.Context, tx BindingTx, key domain.BindingKey, in *domain.BindingInputs) error {
+	holds := func(b domain.MemberBinding) bool {
+		return b.PartyID != key.PartyID && !slices.Contains(b.Reasons, domain.ReasonAccountTaken)
+	}
+	others, err := tx.BindingsHoldingAccount(ctx, key.Environment, in.NativeName, "")
+	if err != nil {
+		return err
+	}
+	for _, b := range others {
+		if b.AccountName() == in.NativeName && holds(b) {
+			in.AccountTaken = true
+		}
+	}
+	for _, a := range in.Accounts {
+		if a.State != domain.AccountReady {
+			continue
+		}
+		others, err := tx.BindingsHoldingAccount(ctx, key.Environment, "", a.UID)
+		if err != nil {
+			return err
+		}
+		for _, b := range others {
+			if b.State == domain.BindingReady && b.Account.UID == a.UID && holds(b) {
+				if in.TakenUIDs == nil {
+					in.TakenUIDs = map[string]bool{}
+				}
+				in.TakenUIDs[a.UID] = true
+			}
+		}
+	}
+	return nil
 }
 
 // applyMemberships replaces the Project view's memberships with p's and
