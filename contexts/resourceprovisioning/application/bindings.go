@@ -133,22 +133,67 @@ func (s *Service) deriveBindings(ctx context.Context, tx BindingTx, keys []domai
 	}
 	out := make(map[string]domain.MemberBinding, len(known))
 	var events []domain.MemberBindingChanged
-	for _, id := range slices.Sorted(maps.Keys(known)) {
-		next, exists, material, err := s.deriveBinding(ctx, tx, id, known[id], now)
+	var freed []domain.MemberBinding
+	derive := func(id string, key *domain.BindingKey) error {
+		before, err := tx.LockBinding(ctx, id)
 		if err != nil {
-			return nil, err
+			return err
+		}
+		next, exists, material, err := s.deriveBinding(ctx, tx, id, key, now)
+		if err != nil {
+			return err
 		}
 		if exists {
 			out[id] = next
 		}
 		if material {
 			events = append(events, domain.NewMemberBindingChanged(next))
+			if releases(before, next) {
+				freed = append(freed, *before)
+			}
+		}
+		return nil
+	}
+	for _, id := range slices.Sorted(maps.Keys(known)) {
+		if err := derive(id, known[id]); err != nil {
+			return nil, err
+		}
+	}
+	// A binding that stopped holding its account (retired, or another
+	// account) lets a binding held back for it take it now
+	// (docs/resource-provisioning.md#one-party-per-account). These are
+	// locked after the others, out of ID order: rare, and a deadlock on
+	// PostgreSQL is an error its caller retries.
+	for len(freed) > 0 {
+		b := freed[0]
+		freed = freed[1:]
+		waiting, err := tx.BindingsHoldingAccount(ctx, b.Environment, b.AccountName(), "")
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range waiting {
+			if _, done := out[w.ID]; done || !slices.Contains(w.Reasons, domain.ReasonAccountTaken) {
+				continue
+			}
+			if err := derive(w.ID, nil); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if len(events) == 0 {
 		return out, nil
 	}
 	return out, tx.AppendBindingChanges(ctx, events, now)
+}
+
+// releases reports whether a binding that was live and not held back
+// (before) no longer holds its account or its ready account's UID after
+// a change (next).
+func releases(before *domain.MemberBinding, next domain.MemberBinding) bool {
+	if before == nil || before.State == domain.BindingRetired || slices.Contains(before.Reasons, domain.ReasonAccountTaken) {
+		return false
+	}
+	return next.State == domain.BindingRetired || next.AccountName() != before.AccountName() || next.Account.UID != before.Account.UID
 }
 
 // deriveBinding derives and stores one binding (its key nil: only a stored
