@@ -128,9 +128,10 @@ func (s *Service) applyAccounts(ctx context.Context, tx AccountTx, site, allocat
 		return AccountsResult{}, err
 	}
 	var problems []domain.Problem
+	configured := s.backends()
 	for i, a := range r.Accounts {
 		b := bindings[a.BindingID]
-		problems = append(problems, domain.CheckBackendAccount(fmt.Sprintf("body.accounts[%d]", i), a, b, s.backendOf(b.Environment))...)
+		problems = append(problems, domain.CheckBackendAccount(fmt.Sprintf("body.accounts[%d]", i), a, b, configured.of(b.Environment))...)
 	}
 	if err := domain.Invalid(problems...); err != nil {
 		return AccountsResult{}, err

@@ -76,14 +76,23 @@ func (s *Service) anySlurm() bool {
 	return false
 }
 
-// backendOf returns environment's backend in the configuration in use:
-// kubernetes when it says none or the environment is not configured
-// (bindings are derived whatever the configuration).
-func (s *Service) backendOf(environment string) siteprotocol.Backend {
+// backends is one reading of the configured environments' backends.
+type backends map[string]siteprotocol.Backend
+
+// backends returns the backends of the configuration in use, read once
+// per operation like sites.
+func (s *Service) backends() backends {
 	if s.cfg.Environments == nil {
-		return siteprotocol.BackendKubernetes
+		return nil
 	}
-	if b := s.cfg.Environments.Backends()[environment]; b != "" {
+	return s.cfg.Environments.Backends()
+}
+
+// of returns environment's backend: kubernetes when the configuration
+// says none or the environment is not configured (bindings are derived
+// whatever the configuration).
+func (m backends) of(environment string) siteprotocol.Backend {
+	if b := m[environment]; b != "" {
 		return b
 	}
 	return siteprotocol.BackendKubernetes
@@ -134,12 +143,13 @@ func (s *Service) deriveBindings(ctx context.Context, tx BindingTx, keys []domai
 	out := make(map[string]domain.MemberBinding, len(known))
 	var events []domain.MemberBindingChanged
 	var freed []domain.MemberBinding
+	configured := s.backends()
 	derive := func(id string, key *domain.BindingKey) error {
 		before, err := tx.LockBinding(ctx, id)
 		if err != nil {
 			return err
 		}
-		next, exists, material, err := s.deriveBinding(ctx, tx, id, key, now)
+		next, exists, material, err := s.deriveBinding(ctx, tx, id, key, configured, now)
 		if err != nil {
 			return err
 		}
@@ -198,7 +208,7 @@ func releases(before *domain.MemberBinding, next domain.MemberBinding) bool {
 
 // deriveBinding derives and stores one binding (its key nil: only a stored
 // binding is derived again).
-func (s *Service) deriveBinding(ctx context.Context, tx BindingTx, id string, key *domain.BindingKey, now time.Time) (next domain.MemberBinding, exists, material bool, err error) {
+func (s *Service) deriveBinding(ctx context.Context, tx BindingTx, id string, key *domain.BindingKey, configured backends, now time.Time) (next domain.MemberBinding, exists, material bool, err error) {
 	for attempt := 0; attempt < 2; attempt++ {
 		cur, err := tx.LockBinding(ctx, id)
 		if err != nil {
@@ -211,7 +221,7 @@ func (s *Service) deriveBinding(ctx context.Context, tx BindingTx, id string, ke
 		if k == nil {
 			return domain.MemberBinding{}, false, false, nil
 		}
-		in, err := s.bindingInputs(ctx, tx, id, *k, cur)
+		in, err := s.bindingInputs(ctx, tx, id, *k, cur, configured)
 		if err != nil {
 			return domain.MemberBinding{}, false, false, err
 		}
@@ -233,8 +243,9 @@ func (s *Service) deriveBinding(ctx context.Context, tx BindingTx, id string, ke
 }
 
 // bindingInputs reads what binding id of key is derived from; the accounts
-// only when it is live.
-func (s *Service) bindingInputs(ctx context.Context, tx BindingTx, id string, key domain.BindingKey, cur *domain.MemberBinding) (domain.BindingInputs, error) {
+// only when it is live, and its account name by its environment's backend
+// in configured.
+func (s *Service) bindingInputs(ctx context.Context, tx BindingTx, id string, key domain.BindingKey, cur *domain.MemberBinding, configured backends) (domain.BindingInputs, error) {
 	var in domain.BindingInputs
 	var err error
 	if in.Member, err = tx.IsProjectMember(ctx, key.ProjectID, key.PartyID); err != nil {
@@ -249,7 +260,7 @@ func (s *Service) bindingInputs(ctx context.Context, tx BindingTx, id string, ke
 	if in.Accounts, err = tx.BindingAccounts(ctx, id); err != nil {
 		return in, err
 	}
-	in.NativeName = siteprotocol.MemberAccountAt(s.backendOf(key.Environment), key.PartyID, in.SiteBinding.ExternalID)
+	in.NativeName = siteprotocol.MemberAccountAt(configured.of(key.Environment), key.PartyID, in.SiteBinding.ExternalID)
 	return in, s.takenAccounts(ctx, tx, key, &in)
 }
 
