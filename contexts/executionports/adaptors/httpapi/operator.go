@@ -87,7 +87,7 @@ func rfc3339(t time.Time) string {
 
 func environmentBody(v application.EnvironmentView) EnvironmentBody {
 	b := EnvironmentBody{
-		Environment: v.Environment.ID, Site: v.Environment.Site, Backend: v.Environment.Backend,
+		Environment: v.Environment.ID, Site: v.Environment.Site, Backend: string(v.Environment.Backend),
 		HeadSequence: v.State.HeadSequence, AcknowledgedSequence: v.State.AcknowledgedSequence, Lag: v.Lag(),
 		InstallationID: v.State.InstallationID, BoundAt: rfc3339(v.State.BoundAt),
 	}
