@@ -42,7 +42,8 @@ var updateExamples = flag.Bool("update-examples", false, "rewrite resource_provi
 // Site's reports, the reads), then what reads both (planning, binding
 // deliveries). An operation with examples missing here fails the test.
 var exampleOrder = []string{
-	"append-command", "pull-commands", "record-result", "get-command", "get-stream-state", "rebind-stream",
+	"append-command", "pull-commands", "record-result", "get-command", "get-stream-state", "report-stop", "rebind-stream",
+	"list-environments", "list-commands", "get-binding-history",
 	"receive-beto-event", "submit-reports", "account-lookup", "submit-accounts", "list-allocations", "project-allocations",
 	"allocation-changes", "project-binding-conflicts", "list-inconsistencies", "desired-bindings", "project-accounts", "allocation-accounts",
 	"plan-capacity", "get-binding-deliveries",

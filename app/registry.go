@@ -20,5 +20,6 @@ func extraCommands(env Env) []*cobra.Command {
 		newRuntimeCommand(env),
 		newWorkspaceInitCommand(env),
 		newWorkspaceReadCommand(env),
+		newCtlCommand(env),
 	}
 }

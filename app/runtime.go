@@ -57,6 +57,14 @@ func RuntimeRole() Role {
 			}
 			opened, err := siteruntime.OpenJournal(context.Background(), cfg, rec)
 			if err != nil {
+				// A journal set that refuses to open is a stop: the Site
+				// API is told before the process exits, best effort
+				// (docs/site-protocol.md#the-stop-report).
+				if reason, ok, rerr := siteruntime.ReportStopAtOpen(context.Background(), cfg, rec, err); ok && rerr != nil {
+					log.Warn("runtime stop not reported to the Site API", zap.String("reason", string(reason)), zap.Error(rerr))
+				} else if ok {
+					log.Info("runtime stop reported to the Site API", zap.String("reason", string(reason)))
+				}
 				return fmt.Errorf("--journal-dir %s: %w", cfg.JournalDir, err)
 			}
 			if err := siteruntime.StartHeartbeat(context.Background(), cfg, clock.System{}); err != nil {

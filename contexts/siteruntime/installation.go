@@ -19,6 +19,7 @@ import (
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
 // NewInstallationRecord returns the record adaptor for the
@@ -54,6 +55,42 @@ func NewInstallationRecord(spec, kubeconfigPath string) (application.Installatio
 func OpenJournal(ctx context.Context, c Config, rec domain.Installation) (*journal.Journal, error) {
 	return journal.Open(ctx, c.JournalDir, journal.Options{Expect: &domain.Binding{
 		Environment: c.Environment, Authority: c.Authority, InstallationID: rec.InstallationID}})
+}
+
+// StopAtOpen is the stop a journal set that refuses to open means
+// (docs/site-runtime.md#stop-conditions): journal-integrity for damage
+// (application.ErrJournalIntegrity), binding-mismatch for a binding other
+// than the configuration's (journal.ErrBindingMismatch); false for any
+// other failure (a lock held by another Runtime, a missing journal), which
+// is no stop of this installation's worker.
+func StopAtOpen(err error) (domain.StopReason, bool) {
+	switch {
+	case errors.Is(err, application.ErrJournalIntegrity):
+		return domain.StopJournalIntegrity, true
+	case errors.Is(err, journal.ErrBindingMismatch):
+		return domain.StopBindingMismatch, true
+	}
+	return "", false
+}
+
+// ReportStopAtOpen sends, once and within application.StopReportTimeout,
+// the stop report of a journal set that refused to open with openErr
+// (StopAtOpen) for installation rec, before the process exits
+// (docs/site-protocol.md#the-stop-report). The sequence is 0: the journal
+// could not say. It returns the reason and the report's error; ok is false
+// when openErr is no stop (nothing is sent).
+func ReportStopAtOpen(ctx context.Context, c Config, rec domain.Installation, openErr error) (reason domain.StopReason, ok bool, err error) {
+	reason, ok = StopAtOpen(openErr)
+	if !ok {
+		return "", false, nil
+	}
+	client, err := NewSiteClient(c, rec.InstallationID)
+	if err != nil {
+		return reason, true, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, application.StopReportTimeout)
+	defer cancel()
+	return reason, true, client.ReportStop(ctx, siteprotocol.StopReport{Reason: reason, Message: siteprotocol.StopMessage("the journal set refused to open: " + openErr.Error())})
 }
 
 // ReadInstallation reads the record of --installation-record and checks it

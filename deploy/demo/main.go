@@ -42,7 +42,10 @@
 // arguments of the private inference argument rule and KServe reports it
 // Ready (healthy), its predictor's log read through the stream
 // (read-logs) and the model asked for a prediction through the stream's
-// proxy as the member, cancelled and observed gone. Last, `metallo workspace-init`, run
+// proxy as the member, cancelled and observed gone. An operator then lists
+// every stream with `metallo ctl` and an operator:demo key: the environment
+// with its lag, the member's read-logs results with the log as its size and
+// SHA-256 only, its append refused 403 and named in the audit log. Last, `metallo workspace-init`, run
 // as a process, verifies a complete checkout on a second run and
 // refuses a commit whose link leaves the tree; and environments.yaml is
 // changed while the central process serves: an environment added at another
@@ -254,6 +257,9 @@ func (d *demo) run(ctx context.Context) error {
 	if err := d.checkout(ctx); err != nil {
 		return err
 	}
+	if err := d.operatorView(ctx); err != nil {
+		return err
+	}
 	return d.reloadEnvironments(ctx)
 }
 
@@ -287,7 +293,7 @@ func (d *demo) prepareDir() error {
 	if err := os.MkdirAll(filepath.Join(d.dir, "runtime"), 0o750); err != nil {
 		return err
 	}
-	for _, p := range []string{"site:alpha", "service:beto", "service:execution"} {
+	for _, p := range []string{"site:alpha", "service:beto", "service:execution", "operator:demo"} {
 		out, err := exec.Command(d.bin, "keys", "new", "--principal", p, "--append", d.path("keys.yaml")).Output()
 		if err != nil {
 			return fmt.Errorf("metallo keys new --principal %s: %w", p, err)
@@ -301,7 +307,10 @@ func (d *demo) prepareDir() error {
 	if err := os.WriteFile(d.path("site-alpha.key"), []byte(d.keys["site:alpha"]+"\n"), 0o600); err != nil {
 		return err
 	}
-	d.say("keys for site:alpha (the Site agent), service:beto (Project events) and service:execution in keys.yaml (hashes only)")
+	if err := os.WriteFile(d.path("operator.key"), []byte(d.keys["operator:demo"]+"\n"), 0o600); err != nil {
+		return err
+	}
+	d.say("keys for site:alpha (the Site agent), service:beto (Project events), service:execution and operator:demo (metallo ctl) in keys.yaml (hashes only)")
 	return nil
 }
 

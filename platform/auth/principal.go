@@ -1,8 +1,10 @@
 // Package auth authenticates bearer credentials to principals.
 //
 // Principals are "site:<id>" (a Site's agent), "environment:<id>" (a Site
-// Runtime for one execution environment) and "service:<name>" (a central
-// service such as Execution or the Beto event intake). Static keys are held
+// Runtime for one execution environment), "service:<name>" (a central
+// service such as Execution or the Beto event intake) and
+// "operator:<name>" (a person or tool that reads the streams without
+// changing them; docs/operations.md#operator-reads). Static keys are held
 // only as SHA-256 hashes in a keys file (keys.yaml) and compared in constant
 // time; other authenticators (Kubernetes TokenReview) plug in through the
 // Authenticator interface (docs/architecture.md#configuration-files).
@@ -21,6 +23,9 @@ const (
 	KindSite        = "site"
 	KindEnvironment = "environment"
 	KindService     = "service"
+	// KindOperator reads the execution role's operator routes and may
+	// change nothing (docs/operations.md#operator-reads).
+	KindOperator = "operator"
 )
 
 // Principal is an authenticated caller: a kind and an identifier.
@@ -40,8 +45,8 @@ var principalID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // ErrBadPrincipal is wrapped by ParsePrincipal's errors.
 var ErrBadPrincipal = errors.New("bad principal")
 
-// ParsePrincipal parses "<kind>:<id>". The kind must be site, environment or
-// service; the id 1–128 characters of letters, digits, '.', '_' and '-',
+// ParsePrincipal parses "<kind>:<id>". The kind must be site, environment,
+// service or operator; the id 1–128 characters of letters, digits, '.', '_' and '-',
 // starting with a letter or digit. It returns an error wrapping
 // ErrBadPrincipal otherwise.
 func ParsePrincipal(s string) (Principal, error) {
@@ -50,9 +55,9 @@ func ParsePrincipal(s string) (Principal, error) {
 		return Principal{}, fmt.Errorf("%w %q: want <kind>:<id>", ErrBadPrincipal, s)
 	}
 	switch kind {
-	case KindSite, KindEnvironment, KindService:
+	case KindSite, KindEnvironment, KindService, KindOperator:
 	default:
-		return Principal{}, fmt.Errorf("%w %q: kind must be site, environment or service", ErrBadPrincipal, s)
+		return Principal{}, fmt.Errorf("%w %q: kind must be site, environment, service or operator", ErrBadPrincipal, s)
 	}
 	if !principalID.MatchString(id) {
 		return Principal{}, fmt.Errorf("%w %q: id must match %s", ErrBadPrincipal, s, principalID)

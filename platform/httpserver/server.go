@@ -180,6 +180,7 @@ func UseAuthentication(api huma.API, authn auth.Authenticator, log *zap.Logger) 
 			WriteProblem(ctx, NewProblem(http.StatusServiceUnavailable, ReasonUnavailable, "the credential could not be checked now; retry later"))
 			return
 		}
+		noteAuditPrincipal(ctx.Context(), p)
 		if admit, ok := ctx.Operation().Metadata[admitKey].(Admit); ok {
 			if err := admit(p, ctx.Param); err != nil {
 				WriteProblem(ctx, asProblem(err))
@@ -333,6 +334,7 @@ func newServer(cfg Config, p serverParams) (*Server, error) {
 		}
 		api.UseMiddleware(m.middleware)
 	}
+	UseAudit(api, p.Log)
 	UseAuthentication(api, p.Authn, p.Log)
 	for _, r := range p.Registrars {
 		r.Register(api)

@@ -370,6 +370,37 @@ func (s *Site) execution(method, path string, body []byte, out any) (int, error)
 	return resp.StatusCode, nil
 }
 
+// RuntimeStop is a stop report as the execution role's environment
+// listing shows it (GET /execution/v1/environments;
+// docs/operations.md#operator-reads).
+type RuntimeStop struct {
+	Reason         string `json:"reason"`
+	Sequence       int64  `json:"sequence"`
+	RuntimeVersion string `json:"runtime_version"`
+	InstallationID string `json:"installation_id"`
+	Message        string `json:"message"`
+}
+
+// ListedStop returns the stop the environment listing shows for the
+// site's environment, nil when it shows none.
+func (s *Site) ListedStop() (*RuntimeStop, error) {
+	var body struct {
+		Environments []struct {
+			Environment string       `json:"environment"`
+			Stop        *RuntimeStop `json:"stop"`
+		} `json:"environments"`
+	}
+	if _, err := s.execution(http.MethodGet, "/execution/v1/environments", nil, &body); err != nil {
+		return nil, err
+	}
+	for _, e := range body.Environments {
+		if e.Environment == s.Environment {
+			return e.Stop, nil
+		}
+	}
+	return nil, fmt.Errorf("the listing has no environment %s", s.Environment)
+}
+
 // Append appends a command (Execution's route) and returns its sequence.
 func (s *Site) Append(raw []byte) (int64, error) {
 	var r siteprotocol.AppendReceipt

@@ -23,6 +23,9 @@ type LockedStream interface {
 	// Record stores r's exact bytes as the result of sequence and advances
 	// the acknowledged sequence to it.
 	Record(ctx context.Context, sequence int64, r ReceivedResult, at time.Time) error
+	// RecordStop stores stop as the stream's stop report, replacing any
+	// earlier one (docs/execution-ports.md#runtime-stops).
+	RecordStop(ctx context.Context, stop RuntimeStop) error
 }
 
 // BindingReasonFirstUse is the recorded reason of a binding made by the

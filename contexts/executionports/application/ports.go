@@ -170,6 +170,18 @@ type StreamStore interface {
 	// RuntimeVersion returns the last Runtime version recorded for
 	// environment's stream, false when none was.
 	RuntimeVersion(ctx context.Context, environment string) (RuntimeVersion, bool, error)
+	// RuntimeStop returns the stop environment's Runtime last reported,
+	// false when none is on record (never reported, or cleared by a
+	// binding pull since; docs/execution-ports.md#runtime-stops).
+	RuntimeStop(ctx context.Context, environment string) (RuntimeStop, bool, error)
+	// ClearRuntimeStop deletes environment's stop report, if any; it
+	// reports whether there was one.
+	ClearRuntimeStop(ctx context.Context, environment string) (bool, error)
+	// CommandPage returns up to q.Limit commands of environment's stream
+	// of operation q.Operation ("" for any): with q.Before > 0 those
+	// before it, newest first; else those after q.After, oldest first
+	// (docs/operations.md#operator-reads).
+	CommandPage(ctx context.Context, environment string, q PageQuery) ([]CommandRow, error)
 	// ExpireResults drops the content of at most limit results, of every
 	// stream, of commands appended with operation and acknowledged at or
 	// before acknowledgedBefore, oldest first, recording at as their

@@ -135,7 +135,8 @@ type PullPage struct {
 // (Wakeups.Stop). A stream bound to another installation is
 // domain.ErrInstallationMismatch; q.Bind says whether an unbound stream is
 // bound to q.Installation. A binding pull records q.RuntimeVersion once
-// the fence admits it (recordVersion). It returns an error wrapping
+// the fence admits it (recordVersion) and clears the stream's stop report
+// (clearStop). It returns an error wrapping
 // ErrInvalidRequest for a RuntimeVersion the header's rule refuses.
 func (s *Streams) Pull(ctx context.Context, q PullQuery) (PullPage, error) {
 	if q.RuntimeVersion != "" && !siteprotocol.ValidRuntimeVersion(q.RuntimeVersion) {
@@ -155,6 +156,12 @@ func (s *Streams) Pull(ctx context.Context, q PullQuery) (PullPage, error) {
 		page, err := s.read(ctx, q)
 		if err == nil && !recorded {
 			err = s.recordVersion(ctx, RuntimeVersion{Environment: q.Environment, InstallationID: q.Installation, Version: q.RuntimeVersion, PulledAt: pulledAt})
+			if err == nil {
+				// A binding pull the fence admitted: the Runtime works
+				// (again), so a stop it reported is over
+				// (docs/execution-ports.md#runtime-stops).
+				err = s.clearStop(ctx, q.Environment)
+			}
 			recorded = true
 		}
 		if err != nil {

@@ -76,6 +76,22 @@ type fakeSite struct {
 	answerBytes int
 	dropAck     int   // the next dropAck PUTs are recorded but answered with a transient error
 	ackShift    int64 // added to acknowledged_sequence in answers (a broken server)
+	// stops are the stop reports received; stopErr answers them.
+	stops   []siteprotocol.StopReport
+	stopErr error
+}
+
+func (s *fakeSite) ReportStop(_ context.Context, r siteprotocol.StopReport) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stops = append(s.stops, r)
+	return s.stopErr
+}
+
+func (s *fakeSite) stopReports() []siteprotocol.StopReport {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]siteprotocol.StopReport(nil), s.stops...)
 }
 
 func newFakeSite() *fakeSite {
@@ -455,19 +471,20 @@ func (h *fakeHeart) get() (int, domain.StopReason) {
 
 // fakeEvents records delivered sequences and retries.
 type fakeEvents struct {
-	mu         sync.Mutex
-	delivered  []int64
-	deliveries []application.Delivery
-	replayed   []int64
-	recovered  []int64
-	retries    []string
-	ended      []string
-	outcomes   []application.SiteOutcome
-	head       int64
-	pending    int64
-	shutdown   *domain.Checkpoint
-	stop       *domain.StopError
-	beatFails  int
+	mu          sync.Mutex
+	stopReports []stopReportEvent
+	delivered   []int64
+	deliveries  []application.Delivery
+	replayed    []int64
+	recovered   []int64
+	retries     []string
+	ended       []string
+	outcomes    []application.SiteOutcome
+	head        int64
+	pending     int64
+	shutdown    *domain.Checkpoint
+	stop        *domain.StopError
+	beatFails   int
 	// waits lists the long waits logged and their ends, in order: "long
 	// <what>" and "ended <what>: <result>".
 	waits []string
@@ -539,6 +556,20 @@ func (e *fakeEvents) Stopped(s *domain.StopError) {
 	defer e.mu.Unlock()
 	e.stop = s
 }
+func (e *fakeEvents) StopReported(reason domain.StopReason, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stopReports = append(e.stopReports, stopReportEvent{reason: reason, err: err, afterStopped: e.stop != nil})
+}
+
+// stopReportEvent is one StopReported call: afterStopped says whether
+// Stopped had been reported before it.
+type stopReportEvent struct {
+	reason       domain.StopReason
+	err          error
+	afterStopped bool
+}
+
 func (e *fakeEvents) Retrying(step string, _ int, _ error, _ time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -83,6 +83,10 @@ type SiteControl interface {
 	// SendResult sends the exact result bytes of command sequence and
 	// returns the server's acknowledgement.
 	SendResult(ctx context.Context, sequence int64, result []byte) (siteprotocol.Acknowledgement, error)
+	// ReportStop tells the execution role why the worker stopped, where
+	// and which build (the client fills r.RuntimeVersion), once and best
+	// effort (docs/site-protocol.md#the-stop-report).
+	ReportStop(ctx context.Context, r siteprotocol.StopReport) error
 }
 
 // SiteReader is the read-only side of the Site protocol that `metallo
@@ -359,6 +363,9 @@ type Events interface {
 	Started(cp domain.Checkpoint)
 	// Stopped reports that the worker stopped; the process stays up.
 	Stopped(err *domain.StopError)
+	// StopReported reports how the stop report to the Site API ended: nil
+	// when the server recorded it (docs/site-protocol.md#the-stop-report).
+	StopReported(reason domain.StopReason, err error)
 	// ShutDown reports that the worker ended because the process is
 	// shutting down, with the checkpoint (and pending command) it leaves
 	// for the next start.

@@ -110,8 +110,9 @@ func NewWorker(cfg WorkerConfig, site SiteControl, journal RuntimeJournal, exec 
 // returns nil, leaving any pending state for the next start) or the worker
 // stops: it then seals the journal (nothing more is written), records the
 // stop in the heartbeat (liveness fails), reports it to Events (log and
-// metric) — in that order, so whoever sees the stop reported sees a sealed
-// journal — and returns the *StopError.
+// metric) and to the Site API (the stop report, best effort: reportStop) —
+// in that order, so whoever sees the stop reported sees a sealed journal —
+// and returns the *StopError.
 func (w *Worker) Run(ctx context.Context) error {
 	err := w.run(ctx)
 	var stop *domain.StopError
@@ -123,6 +124,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.events.HeartbeatFailed(herr)
 		}
 		w.events.Stopped(stop)
+		w.reportStop(ctx, stop)
 		return stop
 	}
 	if ctx.Err() != nil {
@@ -648,4 +650,23 @@ func (c *busy) beat(ctx context.Context) {
 	if err := c.w.heart.Busy(context.WithoutCancel(ctx), &work); err != nil {
 		c.w.events.HeartbeatFailed(err)
 	}
+}
+
+// StopReportTimeout bounds the stop report's one attempt.
+const StopReportTimeout = 10 * time.Second
+
+// reportStop sends the stop report once, within StopReportTimeout, even
+// when ctx is done, and reports how it ended to Events: the sequence is the
+// pending command's, else the checkpoint's (docs/site-protocol.md#the-stop-report).
+// Nothing is retried and nothing waits on it: a Site API that cannot be
+// reached leaves the stop in the Runtime's log, metric and liveness only.
+func (w *Worker) reportStop(ctx context.Context, stop *domain.StopError) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), StopReportTimeout)
+	defer cancel()
+	seq := w.cp.Acknowledged
+	if w.cp.Pending != nil {
+		seq = w.cp.Pending.Sequence
+	}
+	err := w.site.ReportStop(ctx, siteprotocol.StopReport{Reason: stop.Reason, Sequence: seq, Message: siteprotocol.StopMessage(stop.Error())})
+	w.events.StopReported(stop.Reason, err)
 }

@@ -336,7 +336,20 @@ func TestStopConditions(t *testing.T) {
 			if !h.journal.sealed {
 				t.Fatal("the journal was not sealed at the stop")
 			}
+			// The stop is reported to the Site API once, after the local
+			// log and metric, with the reason and where it stopped
+			// (docs/site-protocol.md#the-stop-report).
+			reports := h.site.stopReports()
+			if len(reports) != 1 || reports[0].Reason != c.reason || reports[0].Message == "" {
+				t.Fatalf("stop reports sent: %+v", reports)
+			}
+			if ev := h.events.stopReports; len(ev) != 1 || !ev[0].afterStopped || ev[0].err != nil || ev[0].reason != c.reason {
+				t.Fatalf("the report's events: %+v", ev)
+			}
 			after, commitsAfter := h.journal.snapshot()
+			if want := after.Next() - 1; after.Pending != nil && reports[0].Sequence != after.Pending.Sequence || after.Pending == nil && reports[0].Sequence != want {
+				t.Fatalf("the report's sequence is %d; the journal at the stop: %+v", reports[0].Sequence, after)
+			}
 			if c.reason != domain.StopJournalIntegrity && c.reason != domain.StopProtocolViolation && c.reason != domain.StopOutOfOrder && commitsAfter != commitsBefore {
 				t.Fatalf("the journal was written before the stop: %d commits", commitsAfter-commitsBefore)
 			}

@@ -112,6 +112,53 @@ func AdmitsOnlyDocumentedPrincipals(t testing.TB, register func(api huma.API)) i
 	return sent
 }
 
+// Answer is how one operation answered one principal (SendAs).
+type Answer struct {
+	Operation *huma.Operation
+	Status    int
+	Reason    string
+	// Reached is true when the request reached the operation's handler.
+	Reached bool
+}
+
+// SendAs registers a context's routes with register as
+// AdmitsOnlyDocumentedPrincipals does (every handler stubbed) and sends
+// each operation's first documented example once as principal p,
+// returning every answer in Operations' order; an operation without an
+// example fails the test.
+func SendAs(t testing.TB, register func(api huma.API), p auth.Principal) []Answer {
+	t.Helper()
+	var (
+		mu      sync.Mutex
+		reached = map[string]bool{}
+	)
+	mux := http.NewServeMux()
+	api := httpserver.NewAPI(mux, "admission")
+	httpserver.UseAuthentication(api, principals{}, zap.NewNop())
+	register(httpserver.StubHandlers(api, func(ctx context.Context, op *huma.Operation) error {
+		mu.Lock()
+		reached[op.OperationID] = true
+		mu.Unlock()
+		return httpserver.NewProblem(http.StatusTeapot, reasonReached, "the stub handler answered")
+	}))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	var out []Answer
+	for _, op := range Operations(api) {
+		exs := httpserver.ExamplesOf(op)
+		if len(exs) == 0 {
+			t.Errorf("%s %s (%s): has no documented example to send", op.Method, op.Path, op.OperationID)
+			continue
+		}
+		status, reason := send(t, srv.URL, op, exs[0], p)
+		mu.Lock()
+		ran := reached[op.OperationID]
+		mu.Unlock()
+		out = append(out, Answer{Operation: op, Status: status, Reason: reason, Reached: ran})
+	}
+	return out
+}
+
 // Operations are api's operations, sorted by path and method.
 func Operations(api huma.API) []*huma.Operation {
 	var ops []*huma.Operation

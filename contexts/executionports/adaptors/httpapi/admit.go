@@ -39,6 +39,10 @@ func (h *Handlers) serviceAdmit() map[string]any {
 		if p.Kind == auth.KindService && slices.Contains(h.Services, p.ID) {
 			return nil
 		}
+		if p.Kind == auth.KindOperator {
+			return httpserver.NewProblem(http.StatusForbidden, siteprotocol.ProblemForbidden,
+				fmt.Sprintf("%s may only read (docs/operations.md#operator-reads); this route needs one of the service keys %s", p, strings.Join(prefixed(h.Services), ", ")))
+		}
 		return httpserver.NewProblem(http.StatusForbidden, siteprotocol.ProblemForbidden,
 			fmt.Sprintf("%s may not use Execution's routes; they need one of the service keys %s", p, strings.Join(prefixed(h.Services), ", ")))
 	})

@@ -79,6 +79,7 @@ func (h *Handlers) routes(reg huma.Registry) []httpserver.Route {
 		httpserver.NewRoute(withExamples(h.getStreamStateOperation(), streamStateExamples()), h.getStreamState),
 		httpserver.NewRoute(withExamples(h.pullCommandsOperation(), pullExamples()), h.pullCommands),
 		httpserver.NewRoute(withExamples(h.recordResultOperation(reg), resultExamples()), h.recordResult),
+		httpserver.NewRoute(withExamples(h.reportStopOperation(), stopExamples()), h.reportStop),
 
 		// Execution's routes (a configured service principal).
 		httpserver.NewRoute(withExamples(h.appendCommandOperation(reg), appendExamples()), h.appendCommand),
@@ -86,6 +87,11 @@ func (h *Handlers) routes(reg huma.Registry) []httpserver.Route {
 		httpserver.NewRoute(withExamples(h.rebindStreamOperation(), rebindExamples()), h.rebindStream),
 		httpserver.NewRoute(withExamples(h.planCapacityOperation(), planExamples()), h.planCapacity),
 		httpserver.NewRoute(withExamples(h.getBindingDeliveriesOperation(), deliveriesExamples()), h.getBindingDeliveries),
+
+		// The operator's reads (an operator:<name> or a service principal).
+		httpserver.NewRoute(withExamples(h.listEnvironmentsOperation(), environmentsExamples()), h.listEnvironments),
+		httpserver.NewRoute(withExamples(h.listCommandsOperation(), commandsExamples()), h.listCommands),
+		httpserver.NewRoute(withExamples(h.bindingHistoryOperation(), bindingHistoryExamples()), h.bindingHistory),
 	}
 }
 

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -59,9 +58,6 @@ func (h *Handlers) rebindStream(ctx context.Context, in *rebindInput) (*rebindOu
 	env, _ := h.Streams.Environment(in.Environment)
 	out := &rebindOutput{}
 	out.Body.Stream = stateBody(env, st)
-	out.Body.Binding = BindingBody{
-		Action: b.Action, InstallationID: b.InstallationID, PreviousInstallationID: b.PreviousInstallationID,
-		Principal: b.Principal, Reason: b.Reason, RecordedAt: b.RecordedAt.UTC().Format(time.RFC3339Nano),
-	}
+	out.Body.Binding = bindingBody(b)
 	return out, nil
 }

@@ -40,6 +40,7 @@ func Exercise(t *testing.T, newStore NewStore) {
 	tests = append(tests, bindingTests...)
 	tests = append(tests, retentionTests...)
 	tests = append(tests, runtimeVersionTests...)
+	tests = append(tests, operatorTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
 	}

@@ -159,6 +159,17 @@ func (e *Events) Stopped(s *domain.StopError) {
 	e.stopped.WithLabelValues(string(s.Reason)).Set(1)
 }
 
+// StopReported logs how the stop report to the Site API ended
+// (docs/site-protocol.md#the-stop-report): recorded, or not (the stop
+// stays in this log, the metric and liveness).
+func (e *Events) StopReported(reason domain.StopReason, err error) {
+	if err != nil {
+		e.log.Warn("runtime stop not reported to the Site API; the log, metallo_runtime_stopped and liveness still say so", zap.String("reason", string(reason)), zap.Error(err))
+		return
+	}
+	e.log.Info("runtime stop reported to the Site API", zap.String("reason", string(reason)))
+}
+
 // Retrying logs a transient failure and counts it: one line of one shape
 // per failure (step, attempt, wait, error).
 func (e *Events) Retrying(step string, attempt int, err error, wait time.Duration) {

@@ -215,6 +215,19 @@ func (c *Client) SendResult(ctx context.Context, sequence int64, result []byte) 
 	return a, err
 }
 
+// ReportStop POSTs the stop report r with the client's Runtime version
+// (docs/site-protocol.md#the-stop-report), once: the caller decides
+// whether to try again.
+func (c *Client) ReportStop(ctx context.Context, r siteprotocol.StopReport) error {
+	r.RuntimeVersion = c.cfg.RuntimeVersion
+	body, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode the stop report: %w", err)
+	}
+	var recorded json.RawMessage
+	return c.do(ctx, http.MethodPost, c.streamURL("/stop", nil), nil, body, c.timeout, maxAnswerBytes, &recorded)
+}
+
 // readAnswer reads resp's body up to limit bytes. A 200 answer announced
 // or found longer wraps application.ErrOversizedAnswer and is never parsed;
 // any other answer is only explained (a problem, a snippet), so its first

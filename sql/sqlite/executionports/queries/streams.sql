@@ -90,3 +90,40 @@ WHERE julianday(runtime_versions.pulled_at) <= julianday(excluded.pulled_at);
 
 -- name: RuntimeVersion :one
 SELECT installation_id, version, pulled_at FROM runtime_versions WHERE environment = ?;
+
+-- name: RecordRuntimeStop :exec
+-- The stop a Runtime reported replaces any earlier one of its stream
+-- (docs/execution-ports.md#runtime-stops).
+INSERT INTO runtime_stops (environment, installation_id, reason, sequence, version, message, stopped_at)
+VALUES (sqlc.arg(environment), sqlc.arg(installation_id), sqlc.arg(reason), sqlc.arg(sequence), sqlc.arg(version), sqlc.arg(message), sqlc.arg(stopped_at))
+ON CONFLICT (environment) DO UPDATE SET
+    installation_id = excluded.installation_id, reason = excluded.reason, sequence = excluded.sequence,
+    version = excluded.version, message = excluded.message, stopped_at = excluded.stopped_at;
+
+-- name: ClearRuntimeStop :execrows
+DELETE FROM runtime_stops WHERE environment = ?;
+
+-- name: RuntimeStop :one
+SELECT installation_id, reason, sequence, version, message, stopped_at FROM runtime_stops WHERE environment = ?;
+
+-- name: CommandsPageAfter :many
+-- The operator's page of a stream's commands after sqlc.arg(after), oldest
+-- first, of operation sqlc.arg(operation) ('' for any), at most
+-- sqlc.arg(max_count) (docs/operations.md#operator-reads).
+SELECT sequence, command_id, operation, digest, canonical, appended_at, result, result_digest, acknowledged_at, result_expired_at
+FROM commands
+WHERE environment = sqlc.arg(environment) AND sequence > sqlc.arg(after)
+  AND (CAST(sqlc.arg(operation) AS TEXT) = '' OR operation = CAST(sqlc.arg(operation) AS TEXT))
+ORDER BY sequence
+LIMIT sqlc.arg(max_count);
+
+-- name: CommandsPageBefore :many
+-- The operator's page of a stream's commands before sqlc.arg(before),
+-- newest first, of operation sqlc.arg(operation) ('' for any), at most
+-- sqlc.arg(max_count).
+SELECT sequence, command_id, operation, digest, canonical, appended_at, result, result_digest, acknowledged_at, result_expired_at
+FROM commands
+WHERE environment = sqlc.arg(environment) AND sequence < sqlc.arg(before)
+  AND (CAST(sqlc.arg(operation) AS TEXT) = '' OR operation = CAST(sqlc.arg(operation) AS TEXT))
+ORDER BY sequence DESC
+LIMIT sqlc.arg(max_count);

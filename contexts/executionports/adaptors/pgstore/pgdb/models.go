@@ -40,6 +40,16 @@ type Command struct {
 	ResultExpiredAt pgtype.Timestamptz
 }
 
+type RuntimeStop struct {
+	Environment    string
+	InstallationID string
+	Reason         string
+	Sequence       int64
+	Version        string
+	Message        string
+	StoppedAt      pgtype.Timestamptz
+}
+
 type RuntimeVersion struct {
 	Environment    string
 	InstallationID string

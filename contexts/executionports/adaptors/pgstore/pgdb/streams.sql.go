@@ -114,6 +114,18 @@ func (q *Queries) Bindings(ctx context.Context, environment string) ([]BindingsR
 	return items, nil
 }
 
+const clearRuntimeStop = `-- name: ClearRuntimeStop :execrows
+DELETE FROM runtime_stops WHERE environment = $1
+`
+
+func (q *Queries) ClearRuntimeStop(ctx context.Context, environment string) (int64, error) {
+	result, err := q.db.Exec(ctx, clearRuntimeStop, environment)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const commandAt = `-- name: CommandAt :one
 SELECT command_id, digest, result_digest FROM commands
 WHERE environment = $1 AND sequence = $2
@@ -237,6 +249,142 @@ func (q *Queries) CommandsAfter(ctx context.Context, arg CommandsAfterParams) ([
 	for rows.Next() {
 		var i CommandsAfterRow
 		if err := rows.Scan(&i.Sequence, &i.Digest, &i.Canonical); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const commandsPageAfter = `-- name: CommandsPageAfter :many
+SELECT sequence, command_id, operation, digest, canonical, appended_at, result, result_digest, acknowledged_at, result_expired_at
+FROM commands
+WHERE environment = $1 AND sequence > $2
+  AND ($3::text = '' OR operation = $3::text)
+ORDER BY sequence
+LIMIT $4
+`
+
+type CommandsPageAfterParams struct {
+	Environment string
+	After       int64
+	Operation   string
+	MaxCount    int32
+}
+
+type CommandsPageAfterRow struct {
+	Sequence        int64
+	CommandID       string
+	Operation       string
+	Digest          string
+	Canonical       []byte
+	AppendedAt      pgtype.Timestamptz
+	Result          []byte
+	ResultDigest    pgtype.Text
+	AcknowledgedAt  pgtype.Timestamptz
+	ResultExpiredAt pgtype.Timestamptz
+}
+
+// The operator's page of a stream's commands after sqlc.arg(after), oldest
+// first, of operation sqlc.arg(operation) (” for any), at most
+// sqlc.arg(max_count) (docs/operations.md#operator-reads).
+func (q *Queries) CommandsPageAfter(ctx context.Context, arg CommandsPageAfterParams) ([]CommandsPageAfterRow, error) {
+	rows, err := q.db.Query(ctx, commandsPageAfter,
+		arg.Environment,
+		arg.After,
+		arg.Operation,
+		arg.MaxCount,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []CommandsPageAfterRow
+	for rows.Next() {
+		var i CommandsPageAfterRow
+		if err := rows.Scan(
+			&i.Sequence,
+			&i.CommandID,
+			&i.Operation,
+			&i.Digest,
+			&i.Canonical,
+			&i.AppendedAt,
+			&i.Result,
+			&i.ResultDigest,
+			&i.AcknowledgedAt,
+			&i.ResultExpiredAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const commandsPageBefore = `-- name: CommandsPageBefore :many
+SELECT sequence, command_id, operation, digest, canonical, appended_at, result, result_digest, acknowledged_at, result_expired_at
+FROM commands
+WHERE environment = $1 AND sequence < $2
+  AND ($3::text = '' OR operation = $3::text)
+ORDER BY sequence DESC
+LIMIT $4
+`
+
+type CommandsPageBeforeParams struct {
+	Environment string
+	Before      int64
+	Operation   string
+	MaxCount    int32
+}
+
+type CommandsPageBeforeRow struct {
+	Sequence        int64
+	CommandID       string
+	Operation       string
+	Digest          string
+	Canonical       []byte
+	AppendedAt      pgtype.Timestamptz
+	Result          []byte
+	ResultDigest    pgtype.Text
+	AcknowledgedAt  pgtype.Timestamptz
+	ResultExpiredAt pgtype.Timestamptz
+}
+
+// The operator's page of a stream's commands before sqlc.arg(before),
+// newest first, of operation sqlc.arg(operation) (” for any), at most
+// sqlc.arg(max_count).
+func (q *Queries) CommandsPageBefore(ctx context.Context, arg CommandsPageBeforeParams) ([]CommandsPageBeforeRow, error) {
+	rows, err := q.db.Query(ctx, commandsPageBefore,
+		arg.Environment,
+		arg.Before,
+		arg.Operation,
+		arg.MaxCount,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []CommandsPageBeforeRow
+	for rows.Next() {
+		var i CommandsPageBeforeRow
+		if err := rows.Scan(
+			&i.Sequence,
+			&i.CommandID,
+			&i.Operation,
+			&i.Digest,
+			&i.Canonical,
+			&i.AppendedAt,
+			&i.Result,
+			&i.ResultDigest,
+			&i.AcknowledgedAt,
+			&i.ResultExpiredAt,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -381,6 +529,39 @@ func (q *Queries) RecordResult(ctx context.Context, arg RecordResultParams) (int
 	return result.RowsAffected(), nil
 }
 
+const recordRuntimeStop = `-- name: RecordRuntimeStop :exec
+INSERT INTO runtime_stops (environment, installation_id, reason, sequence, version, message, stopped_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (environment) DO UPDATE SET
+    installation_id = excluded.installation_id, reason = excluded.reason, sequence = excluded.sequence,
+    version = excluded.version, message = excluded.message, stopped_at = excluded.stopped_at
+`
+
+type RecordRuntimeStopParams struct {
+	Environment    string
+	InstallationID string
+	Reason         string
+	Sequence       int64
+	Version        string
+	Message        string
+	StoppedAt      pgtype.Timestamptz
+}
+
+// The stop a Runtime reported replaces any earlier one of its stream
+// (docs/execution-ports.md#runtime-stops).
+func (q *Queries) RecordRuntimeStop(ctx context.Context, arg RecordRuntimeStopParams) error {
+	_, err := q.db.Exec(ctx, recordRuntimeStop,
+		arg.Environment,
+		arg.InstallationID,
+		arg.Reason,
+		arg.Sequence,
+		arg.Version,
+		arg.Message,
+		arg.StoppedAt,
+	)
+	return err
+}
+
 const recordRuntimeVersion = `-- name: RecordRuntimeVersion :exec
 INSERT INTO runtime_versions (environment, installation_id, version, pulled_at)
 VALUES ($1, $2, $3, $4)
@@ -406,6 +587,33 @@ func (q *Queries) RecordRuntimeVersion(ctx context.Context, arg RecordRuntimeVer
 		arg.PulledAt,
 	)
 	return err
+}
+
+const runtimeStop = `-- name: RuntimeStop :one
+SELECT installation_id, reason, sequence, version, message, stopped_at FROM runtime_stops WHERE environment = $1
+`
+
+type RuntimeStopRow struct {
+	InstallationID string
+	Reason         string
+	Sequence       int64
+	Version        string
+	Message        string
+	StoppedAt      pgtype.Timestamptz
+}
+
+func (q *Queries) RuntimeStop(ctx context.Context, environment string) (RuntimeStopRow, error) {
+	row := q.db.QueryRow(ctx, runtimeStop, environment)
+	var i RuntimeStopRow
+	err := row.Scan(
+		&i.InstallationID,
+		&i.Reason,
+		&i.Sequence,
+		&i.Version,
+		&i.Message,
+		&i.StoppedAt,
+	)
+	return i, err
 }
 
 const runtimeVersion = `-- name: RuntimeVersion :one

@@ -33,6 +33,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.bindingsStmt, err = db.PrepareContext(ctx, bindings); err != nil {
 		return nil, fmt.Errorf("error preparing query Bindings: %w", err)
 	}
+	if q.clearRuntimeStopStmt, err = db.PrepareContext(ctx, clearRuntimeStop); err != nil {
+		return nil, fmt.Errorf("error preparing query ClearRuntimeStop: %w", err)
+	}
 	if q.commandAtStmt, err = db.PrepareContext(ctx, commandAt); err != nil {
 		return nil, fmt.Errorf("error preparing query CommandAt: %w", err)
 	}
@@ -44,6 +47,12 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.commandsAfterStmt, err = db.PrepareContext(ctx, commandsAfter); err != nil {
 		return nil, fmt.Errorf("error preparing query CommandsAfter: %w", err)
+	}
+	if q.commandsPageAfterStmt, err = db.PrepareContext(ctx, commandsPageAfter); err != nil {
+		return nil, fmt.Errorf("error preparing query CommandsPageAfter: %w", err)
+	}
+	if q.commandsPageBeforeStmt, err = db.PrepareContext(ctx, commandsPageBefore); err != nil {
+		return nil, fmt.Errorf("error preparing query CommandsPageBefore: %w", err)
 	}
 	if q.deliveryAtStmt, err = db.PrepareContext(ctx, deliveryAt); err != nil {
 		return nil, fmt.Errorf("error preparing query DeliveryAt: %w", err)
@@ -78,8 +87,14 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.recordResultStmt, err = db.PrepareContext(ctx, recordResult); err != nil {
 		return nil, fmt.Errorf("error preparing query RecordResult: %w", err)
 	}
+	if q.recordRuntimeStopStmt, err = db.PrepareContext(ctx, recordRuntimeStop); err != nil {
+		return nil, fmt.Errorf("error preparing query RecordRuntimeStop: %w", err)
+	}
 	if q.recordRuntimeVersionStmt, err = db.PrepareContext(ctx, recordRuntimeVersion); err != nil {
 		return nil, fmt.Errorf("error preparing query RecordRuntimeVersion: %w", err)
+	}
+	if q.runtimeStopStmt, err = db.PrepareContext(ctx, runtimeStop); err != nil {
+		return nil, fmt.Errorf("error preparing query RuntimeStop: %w", err)
 	}
 	if q.runtimeVersionStmt, err = db.PrepareContext(ctx, runtimeVersion); err != nil {
 		return nil, fmt.Errorf("error preparing query RuntimeVersion: %w", err)
@@ -110,6 +125,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing bindingsStmt: %w", cerr)
 		}
 	}
+	if q.clearRuntimeStopStmt != nil {
+		if cerr := q.clearRuntimeStopStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing clearRuntimeStopStmt: %w", cerr)
+		}
+	}
 	if q.commandAtStmt != nil {
 		if cerr := q.commandAtStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing commandAtStmt: %w", cerr)
@@ -128,6 +148,16 @@ func (q *Queries) Close() error {
 	if q.commandsAfterStmt != nil {
 		if cerr := q.commandsAfterStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing commandsAfterStmt: %w", cerr)
+		}
+	}
+	if q.commandsPageAfterStmt != nil {
+		if cerr := q.commandsPageAfterStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing commandsPageAfterStmt: %w", cerr)
+		}
+	}
+	if q.commandsPageBeforeStmt != nil {
+		if cerr := q.commandsPageBeforeStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing commandsPageBeforeStmt: %w", cerr)
 		}
 	}
 	if q.deliveryAtStmt != nil {
@@ -185,9 +215,19 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing recordResultStmt: %w", cerr)
 		}
 	}
+	if q.recordRuntimeStopStmt != nil {
+		if cerr := q.recordRuntimeStopStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing recordRuntimeStopStmt: %w", cerr)
+		}
+	}
 	if q.recordRuntimeVersionStmt != nil {
 		if cerr := q.recordRuntimeVersionStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing recordRuntimeVersionStmt: %w", cerr)
+		}
+	}
+	if q.runtimeStopStmt != nil {
+		if cerr := q.runtimeStopStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing runtimeStopStmt: %w", cerr)
 		}
 	}
 	if q.runtimeVersionStmt != nil {
@@ -247,10 +287,13 @@ type Queries struct {
 	advanceAcknowledgedStmt      *sql.Stmt
 	advanceHeadStmt              *sql.Stmt
 	bindingsStmt                 *sql.Stmt
+	clearRuntimeStopStmt         *sql.Stmt
 	commandAtStmt                *sql.Stmt
 	commandByIDStmt              *sql.Stmt
 	commandRecordStmt            *sql.Stmt
 	commandsAfterStmt            *sql.Stmt
+	commandsPageAfterStmt        *sql.Stmt
+	commandsPageBeforeStmt       *sql.Stmt
 	deliveryAtStmt               *sql.Stmt
 	deliveryByCommandStmt        *sql.Stmt
 	ensureStreamStmt             *sql.Stmt
@@ -262,7 +305,9 @@ type Queries struct {
 	markDeliveryAcknowledgedStmt *sql.Stmt
 	markDeliveryAppendedStmt     *sql.Stmt
 	recordResultStmt             *sql.Stmt
+	recordRuntimeStopStmt        *sql.Stmt
 	recordRuntimeVersionStmt     *sql.Stmt
+	runtimeStopStmt              *sql.Stmt
 	runtimeVersionStmt           *sql.Stmt
 	setInstallationStmt          *sql.Stmt
 	streamStateStmt              *sql.Stmt
@@ -275,10 +320,13 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		advanceAcknowledgedStmt:      q.advanceAcknowledgedStmt,
 		advanceHeadStmt:              q.advanceHeadStmt,
 		bindingsStmt:                 q.bindingsStmt,
+		clearRuntimeStopStmt:         q.clearRuntimeStopStmt,
 		commandAtStmt:                q.commandAtStmt,
 		commandByIDStmt:              q.commandByIDStmt,
 		commandRecordStmt:            q.commandRecordStmt,
 		commandsAfterStmt:            q.commandsAfterStmt,
+		commandsPageAfterStmt:        q.commandsPageAfterStmt,
+		commandsPageBeforeStmt:       q.commandsPageBeforeStmt,
 		deliveryAtStmt:               q.deliveryAtStmt,
 		deliveryByCommandStmt:        q.deliveryByCommandStmt,
 		ensureStreamStmt:             q.ensureStreamStmt,
@@ -290,7 +338,9 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		markDeliveryAcknowledgedStmt: q.markDeliveryAcknowledgedStmt,
 		markDeliveryAppendedStmt:     q.markDeliveryAppendedStmt,
 		recordResultStmt:             q.recordResultStmt,
+		recordRuntimeStopStmt:        q.recordRuntimeStopStmt,
 		recordRuntimeVersionStmt:     q.recordRuntimeVersionStmt,
+		runtimeStopStmt:              q.runtimeStopStmt,
 		runtimeVersionStmt:           q.runtimeVersionStmt,
 		setInstallationStmt:          q.setInstallationStmt,
 		streamStateStmt:              q.streamStateStmt,

@@ -40,6 +40,16 @@ type Command struct {
 	ResultExpiredAt sql.NullString
 }
 
+type RuntimeStop struct {
+	Environment    string
+	InstallationID string
+	Reason         string
+	Sequence       int64
+	Version        string
+	Message        string
+	StoppedAt      string
+}
+
 type RuntimeVersion struct {
 	Environment    string
 	InstallationID string
