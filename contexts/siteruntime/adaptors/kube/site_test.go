@@ -20,6 +20,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/batch"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
@@ -142,13 +143,14 @@ func newSite(t testing.TB, o siteOptions) *site {
 	}
 	s.image = o.image
 	access := application.NewAccess(s.journal, workloads, perms, systemClock{})
-	batch := application.NewBatchExecutor(access, workloads, s.renderer, images{ref: o.image}, s.journal.Batch(), o.fp, application.BatchConfig{DeletionWait: o.deletionWait}).
+	family := batch.New(workloads, s.renderer, images{ref: o.image})
+	jobs := application.NewExecutor(family, access, workloads, s.journal.Batch(), o.fp, application.ExecutorConfig{DeletionWait: o.deletionWait}).
 		WithReads(workloads)
 	if o.grants != nil {
 		if err := siteagent.PlatformImage(ctx, e.Client, s.ns, o.image); err != nil {
 			t.Fatal(err)
 		}
-		batch.WithCheckout(o.grants, s.renderer, workloads, application.CheckoutConfig{Image: o.image, Timeout: time.Minute, Wait: 2 * time.Minute, CAConfigMap: o.checkoutCA})
+		jobs.WithCheckout(o.grants, s.renderer, workloads, application.CheckoutConfig{Image: o.image, Timeout: time.Minute, Wait: 2 * time.Minute, CAConfigMap: o.checkoutCA})
 	}
 	if o.fileReads != nil {
 		if o.grants == nil {
@@ -158,7 +160,7 @@ func newSite(t testing.TB, o siteOptions) *site {
 		}
 		cfg := *o.fileReads
 		cfg.Image = o.image
-		batch.WithFileReads(s.renderer, workloads, cfg)
+		jobs.WithFileReads(s.renderer, workloads, cfg)
 	}
 	if o.watch {
 		w := application.NewJobWatcher(workloads, s.journal.Batch(), s.journal.Batch(), systemClock{}, testWatchEvents{t}, 0)
@@ -168,9 +170,9 @@ func newSite(t testing.TB, o siteOptions) *site {
 		}
 		s.stopWatch = func() { cancel(); w.Wait() }
 		t.Cleanup(s.stopWatch) // before the journal closes
-		batch.WithTerminalStates(s.journal.Batch(), w, systemClock{})
+		family.WithTerminalStates(s.journal.Batch(), w, systemClock{})
 	}
-	if s.registry, err = application.NewRegistry(append(application.NewMemberExecutor(s.journal, nil).Registrations(), batch.Registrations()...)...); err != nil {
+	if s.registry, err = application.NewRegistry(append(application.NewMemberExecutor(s.journal, nil).Registrations(), jobs.Registrations()...)...); err != nil {
 		t.Fatal(err)
 	}
 	s.bind(1)

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/appservice"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
@@ -84,5 +85,5 @@ func serviceQuotaOver(obs application.Observation, why string) application.Obser
 	return obs
 }
 
-var _ application.DeploymentObserver = (*Workloads)(nil)
+var _ appservice.Observer = (*Workloads)(nil)
 var _ application.ApplicationSpecs = (*Renderer)(nil)
