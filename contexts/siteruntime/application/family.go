@@ -2,6 +2,8 @@ package application
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
@@ -45,14 +47,33 @@ type FamilyKinds struct {
 	// ServiceKind is written into every record saved from a rendered
 	// object ("application" or "inference"; empty for batch).
 	ServiceKind string
-	// Workload lists the kinds cancel removes, in deletion order.
+	// Workload lists the kinds cancel removes, in deletion order; cleanup
+	// removes them, then the kinds every family may own
+	// (SharedOwnedKinds).
 	Workload []string
-	// Owned lists every kind cleanup removes, in deletion order.
-	Owned []string
 	// State reads a workload object's state for cancel's failed /
 	// deletion-pending answer; nil reports it missing.
 	State WorkloadState
 }
+
+// SharedOwnedKinds are the kinds every family's Attempt may own besides
+// its workload, in cleanup's deletion order: the workspace helper's and
+// reader's Pods, the checkout's credential Secret, then the workspace
+// claim.
+func SharedOwnedKinds() []string {
+	return []string{domain.KindPod, domain.KindSecret, domain.KindWorkspace}
+}
+
+// Workspaces is embedded by a family whose prepare checks repositories
+// out (CheckoutFamily) and whose read-file reads its Attempts' workspaces
+// (FileReadFamily, with its LogRoot): it declares both.
+type Workspaces struct{}
+
+// ChecksOutRepositories declares CheckoutFamily.
+func (Workspaces) ChecksOutRepositories() {}
+
+// ReadsWorkspaceFiles declares FileReadFamily.
+func (Workspaces) ReadsWorkspaceFiles() {}
 
 // FamilyEnv is what the Executor lends a family's steps: the family's
 // Lifecycle (its access check, record file and creates), the workspace
@@ -62,6 +83,118 @@ type FamilyEnv struct {
 	Life       *Lifecycle
 	Checkout   *Checkout
 	Failpoints Failpoints
+}
+
+// PreparedWorkspace is what BeginPrepare gives a family's prepare: the
+// Attempt's records in the family's file, the command's current binding
+// and the workspace claim rendered into its namespace (not yet created).
+type PreparedWorkspace struct {
+	Records   []domain.NativeRecord
+	Binding   domain.MemberBinding
+	Workspace NativeObject
+}
+
+// BeginPrepare is the first part of every family's prepare, in this
+// order: an Attempt recorded in another family's file is refused
+// attempt-conflict (Lifecycle.ElsewhereRefusal); the family's own rule on
+// the records, when elsewhere is not nil (a service kind or specification
+// another command saved); a prepare of another command is refused
+// (PriorPrepare); the binding is read (Access.Binding's refusals); and the
+// workspace claim is rendered with specs. A refusal is returned as the
+// answer; errors are the record store's, the binding's and the render's.
+func (env FamilyEnv) BeginPrepare(ctx context.Context, specs WorkspaceSpecs, cmd siteprotocol.Command, p siteprotocol.PreparePayload,
+	elsewhere func(records []domain.NativeRecord) (*domain.Answer, error)) (PreparedWorkspace, *domain.Answer, error) {
+	var w PreparedWorkspace
+	refusal, err := env.Life.ElsewhereRefusal(ctx, cmd)
+	if refusal != nil || err != nil {
+		return w, refusal, err
+	}
+	if w.Records, err = env.Life.Records(ctx, cmd.AttemptID); err != nil {
+		return w, nil, err
+	}
+	if elsewhere != nil {
+		if refusal, err := elsewhere(w.Records); refusal != nil || err != nil {
+			return w, refusal, err
+		}
+	}
+	if refusal, err := PriorPrepare(specs, cmd, w.Records); refusal != nil || err != nil {
+		return w, refusal, err
+	}
+	if w.Binding, refusal, err = env.Life.Access().Binding(ctx, cmd); refusal != nil || err != nil {
+		return w, refusal, err
+	}
+	if w.Workspace, err = specs.RenderWorkspace(WorkspaceSpec{Identity: IdentityOf(cmd), Namespace: w.Binding.Namespace, SizeBytes: p.WorkspaceSizeBytes}); err != nil {
+		return w, nil, fmt.Errorf("render the workspace claim: %w", err)
+	}
+	return w, nil, nil
+}
+
+// ReadyToStart is the first check of every family's start: refused
+// not-prepared, naming what it lacks (missing), unless the Attempt's
+// workspace claim is created and every record of saved (its saved
+// specification) exists; refused as CheckoutReadiness says while a
+// checkout is not finished. It returns the claim's record.
+func ReadyToStart(cmd siteprotocol.Command, records []domain.NativeRecord, missing string, saved ...*domain.NativeRecord) (*domain.NativeRecord, *domain.Answer) {
+	ws := domain.FindRecord(records, domain.KindWorkspace)
+	ready := ws != nil && ws.Phase == domain.PhaseCreated
+	for _, r := range saved {
+		ready = ready && r != nil
+	}
+	if !ready {
+		a := domain.Refused(siteprotocol.ReasonNotPrepared, "attempt %s has no %s; send prepare first", cmd.AttemptID, missing)
+		return nil, &a
+	}
+	return ws, CheckoutReadiness(cmd, records)
+}
+
+// ObserveOne is the observe of a family whose workload is one object of
+// kind: refused not-started, naming what, while none was created; gone
+// answers it when a command removed it ("was removed by command …") or it
+// no longer exists ("no longer exists"; nil gone: failed /
+// native-missing, Missing); otherwise observe reads it and seen turns the
+// observation into the answer (nil seen: Observed). Errors are the
+// observation's and seen's.
+func ObserveOne(ctx context.Context, cmd siteprotocol.Command, records []domain.NativeRecord, kind, what string,
+	observe func(ctx context.Context, ref siteprotocol.NativeRef) (Observation, bool, error),
+	gone func(ref siteprotocol.NativeRef, why string) (domain.Answer, error),
+	seen func(ref siteprotocol.NativeRef, obs Observation) (domain.Answer, error)) (domain.Answer, error) {
+	if gone == nil {
+		gone = func(ref siteprotocol.NativeRef, why string) (domain.Answer, error) { return Missing(ref, why), nil }
+	}
+	if seen == nil {
+		seen = func(ref siteprotocol.NativeRef, obs Observation) (domain.Answer, error) {
+			return Observed(obs, ref), nil
+		}
+	}
+	rec := domain.FindRecord(records, kind)
+	if rec == nil || rec.UID == "" {
+		return domain.Refused(siteprotocol.ReasonNotStarted, "attempt %s has no %s", cmd.AttemptID, what), nil
+	}
+	ref := RecordRef(*rec)
+	if rec.Phase == domain.PhaseRemoved {
+		return gone(ref, "was removed by command "+rec.CommandID)
+	}
+	obs, found, err := observe(ctx, ref)
+	if err != nil {
+		return domain.Answer{}, fmt.Errorf("observe %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
+	}
+	if !found {
+		return gone(ref, "no longer exists")
+	}
+	return seen(ref, obs)
+}
+
+// StateOf is a FamilyKinds.State reading the state of a workload object
+// of kind through observe; an object of another kind (a Service) has no
+// state of its own: missing.
+func StateOf(kind string, observe func(ctx context.Context, ref siteprotocol.NativeRef) (Observation, bool, error)) WorkloadState {
+	return func(ctx context.Context, ref siteprotocol.NativeRef) (siteprotocol.State, bool, error) {
+		if ref.Kind != kind {
+			return "", false, nil
+		}
+		o, found, err := observe(ctx, ref)
+		return o.State, found, err
+	}
 }
 
 // CheckoutFamily is a Family whose prepare checks a payload's repository
@@ -161,7 +294,8 @@ func NewExecutor(f Family, access *Access, native NativeObjects, records NativeR
 	}
 	k := f.Kinds()
 	life := NewLifecycle(access, native, records, fp, LifecycleConfig{
-		DeletionWait: cfg.DeletionWait, ServiceKind: k.ServiceKind, Workload: k.Workload, Owned: k.Owned, State: k.State,
+		DeletionWait: cfg.DeletionWait, ServiceKind: k.ServiceKind, Workload: k.Workload,
+		Owned: append(slices.Clone(k.Workload), SharedOwnedKinds()...), State: k.State,
 	})
 	return &Executor{family: f, life: life, fp: fp, cfg: cfg}
 }

@@ -25,7 +25,7 @@ const kindNote = "ConfigMap"
 func (noteFamily) Name() siteprotocol.Family { return siteprotocol.FamilyBatch }
 
 func (noteFamily) Kinds() application.FamilyKinds {
-	return application.FamilyKinds{Workload: []string{kindNote}, Owned: []string{kindNote, domain.KindWorkspace}}
+	return application.FamilyKinds{Workload: []string{kindNote}}
 }
 
 func (f noteFamily) Specs() application.WorkspaceSpecs { return f.specs }

@@ -441,6 +441,19 @@ func Missing(ref siteprotocol.NativeRef, why string) domain.Answer {
 		Detail:  siteprotocol.ObserveDetail{State: siteprotocol.StateMissing}, NativeRefs: []siteprotocol.NativeRef{ref}}
 }
 
+// Observed is observe's succeeded / observed answer for the workload obs
+// describes: the message names refs[0] and its state (and the native
+// reason), the detail carries obs, and the answer names refs.
+func Observed(obs Observation, refs ...siteprotocol.NativeRef) domain.Answer {
+	msg := fmt.Sprintf("%s %s is %s", refs[0].Kind, refs[0].Name, obs.State)
+	if obs.Reason != "" {
+		msg += " (" + obs.Reason + ")"
+	}
+	return domain.Succeeded(siteprotocol.ReasonObserved, msg, siteprotocol.ObserveDetail{
+		State: obs.State, Reason: obs.Reason, Message: obs.Message, StartedAt: obs.StartedAt, FinishedAt: obs.FinishedAt, ExitCode: obs.ExitCode,
+	}, refs...)
+}
+
 // OrAnswer is *a, or the zero Answer when a is nil.
 func OrAnswer(a *domain.Answer) domain.Answer {
 	if a == nil {

@@ -13,6 +13,75 @@ import (
 // (docs/site-runtime.md#application-services-on-kubernetes,
 // docs/site-runtime.md#inference-services-on-kserve).
 
+// ServicePrepare is what a service family supplies to PrepareService.
+type ServicePrepare struct {
+	// Invalid is why the payload asks for a service the Runtime cannot
+	// render (refused invalid-payload before anything is read); nil when
+	// it can.
+	Invalid error
+	// Kind is the family's service kind.
+	Kind siteprotocol.ServiceKind
+	// SpecKinds are the kinds of the specification prepare saves, in
+	// order; the first one's digest is the answer's spec_digest.
+	SpecKinds []string
+	// Render renders the object of kind into binding b's namespace, as
+	// its account, mounting the claim named claim; verify is what the
+	// serving Pod verifies of a checkout (nil without a repository).
+	Render func(kind string, b domain.MemberBinding, claim string, verify *WorkspaceVerification) (NativeObject, error)
+	// Saved ends the answer's message: what was rendered and saved (objs,
+	// in SpecKinds' order).
+	Saved func(objs []NativeObject) string
+}
+
+// PrepareService is a service family's prepare
+// (docs/site-runtime.md#application-services-on-kubernetes,
+// docs/site-runtime.md#inference-services-on-kserve): s.Invalid refused
+// invalid-payload; BeginPrepare, with ServicePreparedElsewhere's rule;
+// each object of s.SpecKinds rendered (and so validated) before the claim
+// is created — a prepare refused for what it asks creates nothing, and a
+// saved specification is never rendered again (SavedOrRendered); the
+// workspace step (PrepareServiceWorkspace); the specifications saved in
+// phase prepared (SavePrepared). Errors leave the effect uncertain.
+func PrepareService(ctx context.Context, env FamilyEnv, specs WorkspaceSpecs, cmd siteprotocol.Command, p siteprotocol.PreparePayload, recovering bool,
+	s ServicePrepare) (domain.Answer, error) {
+	if s.Invalid != nil {
+		return domain.Refused(siteprotocol.ReasonInvalidPayload, "prepare payload: %v", s.Invalid), nil
+	}
+	w, refusal, err := env.BeginPrepare(ctx, specs, cmd, p, func(records []domain.NativeRecord) (*domain.Answer, error) {
+		return ServicePreparedElsewhere(specs, s.Kind, cmd, records, s.SpecKinds...)
+	})
+	if refusal != nil || err != nil {
+		return OrAnswer(refusal), err
+	}
+	var verify *WorkspaceVerification
+	if p.Repository != nil {
+		// The serving Pod verifies the prepared checkout, read-only,
+		// before its container starts (docs/site-runtime.md#services-and-the-prepared-workspace).
+		verify = env.Checkout.Verification(*p.Repository, p.WorkspaceSizeBytes)
+	}
+	recs := make([]*domain.NativeRecord, len(s.SpecKinds))
+	objs := make([]NativeObject, len(s.SpecKinds))
+	for i, kind := range s.SpecKinds {
+		recs[i] = domain.FindRecord(w.Records, kind)
+		if objs[i], err = SavedOrRendered(recs[i], func() (NativeObject, error) { return s.Render(kind, w.Binding, w.Workspace.Name, verify) }); err != nil {
+			return RenderRefusal(err)
+		}
+	}
+	ws, wsUID, checkedOut, answer, err := PrepareServiceWorkspace(ctx, env, cmd, w.Binding, w.Records, w.Workspace, p, recs[0] != nil, recovering)
+	if answer != nil || err != nil {
+		return OrAnswer(answer), err
+	}
+	for i := range objs {
+		if err := SavePrepared(ctx, env, cmd, recs[i], objs[i]); err != nil {
+			return domain.Answer{}, err
+		}
+	}
+	return domain.Succeeded(siteprotocol.ReasonPrepared,
+		fmt.Sprintf("workspace claim %s created in namespace %s as %s%s; %s", ws.Name, ws.Namespace, w.Binding.Account, checkedOut, s.Saved(objs)),
+		siteprotocol.PrepareDetail{Workspace: siteprotocol.WorkspaceRef{ClaimName: ws.Name, UID: wsUID}, SpecDigest: siteprotocol.Digest(objs[0].Spec)},
+		ws.Ref(wsUID)), nil
+}
+
 // RenderRefusal is a prepare's invalid-payload refusal for a demand the
 // Site cannot render (ErrUnsupportedDemand); any other render error is
 // returned.

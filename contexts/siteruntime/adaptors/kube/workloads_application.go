@@ -85,5 +85,5 @@ func serviceQuotaOver(obs application.Observation, why string) application.Obser
 	return obs
 }
 
-var _ appservice.Observer = (*Workloads)(nil)
+var _ appservice.Natives = (*Workloads)(nil)
 var _ application.ApplicationSpecs = (*Renderer)(nil)

@@ -189,4 +189,4 @@ func controlledBy(obj metav1.Object, root siteprotocol.NativeRef) string {
 	return ""
 }
 
-var _ inference.Observer = (*Workloads)(nil)
+var _ inference.Natives = (*Workloads)(nil)

@@ -22,19 +22,14 @@ type Config struct {
 	ProgressDeadline time.Duration
 }
 
-// Observer reads an application service's native state.
-type Observer interface {
+// Natives is what the application family uses of the native system: the
+// shared native objects and the observation of its Deployments.
+type Natives interface {
+	application.NativeObjects
 	// ObserveDeployment reports the state of the Deployment ref names (its
 	// ReplicaSets and Pods by controller UID lineage); found is false when
 	// no Deployment with ref's name and UID exists.
 	ObserveDeployment(ctx context.Context, ref siteprotocol.NativeRef) (obs application.Observation, found bool, err error)
-}
-
-// Natives is what the application family uses of the native system: the
-// shared native objects and its Deployments' observation.
-type Natives interface {
-	application.NativeObjects
-	Observer
 }
 
 // Family is the application family, performed by application.Executor
@@ -57,13 +52,14 @@ type Natives interface {
 //     its UID (recorded before and after; application.FailAtCompensatingDelete) and the
 //     start is refused with the Service's refusal: nothing of the Attempt is
 //     left;
-//   - observe reports the Deployment's state (Observer); native-missing
+//   - observe reports the Deployment's state (Natives); native-missing
 //     when the Deployment or the Service is gone;
 //   - cancel (Deployment, then Service) and cleanup (also the claim) are the
 //     Lifecycle's UID-bound foreground deletes as the Runtime;
 //   - read-logs of its Pods (Pod → ReplicaSet → the recorded Deployment),
 //     proxy to its recorded Service and read-file are its private reads.
 type Family struct {
+	application.Workspaces
 	native Natives
 	specs  application.ApplicationSpecs
 	cfg    Config
@@ -97,24 +93,12 @@ func (f *Family) Kinds() application.FamilyKinds {
 	return application.FamilyKinds{
 		ServiceKind: string(siteprotocol.ServiceApplication),
 		Workload:    []string{domain.KindDeployment, domain.KindService},
-		Owned:       []string{domain.KindDeployment, domain.KindService, domain.KindPod, domain.KindSecret, domain.KindWorkspace},
-		State: func(ctx context.Context, ref siteprotocol.NativeRef) (siteprotocol.State, bool, error) {
-			if ref.Kind != domain.KindDeployment {
-				return "", false, nil
-			}
-			o, found, err := f.native.ObserveDeployment(ctx, ref)
-			return o.State, found, err
-		},
+		State:       application.StateOf(domain.KindDeployment, f.native.ObserveDeployment),
 	}
 }
 
 // Specs is the application renderer.
 func (f *Family) Specs() application.WorkspaceSpecs { return f.specs }
-
-// ChecksOutRepositories: a prepare checks a repository out, and the
-// serving Pod verifies it
-// (docs/site-runtime.md#services-and-the-prepared-workspace).
-func (f *Family) ChecksOutRepositories() {}
 
 // LogRoot: its Pods' chains end at the recorded Deployment.
 func (f *Family) LogRoot() string { return domain.KindDeployment }
@@ -122,81 +106,32 @@ func (f *Family) LogRoot() string { return domain.KindDeployment }
 // ProxyService: proxy goes to the recorded Service.
 func (f *Family) ProxyService() string { return domain.KindService }
 
-// ReadsWorkspaceFiles: read-file reads its Attempts' workspaces.
-func (f *Family) ReadsWorkspaceFiles() {}
-
 // Prepare renders and saves the Deployment and Service and creates the
 // workspace claim (checking a repository out into it).
 func (f *Family) Prepare(ctx context.Context, env application.FamilyEnv, cmd siteprotocol.Command, p siteprotocol.PreparePayload, recovering bool) (domain.Answer, error) {
-	spec, err := application.ApplicationSpecOf(p)
-	if err != nil {
-		return domain.Refused(siteprotocol.ReasonInvalidPayload, "prepare payload: %v", err), nil
-	}
-	if refusal, err := env.Life.ElsewhereRefusal(ctx, cmd); refusal != nil || err != nil {
-		return application.OrAnswer(refusal), err
-	}
-	records, err := env.Life.Records(ctx, cmd.AttemptID)
-	if err != nil {
-		return domain.Answer{}, err
-	}
-	if refusal, err := application.ServicePreparedElsewhere(f.specs, siteprotocol.ServiceApplication, cmd, records, domain.KindDeployment, domain.KindService); refusal != nil || err != nil {
-		return application.OrAnswer(refusal), err
-	}
-	if refusal, err := application.PriorPrepare(f.specs, cmd, records); refusal != nil || err != nil {
-		return application.OrAnswer(refusal), err
-	}
-	b, refusal, err := env.Life.Access().Binding(ctx, cmd)
-	if refusal != nil || err != nil {
-		return application.OrAnswer(refusal), err
-	}
-	ws, err := f.specs.RenderWorkspace(application.WorkspaceSpec{Identity: application.IdentityOf(cmd), Namespace: b.Namespace, SizeBytes: p.WorkspaceSizeBytes})
-	if err != nil {
-		return domain.Answer{}, fmt.Errorf("render the workspace claim: %w", err)
-	}
-	// The Deployment and the Service are rendered (and so validated)
-	// before the claim is created: a prepare refused for what it asks
-	// creates nothing. A saved specification is never rendered again.
-	spec.Identity, spec.Namespace, spec.ServiceAccount, spec.WorkspaceClaim = application.IdentityOf(cmd), b.Namespace, b.Account, ws.Name
-	spec.ProgressDeadlineSeconds = int32(f.cfg.ProgressDeadline.Seconds())
-	if p.Repository != nil {
-		// The serving Pod verifies the prepared checkout, read-only,
-		// before its container starts (docs/site-runtime.md#services-and-the-prepared-workspace).
-		spec.Verify = env.Checkout.Verification(*p.Repository, p.WorkspaceSizeBytes)
-	}
-	depRec, svcRec := domain.FindRecord(records, domain.KindDeployment), domain.FindRecord(records, domain.KindService)
-	dep, err := application.SavedOrRendered(depRec, func() (application.NativeObject, error) { return f.specs.RenderDeployment(spec) })
-	if err != nil {
-		return application.RenderRefusal(err)
-	}
-	svc, err := application.SavedOrRendered(svcRec, func() (application.NativeObject, error) { return f.specs.RenderService(spec) })
-	if err != nil {
-		return application.RenderRefusal(err)
-	}
-	ws, wsUID, checkedOut, answer, err := application.PrepareServiceWorkspace(ctx, env, cmd, b, records, ws, p, depRec != nil, recovering)
-	if answer != nil || err != nil {
-		return application.OrAnswer(answer), err
-	}
-	if err := application.SavePrepared(ctx, env, cmd, depRec, dep); err != nil {
-		return domain.Answer{}, err
-	}
-	if err := application.SavePrepared(ctx, env, cmd, svcRec, svc); err != nil {
-		return domain.Answer{}, err
-	}
-	return domain.Succeeded(siteprotocol.ReasonPrepared,
-		fmt.Sprintf("workspace claim %s created in namespace %s as %s%s; Deployment and Service %s rendered and saved", ws.Name, ws.Namespace, b.Account, checkedOut, dep.Name),
-		siteprotocol.PrepareDetail{Workspace: siteprotocol.WorkspaceRef{ClaimName: ws.Name, UID: wsUID}, SpecDigest: siteprotocol.Digest(dep.Spec)},
-		ws.Ref(wsUID)), nil
+	spec, invalid := application.ApplicationSpecOf(p)
+	return application.PrepareService(ctx, env, f.specs, cmd, p, recovering, application.ServicePrepare{
+		Invalid: invalid, Kind: siteprotocol.ServiceApplication, SpecKinds: []string{domain.KindDeployment, domain.KindService},
+		Render: func(kind string, b domain.MemberBinding, claim string, verify *application.WorkspaceVerification) (application.NativeObject, error) {
+			spec.Identity, spec.Namespace, spec.ServiceAccount, spec.WorkspaceClaim = application.IdentityOf(cmd), b.Namespace, b.Account, claim
+			spec.ProgressDeadlineSeconds, spec.Verify = int32(f.cfg.ProgressDeadline.Seconds()), verify
+			if kind == domain.KindService {
+				return f.specs.RenderService(spec)
+			}
+			return f.specs.RenderDeployment(spec)
+		},
+		Saved: func(objs []application.NativeObject) string {
+			return fmt.Sprintf("Deployment and Service %s rendered and saved", objs[0].Name)
+		},
+	})
 }
 
 // Start creates the saved Deployment and then the Service; a refused
 // Service removes the Deployment again.
 func (f *Family) Start(ctx context.Context, env application.FamilyEnv, cmd siteprotocol.Command, _ siteprotocol.StartPayload, records []domain.NativeRecord, recovering bool) (domain.Answer, error) {
-	ws := domain.FindRecord(records, domain.KindWorkspace)
 	depRec, svcRec := domain.FindRecord(records, domain.KindDeployment), domain.FindRecord(records, domain.KindService)
-	if ws == nil || ws.Phase != domain.PhaseCreated || depRec == nil || svcRec == nil {
-		return domain.Refused(siteprotocol.ReasonNotPrepared, "attempt %s has no prepared workspace and saved service specification; send prepare first", cmd.AttemptID), nil
-	}
-	if refusal := application.CheckoutReadiness(cmd, records); refusal != nil {
+	ws, refusal := application.ReadyToStart(cmd, records, "prepared workspace and saved service specification", depRec, svcRec)
+	if refusal != nil {
 		return *refusal, nil
 	}
 	if compensating(cmd, depRec, svcRec) {
@@ -317,11 +252,7 @@ func (f *Family) Observe(ctx context.Context, _ application.FamilyEnv, cmd sitep
 	if !found || live.UID != svc.UID {
 		return application.Missing(svcRef, "no longer exists"), nil
 	}
-	msg := fmt.Sprintf("%s %s is %s", depRef.Kind, depRef.Name, obs.State)
-	if obs.Reason != "" {
-		msg += " (" + obs.Reason + ")"
-	}
-	return domain.Succeeded(siteprotocol.ReasonObserved, msg, siteprotocol.ObserveDetail{
-		State: obs.State, Reason: obs.Reason, Message: obs.Message, StartedAt: obs.StartedAt, FinishedAt: obs.FinishedAt,
-	}, depRef, svcRef), nil
+	// A Deployment reports no exit code.
+	obs.ExitCode = nil
+	return application.Observed(obs, depRef, svcRef), nil
 }

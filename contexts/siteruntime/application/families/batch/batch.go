@@ -35,6 +35,7 @@ import (
 //   - read-logs of its Jobs' Pods and read-file of its workspaces are its
 //     private reads; it has no service to proxy to.
 type Family struct {
+	application.Workspaces
 	jobs   application.JobObserver
 	specs  application.BatchSpecs
 	images application.BatchImages
@@ -75,46 +76,23 @@ func (f *Family) Name() siteprotocol.Family { return siteprotocol.FamilyBatch }
 func (f *Family) Kinds() application.FamilyKinds {
 	return application.FamilyKinds{
 		Workload: []string{domain.KindJob},
-		Owned:    []string{domain.KindJob, domain.KindPod, domain.KindSecret, domain.KindWorkspace},
-		State: func(ctx context.Context, ref siteprotocol.NativeRef) (siteprotocol.State, bool, error) {
-			obs, found, err := f.jobs.ObserveJob(ctx, ref)
-			return obs.State, found, err
-		},
+		State:    application.StateOf(domain.KindJob, f.jobs.ObserveJob),
 	}
 }
 
 // Specs is the batch renderer.
 func (f *Family) Specs() application.WorkspaceSpecs { return f.specs }
 
-// ChecksOutRepositories: a batch prepare checks a repository out.
-func (f *Family) ChecksOutRepositories() {}
-
 // LogRoot: its Pods' controller chains end at the recorded Job.
 func (f *Family) LogRoot() string { return domain.KindJob }
 
-// ReadsWorkspaceFiles: read-file reads its Attempts' workspaces.
-func (f *Family) ReadsWorkspaceFiles() {}
-
 // Prepare creates the workspace claim and checks a repository out into it.
 func (f *Family) Prepare(ctx context.Context, env application.FamilyEnv, cmd siteprotocol.Command, p siteprotocol.PreparePayload, recovering bool) (domain.Answer, error) {
-	if refusal, err := env.Life.ElsewhereRefusal(ctx, cmd); refusal != nil || err != nil {
-		return application.OrAnswer(refusal), err
-	}
-	records, err := env.Life.Records(ctx, cmd.AttemptID)
-	if err != nil {
-		return domain.Answer{}, err
-	}
-	if refusal, err := application.PriorPrepare(f.specs, cmd, records); refusal != nil || err != nil {
-		return application.OrAnswer(refusal), err
-	}
-	b, refusal, err := env.Life.Access().Binding(ctx, cmd)
+	w, refusal, err := env.BeginPrepare(ctx, f.specs, cmd, p, nil)
 	if refusal != nil || err != nil {
 		return application.OrAnswer(refusal), err
 	}
-	obj, err := f.specs.RenderWorkspace(application.WorkspaceSpec{Identity: application.IdentityOf(cmd), Namespace: b.Namespace, SizeBytes: p.WorkspaceSizeBytes})
-	if err != nil {
-		return domain.Answer{}, fmt.Errorf("render the workspace claim: %w", err)
-	}
+	records, b, obj := w.Records, w.Binding, w.Workspace
 	// One access check for the claim and the checkout's creates.
 	access := env.Life.Access().Start(cmd, b)
 	obj, uid, refusal, err := env.Life.EnsureCreated(ctx, cmd, access, domain.FindRecord(records, domain.KindWorkspace), obj, recovering)
@@ -138,11 +116,8 @@ func (f *Family) Prepare(ctx context.Context, env application.FamilyEnv, cmd sit
 
 // Start creates the Job on the prepared workspace.
 func (f *Family) Start(ctx context.Context, env application.FamilyEnv, cmd siteprotocol.Command, p siteprotocol.StartPayload, records []domain.NativeRecord, recovering bool) (domain.Answer, error) {
-	ws := domain.FindRecord(records, domain.KindWorkspace)
-	if ws == nil || ws.Phase != domain.PhaseCreated {
-		return domain.Refused(siteprotocol.ReasonNotPrepared, "attempt %s has no prepared workspace; send prepare first", cmd.AttemptID), nil
-	}
-	if refusal := application.CheckoutReadiness(cmd, records); refusal != nil {
+	ws, refusal := application.ReadyToStart(cmd, records, "prepared workspace")
+	if refusal != nil {
 		return *refusal, nil
 	}
 	b, refusal, err := env.Life.Access().Binding(ctx, cmd)
@@ -195,34 +170,17 @@ func (f *Family) Start(ctx context.Context, env application.FamilyEnv, cmd sitep
 // Observe reports the Job's state, or the terminal state recorded while
 // it existed.
 func (f *Family) Observe(ctx context.Context, _ application.FamilyEnv, cmd siteprotocol.Command, records []domain.NativeRecord) (domain.Answer, error) {
-	job := domain.FindRecord(records, domain.KindJob)
-	if job == nil || job.UID == "" {
-		return domain.Refused(siteprotocol.ReasonNotStarted, "attempt %s has no workload", cmd.AttemptID), nil
-	}
-	ref := application.RecordRef(*job)
-	if job.Phase == domain.PhaseRemoved {
-		return f.gone(ctx, cmd, ref, "was removed by command "+job.CommandID)
-	}
-	obs, found, err := f.jobs.ObserveJob(ctx, ref)
-	if err != nil {
-		return domain.Answer{}, fmt.Errorf("observe %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
-	}
-	if !found {
-		return f.gone(ctx, cmd, ref, "no longer exists")
-	}
-	if f.terminal != nil && (obs.State == siteprotocol.StateSucceeded || obs.State == siteprotocol.StateFailed) {
-		// A fact of the Job: kept for when it is gone.
-		if _, err := f.terminal.SaveTerminal(ctx, application.TerminalOf(cmd.AttemptID, ref, obs, f.clock.Now())); err != nil {
-			return domain.Answer{}, fmt.Errorf("record the terminal state of %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
-		}
-	}
-	msg := fmt.Sprintf("%s %s is %s", ref.Kind, ref.Name, obs.State)
-	if obs.Reason != "" {
-		msg += " (" + obs.Reason + ")"
-	}
-	return domain.Succeeded(siteprotocol.ReasonObserved, msg, siteprotocol.ObserveDetail{
-		State: obs.State, Reason: obs.Reason, Message: obs.Message, StartedAt: obs.StartedAt, FinishedAt: obs.FinishedAt, ExitCode: obs.ExitCode,
-	}, ref), nil
+	return application.ObserveOne(ctx, cmd, records, domain.KindJob, "workload", f.jobs.ObserveJob,
+		func(ref siteprotocol.NativeRef, why string) (domain.Answer, error) { return f.gone(ctx, cmd, ref, why) },
+		func(ref siteprotocol.NativeRef, obs application.Observation) (domain.Answer, error) {
+			if f.terminal != nil && (obs.State == siteprotocol.StateSucceeded || obs.State == siteprotocol.StateFailed) {
+				// A fact of the Job: kept for when it is gone.
+				if _, err := f.terminal.SaveTerminal(ctx, application.TerminalOf(cmd.AttemptID, ref, obs, f.clock.Now())); err != nil {
+					return domain.Answer{}, fmt.Errorf("record the terminal state of %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
+				}
+			}
+			return application.Observed(obs, ref), nil
+		})
 }
 
 // gone answers observe of a recorded Job that no longer exists: the
