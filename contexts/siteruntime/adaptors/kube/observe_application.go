@@ -55,7 +55,7 @@ func DeploymentObservation(dep *appsv1.Deployment, replicaSets []appsv1.ReplicaS
 		if permanentRefusal(msg) {
 			return application.Observation{State: siteprotocol.StateFailed, Reason: ReasonFailedCreate, Message: msg}
 		}
-		if strings.Contains(msg, "exceeded quota") {
+		if quotaWait(msg) {
 			return application.Observation{State: siteprotocol.StateQueued, Reason: ReasonFailedCreate, Message: msg}
 		}
 	}
