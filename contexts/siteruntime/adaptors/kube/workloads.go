@@ -421,10 +421,8 @@ func JobObservation(job *batchv1.Job, pods []corev1.Pod, events []corev1.Event) 
 			continue
 		}
 		obs.Message = fmt.Sprintf("Pod %s is pending", p.Name)
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				obs.Reason, obs.Message = c.Reason, fmt.Sprintf("Pod %s: %s", p.Name, c.Message)
-			}
+		if c, ok := unscheduled(p); ok {
+			obs.Reason, obs.Message = c.Reason, fmt.Sprintf("Pod %s: %s", p.Name, c.Message)
 		}
 		return obs
 	}
