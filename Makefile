@@ -59,7 +59,7 @@ run: build
 test: services git-tools browser-tools githost-build cluster-up slurm-up
 	@mkdir -p var
 	$(GO) vet ./...
-	@unformatted=$$(gofmt -l app contexts platform sql deploy/policytest 2>/dev/null); if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
+	@unformatted=$$(gofmt -l app contexts platform sql systemtest standins deploy/policytest deploy/demo 2>/dev/null); if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
 	$(GO) build -o var/lanecheck ./app/cmd/lanecheck
 	status=0; $(GO) test -json $(GOFLAGS_TEST) ./... > var/test-report.json || status=$$?; \
 	(cd deploy/localcluster && $(GO) test -json ./internal/...) >> var/test-report.json || status=$$?; \
@@ -179,7 +179,7 @@ bench-execution: services
 .PHONY: bench-runtime
 bench-runtime:
 	@mkdir -p var
-	$(GO) run ./contexts/siteruntime/systemtest/benchruntime | tee var/bench-runtime.md
+	$(GO) run ./systemtest/benchruntime | tee var/bench-runtime.md
 
 clean:
 	rm -rf bin var/test-report.json var/lanecheck

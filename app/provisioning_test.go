@@ -23,7 +23,7 @@ import (
 	"github.com/pharos-metallo/metallo/platform/auth"
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
-	"github.com/pharos-metallo/metallo/platform/servingtls/tlstest"
+	"github.com/pharos-metallo/metallo/standins/certauthority"
 )
 
 // provisioningRoleWith returns the provisioning role configured by args.
@@ -345,7 +345,7 @@ func TestWaldurReportVerifiesTheAPIAgainstItsCAFile(t *testing.T) {
 		_, _ = w.Write([]byte(`{"results":[]}`))
 	}))
 	t.Cleanup(srv.Close)
-	ca := tlstest.ServerCAFile(t, srv)
+	ca := certauthority.ServerCAFile(t, srv)
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "site.key")
 	file := filepath.Join(dir, "records.json")

@@ -26,8 +26,8 @@ import (
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/servingtls"
-	"github.com/pharos-metallo/metallo/platform/servingtls/tlstest"
 	"github.com/pharos-metallo/metallo/platform/testsetup"
+	"github.com/pharos-metallo/metallo/standins/certauthority"
 )
 
 // siteAPIName is the Site API's name in the certificate and the Runtime's authority: not a
@@ -81,7 +81,7 @@ func connectProxy(t *testing.T, target string) string {
 func TestTheHTTPOwnerTrustsTheProvisioningRoleThroughItsCAFile(t *testing.T) {
 	dir := t.TempDir()
 	files := executionFiles(t)
-	ca := tlstest.NewCA(t)
+	ca := certauthority.NewCA(t)
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	ca.Issue(t, "127.0.0.1").Write(t, certFile, keyFile)
 	prov := startProvisioningOwnerOver(t, dir, files, clock.System{}, servingtls.Files{CertFile: certFile, KeyFile: keyFile})
@@ -155,7 +155,7 @@ func TestTheRuntimeTrustsACentralRoleServedOverTLSAndARotatedPairWithoutARestart
 	dir := t.TempDir()
 	authority := "https://" + siteAPIName
 	files := executiontest.WriteFiles(t, dir, []executiontest.Environment{{ID: "alpha-k8s", Site: "alpha", Authority: authority}})
-	ca := tlstest.NewCA(t)
+	ca := certauthority.NewCA(t)
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	first := ca.Issue(t, siteAPIName, "127.0.0.1")
 	first.Write(t, certFile, keyFile)
@@ -226,7 +226,7 @@ func TestTheRuntimeTrustsACentralRoleServedOverTLSAndARotatedPairWithoutARestart
 	// The bound only ends a test whose rotation never happens (the watcher polls every 10 s).
 	deadline := time.Now().Add(time.Minute)
 	for {
-		got, err := tlstest.ServedSerial(ca.Pool, addr, siteAPIName)
+		got, err := certauthority.ServedSerial(ca.Pool, addr, siteAPIName)
 		if err != nil {
 			t.Fatalf("handshake during the rotation: %v", err)
 		}
@@ -238,7 +238,7 @@ func TestTheRuntimeTrustsACentralRoleServedOverTLSAndARotatedPairWithoutARestart
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if got, err := tlstest.ServedSerial(ca.Pool, adminAddr(t, p), "127.0.0.1"); err != nil || got.Cmp(second.Serial) != 0 {
+	if got, err := certauthority.ServedSerial(ca.Pool, adminAddr(t, p), "127.0.0.1"); err != nil || got.Cmp(second.Serial) != 0 {
 		t.Errorf("admin listener after the rotation: serial %v (%v), want %v", got, err, second.Serial)
 	}
 	if out, err := runtime(check...); err != nil {

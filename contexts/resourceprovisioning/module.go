@@ -29,6 +29,7 @@ import (
 	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/environments"
 	"github.com/pharos-metallo/metallo/platform/httpserver"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 	sqlfiles "github.com/pharos-metallo/metallo/sql"
 )
 
@@ -160,6 +161,9 @@ type SitesInUse struct{ Source *environments.Source }
 
 // Sites implements application.EnvironmentSites.
 func (s SitesInUse) Sites() map[string]string { return s.Source.Current().Sites() }
+
+// Backends implements application.EnvironmentSites.
+func (s SitesInUse) Backends() map[string]siteprotocol.Backend { return s.Source.Current().Backends() }
 
 // Module composes the context for cfg, which has passed Validate (the
 // role's Preflight), and environments.yaml from the process

@@ -12,7 +12,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/heartbeat"
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/config"
-	"github.com/pharos-metallo/metallo/platform/servingtls/tlstest"
+	"github.com/pharos-metallo/metallo/standins/certauthority"
 )
 
 // validConfig returns a serve configuration whose files exist.
@@ -64,7 +64,7 @@ func TestServeConfigurationIsRefusedNamingTheFlag(t *testing.T) {
 	if err := os.WriteFile(notADir, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ca := tlstest.NewCA(t).CAFile
+	ca := certauthority.NewCA(t).CAFile
 	noPEM := filepath.Join(t.TempDir(), "key.pem")
 	if err := os.WriteFile(noPEM, []byte("not a certificate\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/clock"
-	"github.com/pharos-metallo/metallo/platform/servingtls/tlstest"
+	"github.com/pharos-metallo/metallo/standins/certauthority"
 )
 
 // An http: provider is verified against its CA flag's bundle: with
@@ -37,7 +37,7 @@ func TestAnHTTPProviderIsVerifiedAgainstItsCAFlag(t *testing.T) {
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
 	srv.StartTLS()
 	defer srv.Close()
-	ca := tlstest.ServerCAFile(t, srv)
+	ca := certauthority.ServerCAFile(t, srv)
 	noPEM := filepath.Join(t.TempDir(), "key.pem")
 	if err := os.WriteFile(noPEM, []byte("not a certificate\n"), 0o600); err != nil {
 		t.Fatal(err)

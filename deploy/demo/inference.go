@@ -20,11 +20,11 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/kube/auditlog"
 	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
-	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+	"github.com/pharos-metallo/metallo/standins/siteagent"
 )
 
 // inferenceRuntime is the ClusterServingRuntime the demo's Runtime pins
@@ -36,6 +36,11 @@ const inferenceRuntime = "metallo-httpservice"
 
 // demoModelArgs are the inference Attempt's saved model arguments: what
 // the runtime's --model_name=<name> --backend=huggingface precede.
+// kserveController is the user KServe's controller acts as in the local
+// cluster: its own service account (deploy/localcluster/README.md), so the
+// audit log tells what it created from what a member created.
+const kserveController = "system:serviceaccount:kserve:kserve-controller-manager"
+
 var demoModelArgs = []string{"--model_id=metallo/echo", "--dtype=float32"}
 
 var (
@@ -160,7 +165,7 @@ func (d *demo) showInferenceService(ctx context.Context, dyn dynamic.Interface, 
 		mode, kube.AnnotationDeploymentMode, isvc.GetAnnotations()[kube.AnnotationDeploymentMode], url)
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	audit := &kubetest.AuditLog{Path: d.audit}
+	audit := &auditlog.Log{Path: d.audit}
 	ev, err := audit.Creation(actx, "inferenceservices", ref.Namespace, ref.Name)
 	if err != nil {
 		return "", err
@@ -190,11 +195,11 @@ func (d *demo) showInferenceService(ctx context.Context, dyn dynamic.Interface, 
 		if err != nil {
 			return "", err
 		}
-		if ev.Actor() != kubetest.KServeController {
-			return "", fmt.Errorf("audit log: %s %s was created by %q; want KServe's controller %s", res, predictor, ev.Actor(), kubetest.KServeController)
+		if ev.Actor() != kserveController {
+			return "", fmt.Errorf("audit log: %s %s was created by %q; want KServe's controller %s", res, predictor, ev.Actor(), kserveController)
 		}
 	}
-	d.say("KServe's controller (%s, per the audit log) made the Deployment and Service %s,", kubetest.KServeController, predictor)
+	d.say("KServe's controller (%s, per the audit log) made the Deployment and Service %s,", kserveController, predictor)
 	d.say("controlled by the InferenceService (uid %s); the admission policies admitted them for it; Service selector %v", owner.UID, svc.Spec.Selector)
 
 	pods, err := d.admin.CoreV1().Pods(ref.Namespace).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(dep.Spec.Selector)})

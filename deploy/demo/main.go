@@ -13,8 +13,8 @@
 // by itself (with the account's UID); a Run is planned;
 // prepare, start and observe commands are appended and the
 // Runtime performs them. The Site's repository host is Gitea over HTTPS
-// with LFS (platform/gittest) at the real node's bridge address, and its
-// grant provider a stand-in minting real Gitea tokens (granttest): prepare
+// with LFS (standins/githost) at the real node's bridge address, and its
+// grant provider a stand-in minting real Gitea tokens (standins/grantprovider): prepare
 // checks a private repository out at an exact commit (not the branch
 // head, an LFS object included) into the Attempt's workspace with the
 // workspace helper Pod on the real node, and the demo checks, before
@@ -91,13 +91,13 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/runtimepod"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
+	"github.com/pharos-metallo/metallo/platform/kube/auditlog"
 	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
-	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
-	"github.com/pharos-metallo/metallo/platform/servingtls/tlstest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+	"github.com/pharos-metallo/metallo/standins/certauthority"
+	"github.com/pharos-metallo/metallo/standins/siteagent"
 )
 
 const (
@@ -169,7 +169,7 @@ type demo struct {
 	client *http.Client
 	caFile string
 	// ca is the local cluster's CA once read (bridgeListener).
-	ca *tlstest.CA
+	ca *certauthority.CA
 	// podInstalled and podName: the Runtime installed as a Pod, and its Pod.
 	podInstalled bool
 	podName      string
@@ -1094,7 +1094,7 @@ func (d *demo) showJob(ctx context.Context, ref siteprotocol.NativeRef, observed
 	}
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ev, err := (&kubetest.AuditLog{Path: d.audit}).Creation(actx, "jobs", ref.Namespace, ref.Name)
+	ev, err := (&auditlog.Log{Path: d.audit}).Creation(actx, "jobs", ref.Namespace, ref.Name)
 	if err != nil {
 		return err
 	}

@@ -22,12 +22,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/grants/granttest"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
-	"github.com/pharos-metallo/metallo/platform/gittest"
+	"github.com/pharos-metallo/metallo/platform/database"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+	"github.com/pharos-metallo/metallo/standins/githost"
+	"github.com/pharos-metallo/metallo/standins/grantprovider"
+	"github.com/pharos-metallo/metallo/standins/siteagent"
 )
 
 // repositoryCA is the ConfigMap of the project namespace holding the Git
@@ -49,20 +50,21 @@ var weightsAtCommit = bytes.Repeat([]byte("the weights of model v1\n"), 3414)
 // grant provider the Runtime asks for a credential.
 type gitHost struct {
 	owner    *hostOwner
-	host     *gittest.Host
-	provider *granttest.Provider
-	member   gittest.User
-	repo     gittest.Repo
+	host     *githost.Host
+	provider *grantprovider.Provider
+	member   githost.User
+	repo     githost.Repo
 	exact    string
 }
 
 // repositoryHost starts, before the Runtime, the Site's repository host and
-// grant provider. The host is Gitea over HTTPS with LFS (platform/gittest,
-// docs/testing.md#the-git-host-lane), listening at the real node's bridge
+// grant provider. The host is Gitea over HTTPS with LFS (standins/githost,
+// docs/testing.md#the-git-host-lane) on a database of the local PostgreSQL
+// server, listening at the real node's bridge
 // address, where its Pods reach this machine, with a certificate of a CA
 // made for it; the lab's private repository holds two commits, and the
 // member's own Gitea user may read it. The grant provider is outside
-// Metallo (docs/site-runtime.md#repository-grants): granttest stands in
+// Metallo (docs/site-runtime.md#repository-grants): standins/grantprovider stands in
 // for it, serving the provider's HTTP contract on loopback and minting
 // each grant as a real access token of the member's Gitea user (scope
 // read:repository), deleted at Gitea when the Runtime revokes the grant.
@@ -93,8 +95,12 @@ func (d *demo) repositoryHost(ctx context.Context, ns, member string) error {
 	}
 	g := &gitHost{owner: o}
 	d.git = g
+	dbURL, err := d.gitHostDatabase(ctx, o)
+	if err != nil {
+		return err
+	}
 	if err := o.call(func() {
-		g.host = gittest.StartReachableAt(o, d.realNode.HostIP)
+		g.host = githost.Start(o, githost.Options{DatabaseURL: dbURL, ReachableAt: d.realNode.HostIP})
 		lab := g.host.CreateUser("lab")
 		g.repo = g.host.CreateRepo(lab, "model")
 		g.member = g.host.CreateUser("member-" + member[:8])
@@ -107,12 +113,12 @@ func (d *demo) repositoryHost(ctx context.Context, ns, member string) error {
 		w.Write("README.md", []byte(readmeAtHead))
 		w.Commit("model v2")
 		w.Push(g.repo, true)
-		members := map[string]gittest.User{member: g.member}
+		members := map[string]githost.User{member: g.member}
 		if d.runtimeMode == runtimePod {
 			// A Runtime in a Pod reaches the bridge's host address, over HTTPS.
-			g.provider = granttest.NewTLS(o, g.host, members, providerListener, providerCert)
+			g.provider = grantprovider.NewTLS(o, g.host, members, providerListener, providerCert)
 		} else {
-			g.provider = granttest.New(o, g.host, members)
+			g.provider = grantprovider.New(o, g.host, members)
 		}
 	}); err != nil {
 		return fmt.Errorf("the Git host: %w (its log in %s)", err, rel(o.logPath))
@@ -382,8 +388,35 @@ func (o *watched) deletedWithin(ctx context.Context, wait time.Duration) error {
 	}
 }
 
+// gitHostDatabase creates the Git host's database, metallo_demo_githost on
+// the local PostgreSQL server (METALLO_DEMO_DATABASE_URL names another
+// server), dropping one a killed demo left first; o drops it when the demo
+// ends.
+func (d *demo) gitHostDatabase(ctx context.Context, o *hostOwner) (string, error) {
+	admin := os.Getenv("METALLO_DEMO_DATABASE_URL")
+	if admin == "" {
+		admin = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	}
+	const name = "metallo_demo_githost"
+	if err := database.DropPostgres(ctx, admin, name); err != nil {
+		return "", fmt.Errorf("the Git host's database (make demo starts the local PostgreSQL server): %w", err)
+	}
+	url, drop, err := database.CreatePostgres(ctx, admin, name)
+	if err != nil {
+		return "", fmt.Errorf("the Git host's database: %w", err)
+	}
+	o.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := drop(ctx); err != nil {
+			o.Logf("drop database %s: %v", name, err)
+		}
+	})
+	return url, nil
+}
+
 // hostOwner owns the demo's Git host and grant provider as a test owns
-// them (gittest.TB): its log goes to githost.log, its temporary
+// them (githost.TB): its log goes to githost.log, its temporary
 // directories under the demo's githost/, its cleanups run at close (when
 // the demo ends), and a Fatal panics with hostFailure, which call turns
 // into an error.

@@ -18,10 +18,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/runtimepod"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/systemtest/harness"
-	"github.com/pharos-metallo/metallo/platform/servingtls/tlstest"
+	"github.com/pharos-metallo/metallo/standins/certauthority"
+	"github.com/pharos-metallo/metallo/standins/siteagent"
 )
 
 // The two ways the demo runs its Runtime (--runtime, METALLO_DEMO_RUNTIME).
@@ -74,26 +76,26 @@ func (d *demo) siteAPIListen() (listen string, extra []string, err error) {
 // bridgeListener listens on a free port of the real node's bridge address, where the
 // cluster's Pods reach this machine, and issues a serving pair for that address with the local
 // cluster's CA (read once, kept in d.ca).
-func (d *demo) bridgeListener() (net.Listener, tlstest.Pair, error) {
+func (d *demo) bridgeListener() (net.Listener, certauthority.Pair, error) {
 	host := d.realNode.HostIP
 	if host == "" {
-		return nil, tlstest.Pair{}, errors.New("cluster.json names no host address of the real node's bridge (make cluster-down, then make cluster-up)")
+		return nil, certauthority.Pair{}, errors.New("cluster.json names no host address of the real node's bridge (make cluster-down, then make cluster-up)")
 	}
 	if d.ca == nil {
-		ca, err := tlstest.ReadCA(filepath.Join(d.clusterDir, "pki", "ca.crt"), filepath.Join(d.clusterDir, "pki", "ca.key"))
+		ca, err := certauthority.ReadCA(filepath.Join(d.clusterDir, "pki", "ca.crt"), filepath.Join(d.clusterDir, "pki", "ca.key"))
 		if err != nil {
-			return nil, tlstest.Pair{}, fmt.Errorf("the local cluster's CA: %w", err)
+			return nil, certauthority.Pair{}, fmt.Errorf("the local cluster's CA: %w", err)
 		}
 		d.ca = ca
 	}
 	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
-		return nil, tlstest.Pair{}, fmt.Errorf("listen on the bridge's host address %s: %w", host, err)
+		return nil, certauthority.Pair{}, fmt.Errorf("listen on the bridge's host address %s: %w", host, err)
 	}
 	pair, err := d.ca.IssuePair(host)
 	if err != nil {
 		_ = l.Close()
-		return nil, tlstest.Pair{}, err
+		return nil, certauthority.Pair{}, err
 	}
 	return l, pair, nil
 }
@@ -176,7 +178,7 @@ func (d *demo) startRuntimePod(ctx context.Context, grants []byte) error {
 	const accepted = "metallo_runtime_last_accepted_request_timestamp_seconds"
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		if m, err := harness.Metrics(net.JoinHostPort(pod.Status.PodIP, "9090"), accepted); err == nil && m[accepted] > 0 {
+		if v, err := gauge(ctx, net.JoinHostPort(pod.Status.PodIP, "9090"), accepted); err == nil && v > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -248,4 +250,30 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-time.After(d):
 		return nil
 	}
+}
+
+// gauge scrapes the metrics listener at addr (host:port, /metrics in the
+// Prometheus text format) and returns the value of the gauge name without
+// labels; an error when the scrape fails or the gauge is absent.
+func gauge(ctx context.Context, addr, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("the metrics of %s: %w", addr, err)
+	}
+	f, ok := families[name]
+	if !ok || len(f.GetMetric()) != 1 || f.GetMetric()[0].GetGauge() == nil {
+		return 0, fmt.Errorf("%s serves no gauge %s", addr, name)
+	}
+	return f.GetMetric()[0].GetGauge().GetValue(), nil
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +22,11 @@ const module = "github.com/pharos-metallo/metallo"
 type pkg struct {
 	ImportPath string
 	Imports    []string
+	// TestImports and XTestImports are the imports of its _test.go files;
+	// Deps every package its non-test files need, transitively.
+	TestImports  []string
+	XTestImports []string
+	Deps         []string
 	// Dir and GoFiles locate the package's non-test source files.
 	Dir     string
 	GoFiles []string
@@ -85,6 +91,26 @@ func TestNoExecutorFamilyImportsAnother(t *testing.T) {
 
 func TestPlatformIsDomainFree(t *testing.T) {
 	for _, v := range platformViolations(listPackages(t)) {
+		t.Error(v)
+	}
+}
+
+// TestNoContextOrPlatformPackageImportsApp checks that app/, which
+// composes the roles, is imported by nothing under contexts/ or platform/,
+// their tests included, directly or through another package
+// (docs/architecture.md#layer-rules).
+func TestNoContextOrPlatformPackageImportsApp(t *testing.T) {
+	for _, v := range appViolations(listPackages(t)) {
+		t.Error(v)
+	}
+}
+
+// TestNoProductionPackageImportsATestHarness checks that no package but a
+// test harness (systemtest/…, testsetup, a …test package) needs one,
+// directly or through another package: not app/, contexts/, platform/,
+// standins/ nor the demo (docs/architecture.md#layer-rules).
+func TestNoProductionPackageImportsATestHarness(t *testing.T) {
+	for _, v := range harnessViolations(listPackages(t)) {
 		t.Error(v)
 	}
 }
@@ -167,6 +193,81 @@ func TestTheRulesCatchViolations(t *testing.T) {
 	if v := familyViolations(pkgs); len(v) != 1 || !strings.Contains(v[0], "families/inference imports") {
 		t.Errorf("family rule: %q", v)
 	}
+	apps := []pkg{
+		{ImportPath: c + "siteruntime/adaptors/kube", XTestImports: []string{module + "/app"}},
+		{ImportPath: module + "/platform/auth", TestImports: []string{module + "/systemtest/harness"}},
+		{ImportPath: module + "/systemtest/harness", Deps: []string{module + "/app/cmd/x"}},
+		{ImportPath: c + "executionports", Imports: []string{module + "/platform/auth"}},
+		{ImportPath: module + "/systemtest/testbin", Imports: []string{module + "/app"}},
+		{ImportPath: module + "/app", TestImports: []string{module + "/systemtest/harness"}},
+	}
+	if v := appViolations(apps); len(v) != 2 || !strings.Contains(v[0], "adaptors/kube") || !strings.Contains(v[1], "platform/auth") {
+		t.Errorf("app rule: %q", v)
+	}
+	harnesses := []pkg{
+		{ImportPath: module + "/deploy/demo", Deps: []string{module + "/standins/githost", module + "/platform/database/dbtest"}},
+		{ImportPath: module + "/standins/githost", Deps: []string{module + "/systemtest/harness"}},
+		{ImportPath: c + "siteruntime", Deps: []string{module + "/platform/testsetup"}},
+		{ImportPath: module + "/platform/gittest", Deps: []string{module + "/platform/database/dbtest", module + "/standins/githost"}},
+		{ImportPath: module + "/systemtest/testbin", Deps: []string{module + "/systemtest/harness", module + "/app"}},
+		{ImportPath: module + "/app", Deps: []string{module + "/platform/auth"}, TestImports: []string{module + "/platform/kube/kubetest"}},
+	}
+	if v := harnessViolations(harnesses); len(v) != 3 || !strings.Contains(v[0], "deploy/demo") || !strings.Contains(v[1], "standins/githost") ||
+		!strings.Contains(v[2], "testsetup") {
+		t.Errorf("harness rule: %q", v)
+	}
+}
+
+// isApp reports whether path is app/ or a package under it.
+func isApp(path string) bool { return path == module+"/app" || strings.HasPrefix(path, module+"/app/") }
+
+// appViolations reports every package under contexts/ or platform/ whose
+// files, tests included, import app/ or a package that needs it.
+func appViolations(pkgs []pkg) []string {
+	deps := map[string][]string{}
+	for _, p := range pkgs {
+		deps[p.ImportPath] = p.Deps
+	}
+	var out []string
+	for _, p := range pkgs {
+		if !strings.HasPrefix(p.ImportPath, module+"/contexts/") && !strings.HasPrefix(p.ImportPath, module+"/platform/") {
+			continue
+		}
+		for _, imp := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
+			if isApp(imp) || slices.ContainsFunc(deps[imp], isApp) {
+				out = append(out, p.ImportPath+" (its tests included) imports "+imp+": nothing under contexts/ or platform/ imports app/, which composes the roles")
+			}
+		}
+	}
+	return out
+}
+
+// isHarness reports whether path is one of the project's test harness
+// packages: under systemtest/, platform/testsetup, or named …test (dbtest,
+// kubetest, gittest, routetest, …).
+func isHarness(path string) bool {
+	if !strings.HasPrefix(path, module+"/") {
+		return false
+	}
+	return strings.HasPrefix(path, module+"/systemtest/") || path == module+"/systemtest" ||
+		path == module+"/platform/testsetup" || strings.HasSuffix(filepath.Base(path), "test")
+}
+
+// harnessViolations reports every package that is no test harness whose
+// non-test files need one, directly or through another package.
+func harnessViolations(pkgs []pkg) []string {
+	var out []string
+	for _, p := range pkgs {
+		if isHarness(p.ImportPath) {
+			continue
+		}
+		for _, dep := range p.Deps {
+			if isHarness(dep) {
+				out = append(out, p.ImportPath+" needs the test harness "+dep+": only tests and other harnesses use the harnesses (the demo uses standins/)")
+			}
+		}
+	}
+	return out
 }
 
 func layerViolations(pkgs []pkg) []string {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/pharos-metallo/metallo/platform/cabundle"
-	"github.com/pharos-metallo/metallo/platform/servingtls/tlstest"
+	"github.com/pharos-metallo/metallo/standins/certauthority"
 )
 
 func TestABundleThatCannotBeReadOrHoldsNoCertificateIsRefused(t *testing.T) {
@@ -38,7 +38,7 @@ func TestABundleThatCannotBeReadOrHoldsNoCertificateIsRefused(t *testing.T) {
 func TestAClientTrustsTheBundleItIsGiven(t *testing.T) {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	defer srv.Close()
-	ca := tlstest.ServerCAFile(t, srv)
+	ca := certauthority.ServerCAFile(t, srv)
 	get := func(c *http.Client) error {
 		resp, err := c.Get(srv.URL)
 		if err != nil {

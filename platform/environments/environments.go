@@ -47,16 +47,18 @@ import (
 const Flag = "environments-file"
 
 // Backend is how an environment's Runtime runs work at its Site
-// (docs/site-runtime.md). The set is closed.
-type Backend string
+// (docs/site-runtime.md): the Site protocol's backend, whose bind-member
+// rules depend on it (docs/site-protocol.md#member-identity-by-backend).
+// The set is closed.
+type Backend = siteprotocol.Backend
 
 // The backends.
 const (
 	// Kubernetes runs batch, application and inference work on a Site
 	// cluster; an entry without a backend is kubernetes.
-	Kubernetes Backend = "kubernetes"
+	Kubernetes = siteprotocol.BackendKubernetes
 	// Slurm runs batch work on a Slurm cluster.
-	Slurm Backend = "slurm"
+	Slurm = siteprotocol.BackendSlurm
 )
 
 // Backends returns every backend, in the order the documents list them.
@@ -261,6 +263,16 @@ func (s *Set) Sites() map[string]string {
 	out := make(map[string]string, len(s.byID))
 	for id, e := range s.byID {
 		out[id] = e.Site
+	}
+	return out
+}
+
+// Backends returns each environment's backend (environment → backend),
+// a copy.
+func (s *Set) Backends() map[string]Backend {
+	out := make(map[string]Backend, len(s.byID))
+	for id, e := range s.byID {
+		out[id] = e.Backend
 	}
 	return out
 }

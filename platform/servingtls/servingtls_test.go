@@ -18,11 +18,11 @@ import (
 
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/servingtls"
-	"github.com/pharos-metallo/metallo/platform/servingtls/tlstest"
+	"github.com/pharos-metallo/metallo/standins/certauthority"
 )
 
 func TestThePairIsBothFlagsOrNeitherAndMustLoad(t *testing.T) {
-	ca := tlstest.NewCA(t)
+	ca := certauthority.NewCA(t)
 	dir := t.TempDir()
 	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	ca.Issue(t, "metallo.example.org").Write(t, cert, key)
@@ -77,7 +77,7 @@ func TestPlainHTTPIsServedOnLoopbackOnly(t *testing.T) {
 // A pair replaced on disk (each file by a rename, as a Secret volume is updated) is served on
 // the next handshakes without a restart; until the change is seen the previous pair is.
 func TestARotatedPairIsServedWithoutARestart(t *testing.T) {
-	ca := tlstest.NewCA(t)
+	ca := certauthority.NewCA(t)
 	dir := t.TempDir()
 	files := servingtls.Files{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key")}
 	first := ca.Issue(t, "metallo.example.org", "10.96.0.20")
@@ -96,7 +96,7 @@ func TestARotatedPairIsServedWithoutARestart(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 
 	for _, name := range []string{"metallo.example.org", "10.96.0.20"} {
-		if got, err := tlstest.ServedSerial(ca.Pool, ln.Addr().String(), name); err != nil || got.Cmp(first.Serial) != 0 {
+		if got, err := certauthority.ServedSerial(ca.Pool, ln.Addr().String(), name); err != nil || got.Cmp(first.Serial) != 0 {
 			t.Fatalf("%s: served serial %v (%v), want %v", name, got, err, first.Serial)
 		}
 	}
@@ -106,7 +106,7 @@ func TestARotatedPairIsServedWithoutARestart(t *testing.T) {
 	// only ends a test whose rotation never happens.
 	deadline := time.Now().Add(time.Minute)
 	for {
-		got, err := tlstest.ServedSerial(ca.Pool, ln.Addr().String(), "metallo.example.org")
+		got, err := certauthority.ServedSerial(ca.Pool, ln.Addr().String(), "metallo.example.org")
 		if err != nil {
 			t.Fatalf("handshake during the rotation: %v", err)
 		}
@@ -122,7 +122,7 @@ func TestARotatedPairIsServedWithoutARestart(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	// A client that trusts the CA but asks for another name is refused.
-	if _, err := tlstest.ServedSerial(ca.Pool, ln.Addr().String(), "other.example.org"); err == nil {
+	if _, err := certauthority.ServedSerial(ca.Pool, ln.Addr().String(), "other.example.org"); err == nil {
 		t.Error("a name the certificate does not hold was accepted")
 	}
 	// TLS below 1.2 is refused.
@@ -135,7 +135,7 @@ func TestARotatedPairIsServedWithoutARestart(t *testing.T) {
 
 // The listeners speak HTTP/1.1 over TLS: a client offering h2 gets HTTP/1.1.
 func TestHTTP2IsNotOffered(t *testing.T) {
-	ca := tlstest.NewCA(t)
+	ca := certauthority.NewCA(t)
 	dir := t.TempDir()
 	files := servingtls.Files{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key")}
 	ca.Issue(t, "127.0.0.1").Write(t, files.CertFile, files.KeyFile)

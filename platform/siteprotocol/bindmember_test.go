@@ -2,6 +2,7 @@ package siteprotocol
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -35,5 +36,90 @@ func TestBindMemberAccountUIDIsOptionalAndShapeChecked(t *testing.T) {
 		if !errors.Is(err, ErrInvalid) {
 			t.Fatalf("account_uid %s: want ErrInvalid, got %v", bad, err)
 		}
+	}
+}
+
+// slurmBind is bindCmd as delivered to a slurm environment: the member's
+// Unix account jdoe with uid 1001, charged to the Slurm account proj-a.
+var slurmBind = strings.NewReplacer(
+	`"account":"member-9c2e4a61-0d7b-4f35-8e1a-6b3f2d9c4e80"`, `"account":"jdoe"`,
+	`"namespace":"project-0a1b2c3d"`, `"namespace":"proj-a"`,
+	`"revision":1}`, `"revision":1,"account_uid":"1001"}`,
+).Replace(bindCmd)
+
+// TestBindMemberIsValidatedByBackend: bind-member's identity rules follow
+// the environment's backend (docs/site-protocol.md#member-identity-by-backend):
+// at a slurm environment the account is a POSIX user name, the uid a
+// required decimal Unix uid and the namespace a Slurm account; the
+// Kubernetes form is refused there naming each field, and the Slurm form
+// is refused at a Kubernetes environment naming the account.
+func TestBindMemberIsValidatedByBackend(t *testing.T) {
+	c, _, err := ParseAppendFor([]byte(slurmBind), BackendSlurm)
+	if err != nil {
+		t.Fatalf("slurm bind-member at a slurm environment: %v", err)
+	}
+	p, err := DecodePayload[BindMemberPayload](c)
+	if err != nil || p.Account != "jdoe" || p.AccountUID != "1001" || p.Namespace != "proj-a" {
+		t.Fatalf("decoded %+v, %v", p, err)
+	}
+	fields := func(err error) []string {
+		var ve *ValidationError
+		if !errors.As(err, &ve) {
+			t.Fatalf("want a *ValidationError, got %v", err)
+		}
+		var out []string
+		for _, f := range ve.Fields {
+			out = append(out, f.Field)
+		}
+		return out
+	}
+	// The Slurm form at a Kubernetes environment (and so through
+	// ParseAppend, the Kubernetes rules): the account is named.
+	_, _, err = ParseAppend([]byte(slurmBind))
+	if got := fields(err); !slices.Contains(got, "payload.account") || slices.Contains(got, "payload.account_uid") {
+		t.Fatalf("slurm form at kubernetes: fields %v", got)
+	}
+	// The Kubernetes form at a slurm environment: account (member-<party>
+	// is 43 characters, no POSIX user name), the missing uid and the
+	// namespace are all named.
+	_, _, err = ParseAppendFor([]byte(bindCmd), BackendSlurm)
+	if got := fields(err); !slices.Equal(got, []string{"payload.account", "payload.account_uid"}) {
+		t.Fatalf("kubernetes form at slurm: fields %v", got)
+	}
+	bad := map[string]string{
+		`"account":"JDoe"`:                            "payload.account",
+		`"account":"1jdoe"`:                           "payload.account",
+		`"account":"` + strings.Repeat("a", 33) + `"`: "payload.account",
+		`"account_uid":"0"`:                           "payload.account_uid",
+		`"account_uid":"01001"`:                       "payload.account_uid",
+		`"account_uid":"4294967295"`:                  "payload.account_uid",
+		`"account_uid":"-1"`:                          "payload.account_uid",
+		`"account_uid":"uid-1001"`:                    "payload.account_uid",
+		`"namespace":"Proj-A"`:                        "payload.namespace",
+		`"namespace":"proj a"`:                        "payload.namespace",
+	}
+	for repl, field := range bad {
+		key := repl[:strings.Index(repl, ":")]
+		var orig string
+		switch key {
+		case `"account"`:
+			orig = `"account":"jdoe"`
+		case `"account_uid"`:
+			orig = `"account_uid":"1001"`
+		default:
+			orig = `"namespace":"proj-a"`
+		}
+		_, _, err := ParseAppendFor([]byte(strings.Replace(slurmBind, orig, repl, 1)), BackendSlurm)
+		if got := fields(err); !slices.Equal(got, []string{field}) {
+			t.Fatalf("%s: fields %v, want [%s]", repl, got, field)
+		}
+	}
+	for _, ok := range []string{"_svc", "j", "jdoe-2_x", strings.Repeat("a", 32)} {
+		if _, _, err := ParseAppendFor([]byte(strings.Replace(slurmBind, `"account":"jdoe"`, `"account":"`+ok+`"`, 1)), BackendSlurm); err != nil {
+			t.Fatalf("account %q: %v", ok, err)
+		}
+	}
+	if err := ValidatePayloadFor(c, Backend("nomad")); err == nil {
+		t.Fatal("a backend outside the set has no bind-member rules")
 	}
 }

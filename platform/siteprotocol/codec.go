@@ -225,8 +225,15 @@ func resultDigest(raw []byte) (string, error) {
 // (ErrDigestMismatch). It validates the
 // envelope and, for known operations, the payload. It returns the decoded
 // command with Digest set, the canonical form the digest covers (what the
-// server stores) and the digest.
+// server stores) and the digest. The payload rules are a Kubernetes
+// environment's (ParseAppendFor for another backend).
 func ParseAppend(raw []byte) (Command, []byte, error) {
+	return ParseAppendFor(raw, BackendKubernetes)
+}
+
+// ParseAppendFor is ParseAppend at an environment of backend b: a
+// bind-member is held to b's rules (ValidateFor).
+func ParseAppendFor(raw []byte, b Backend) (Command, []byte, error) {
 	if len(raw) > MaxCommandBytes {
 		return Command{}, nil, fmt.Errorf("%w: command is %d bytes, the limit is %d", ErrTooLarge, len(raw), MaxCommandBytes)
 	}
@@ -251,7 +258,7 @@ func ParseAppend(raw []byte) (Command, []byte, error) {
 		return Command{}, nil, fmt.Errorf("%w: digest %s given, content digests to %s", ErrDigestMismatch, c.Digest, digest)
 	}
 	c.Digest = digest
-	if err := Validate(c); err != nil {
+	if err := ValidateFor(c, b); err != nil {
 		return Command{}, nil, err
 	}
 	return c, canonical, nil

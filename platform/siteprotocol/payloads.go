@@ -5,21 +5,26 @@ package siteprotocol
 // canonical units: cpu in millicores, memory and storage in bytes,
 // gpu.<vendor> in devices.
 
-// BindMemberPayload applies a member binding in the Runtime's journal.
+// BindMemberPayload applies a member binding in the Runtime's journal. Its
+// namespace, account and account_uid follow the environment's backend
+// (docs/site-protocol.md#member-identity-by-backend; validateBindMember).
 type BindMemberPayload struct {
 	PartyID   string `json:"party_id" doc:"The member's Party (a lower-case UUID); equals the command's member_id."`
-	Namespace string `json:"namespace" doc:"The allocation's Kubernetes namespace (a DNS-1123 label), e.g. project-0a1b2c3d."`
-	// Account is the native account, always "member-<party_id>".
-	Account    string `json:"account" doc:"The member's service account: exactly member-<party_id>."`
+	Namespace string `json:"namespace" doc:"The allocation's native scope: at a kubernetes environment its namespace (a DNS-1123 label, e.g. project-0a1b2c3d); at a slurm environment the Slurm account (association) its jobs are charged to (lower-case letters, digits, _, - and ., at most 64, e.g. proj-a)."`
+	// Account is the native account: member-<party_id> at a Kubernetes
+	// environment, the Party's site username at a Slurm one.
+	Account    string `json:"account" doc:"The member's native account: at a kubernetes environment exactly member-<party_id> (its service account); at a slurm environment the Party's site username, a lower-case POSIX user name ([a-z_][a-z0-9_-]{0,31}, e.g. jdoe)."`
 	BindingID  string `json:"binding_id" doc:"The member binding (a lower-case UUID, as resource_provisioning names it); commands acting as the member carry it in account_ref."`
 	Revision   int64  `json:"revision" doc:"The binding's revision at its owner (at least 1); a newer one replaces an older in the journal."`
 	Generation int64  `json:"generation" doc:"The binding's generation (at least 1): commands name it in account_ref.generation."`
-	// AccountUID is the Kubernetes UID of the service account Account the
-	// binding names, as the Site reported it (at most MaxAccountUIDBytes); optional, so bindings written before
-	// delivery sent it stay valid (such a binding is checked by name only).
-	// The Runtime compares it with the live account before every create as
-	// the member (docs/site-protocol.md#operations).
-	AccountUID string `json:"account_uid,omitempty" maxLength:"256" doc:"The Kubernetes UID of the member-<party_id> service account, as the Site's agent reported it; optional. The Runtime compares it with the live account's UID before every create as the member: another UID is refused binding-conflict."`
+	// AccountUID is the Site's UID of Account as the Site reported it (at
+	// most MaxAccountUIDBytes): at a Kubernetes environment the
+	// ServiceAccount's UID, optional, so bindings written before delivery
+	// sent it stay valid (such a binding is checked by name only); at a
+	// Slurm environment the decimal Unix uid, required. The Runtime
+	// compares it with the live account before every create as the member
+	// (docs/site-protocol.md#operations).
+	AccountUID string `json:"account_uid,omitempty" maxLength:"256" doc:"The Site's UID of the account, as the Site's agent reported it. At a kubernetes environment the UID of the member-<party_id> service account, optional; at a slurm environment the account's Unix uid in decimal (1 to 4294967294), required. The Runtime compares it with the live account's UID before every create as the member: another UID is refused binding-conflict."`
 }
 
 // RetireMemberPayload retires a member binding generation.

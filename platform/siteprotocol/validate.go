@@ -132,14 +132,20 @@ func ValidDemandKey(k string) bool {
 // MemberAccount returns the native account of a Party: "member-<party>".
 func MemberAccount(partyID string) string { return "member-" + partyID }
 
-// Validate checks a command being appended: its envelope, for a known
-// operation its payload, and the rules only append holds (validateAppend).
-// It returns a *ValidationError listing every broken rule of all three,
-// envelope first, so that one refusal names every member at fault.
-func Validate(c Command) error {
+// Validate checks a command being appended to the stream of a Kubernetes
+// environment: ValidateFor(c, BackendKubernetes).
+func Validate(c Command) error { return ValidateFor(c, BackendKubernetes) }
+
+// ValidateFor checks a command being appended to the stream of an
+// environment of backend b: its envelope, for a known operation its
+// payload by (operation, backend) (ValidatePayloadFor), and the rules only
+// append holds (validateAppend). It returns a *ValidationError listing
+// every broken rule of all three, envelope first, so that one refusal
+// names every member at fault.
+func ValidateFor(c Command, b Backend) error {
 	checks := []func(Command) error{ValidateEnvelope}
 	if c.Operation.Known() {
-		checks = append(checks, ValidatePayload, validateAppend)
+		checks = append(checks, func(c Command) error { return ValidatePayloadFor(c, b) }, validateAppend)
 	}
 	var fields []FieldError
 	for _, check := range checks {
@@ -247,10 +253,15 @@ func ValidateEnvelope(c Command) error {
 	return ck.err()
 }
 
-// ValidatePayload checks the payload of a known operation against its
-// shape and rules. An unknown member is reported as a *ValidationError on
-// "payload".
-func ValidatePayload(c Command) error {
+// ValidatePayload checks the payload of a known operation as a Runtime of
+// a Kubernetes environment does: ValidatePayloadFor(c, BackendKubernetes).
+func ValidatePayload(c Command) error { return ValidatePayloadFor(c, BackendKubernetes) }
+
+// ValidatePayloadFor checks the payload of a known operation against its
+// shape and rules at an environment of backend b: only bind-member's rules
+// depend on the backend (validateBindMember). An unknown member is
+// reported as a *ValidationError on "payload".
+func ValidatePayloadFor(c Command, b Backend) error {
 	var ck checker
 	decode := func(v any) bool {
 		if err := decodeInto(c, v); err != nil {
@@ -274,34 +285,7 @@ func ValidatePayload(c Command) error {
 	case OpBindMember:
 		var p BindMemberPayload
 		if decode(&p) {
-			if !IsUUID(p.PartyID) {
-				ck.add("payload.party_id", "must be a lower-case UUID")
-			} else if c.MemberID != "" && p.PartyID != c.MemberID {
-				ck.add("payload.party_id", "must equal member_id")
-			}
-			if !IsDNSLabel(p.Namespace) {
-				ck.add("payload.namespace", "must be a Kubernetes namespace name")
-			}
-			if p.Account != MemberAccount(p.PartyID) {
-				ck.add("payload.account", "must be member-<party_id>")
-			}
-			if !IsUUID(p.BindingID) {
-				ck.add("payload.binding_id", "must be a lower-case UUID")
-			}
-			if p.Revision < 1 {
-				ck.add("payload.revision", "must be at least 1")
-			}
-			if p.Generation < 1 {
-				ck.add("payload.generation", "must be at least 1")
-			}
-			// The UID as the Site's agent reported it (resource_provisioning
-			// keeps any text there): the Runtime compares it byte for byte
-			// with the live account's, so a shape check here could only
-			// strand a delivery, never protect an identity
-			// (docs/site-protocol.md#the-accounts-uid-in-a-binding).
-			if len(p.AccountUID) > MaxAccountUIDBytes || !utf8.ValidString(p.AccountUID) || strings.ContainsFunc(p.AccountUID, unicode.IsControl) {
-				ck.add("payload.account_uid", "must be the account's UID as its Site reports it (at most %d bytes of UTF-8 without control characters) or left out", MaxAccountUIDBytes)
-			}
+			validateBindMember(&ck, c, p, b)
 		}
 	case OpRetireMember:
 		var p RetireMemberPayload
@@ -368,6 +352,61 @@ func ValidatePayload(c Command) error {
 		}
 	}
 	return ck.err()
+}
+
+// validateBindMember checks a bind-member payload at an environment of
+// backend b (docs/site-protocol.md#member-identity-by-backend):
+//   - Kubernetes: namespace a DNS-1123 label, account exactly
+//     member-<party_id>, account_uid optional and kept as the Site's agent
+//     reported it;
+//   - Slurm: namespace a Slurm account (association) name, account a
+//     lower-case POSIX user name (the Party's site username), account_uid
+//     required, the account's decimal Unix uid;
+//   - any other backend: refused, naming it.
+func validateBindMember(ck *checker, c Command, p BindMemberPayload, b Backend) {
+	if !IsUUID(p.PartyID) {
+		ck.add("payload.party_id", "must be a lower-case UUID")
+	} else if c.MemberID != "" && p.PartyID != c.MemberID {
+		ck.add("payload.party_id", "must equal member_id")
+	}
+	switch b {
+	case BackendKubernetes:
+		if !IsDNSLabel(p.Namespace) {
+			ck.add("payload.namespace", "must be a Kubernetes namespace name")
+		}
+		if p.Account != MemberAccount(p.PartyID) {
+			ck.add("payload.account", "must be member-<party_id>")
+		}
+		// The UID as the Site's agent reported it (resource_provisioning
+		// keeps any text there): the Runtime compares it byte for byte
+		// with the live account's, so a shape check here could only
+		// strand a delivery, never protect an identity
+		// (docs/site-protocol.md#the-accounts-uid-in-a-binding).
+		if len(p.AccountUID) > MaxAccountUIDBytes || !utf8.ValidString(p.AccountUID) || strings.ContainsFunc(p.AccountUID, unicode.IsControl) {
+			ck.add("payload.account_uid", "must be the account's UID as its Site reports it (at most %d bytes of UTF-8 without control characters) or left out", MaxAccountUIDBytes)
+		}
+	case BackendSlurm:
+		if !IsSlurmAccount(p.Namespace) {
+			ck.add("payload.namespace", "must be a Slurm account name (lower-case letters, digits, _, - and ., at most 64) at a slurm environment")
+		}
+		if !IsUnixUser(p.Account) {
+			ck.add("payload.account", "must be the member's Unix user name at the Site ([a-z_][a-z0-9_-]{0,31}) at a slurm environment")
+		}
+		if !IsUnixUID(p.AccountUID) {
+			ck.add("payload.account_uid", "is required at a slurm environment: the account's Unix uid in decimal (1 to 4294967294)")
+		}
+	default:
+		ck.add("payload", "no bind-member rules for backend %q", b)
+	}
+	if !IsUUID(p.BindingID) {
+		ck.add("payload.binding_id", "must be a lower-case UUID")
+	}
+	if p.Revision < 1 {
+		ck.add("payload.revision", "must be at least 1")
+	}
+	if p.Generation < 1 {
+		ck.add("payload.generation", "must be at least 1")
+	}
 }
 
 func decodeInto(c Command, v any) error {

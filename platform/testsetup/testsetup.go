@@ -37,7 +37,7 @@ type options struct {
 }
 
 // WithPackage builds the main package pkg (relative to the module root,
-// e.g. "./contexts/siteruntime/systemtest/testbin") instead of Metallo.
+// e.g. "./systemtest/testbin") instead of Metallo.
 func WithPackage(pkg string) Option {
 	return func(o *options) { o.pkg = pkg }
 }

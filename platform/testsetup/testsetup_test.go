@@ -29,7 +29,7 @@ func TestBinaryIsBuiltOncePerTestBinary(t *testing.T) {
 	if !after.ModTime().Equal(fi.ModTime()) {
 		t.Fatalf("the binary was rebuilt: modified %v, then %v", fi.ModTime(), after.ModTime())
 	}
-	other := Binary(t, WithPackage("./contexts/siteruntime/systemtest/testbin"))
+	other := Binary(t, WithPackage("./systemtest/testbin"))
 	if other == first {
 		t.Fatalf("WithPackage returned the metallo binary %s", other)
 	}

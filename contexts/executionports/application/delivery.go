@@ -231,9 +231,15 @@ func (d *Deliverer) plan(environment string, b MemberBinding, delivered bool) (D
 		cmd.Operation = siteprotocol.OpRetireMember
 		payload = siteprotocol.RetireMemberPayload{BindingID: b.BindingID, Generation: b.Generation}
 	case b.State == "ready" && b.AccountUID != "" && b.Namespace != "":
+		// The binding's own account, by its environment's backend
+		// (docs/site-protocol.md#member-identity-by-backend).
+		account := b.Account
+		if account == "" {
+			account = siteprotocol.MemberAccount(b.PartyID)
+		}
 		cmd.Operation = siteprotocol.OpBindMember
 		payload = siteprotocol.BindMemberPayload{
-			PartyID: b.PartyID, Namespace: b.Namespace, Account: siteprotocol.MemberAccount(b.PartyID),
+			PartyID: b.PartyID, Namespace: b.Namespace, Account: account,
 			BindingID: b.BindingID, Revision: b.Revision, Generation: b.Generation, AccountUID: b.AccountUID,
 		}
 	default:
@@ -248,7 +254,11 @@ func (d *Deliverer) plan(environment string, b MemberBinding, delivered bool) (D
 	if err != nil {
 		return Delivery{}, false, fmt.Errorf("encode %s: %w", cmd.Operation, err)
 	}
-	parsed, canonical, err := siteprotocol.ParseAppend(raw)
+	env, err := d.streams.Environment(environment)
+	if err != nil {
+		return Delivery{}, false, err
+	}
+	parsed, canonical, err := siteprotocol.ParseAppendFor(raw, env.ProtocolBackend())
 	if err != nil {
 		return Delivery{}, false, fmt.Errorf("%s of binding %s revision %d: %w", cmd.Operation, b.BindingID, b.Revision, err)
 	}

@@ -144,7 +144,8 @@ type MemberBinding struct {
 	Environment string
 	// Namespace is the ready account's namespace ("" unless ready).
 	Namespace string
-	// Account is member-<party>.
+	// Account is the native account: member-<party> at a Kubernetes
+	// environment, the Party's site username at a Slurm one.
 	Account    string
 	BindingID  string
 	Revision   int64

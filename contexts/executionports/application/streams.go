@@ -67,14 +67,18 @@ func (s *Streams) Environment(id string) (domain.Environment, error) {
 	return env, nil
 }
 
-// Append parses raw with siteprotocol.ParseAppend (the server stores the
+// Append parses raw with siteprotocol.ParseAppendFor at the environment's
+// backend (the server stores the
 // received object's canonical JCS form and computes its digest) and
 // appends it to environment's stream. Waiting pulls are woken.
 func (s *Streams) Append(ctx context.Context, environment string, raw []byte) (Appended, error) {
-	if _, err := s.Environment(environment); err != nil {
+	env, err := s.Environment(environment)
+	if err != nil {
 		return Appended{}, err
 	}
-	cmd, canonical, err := siteprotocol.ParseAppend(raw)
+	// A bind-member is held to the environment's backend's rules
+	// (docs/site-protocol.md#member-identity-by-backend).
+	cmd, canonical, err := siteprotocol.ParseAppendFor(raw, env.ProtocolBackend())
 	if err != nil {
 		return Appended{}, fmt.Errorf("append command: %w", err)
 	}

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
 // Errors of the stream rules. Every error the stream rules and the stores
@@ -40,13 +42,23 @@ var (
 // Environment is a Site's execution environment, the owner of one command
 // stream (docs/site-protocol.md#streams-commands-and-results): its ID (e.g.
 // "alpha-k8s"), the Site it belongs to (e.g. "alpha"), the authority, the
-// URL the Runtime is told to trust, and its backend ("kubernetes" or
-// "slurm"; docs/architecture.md#configuration-files).
+// URL the Runtime is told to trust, and its backend (kubernetes or slurm;
+// docs/architecture.md#configuration-files), which sets the bind-member
+// rules of its stream (docs/site-protocol.md#member-identity-by-backend).
 type Environment struct {
 	ID        string
 	Site      string
 	Authority string
-	Backend   string
+	Backend   siteprotocol.Backend
+}
+
+// ProtocolBackend returns the environment's backend, kubernetes when it is
+// not set.
+func (e Environment) ProtocolBackend() siteprotocol.Backend {
+	if e.Backend == "" {
+		return siteprotocol.BackendKubernetes
+	}
+	return e.Backend
 }
 
 var installationRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)

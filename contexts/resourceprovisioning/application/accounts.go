@@ -127,6 +127,15 @@ func (s *Service) applyAccounts(ctx context.Context, tx AccountTx, site, allocat
 	if err := s.checkAccountBindings(site, r, bindings); err != nil {
 		return AccountsResult{}, err
 	}
+	var problems []domain.Problem
+	configured := s.backends()
+	for i, a := range r.Accounts {
+		b := bindings[a.BindingID]
+		problems = append(problems, domain.CheckBackendAccount(fmt.Sprintf("body.accounts[%d]", i), a, b, configured.of(b.Environment))...)
+	}
+	if err := domain.Invalid(problems...); err != nil {
+		return AccountsResult{}, err
+	}
 	res := AccountsResult{AllocationID: allocationID, Outcome: domain.OutcomeDuplicate}
 	if duplicate {
 		res.Revision = set.Revision
@@ -149,13 +158,24 @@ func (s *Service) applyAccounts(ctx context.Context, tx AccountTx, site, allocat
 		return AccountsResult{}, err
 	}
 	res.Outcome, res.Revision = outcome, next.Revision
+	// A binding held back for another Party's account (account_taken) is
+	// derived again at each report naming it, so it takes the account once
+	// the other Party's binding lets it go
+	// (docs/resource-provisioning.md#one-party-per-account).
+	var moved []string
+	for _, a := range r.Accounts {
+		if b, ok := bindings[a.BindingID]; ok && slices.Contains(b.Reasons, domain.ReasonAccountTaken) {
+			moved = append(moved, a.BindingID)
+		}
+	}
 	if len(rows) > 0 {
 		if err := tx.UpsertAccounts(ctx, rows); err != nil {
 			return AccountsResult{}, err
 		}
+	}
+	if len(rows) > 0 || len(moved) > 0 {
 		// Only the bindings whose accounts changed have new inputs here (an
 		// event that moves another input derives its bindings itself).
-		var moved []string
 		for _, a := range rows {
 			moved = append(moved, a.BindingID)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
 // Runtime member bindings are derived here from the Project view's
@@ -33,13 +34,69 @@ type EnvironmentSites interface {
 	// Sites returns each environment's Site (environment → Site). The
 	// service never changes the map.
 	Sites() map[string]string
+	// Backends returns each environment's backend (environment →
+	// backend); an environment it does not list is kubernetes. The
+	// service never changes the map.
+	Backends() map[string]siteprotocol.Backend
 }
 
-// StaticSites is a fixed EnvironmentSites.
+// StaticSites is a fixed EnvironmentSites of Kubernetes environments.
 type StaticSites map[string]string
 
 // Sites implements EnvironmentSites.
 func (s StaticSites) Sites() map[string]string { return s }
+
+// Backends implements EnvironmentSites: every environment is kubernetes.
+func (s StaticSites) Backends() map[string]siteprotocol.Backend { return nil }
+
+// StaticEnvironments is a fixed EnvironmentSites with backends.
+type StaticEnvironments struct {
+	SiteOf    map[string]string
+	BackendOf map[string]siteprotocol.Backend
+}
+
+// Sites implements EnvironmentSites.
+func (s StaticEnvironments) Sites() map[string]string { return s.SiteOf }
+
+// Backends implements EnvironmentSites.
+func (s StaticEnvironments) Backends() map[string]siteprotocol.Backend { return s.BackendOf }
+
+// anySlurm reports whether a slurm environment is configured: only then
+// may an account report name a POSIX user name
+// (domain.AccountReport.ValidateNames).
+func (s *Service) anySlurm() bool {
+	if s.cfg.Environments == nil {
+		return false
+	}
+	for _, b := range s.cfg.Environments.Backends() {
+		if b == siteprotocol.BackendSlurm {
+			return true
+		}
+	}
+	return false
+}
+
+// backends is one reading of the configured environments' backends.
+type backends map[string]siteprotocol.Backend
+
+// backends returns the backends of the configuration in use, read once
+// per operation like sites.
+func (s *Service) backends() backends {
+	if s.cfg.Environments == nil {
+		return nil
+	}
+	return s.cfg.Environments.Backends()
+}
+
+// of returns environment's backend: kubernetes when the configuration
+// says none or the environment is not configured (bindings are derived
+// whatever the configuration).
+func (m backends) of(environment string) siteprotocol.Backend {
+	if b := m[environment]; b != "" {
+		return b
+	}
+	return siteprotocol.BackendKubernetes
+}
 
 // sites is one reading of the configured environments' Sites.
 type sites map[string]string
@@ -85,16 +142,52 @@ func (s *Service) deriveBindings(ctx context.Context, tx BindingTx, keys []domai
 	}
 	out := make(map[string]domain.MemberBinding, len(known))
 	var events []domain.MemberBindingChanged
-	for _, id := range slices.Sorted(maps.Keys(known)) {
-		next, exists, material, err := s.deriveBinding(ctx, tx, id, known[id], now)
+	var freed []domain.MemberBinding
+	configured := s.backends()
+	derive := func(id string, key *domain.BindingKey) error {
+		before, err := tx.LockBinding(ctx, id)
 		if err != nil {
-			return nil, err
+			return err
+		}
+		next, exists, material, err := s.deriveBinding(ctx, tx, id, key, configured, now)
+		if err != nil {
+			return err
 		}
 		if exists {
 			out[id] = next
 		}
 		if material {
 			events = append(events, domain.NewMemberBindingChanged(next))
+			if releases(before, next) {
+				freed = append(freed, *before)
+			}
+		}
+		return nil
+	}
+	for _, id := range slices.Sorted(maps.Keys(known)) {
+		if err := derive(id, known[id]); err != nil {
+			return nil, err
+		}
+	}
+	// A binding that stopped holding its account (retired, or another
+	// account) lets a binding held back for it take it now
+	// (docs/resource-provisioning.md#one-party-per-account). These are
+	// locked after the others, out of ID order: rare, and a deadlock on
+	// PostgreSQL is an error its caller retries.
+	for len(freed) > 0 {
+		b := freed[0]
+		freed = freed[1:]
+		waiting, err := tx.BindingsHoldingAccount(ctx, b.Environment, b.AccountName(), "")
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range waiting {
+			if _, done := out[w.ID]; done || !slices.Contains(w.Reasons, domain.ReasonAccountTaken) {
+				continue
+			}
+			if err := derive(w.ID, nil); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if len(events) == 0 {
@@ -103,9 +196,19 @@ func (s *Service) deriveBindings(ctx context.Context, tx BindingTx, keys []domai
 	return out, tx.AppendBindingChanges(ctx, events, now)
 }
 
+// releases reports whether a binding that was live and not held back
+// (before) no longer holds its account or its ready account's UID after
+// a change (next).
+func releases(before *domain.MemberBinding, next domain.MemberBinding) bool {
+	if before == nil || before.State == domain.BindingRetired || slices.Contains(before.Reasons, domain.ReasonAccountTaken) {
+		return false
+	}
+	return next.State == domain.BindingRetired || next.AccountName() != before.AccountName() || next.Account.UID != before.Account.UID
+}
+
 // deriveBinding derives and stores one binding (its key nil: only a stored
 // binding is derived again).
-func (s *Service) deriveBinding(ctx context.Context, tx BindingTx, id string, key *domain.BindingKey, now time.Time) (next domain.MemberBinding, exists, material bool, err error) {
+func (s *Service) deriveBinding(ctx context.Context, tx BindingTx, id string, key *domain.BindingKey, configured backends, now time.Time) (next domain.MemberBinding, exists, material bool, err error) {
 	for attempt := 0; attempt < 2; attempt++ {
 		cur, err := tx.LockBinding(ctx, id)
 		if err != nil {
@@ -118,7 +221,7 @@ func (s *Service) deriveBinding(ctx context.Context, tx BindingTx, id string, ke
 		if k == nil {
 			return domain.MemberBinding{}, false, false, nil
 		}
-		in, err := s.bindingInputs(ctx, tx, id, *k, cur)
+		in, err := s.bindingInputs(ctx, tx, id, *k, cur, configured)
 		if err != nil {
 			return domain.MemberBinding{}, false, false, err
 		}
@@ -140,8 +243,9 @@ func (s *Service) deriveBinding(ctx context.Context, tx BindingTx, id string, ke
 }
 
 // bindingInputs reads what binding id of key is derived from; the accounts
-// only when it is live.
-func (s *Service) bindingInputs(ctx context.Context, tx BindingTx, id string, key domain.BindingKey, cur *domain.MemberBinding) (domain.BindingInputs, error) {
+// only when it is live, and its account name by its environment's backend
+// in configured.
+func (s *Service) bindingInputs(ctx context.Context, tx BindingTx, id string, key domain.BindingKey, cur *domain.MemberBinding, configured backends) (domain.BindingInputs, error) {
 	var in domain.BindingInputs
 	var err error
 	if in.Member, err = tx.IsProjectMember(ctx, key.ProjectID, key.PartyID); err != nil {
@@ -153,8 +257,50 @@ func (s *Service) bindingInputs(ctx context.Context, tx BindingTx, id string, ke
 	if in.SiteBinding, err = tx.CurrentSiteBinding(ctx, key.PartyID, key.Environment); err != nil || !in.Live() {
 		return in, err
 	}
-	in.Accounts, err = tx.BindingAccounts(ctx, id)
-	return in, err
+	if in.Accounts, err = tx.BindingAccounts(ctx, id); err != nil {
+		return in, err
+	}
+	in.NativeName = siteprotocol.MemberAccountAt(configured.of(key.Environment), key.PartyID, in.SiteBinding.ExternalID)
+	return in, s.takenAccounts(ctx, tx, key, &in)
+}
+
+// takenAccounts sets in's AccountTaken and TakenUIDs: one Party per
+// account (docs/resource-provisioning.md#one-party-per-account). A binding
+// of another Party at the environment holds an account (by name, or by the
+// UID of its ready account) unless it is itself held back
+// (account_taken), so the first binding keeps the account and a later one
+// waits.
+func (s *Service) takenAccounts(ctx context.Context, tx BindingTx, key domain.BindingKey, in *domain.BindingInputs) error {
+	holds := func(b domain.MemberBinding) bool {
+		return b.PartyID != key.PartyID && !slices.Contains(b.Reasons, domain.ReasonAccountTaken)
+	}
+	others, err := tx.BindingsHoldingAccount(ctx, key.Environment, in.NativeName, "")
+	if err != nil {
+		return err
+	}
+	for _, b := range others {
+		if b.AccountName() == in.NativeName && holds(b) {
+			in.AccountTaken = true
+		}
+	}
+	for _, a := range in.Accounts {
+		if a.State != domain.AccountReady {
+			continue
+		}
+		others, err := tx.BindingsHoldingAccount(ctx, key.Environment, "", a.UID)
+		if err != nil {
+			return err
+		}
+		for _, b := range others {
+			if b.State == domain.BindingReady && b.Account.UID == a.UID && holds(b) {
+				if in.TakenUIDs == nil {
+					in.TakenUIDs = map[string]bool{}
+				}
+				in.TakenUIDs[a.UID] = true
+			}
+		}
+	}
+	return nil
 }
 
 // applyMemberships replaces the Project view's memberships with p's and

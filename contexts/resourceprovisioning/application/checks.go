@@ -31,7 +31,7 @@ func (s *Service) CheckAccounts(r domain.AccountReport) error {
 }
 
 func (s *Service) checkAccounts(r domain.AccountReport, now time.Time) error {
-	problems := r.Validate("body")
+	problems := r.ValidateNames("body", s.anySlurm())
 	if latest := now.Add(s.cfg.ClockSkew); r.ObservedAt.After(latest) {
 		problems = append(problems, domain.Problem{
 			Location: "body.observed_at",

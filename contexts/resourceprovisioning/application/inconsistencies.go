@@ -46,6 +46,30 @@ type InconsistencyPage struct {
 	// BindingConflicts are the provider Projects claimed by several
 	// canonical Projects (their allocations stay project_unbound).
 	BindingConflicts []domain.BindingConflict
+	// AccountConflicts are the member bindings held pending because a
+	// binding of another Party at their environment holds their account
+	// or its UID (reason account_taken), in ID order
+	// (docs/resource-provisioning.md#one-party-per-account).
+	AccountConflicts []domain.MemberBinding
+}
+
+// accountConflicts reads every binding held back by another Party's
+// account (the store's pages, whole).
+func (s *Service) accountConflicts(ctx context.Context) ([]domain.MemberBinding, error) {
+	out := []domain.MemberBinding{}
+	for after := ""; ; {
+		bs, err := s.store.TakenBindingsAfter(ctx, after, MaxPageLimit)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range bs {
+			out = append(out, b.Normalize())
+		}
+		if len(bs) < MaxPageLimit {
+			return out, nil
+		}
+		after = bs[len(bs)-1].ID
+	}
 }
 
 // Inconsistencies returns the page of inconsistent allocations after
@@ -54,8 +78,9 @@ type InconsistencyPage struct {
 // allocation, neither retired nor suspended, whose applied limits differ
 // from the configured ones, that lacks an applied value for a configured
 // key, or that is stale as of now. A ready allocation that is fresh is never
-// listed. The first page also carries every ambiguous resource and every
-// binding conflict. Errors: an error wrapping ErrUnknownCursor when after is
+// listed. The first page also carries every ambiguous resource, every
+// binding conflict and every member binding held back by another Party's
+// account. Errors: an error wrapping ErrUnknownCursor when after is
 // neither empty nor an allocation ID; *domain.ValidationError for a limit
 // out of range; an error wrapping ErrUnavailable when the store cannot be
 // reached (docs/resource-provisioning.md#the-inconsistencies-read).
@@ -75,6 +100,9 @@ func (s *Service) Inconsistencies(ctx context.Context, after string, limit int) 
 			return InconsistencyPage{}, err
 		}
 		if page.BindingConflicts, err = s.store.BindingConflicts(ctx); err != nil {
+			return InconsistencyPage{}, err
+		}
+		if page.AccountConflicts, err = s.accountConflicts(ctx); err != nil {
 			return InconsistencyPage{}, err
 		}
 	}

@@ -35,6 +35,10 @@ type BindingTx interface {
 	// transaction, in the one change feed beside AllocationChanged and with
 	// its ordering (see ReportTx.AppendChanges).
 	AppendBindingChanges(ctx context.Context, events []domain.MemberBindingChanged, recordedAt time.Time) error
+	// BindingsHoldingAccount returns the bindings at environment that are
+	// not retired and name account, or are ready with an account of UID
+	// uid, in ID order (docs/resource-provisioning.md#one-party-per-account).
+	BindingsHoldingAccount(ctx context.Context, environment, account, uid string) ([]domain.MemberBinding, error)
 }
 
 // Membership is a Party's role in a Project in the Project view.
@@ -114,6 +118,10 @@ type MemberReader interface {
 	// with a non-retired allocation at site that have no binding at
 	// environment.
 	MembersWithoutBinding(ctx context.Context, environment, site, afterProject, afterParty string, limit int) ([]domain.BindingKey, error)
+	// TakenBindingsAfter returns up to limit bindings held pending with
+	// reason account_taken, in ID order after binding ID afterID ("" for
+	// the first).
+	TakenBindingsAfter(ctx context.Context, afterID string, limit int) ([]domain.MemberBinding, error)
 	// ProjectBindings returns the Project's bindings (of partyID only, when
 	// not empty), by Party then environment.
 	ProjectBindings(ctx context.Context, projectID, partyID string) ([]BindingWithAccount, error)

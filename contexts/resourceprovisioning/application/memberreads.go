@@ -46,6 +46,11 @@ const (
 	// LookupNoAllocation: the Project has no allocation at the Site that is
 	// not retired (step 4).
 	LookupNoAllocation = "no_allocation"
+	// LookupAccountTaken: the Party's binding is held back because another
+	// Party's binding at the environment holds the account
+	// (docs/resource-provisioning.md#one-party-per-account): make no
+	// account for it.
+	LookupAccountTaken = domain.ReasonAccountTaken
 )
 
 // AccountLookup is the answer to an agent's lookup of a Site username in a
@@ -128,6 +133,9 @@ func (s *Service) LookupAccount(ctx context.Context, site, environment, username
 		return out, nil
 	case b == nil:
 		out.Reasons = []string{LookupNotAMember}
+		return out, nil
+	case slices.Contains(b.Reasons, domain.ReasonAccountTaken):
+		out.Reasons = []string{LookupAccountTaken}
 		return out, nil
 	}
 	has, err := s.store.SiteHasProjectAllocation(ctx, site, out.ProjectID)

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
 // States of a native account (docs/resource-provisioning.md#the-account-report).
@@ -77,10 +79,16 @@ func (r AccountReport) Normalize() AccountReport {
 // missing provider resource, a missing or too fine observed_at, more than
 // MaxAccountsPerReport accounts, and per account a party_id or binding_id
 // that is not a canonical ID, an account name other than member-<party_id>,
-// a missing uid, a generation below 1, a state other than ready or
+// a missing uid, a generation below 1 (the account's rules by the
+// binding's backend are CheckBackendAccount's), a state other than ready or
 // incomplete, and a Party or UID listed twice (a namespace holds one
 // account of a name, and a UID names one account).
-func (r AccountReport) Validate(loc string) []Problem {
+func (r AccountReport) Validate(loc string) []Problem { return r.ValidateNames(loc, false) }
+
+// ValidateNames is Validate where a slurm environment is configured
+// (unixNames): an account is then member-<party_id> or a POSIX user name,
+// and CheckBackendAccount holds it to its binding's backend.
+func (r AccountReport) ValidateNames(loc string, unixNames bool) []Problem {
 	var out []Problem
 	out = append(out, CheckText(loc+".provider_resource_id", r.ProviderResourceID, true)...)
 	out = append(out, CheckTime(loc+".observed_at", r.ObservedAt)...)
@@ -93,8 +101,12 @@ func (r AccountReport) Validate(loc string) []Problem {
 		out = append(out, CheckCanonicalID(at+".party_id", a.PartyID, true)...)
 		out = append(out, CheckCanonicalID(at+".binding_id", a.BindingID, true)...)
 		out = append(out, CheckText(at+".uid", a.UID, true)...)
-		if a.PartyID != "" && a.Account != AccountName(a.PartyID) {
+		switch {
+		case a.PartyID == "" || a.Account == AccountName(a.PartyID):
+		case !unixNames:
 			out = append(out, Problem{Location: at + ".account", Message: fmt.Sprintf("must be %s: the account Site Runtime acts as is member-<party_id>", AccountName(a.PartyID)), Value: a.Account})
+		case !siteprotocol.IsUnixUser(a.Account):
+			out = append(out, Problem{Location: at + ".account", Message: fmt.Sprintf("must be %s at a kubernetes environment, or the Party's site username (a POSIX user name) at a slurm one: the account Site Runtime acts as", AccountName(a.PartyID)), Value: a.Account})
 		}
 		if a.Generation < 1 {
 			out = append(out, Problem{Location: at + ".generation", Message: "must be at least 1 (the member binding's generation written on the account)", Value: a.Generation})
@@ -111,6 +123,33 @@ func (r AccountReport) Validate(loc string) []Problem {
 			out = append(out, Problem{Location: at + ".uid", Message: fmt.Sprintf("listed twice (also accounts[%d]): a UID names one account", j), Value: a.UID})
 		} else {
 			uids[a.UID] = i
+		}
+	}
+	return out
+}
+
+// CheckBackendAccount returns the problems of reported account a (at loc,
+// "body.accounts[3]") against its binding b at an environment of backend
+// (docs/resource-provisioning.md#the-account-report): at a Kubernetes
+// environment the name is member-<party_id>; at a Slurm one it is a POSIX
+// user name, the binding's account (the Party's site username) when it is
+// of the binding's generation, and the uid is a decimal Unix uid.
+func CheckBackendAccount(loc string, a ReportedAccount, b MemberBinding, backend siteprotocol.Backend) []Problem {
+	var out []Problem
+	switch backend {
+	case siteprotocol.BackendSlurm:
+		switch {
+		case !siteprotocol.IsUnixUser(a.Account):
+			out = append(out, Problem{Location: loc + ".account", Message: fmt.Sprintf("must be the Party's site username at environment %s (a POSIX user name, [a-z_][a-z0-9_-]{0,31}), not member-<party_id>: it is a slurm environment", b.Environment), Value: a.Account})
+		case a.Generation == b.Generation && a.Account != b.AccountName():
+			out = append(out, Problem{Location: loc + ".account", Message: fmt.Sprintf("must be %s, the Party's site username at environment %s for generation %d", b.AccountName(), b.Environment, b.Generation), Value: a.Account})
+		}
+		if !siteprotocol.IsUnixUID(a.UID) {
+			out = append(out, Problem{Location: loc + ".uid", Message: fmt.Sprintf("must be the account's Unix uid in decimal (1 to 4294967294): environment %s is a slurm environment", b.Environment), Value: a.UID})
+		}
+	default:
+		if a.Account != AccountName(a.PartyID) {
+			out = append(out, Problem{Location: loc + ".account", Message: fmt.Sprintf("must be %s: the account Site Runtime acts as at a kubernetes environment is member-<party_id>", AccountName(a.PartyID)), Value: a.Account})
 		}
 	}
 	return out

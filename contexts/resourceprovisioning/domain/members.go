@@ -61,6 +61,11 @@ const (
 	// ReasonNoSiteBinding: a member of a Project allocated at the Site has
 	// no verified site binding at the environment, so it has no binding.
 	ReasonNoSiteBinding = "no_site_binding"
+	// ReasonAccountTaken: a live binding of another Party at the
+	// environment names the binding's account, or holds a ready account of
+	// the UID reported for it; the binding stays pending and is not
+	// delivered (docs/resource-provisioning.md#one-party-per-account).
+	ReasonAccountTaken = "account_taken"
 )
 
 // BindingKey identifies a Runtime member binding: one per Party, Project
@@ -125,20 +130,31 @@ type MemberBinding struct {
 	Site SiteBindingRef
 	// Account is the ready account; zero unless State is ready.
 	Account ReadyAccount
+	// NativeName is the native account the member acts as, by the
+	// environment's backend when the generation was derived
+	// (siteprotocol.MemberAccountAt): member-<party> at a Kubernetes
+	// environment, the site username at a Slurm one. Kept on retirement.
+	NativeName string
 	// Revision counts material changes, from 1.
 	Revision int64
 	// ChangedAt is the server time of the newest revision.
 	ChangedAt time.Time
 }
 
-// AccountName returns the binding's account name, member-<party>.
-func (b MemberBinding) AccountName() string { return AccountName(b.PartyID) }
+// AccountName returns the binding's native account name: NativeName, or
+// member-<party> for a binding without one.
+func (b MemberBinding) AccountName() string {
+	if b.NativeName == "" {
+		return AccountName(b.PartyID)
+	}
+	return b.NativeName
+}
 
 // sameFacts reports whether b and o hold the same material facts (every
 // fact but the revision and its time).
 func (b MemberBinding) sameFacts(o MemberBinding) bool {
 	return b.ID == o.ID && b.BindingKey == o.BindingKey && b.Generation == o.Generation && b.State == o.State &&
-		slices.Equal(b.Reasons, o.Reasons) && b.Site == o.Site && b.Account == o.Account
+		slices.Equal(b.Reasons, o.Reasons) && b.Site == o.Site && b.Account == o.Account && b.NativeName == o.NativeName
 }
 
 // BindingAccount is a reported account naming a binding that is not absent,
@@ -166,6 +182,15 @@ type BindingInputs struct {
 	// Accounts are the reported accounts naming the binding that are not
 	// absent (read only when the binding is live).
 	Accounts []BindingAccount
+	// NativeName is the account the member acts as at the environment
+	// (siteprotocol.MemberAccountAt of its backend); set when live.
+	NativeName string
+	// AccountTaken: a live binding of another Party at the environment,
+	// itself not held back, names NativeName.
+	AccountTaken bool
+	// TakenUIDs are the UIDs among Accounts that are the ready account of
+	// such a binding of another Party.
+	TakenUIDs map[string]bool
 }
 
 // Live reports whether the inputs call for a live binding: a member with a
@@ -183,8 +208,12 @@ func (in BindingInputs) Live() bool { return in.Member && in.SiteBinding != nil 
 //   - retired and not live: unchanged (the reasons stay those of the
 //     retirement);
 //   - retired and live again: generation + 1;
-//   - live with another site binding (ID, username or Beto's generation):
+//   - live with another site binding (ID, username or Beto's generation),
+//     or another native account name (the environment's backend changed):
 //     replaced, generation + 1;
+//   - live, with its account or ready account's UID held by another Party
+//     at the environment: pending account_taken, no account
+//     (docs/resource-provisioning.md#one-party-per-account);
 //   - live: the ready account is the one ready account of the binding's
 //     generation reported in a non-retired allocation of its Project
 //     (pending account_missing, account_incomplete or account_ambiguous
@@ -198,8 +227,8 @@ func DeriveBinding(cur *MemberBinding, key BindingKey, in BindingInputs, now tim
 		if !live {
 			return MemberBinding{}, false
 		}
-		next := MemberBinding{ID: key.ID(), BindingKey: key, Generation: 1, Site: RefOf(in.SiteBinding), Revision: 1, ChangedAt: now}
-		next.deriveAccount(in.Accounts)
+		next := MemberBinding{ID: key.ID(), BindingKey: key, Generation: 1, Site: RefOf(in.SiteBinding), NativeName: in.NativeName, Revision: 1, ChangedAt: now}
+		next.deriveAccount(in)
 		return next, true
 	}
 	next := *cur
@@ -215,12 +244,13 @@ func DeriveBinding(cur *MemberBinding, key BindingKey, in BindingInputs, now tim
 		if in.SiteBinding == nil {
 			next.Reasons = append(next.Reasons, ReasonSiteBindingRetired)
 		}
-	case cur.State == BindingRetired, RefOf(in.SiteBinding) != cur.Site:
+	case cur.State == BindingRetired, RefOf(in.SiteBinding) != cur.Site, cur.NativeName != "" && cur.NativeName != in.NativeName:
 		next.Generation++
-		next.Site = RefOf(in.SiteBinding)
-		next.deriveAccount(in.Accounts)
+		next.Site, next.NativeName = RefOf(in.SiteBinding), in.NativeName
+		next.deriveAccount(in)
 	default:
-		next.deriveAccount(in.Accounts)
+		next.NativeName = in.NativeName
+		next.deriveAccount(in)
 	}
 	if next.sameFacts(*cur) {
 		return *cur, false
@@ -230,11 +260,12 @@ func DeriveBinding(cur *MemberBinding, key BindingKey, in BindingInputs, now tim
 }
 
 // deriveAccount sets the state, reasons and account of a live binding from
-// the reported accounts naming it.
-func (b *MemberBinding) deriveAccount(accounts []BindingAccount) {
+// the reported accounts naming it, held back (account_taken) when another
+// Party holds its account or the one ready account's UID.
+func (b *MemberBinding) deriveAccount(in BindingInputs) {
 	var ready []BindingAccount
 	incomplete := false
-	for _, a := range accounts {
+	for _, a := range in.Accounts {
 		if a.Generation != b.Generation || a.AllocationProjectID != b.ProjectID || a.AllocationLifecycle == LifecycleRetired {
 			continue
 		}
@@ -247,6 +278,8 @@ func (b *MemberBinding) deriveAccount(accounts []BindingAccount) {
 	}
 	b.Account = ReadyAccount{}
 	switch {
+	case in.AccountTaken, len(ready) == 1 && in.TakenUIDs[ready[0].UID]:
+		b.State, b.Reasons = BindingPending, []string{ReasonAccountTaken}
 	case len(ready) == 1:
 		b.State, b.Reasons = BindingReady, []string{}
 		b.Account = ReadyAccount{UID: ready[0].UID, AllocationID: ready[0].AllocationID, Namespace: ready[0].NativeScope}

@@ -239,3 +239,33 @@ func TestAccountReportOrder(t *testing.T) {
 		t.Fatalf("unchanged: %s", outcome)
 	}
 }
+
+// TestASlurmBindingHoldsItsAccountNameAndWaitsForATakenOne: the binding's
+// account name is part of its generation (a new name, as when the
+// environment's backend changes, is generation + 1), and a binding whose
+// account or ready account's UID another Party holds is pending
+// account_taken without an account, until that Party lets it go
+// (docs/resource-provisioning.md#one-party-per-account).
+func TestASlurmBindingHoldsItsAccountNameAndWaitsForATakenOne(t *testing.T) {
+	key := BindingKey{PartyID: partyA, ProjectID: projectA, Environment: "alpha-hpc"}
+	s1 := site("e41f0a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b", "jdoe", 1)
+	live := func(name string, taken bool, uids map[string]bool, accounts ...BindingAccount) BindingInputs {
+		return BindingInputs{Member: true, SiteBinding: s1, Accounts: accounts, NativeName: name, AccountTaken: taken, TakenUIDs: uids}
+	}
+	b, ok := DeriveBinding(nil, key, live("jdoe", true, nil), now)
+	if !ok || b.State != BindingPending || !slices.Equal(b.Reasons, []string{ReasonAccountTaken}) || b.AccountName() != "jdoe" || b.Generation != 1 {
+		t.Fatalf("a binding whose account another Party holds: %+v", b)
+	}
+	b, ok = DeriveBinding(&b, key, live("jdoe", false, nil, readyAccount("1001", 1)), now)
+	if !ok || b.State != BindingReady || b.Account.UID != "1001" || b.Generation != 1 || b.Revision != 2 {
+		t.Fatalf("once the account is free: %+v", b)
+	}
+	b, ok = DeriveBinding(&b, key, live("jdoe", false, map[string]bool{"1001": true}, readyAccount("1001", 1)), now)
+	if !ok || b.State != BindingPending || !slices.Equal(b.Reasons, []string{ReasonAccountTaken}) || b.Account != (ReadyAccount{}) {
+		t.Fatalf("a ready account whose uid another Party holds: %+v", b)
+	}
+	b, ok = DeriveBinding(&b, key, live("member-"+partyA, false, nil), now)
+	if !ok || b.Generation != 2 || b.AccountName() != "member-"+partyA || b.State != BindingPending || !slices.Equal(b.Reasons, []string{ReasonAccountMissing}) {
+		t.Fatalf("another account name (the backend changed): %+v, want generation 2", b)
+	}
+}

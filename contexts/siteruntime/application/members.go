@@ -51,12 +51,20 @@ func (e *MemberExecutor) Execute(ctx context.Context, cmd siteprotocol.Command) 
 		if err != nil {
 			return domain.Answer{}, err
 		}
+		holders, err := e.bindings.LiveOfAccount(ctx, p.Account)
+		if err != nil {
+			return domain.Answer{}, err
+		}
 		bindingID, generation = p.BindingID, p.Generation
-		change = domain.DecideBind(known, domain.MemberBinding{
+		want := domain.MemberBinding{
 			BindingID: p.BindingID, Generation: p.Generation, Revision: p.Revision,
 			PartyID: p.PartyID, ProjectID: cmd.ProjectID, Namespace: p.Namespace, Account: p.Account,
 			AccountUID: p.AccountUID, AppliedBy: cmd.ID,
-		})
+		}
+		if refusal := domain.AccountHeldElsewhere(holders, want); refusal != nil {
+			return *refusal, nil
+		}
+		change = domain.DecideBind(known, want)
 	case siteprotocol.OpRetireMember:
 		p, err := siteprotocol.DecodePayload[siteprotocol.RetireMemberPayload](cmd)
 		if err != nil {

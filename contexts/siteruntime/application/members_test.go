@@ -2,6 +2,7 @@ package application_test
 
 import (
 	"context"
+	"encoding/json"
 	"sort"
 	"testing"
 
@@ -27,6 +28,18 @@ func (m *memBindings) Generations(_ context.Context, id string) ([]domain.Member
 		out = append(out, b)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Generation < out[j].Generation })
+	return out, nil
+}
+
+func (m *memBindings) LiveOfAccount(_ context.Context, account string) ([]domain.MemberBinding, error) {
+	var out []domain.MemberBinding
+	for _, gens := range m.rows {
+		for _, b := range gens {
+			if b.Account == account && !b.Retired {
+				out = append(out, b)
+			}
+		}
+	}
 	return out, nil
 }
 
@@ -111,5 +124,57 @@ func TestMemberBindingsAreStoredWithGenerationAndARetiredGenerationIsNeverRevive
 	b, _, _ = store.Resolve(ctx, siteprotocol.AccountRef{BindingID: id, Generation: 2})
 	if !b.Current(siteprotocol.AccountRef{BindingID: id, Generation: 2}) || b.ProjectID != project || b.Account != siteprotocol.MemberAccount(member) {
 		t.Fatalf("generation 2: %+v", b)
+	}
+}
+
+// TestABindMemberOfAnAccountBoundToAnotherPartyIsRefused: one Party per
+// account (docs/site-protocol.md#member-identity-by-backend): at a slurm
+// Runtime, jdoe bound live to one Party refuses another Party's
+// bind-member naming jdoe (binding-conflict, nothing stored), the same
+// Party's second binding (another Project) is applied, and once the first
+// is retired the other Party's is applied.
+func TestABindMemberOfAnAccountBoundToAnotherPartyIsRefused(t *testing.T) {
+	store := &memBindings{rows: map[string]map[int64]domain.MemberBinding{}}
+	exec := application.NewMemberExecutor(store, nil)
+	reg, err := application.NewRegistry(exec.Registrations()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg = reg.ForBackend(siteprotocol.BackendSlurm)
+	other := uuidN(4242)
+	slurmBind := func(n int, party, project, bindingID, uid string) *domain.Pending {
+		raw, err := json.Marshal(map[string]any{
+			"id": uuidN(n), "operation": siteprotocol.OpBindMember, "issued_at": "2026-11-29T10:00:00Z", "member_id": party, "project_id": project,
+			"payload": map[string]any{"party_id": party, "namespace": "proj-a", "account": "jdoe", "account_uid": uid, "binding_id": bindingID, "revision": 1, "generation": 1},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pendingUnchecked(t, raw)
+	}
+	ctx := context.Background()
+	steps := []struct {
+		p      *domain.Pending
+		reason siteprotocol.Reason
+	}{
+		{slurmBind(1, member, project, uuidN(81), "1001"), siteprotocol.ReasonApplied},
+		{slurmBind(2, other, project, uuidN(82), "1001"), siteprotocol.ReasonBindingConflict},
+		{slurmBind(3, member, uuidN(99), uuidN(83), "1001"), siteprotocol.ReasonApplied},
+		{retireCmd(t, 4, uuidN(81), 1), siteprotocol.ReasonApplied},
+		{retireCmd(t, 5, uuidN(83), 1), siteprotocol.ReasonApplied},
+		{slurmBind(6, other, project, uuidN(82), "1001"), siteprotocol.ReasonApplied},
+	}
+	for i, s := range steps {
+		saves := store.saves
+		a, err := reg.Execute(ctx, s.p)
+		if err != nil || a.Reason != s.reason {
+			t.Fatalf("step %d: %+v %v, want %s", i+1, a, err, s.reason)
+		}
+		if s.reason == siteprotocol.ReasonBindingConflict && store.saves != saves {
+			t.Fatalf("step %d: a refused bind-member stored something", i+1)
+		}
+	}
+	if b := store.rows[uuidN(82)][1]; b.PartyID != other || b.Account != "jdoe" || b.AccountUID != "1001" || b.Namespace != "proj-a" {
+		t.Fatalf("the journal keeps %+v, not the binding as delivered", b)
 	}
 }

@@ -166,6 +166,9 @@ type MemberBindings interface {
 	// Generations returns every stored generation of bindingID, oldest
 	// first.
 	Generations(ctx context.Context, bindingID string) ([]domain.MemberBinding, error)
+	// LiveOfAccount returns every live (not retired) binding naming
+	// account, the native account a member acts as.
+	LiveOfAccount(ctx context.Context, account string) ([]domain.MemberBinding, error)
 	// Save writes rows (insert or replace by binding ID and generation) in
 	// one durable commit.
 	Save(ctx context.Context, rows []domain.MemberBinding) error

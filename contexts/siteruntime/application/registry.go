@@ -15,7 +15,9 @@ import (
 //     payload-too-large;
 //   - an operation outside the protocol's vocabulary is refused
 //     unsupported-operation;
-//   - a known operation with a payload that breaks its rules is refused
+//   - a known operation with a payload that breaks its rules at the
+//     Runtime's backend (kubernetes unless ForBackend says otherwise;
+//     docs/site-protocol.md#member-identity-by-backend) is refused
 //     invalid-payload;
 //   - a known operation without an executor for its family (one not built
 //     into this binary) is refused unsupported-operation.
@@ -24,7 +26,17 @@ import (
 // answer as Execute (docs/site-runtime.md#the-ordered-worker,
 // docs/site-runtime.md#recovery-per-operation-and-family).
 type Registry struct {
-	routes map[route]CommandExecutor
+	routes  map[route]CommandExecutor
+	backend siteprotocol.Backend
+}
+
+// ForBackend returns a registry with r's routes that holds payloads to the
+// rules of backend b (a bind-member's account, uid and namespace differ by
+// backend).
+func (r *Registry) ForBackend(b siteprotocol.Backend) *Registry {
+	out := *r
+	out.backend = b
+	return &out
 }
 
 type route struct {
@@ -42,7 +54,7 @@ var ErrDuplicateRoute = errors.New("two executors for one route")
 // ErrDuplicateRoute when two plain (or two override) registrations claim
 // the same route, or when a registration has no executor.
 func NewRegistry(regs ...Registration) (*Registry, error) {
-	r := &Registry{routes: map[route]CommandExecutor{}}
+	r := &Registry{routes: map[route]CommandExecutor{}, backend: siteprotocol.BackendKubernetes}
 	overridden := map[route]bool{}
 	for _, reg := range regs {
 		if reg.Executor == nil {
@@ -103,7 +115,7 @@ func (r *Registry) route(p *domain.Pending) (CommandExecutor, *domain.Answer) {
 			return refuse(siteprotocol.ReasonPathRejected, "read-file path %q is not a clean relative path inside the workspace (absolute, .., or an empty name); nothing was read", rf.Path)
 		}
 	}
-	if err := siteprotocol.ValidatePayload(cmd); err != nil {
+	if err := siteprotocol.ValidatePayloadFor(cmd, r.backend); err != nil {
 		return refuse(siteprotocol.ReasonInvalidPayload, "%s payload: %v", cmd.Operation, err)
 	}
 	if exec, ok := r.routes[route{cmd.Operation, cmd.Family}]; ok {

@@ -120,3 +120,51 @@ func TestRegistryRefusesTwoExecutorsForOneRouteUnlessOneOverrides(t *testing.T) 
 		t.Fatalf("two overrides: %v", err)
 	}
 }
+
+// TestRegistryHoldsBindMemberToItsBackend: on pull, bind-member is checked
+// by the Runtime's backend (docs/site-protocol.md#member-identity-by-backend):
+// a Slurm binding (jdoe, uid 1001) reaches the member executor of a slurm
+// Runtime and is refused invalid-payload by a Kubernetes one, and the
+// Kubernetes form is refused by the slurm Runtime.
+func TestRegistryHoldsBindMemberToItsBackend(t *testing.T) {
+	members := newEffectExecutor()
+	k8s, err := application.NewRegistry(application.Registration{Operation: siteprotocol.OpBindMember, Executor: members})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slurm := k8s.ForBackend(siteprotocol.BackendSlurm)
+	payload := func(account, uid, namespace string) map[string]any {
+		p := map[string]any{"party_id": member, "namespace": namespace, "account": account, "binding_id": uuidN(3000), "revision": 1, "generation": 1}
+		if uid != "" {
+			p["account_uid"] = uid
+		}
+		return p
+	}
+	slurmBind := pendingUnchecked(t, command(t, 1, siteprotocol.OpBindMember, "", payload("jdoe", "1001", "proj-a")))
+	k8sBind := pending(t, command(t, 2, siteprotocol.OpBindMember, "", payload(siteprotocol.MemberAccount(member), "", "project-a")))
+	ctx := context.Background()
+	for _, c := range []struct {
+		name   string
+		reg    *application.Registry
+		p      *domain.Pending
+		routed bool
+	}{
+		{"slurm binding at a slurm Runtime", slurm, slurmBind, true},
+		{"slurm binding at a kubernetes Runtime", k8s, slurmBind, false},
+		{"kubernetes binding at a slurm Runtime", slurm, k8sBind, false},
+		{"kubernetes binding at a kubernetes Runtime", k8s, k8sBind, true},
+	} {
+		before, _, _ := members.counts()
+		a, err := c.reg.Execute(ctx, c.p)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		after, _, _ := members.counts()
+		if routed := after == before+1; routed != c.routed {
+			t.Fatalf("%s: routed %v, want %v (answer %+v)", c.name, routed, c.routed, a)
+		}
+		if !c.routed && (a.Reason != siteprotocol.ReasonInvalidPayload || !strings.Contains(a.Message, "payload.account")) {
+			t.Fatalf("%s: answer %+v, want invalid-payload naming payload.account", c.name, a)
+		}
+	}
+}

@@ -49,6 +49,20 @@ type BindingChange struct {
 	AppliedRevision int64
 }
 
+// AccountHeldElsewhere returns the refusal of want (from a bind-member
+// command) when holders, the live bindings naming its account, hold one of
+// another Party: binding-conflict, one Party per account
+// (docs/site-protocol.md#member-identity-by-backend); nil otherwise.
+func AccountHeldElsewhere(holders []MemberBinding, want MemberBinding) *Answer {
+	for _, h := range holders {
+		if !h.Retired && h.Account == want.Account && h.PartyID != want.PartyID {
+			a := Refused(siteprotocol.ReasonBindingConflict, "account %s is bound to party %s (binding %s generation %d); one Party per account", want.Account, h.PartyID, h.BindingID, h.Generation)
+			return &a
+		}
+	}
+	return nil
+}
+
 // DecideBind applies want (from a bind-member command) to known, every
 // stored generation of want.BindingID. Rules:
 //   - a newer generation is known: want's generation is superseded, refused

@@ -46,8 +46,8 @@ func ServerURL() string {
 }
 
 // TB is what NewPostgres needs of its caller: a test (testing.TB has
-// every method), or a program standing in for one (make demo's Git host,
-// platform/gittest). Fatalf must not return.
+// every method), or a program standing in for one. Fatalf must not
+// return.
 type TB interface {
 	Helper()
 	Log(args ...any)
@@ -73,28 +73,18 @@ func NewPostgres(tb TB) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "metallo_test_" + hex.EncodeToString(b[:]) + ownerSuffix(os.Getpid())
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		tb.Fatalf("PostgreSQL lane cannot start: create database: %v", err)
+	dbURL, drop, err := database.CreatePostgres(ctx, admin, name)
+	if err != nil {
+		tb.Fatalf("PostgreSQL lane cannot start: %v", err)
 	}
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		c, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			tb.Errorf("drop test database %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		if err := drop(ctx); err != nil {
 			tb.Errorf("drop test database %s: %v", name, err)
 		}
 	})
-	u, err := url.Parse(admin)
-	if err != nil {
-		tb.Fatalf("parse %s: %v", redact(admin), err)
-	}
-	u.Path = "/" + name
-	return u.String()
+	return dbURL
 }
 
 // ownerName matches the name of a database NewPostgres created: after

@@ -43,7 +43,7 @@ func NewView(set *envfile.Set) (*View, error) {
 	var keys auth.KeysFile
 	var errs []error
 	for _, e := range set.All() {
-		v.byID[e.ID] = domain.Environment{ID: e.ID, Site: e.Site, Authority: e.Authority, Backend: string(e.Backend)}
+		v.byID[e.ID] = domain.Environment{ID: e.ID, Site: e.Site, Authority: e.Authority, Backend: e.Backend}
 		switch {
 		case e.Auth.KeySHA256 != "":
 			keys.Keys = append(keys.Keys, auth.KeyEntry{Principal: auth.KindEnvironment + ":" + e.ID, SHA256: e.Auth.KeySHA256})

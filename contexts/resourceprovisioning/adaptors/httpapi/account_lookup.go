@@ -21,7 +21,7 @@ type accountLookupOutput struct {
 		Environment string   `json:"environment,omitempty" example:"alpha-k8s"`
 		ProjectID   string   `json:"project_id,omitempty" doc:"The canonical Project." example:"7a1e4c2b-1d3f-4a5b-9c8d-0e1f2a3b4c5d"`
 		PartyID     string   `json:"party_id,omitempty" example:"9c2e5d1a-0b7f-4e3c-8a6d-2f1e0c9b8a7d"`
-		Account     string   `json:"account,omitempty" doc:"member-<party_id>." example:"member-9c2e5d1a-0b7f-4e3c-8a6d-2f1e0c9b8a7d"`
+		Account     string   `json:"account,omitempty" doc:"The account to write: member-<party_id> at a kubernetes environment, the Party's site username at a slurm one." example:"member-9c2e5d1a-0b7f-4e3c-8a6d-2f1e0c9b8a7d"`
 		BindingID   string   `json:"binding_id,omitempty" doc:"The member binding: account_ref.binding_id of the Site protocol." example:"edf0dbce-a8c3-5a1d-8d34-0e0ff66583ab"`
 		Revision    int64    `json:"revision,omitempty" example:"1"`
 		Generation  int64    `json:"generation,omitempty" example:"1"`
@@ -40,9 +40,10 @@ func (h *Handlers) accountLookupOperation() huma.Operation {
 			"binding at the environment (never an older one, nothing guessed from an email or a similar name), " +
 			"the canonical Project claiming the Waldur Project, the Party's member binding in it, and an " +
 			"allocation of the Project at the Site. `state` is `bound` (write `binding_id` and `generation` on " +
-			"the account `member-<party_id>`), `retired` (the binding is retired: remove the account) or " +
+			"the account: `member-<party_id>` at a kubernetes environment, the site username at a slurm one), `retired` (the binding is retired: remove the account) or " +
 			"`unknown` with the step that found nothing in `reasons` (`no_environment`, `unknown_username`, " +
-			"`site_binding_not_verified`, `project_unbound`, `not_a_member`, `no_allocation`). A missing " +
+			"`site_binding_not_verified`, `project_unbound`, `not_a_member`, `account_taken` (another Party's binding holds " +
+			"the account: make none), `no_allocation`). A missing " +
 			"username or provider_project, or an environment that is not this Site's, is 422 naming each. Only " +
 			"the key of `site:<site>` is admitted (any other key is 403 `forbidden`)."}, readReasons())
 }

@@ -22,8 +22,8 @@ const MaxAccountsBodyBytes = 4 << 20
 // AccountBody is one reported native account.
 type AccountBody struct {
 	PartyID    string `json:"party_id" doc:"The Party (a lower-case UUID)." example:"9c2e5d1a-0b7f-4e3c-8a6d-2f1e0c9b8a7d"`
-	Account    string `json:"account" doc:"The account's name: exactly member-<party_id>." example:"member-9c2e5d1a-0b7f-4e3c-8a6d-2f1e0c9b8a7d"`
-	UID        string `json:"uid" doc:"The Site's immutable UID of the account (for Kubernetes, the ServiceAccount's metadata.uid); 1 to 256 bytes." example:"3b0c6a52-6f1d-4c1e-9f0a-2d7e5b8c9a41"`
+	Account    string `json:"account" doc:"The account's name, by its binding's environment's backend: exactly member-<party_id> at a kubernetes environment, the Party's site username (a POSIX user name) at a slurm one." example:"member-9c2e5d1a-0b7f-4e3c-8a6d-2f1e0c9b8a7d"`
+	UID        string `json:"uid" doc:"The Site's UID of the account (for Kubernetes, the ServiceAccount's metadata.uid; for Slurm, the Unix uid in decimal); 1 to 256 bytes." example:"3b0c6a52-6f1d-4c1e-9f0a-2d7e5b8c9a41"`
 	BindingID  string `json:"binding_id" doc:"The member binding the account serves, as the account lookup answered it (a lower-case UUID)." example:"edf0dbce-a8c3-5a1d-8d34-0e0ff66583ab"`
 	Generation int64  `json:"generation" doc:"The member binding's generation written on the account (at least 1)." example:"1"`
 	State      string `json:"state" doc:"ready (the account and all its Roles and bindings exist) or incomplete (an interrupted provisioning)." example:"ready"`
@@ -67,8 +67,9 @@ func (h *Handlers) submitAccountsOperation(reg huma.Registry) huma.Operation {
 		Summary:     "Report the member accounts of one allocation's native scope",
 		Description: "After each cycle the Site's agent posts, per allocation (named by its Waldur resource), the " +
 			"complete set of member accounts it found in the allocation's native scope, each named by what it wrote " +
-			"on the account: `party_id`, the name `account` (exactly `member-<party_id>`; any other is 422), the " +
-			"Site's immutable `uid`, the `binding_id` and `generation` the account lookup answered, and `state` " +
+			"on the account: `party_id`, the name `account` (by the binding's backend: exactly `member-<party_id>` at a " +
+			"kubernetes environment, the Party's site username at a slurm one; any other is 422), the " +
+			"Site's `uid` (at a slurm environment the decimal Unix uid), the `binding_id` and `generation` the account lookup answered, and `state` " +
 			"`ready` or `incomplete`. The set replaces the allocation's last one, all or nothing in one transaction: " +
 			"an account no longer listed becomes `absent`; an account of an older generation is kept as evidence " +
 			"and counts for nothing; the UID is part of an account's key, so an account made again under the same " +

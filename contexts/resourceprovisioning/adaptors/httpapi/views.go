@@ -63,7 +63,7 @@ type MemberBindingBody struct {
 	PartyID               string    `json:"party_id" example:"9c2e5d1a-0b7f-4e3c-8a6d-2f1e0c9b8a7d"`
 	ProjectID             string    `json:"project_id" example:"7a1e4c2b-1d3f-4a5b-9c8d-0e1f2a3b4c5d"`
 	Environment           string    `json:"environment" example:"alpha-k8s"`
-	Account               string    `json:"account" doc:"member-<party_id>." example:"member-9c2e5d1a-0b7f-4e3c-8a6d-2f1e0c9b8a7d"`
+	Account               string    `json:"account" doc:"The native account: member-<party_id> at a kubernetes environment, the Party's site username at a slurm one." example:"member-9c2e5d1a-0b7f-4e3c-8a6d-2f1e0c9b8a7d"`
 	Generation            int64     `json:"generation" doc:"From 1; + 1 when the member comes back or the site binding is replaced; kept on retirement." example:"1"`
 	Revision              int64     `json:"revision" doc:"Counts material changes (generation, retirement, the ready account's UID or readiness)." example:"2"`
 	State                 string    `json:"state" enum:"ready,pending,retired" example:"ready"`

@@ -28,7 +28,7 @@ func bindingRow(r pgdb.MemberBinding) rows.Binding {
 	return rows.Binding{
 		ID: r.BindingID, PartyID: r.PartyID, ProjectID: r.ProjectID, Environment: r.Environment, Generation: r.Generation,
 		State: r.State, Reasons: r.Reasons, SiteBindingID: r.SiteBindingID, SiteUsername: r.SiteUsername,
-		SiteBindingGeneration: r.SiteBindingGeneration, AccountUID: r.AccountUid, AllocationID: r.AllocationID,
+		SiteBindingGeneration: r.SiteBindingGeneration, AccountUID: r.AccountUid, Account: r.Account, AllocationID: r.AllocationID,
 		Namespace: r.Namespace, Revision: r.Revision, ChangedAt: r.ChangedAt,
 	}
 }
@@ -101,7 +101,7 @@ func (t *reportTx) InsertBinding(ctx context.Context, b domain.MemberBinding) (b
 	n, err := t.q.InsertMemberBinding(ctx, pgdb.InsertMemberBindingParams{
 		BindingID: r.ID, PartyID: r.PartyID, ProjectID: r.ProjectID, Environment: r.Environment, Generation: r.Generation,
 		State: r.State, Reasons: r.Reasons, SiteBindingID: r.SiteBindingID, SiteUsername: r.SiteUsername,
-		SiteBindingGeneration: r.SiteBindingGeneration, AccountUid: r.AccountUID, AllocationID: r.AllocationID,
+		SiteBindingGeneration: r.SiteBindingGeneration, AccountUid: r.AccountUID, Account: r.Account, AllocationID: r.AllocationID,
 		Namespace: r.Namespace, Revision: r.Revision, ChangedAt: r.ChangedAt,
 	})
 	return n == 1, dbErr("insert member binding", err)
@@ -111,7 +111,7 @@ func (t *reportTx) UpdateBinding(ctx context.Context, b domain.MemberBinding) er
 	r := rows.BindingFromDomain(b)
 	return dbErr("update member binding", t.q.UpdateMemberBinding(ctx, pgdb.UpdateMemberBindingParams{
 		BindingID: r.ID, Generation: r.Generation, State: r.State, Reasons: r.Reasons, SiteBindingID: r.SiteBindingID,
-		SiteUsername: r.SiteUsername, SiteBindingGeneration: r.SiteBindingGeneration, AccountUid: r.AccountUID,
+		SiteUsername: r.SiteUsername, SiteBindingGeneration: r.SiteBindingGeneration, AccountUid: r.AccountUID, Account: r.Account,
 		AllocationID: r.AllocationID, Namespace: r.Namespace, Revision: r.Revision, ChangedAt: r.ChangedAt,
 	}))
 }
@@ -305,7 +305,7 @@ func (s *Store) ProjectBindings(ctx context.Context, projectID, partyID string) 
 		b, err := bindingRow(pgdb.MemberBinding{
 			BindingID: r.BindingID, PartyID: r.PartyID, ProjectID: r.ProjectID, Environment: r.Environment, Generation: r.Generation,
 			State: r.State, Reasons: r.Reasons, SiteBindingID: r.SiteBindingID, SiteUsername: r.SiteUsername,
-			SiteBindingGeneration: r.SiteBindingGeneration, AccountUid: r.AccountUid, AllocationID: r.AllocationID,
+			SiteBindingGeneration: r.SiteBindingGeneration, AccountUid: r.AccountUid, Account: r.Account, AllocationID: r.AllocationID,
 			Namespace: r.Namespace, Revision: r.Revision, ChangedAt: r.ChangedAt,
 		}).ToDomain()
 		if err != nil {
@@ -326,4 +326,33 @@ func (s *Store) ProjectBindings(ctx context.Context, projectID, partyID string) 
 // NativeAccounts implements application.MemberReader.
 func (s *Store) NativeAccounts(ctx context.Context, allocationID string) ([]domain.NativeAccount, error) {
 	return allocationAccounts(ctx, s.q, allocationID)
+}
+
+func (t *reportTx) BindingsHoldingAccount(ctx context.Context, environment, account, uid string) ([]domain.MemberBinding, error) {
+	rs, err := t.q.BindingsHoldingAccount(ctx, pgdb.BindingsHoldingAccountParams{Environment: environment, Account: account, AccountUid: uid})
+	if err != nil {
+		return nil, dbErr("bindings holding account", err)
+	}
+	return bindingRows(rs)
+}
+
+// TakenBindingsAfter implements application.MemberReader.
+func (s *Store) TakenBindingsAfter(ctx context.Context, afterID string, limit int) ([]domain.MemberBinding, error) {
+	rs, err := s.q.TakenBindingsAfter(ctx, pgdb.TakenBindingsAfterParams{AfterID: afterID, MaxRows: clampRows(limit)})
+	if err != nil {
+		return nil, dbErr("taken bindings", err)
+	}
+	return bindingRows(rs)
+}
+
+func bindingRows(rs []pgdb.MemberBinding) ([]domain.MemberBinding, error) {
+	out := make([]domain.MemberBinding, 0, len(rs))
+	for _, r := range rs {
+		b, err := bindingRow(r).ToDomain()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
 }

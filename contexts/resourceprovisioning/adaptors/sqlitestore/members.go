@@ -27,7 +27,7 @@ func bindingRow(r sqlitedb.MemberBinding) rows.Binding {
 	return rows.Binding{
 		ID: r.BindingID, PartyID: r.PartyID, ProjectID: r.ProjectID, Environment: r.Environment, Generation: r.Generation,
 		State: r.State, Reasons: []byte(r.Reasons), SiteBindingID: r.SiteBindingID, SiteUsername: r.SiteUsername,
-		SiteBindingGeneration: r.SiteBindingGeneration, AccountUID: r.AccountUid, AllocationID: r.AllocationID,
+		SiteBindingGeneration: r.SiteBindingGeneration, AccountUID: r.AccountUid, Account: r.Account, AllocationID: r.AllocationID,
 		Namespace: r.Namespace, Revision: r.Revision, ChangedAt: rows.FromMicros(r.ChangedAt),
 	}
 }
@@ -100,7 +100,7 @@ func (t reportTx) InsertBinding(ctx context.Context, b domain.MemberBinding) (bo
 	n, err := t.q.InsertMemberBinding(ctx, sqlitedb.InsertMemberBindingParams{
 		BindingID: r.ID, PartyID: r.PartyID, ProjectID: r.ProjectID, Environment: r.Environment, Generation: r.Generation,
 		State: r.State, Reasons: string(r.Reasons), SiteBindingID: r.SiteBindingID, SiteUsername: r.SiteUsername,
-		SiteBindingGeneration: r.SiteBindingGeneration, AccountUid: r.AccountUID, AllocationID: r.AllocationID,
+		SiteBindingGeneration: r.SiteBindingGeneration, AccountUid: r.AccountUID, Account: r.Account, AllocationID: r.AllocationID,
 		Namespace: r.Namespace, Revision: r.Revision, ChangedAt: rows.Micros(r.ChangedAt),
 	})
 	return n == 1, dbErr("insert member binding", err)
@@ -110,7 +110,7 @@ func (t reportTx) UpdateBinding(ctx context.Context, b domain.MemberBinding) err
 	r := rows.BindingFromDomain(b)
 	return dbErr("update member binding", t.q.UpdateMemberBinding(ctx, sqlitedb.UpdateMemberBindingParams{
 		BindingID: r.ID, Generation: r.Generation, State: r.State, Reasons: string(r.Reasons), SiteBindingID: r.SiteBindingID,
-		SiteUsername: r.SiteUsername, SiteBindingGeneration: r.SiteBindingGeneration, AccountUid: r.AccountUID,
+		SiteUsername: r.SiteUsername, SiteBindingGeneration: r.SiteBindingGeneration, AccountUid: r.AccountUID, Account: r.Account,
 		AllocationID: r.AllocationID, Namespace: r.Namespace, Revision: r.Revision, ChangedAt: rows.Micros(r.ChangedAt),
 	}))
 }
@@ -300,7 +300,7 @@ func (s *Store) ProjectBindings(ctx context.Context, projectID, partyID string) 
 		b, err := bindingRow(sqlitedb.MemberBinding{
 			BindingID: r.BindingID, PartyID: r.PartyID, ProjectID: r.ProjectID, Environment: r.Environment, Generation: r.Generation,
 			State: r.State, Reasons: r.Reasons, SiteBindingID: r.SiteBindingID, SiteUsername: r.SiteUsername,
-			SiteBindingGeneration: r.SiteBindingGeneration, AccountUid: r.AccountUid, AllocationID: r.AllocationID,
+			SiteBindingGeneration: r.SiteBindingGeneration, AccountUid: r.AccountUid, Account: r.Account, AllocationID: r.AllocationID,
 			Namespace: r.Namespace, Revision: r.Revision, ChangedAt: r.ChangedAt,
 		}).ToDomain()
 		if err != nil {
@@ -321,4 +321,33 @@ func (s *Store) ProjectBindings(ctx context.Context, projectID, partyID string) 
 // NativeAccounts implements application.MemberReader.
 func (s *Store) NativeAccounts(ctx context.Context, allocationID string) ([]domain.NativeAccount, error) {
 	return allocationAccounts(ctx, s.rq, allocationID)
+}
+
+func (t reportTx) BindingsHoldingAccount(ctx context.Context, environment, account, uid string) ([]domain.MemberBinding, error) {
+	rs, err := t.q.BindingsHoldingAccount(ctx, sqlitedb.BindingsHoldingAccountParams{Environment: environment, Account: account, AccountUid: uid})
+	if err != nil {
+		return nil, dbErr("bindings holding account", err)
+	}
+	return bindingRows(rs)
+}
+
+// TakenBindingsAfter implements application.MemberReader.
+func (s *Store) TakenBindingsAfter(ctx context.Context, afterID string, limit int) ([]domain.MemberBinding, error) {
+	rs, err := s.rq.TakenBindingsAfter(ctx, sqlitedb.TakenBindingsAfterParams{AfterID: afterID, MaxRows: maxRows(limit)})
+	if err != nil {
+		return nil, dbErr("taken bindings", err)
+	}
+	return bindingRows(rs)
+}
+
+func bindingRows(rs []sqlitedb.MemberBinding) ([]domain.MemberBinding, error) {
+	out := make([]domain.MemberBinding, 0, len(rs))
+	for _, r := range rs {
+		b, err := bindingRow(r).ToDomain()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
 }

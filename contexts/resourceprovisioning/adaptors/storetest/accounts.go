@@ -49,6 +49,8 @@ var memberTests = []testCase{
 	{"ConcurrentFirstAccountReportsOfOneAllocationAreDecidedOneAfterTheOther", testConcurrentFirstAccountReports},
 	{"ConcurrentEventsMissNoBinding", testConcurrentEventsAndReports},
 	{"MemberReadsAndAccountReportsAreUnavailableWithTheDatabase", testMembersUnavailable},
+	{"AtASlurmEnvironmentTheAccountIsTheSiteUsernameWithItsUnixUID", testSlurmAccountIsTheSiteUsername},
+	{"AtASlurmEnvironmentOnePartyHoldsAnAccount", testSlurmOnePartyPerAccount},
 }
 
 // withMembers returns cases that each run in e.members: the member

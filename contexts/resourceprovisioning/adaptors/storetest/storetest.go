@@ -109,12 +109,18 @@ func newEnv(t *testing.T, sub Subject) *env {
 // and environments (nil: none), and the registry of its metrics.
 func newService(t *testing.T, sub Subject, clk *clock.Manual, environments map[string]string) (*application.Service, *prometheus.Registry) {
 	t.Helper()
+	return newServiceWith(t, sub, clk, application.StaticSites(environments))
+}
+
+// newServiceWith is newService with environments' Sites and backends.
+func newServiceWith(t *testing.T, sub Subject, clk *clock.Manual, environments application.EnvironmentSites) (*application.Service, *prometheus.Registry) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	tel, err := telemetry.New(zaptest.NewLogger(t), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := application.NewService(sub.Store, clk, tel, application.Config{WaldurInstance: Instance, Freshness: 15 * time.Minute, Environments: application.StaticSites(environments)})
+	svc, err := application.NewService(sub.Store, clk, tel, application.Config{WaldurInstance: Instance, Freshness: 15 * time.Minute, Environments: environments})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,12 +22,13 @@ import (
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/grants"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/grants/granttest"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/clock"
 	"github.com/pharos-metallo/metallo/platform/gittest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 	"github.com/pharos-metallo/metallo/platform/testsetup"
+	"github.com/pharos-metallo/metallo/standins/githost"
+	"github.com/pharos-metallo/metallo/standins/grantprovider"
 )
 
 const (
@@ -52,19 +53,19 @@ func random(t *testing.T, n int) []byte {
 // grant and the metallo binary.
 type fixture struct {
 	t        *testing.T
-	host     *gittest.Host
+	host     *githost.Host
 	bin      string
-	member   gittest.User
-	provider *granttest.Provider
+	member   githost.User
+	provider *grantprovider.Provider
 	grants   *grants.HTTP
 	grant    domain.RepositoryGrant
 	credDir  string
 
-	model                 gittest.Repo
+	model                 githost.Repo
 	exact, head           string
 	weights               []byte
-	escape, dotgit, large gittest.Repo
-	bigPack, noLFS        gittest.Repo
+	escape, dotgit, large githost.Repo
+	bigPack, noLFS        githost.Repo
 	escapeCommit          string
 	dotgitCommit          string
 	largeCommit           string
@@ -77,7 +78,7 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{t: t, host: host, bin: testsetup.Binary(t)}
 	lab := host.CreateUser("lab")
 	f.member = host.CreateUser("member")
-	push := func(name string, lfs bool, build func(w *gittest.WorkTree)) (gittest.Repo, string) {
+	push := func(name string, lfs bool, build func(w *githost.WorkTree)) (githost.Repo, string) {
 		repo := host.CreateRepo(lab, name)
 		host.AddReader(repo, f.member)
 		w := host.NewWorkTree()
@@ -89,7 +90,7 @@ func newFixture(t *testing.T) *fixture {
 	// model: LFS weights, links that stay inside, and a later commit on
 	// main, so the commit checked out is not a branch head.
 	f.weights = random(t, 2<<20)
-	f.model, f.head = push("model", true, func(w *gittest.WorkTree) {
+	f.model, f.head = push("model", true, func(w *githost.WorkTree) {
 		w.TrackLFS("*.bin")
 		w.Write("README.md", []byte("# model v1\n"))
 		w.Write("train.py", []byte("print('train')\n"))
@@ -103,34 +104,34 @@ func newFixture(t *testing.T) *fixture {
 		w.Write("README.md", []byte("# model v2\n"))
 		w.Commit("model v2")
 	})
-	f.escape, f.escapeCommit = push("escape", false, func(w *gittest.WorkTree) {
+	f.escape, f.escapeCommit = push("escape", false, func(w *githost.WorkTree) {
 		w.Write("README.md", []byte("escape\n"))
 		w.Symlink("sub/inner", "..")
 		w.Symlink("data", "sub/inner/../../outside")
 		w.Commit("a link leaving the tree through another link")
 	})
-	f.dotgit, f.dotgitCommit = push("dotgit", false, func(w *gittest.WorkTree) {
+	f.dotgit, f.dotgitCommit = push("dotgit", false, func(w *githost.WorkTree) {
 		w.Write("README.md", []byte("dotgit\n"))
 		w.Symlink("tools/hooks", "../.git/hooks")
 		w.Commit("a link into .git")
 	})
-	f.large, f.largeCommit = push("large", true, func(w *gittest.WorkTree) {
+	f.large, f.largeCommit = push("large", true, func(w *githost.WorkTree) {
 		w.TrackLFS("*.bin")
 		w.Write("big.bin", random(t, 3<<20))
 		w.Commit("3 MiB in LFS")
 	})
-	f.bigPack, f.bigPackCommit = push("bigpack", false, func(w *gittest.WorkTree) {
+	f.bigPack, f.bigPackCommit = push("bigpack", false, func(w *githost.WorkTree) {
 		w.Write("blob.dat", random(t, 24<<20))
 		w.Commit("24 MiB in the pack")
 	})
-	f.noLFS, f.noLFSCommit = push("nolfs", false, func(w *gittest.WorkTree) {
+	f.noLFS, f.noLFSCommit = push("nolfs", false, func(w *githost.WorkTree) {
 		w.TrackLFS("*.bin")
 		w.Write("README.md", []byte("its LFS object was never uploaded\n"))
 		oid := sha256.Sum256([]byte("never uploaded"))
 		w.Write("model.bin", []byte("version https://git-lfs.github.com/spec/v1\noid sha256:"+hex.EncodeToString(oid[:])+"\nsize 14\n"))
 		w.Commit("a pointer without its object")
 	})
-	f.provider = granttest.New(t, host, map[string]gittest.User{memberID: f.member})
+	f.provider = grantprovider.New(t, host, map[string]githost.User{memberID: f.member})
 	f.grants = grants.NewHTTP(grants.HTTPConfig{BaseURL: f.provider.URL, Bound: 10 * time.Second, BackoffInitial: 50 * time.Millisecond}, clock.System{})
 	f.grant, f.credDir = f.issue(t, "workspace:"+attemptID)
 	return f
@@ -497,7 +498,7 @@ func TestWorkspaceInitAgainstARealGitHost(t *testing.T) {
 		}
 		named := 0
 		for _, tok := range tokens {
-			if tok.Name == granttest.TokenName(key) {
+			if tok.Name == grantprovider.TokenName(key) {
 				named++
 				if strings.Join(tok.Scopes, ",") != "read:repository" {
 					t.Errorf("the token's scopes are %v", tok.Scopes)

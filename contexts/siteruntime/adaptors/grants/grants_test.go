@@ -22,7 +22,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/cabundle"
-	"github.com/pharos-metallo/metallo/platform/servingtls/tlstest"
+	"github.com/pharos-metallo/metallo/standins/certauthority"
 )
 
 type systemClock struct{}
@@ -250,7 +250,7 @@ func TestHTTPWithoutAUsableAnswerWithinTheBoundIsUnavailable(t *testing.T) {
 // bound has passed.
 func TestHTTPProviderIsVerifiedAgainstItsCABundle(t *testing.T) {
 	p := newTLSProvider(t)
-	client, err := cabundle.Client(tlstest.ServerCAFile(t, p.Server), grants.RequestTimeout)
+	client, err := cabundle.Client(certauthority.ServerCAFile(t, p.Server), grants.RequestTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -559,6 +559,31 @@ func (j *Journal) Generations(ctx context.Context, bindingID string) ([]domain.M
 	return out, nil
 }
 
+// LiveOfAccount returns every live (not retired) binding naming account,
+// in (binding, generation) order.
+func (j *Journal) LiveOfAccount(ctx context.Context, account string) ([]domain.MemberBinding, error) {
+	var rows []deliverydb.MemberBinding
+	err := j.readDelivery(ctx, func(ctx context.Context, q *deliverydb.Queries) error {
+		var err error
+		if rows, err = q.ListLiveBindingsOfAccount(ctx, account); err != nil {
+			return fmt.Errorf("journal %s: read member bindings of account %s: %w", domain.DeliveryFile, account, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]domain.MemberBinding, 0, len(rows))
+	for _, r := range rows {
+		b, err := memberFromRow(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
 // Save writes member bindings in one durable commit.
 func (j *Journal) Save(ctx context.Context, rows []domain.MemberBinding) error {
 	return j.txDelivery(ctx, func(ctx context.Context, q *deliverydb.Queries) error {

@@ -359,3 +359,26 @@ func TestDiscardUnfinishedRemovesOnlyFreshFilesOfTheConfiguredBinding(t *testing
 	}
 	sameSnapshot(t, before, snapshot(t, dir))
 }
+
+// TestLiveBindingsOfAnAccountAreReadAsDelivered: the journal keeps a
+// binding as delivered (a Slurm account and its Unix uid verbatim) and
+// answers the live bindings naming an account, never a retired one
+// (docs/site-protocol.md#member-identity-by-backend).
+func TestLiveBindingsOfAnAccountAreReadAsDelivered(t *testing.T) {
+	dir := install(t)
+	ctx := context.Background()
+	j := open(t, dir)
+	live := domain.MemberBinding{BindingID: "e41f0000-0000-4000-8000-000000000001", Generation: 1, Revision: 2, PartyID: "p", ProjectID: "q", Namespace: "proj-a", Account: "jdoe", AccountUID: "1001", AppliedBy: "c1"}
+	old := domain.MemberBinding{BindingID: "e41f0000-0000-4000-8000-000000000002", Generation: 1, Revision: 1, PartyID: "r", ProjectID: "q", Namespace: "proj-a", Account: "jdoe", AccountUID: "1000", Retired: true, AppliedBy: "c0"}
+	other := domain.MemberBinding{BindingID: "e41f0000-0000-4000-8000-000000000003", Generation: 1, Revision: 1, PartyID: "s", ProjectID: "q", Namespace: "proj-a", Account: "csmith", AccountUID: "1002", AppliedBy: "c2"}
+	if err := j.Save(ctx, []domain.MemberBinding{live, old, other}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := j.LiveOfAccount(ctx, "jdoe")
+	if err != nil || len(got) != 1 || got[0] != live {
+		t.Fatalf("live bindings of jdoe %+v %v, want only %+v", got, err, live)
+	}
+	if got, err := j.LiveOfAccount(ctx, "nobody"); err != nil || len(got) != 0 {
+		t.Fatalf("live bindings of an account never bound %+v %v", got, err)
+	}
+}

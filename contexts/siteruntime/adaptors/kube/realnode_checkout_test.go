@@ -16,13 +16,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/grants"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/grants/granttest"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/gittest"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+	"github.com/pharos-metallo/metallo/standins/githost"
+	"github.com/pharos-metallo/metallo/standins/grantprovider"
 )
 
 // lazyGrants is the grant provider's client, set once the Git host is up.
@@ -47,14 +48,14 @@ func (l *lazyGrants) Revoke(ctx context.Context, id string) error { return l.g.R
 func TestAPrepareWithARepositoryOnTheRealNodeChecksItOutAndTheJobReadsIt(t *testing.T) {
 	t.Parallel()
 	lazy := &lazyGrants{}
-	members := map[string]gittest.User{}
-	var host *gittest.Host
-	var provider *granttest.Provider
+	members := map[string]githost.User{}
+	var host *githost.Host
+	var provider *grantprovider.Provider
 	var node *kubetest.RealNode
 	s := newSite(t, siteOptions{grants: lazy, checkoutCA: "repository-ca", realNode: func(e *kubetest.Env) (string, kube.Scheduling) {
 		node = e.RealNode()
 		host = gittest.StartReachableAt(t, node.HostIP)
-		provider = granttest.New(t, host, members)
+		provider = grantprovider.New(t, host, members)
 		lazy.g = grants.NewHTTP(grants.HTTPConfig{BaseURL: provider.URL, Bound: 20 * time.Second}, systemClock{})
 		return node.Image(t, kubetest.ImagePlatform), kube.Scheduling{NodeSelector: node.NodeSelector(), Tolerations: node.Tolerations()}
 	}})

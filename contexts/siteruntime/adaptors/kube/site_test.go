@@ -18,7 +18,6 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/siteagent"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/batch"
@@ -26,6 +25,8 @@ import (
 	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
+	"github.com/pharos-metallo/metallo/standins/siteagent"
+	"github.com/pharos-metallo/metallo/systemtest/harness"
 )
 
 // long is generous: the Job controller backs off for up to about a minute
@@ -94,22 +95,25 @@ type site struct {
 	// family is the family of the workload commands s builds (batch when
 	// empty).
 	family siteprotocol.Family
+	// setup is the Site agent's part (harness.NewSetup).
+	setup *harness.Setup
 }
 
 func newSite(t testing.TB, o siteOptions) *site {
 	t.Helper()
-	e := kubetest.New(t)
+	// The Site agent's part: the Project's namespace, the member and its
+	// grants (the one setup of the process tests, systemtest/harness).
+	project := harness.WithProject()
+	if o.noPolicy {
+		project = harness.WithUnguardedProject()
+	}
+	setup := harness.NewSetup(t, project, harness.WithMember(), harness.WithGrants(domain.ActionStart, domain.ActionRead, domain.ActionCancel))
+	e := setup.Env
 	if o.realNode != nil {
 		o.image, o.scheduling = o.realNode(e)
 	}
-	s := &site{t: t, e: e, ns: e.Namespace, project: uuid.NewString(), member: uuid.NewString(), binding: uuid.NewString()}
+	s := &site{t: t, e: e, ns: e.Namespace, project: setup.Project, member: setup.Member, binding: setup.Binding, policy: setup.Policy, setup: setup}
 	ctx := testContext(t)
-	if err := siteagent.Project(ctx, e.Client, s.ns, s.project, !o.noPolicy); err != nil {
-		t.Fatal(err)
-	}
-	if err := siteagent.Member(ctx, e.Client, s.ns, s.member); err != nil {
-		t.Fatal(err)
-	}
 
 	dir := t.TempDir()
 	set, err := journal.OpenSet(filepath.Join(dir, "journals"))
@@ -124,8 +128,6 @@ func newSite(t testing.TB, o siteOptions) *site {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.journal.Close() })
-	s.policy = filepath.Join(dir, "policy.yaml")
-	s.grant(domain.ActionStart, domain.ActionRead, domain.ActionCancel)
 
 	runtimeCfg := e.ServiceAccountConfig(siteagent.RuntimeNamespace, siteagent.RuntimeAccount)
 	s.runtime = e.ClientFor(runtimeCfg)
@@ -225,17 +227,7 @@ func (s *site) labelNamespace(labels map[string]string) {
 // grant rewrites the policy file: the member may do actions in the Project.
 func (s *site) grant(actions ...domain.PermissionAction) {
 	s.t.Helper()
-	var grants []permissions.Grant
-	if len(actions) > 0 {
-		grants = []permissions.Grant{{Member: s.member, Project: s.project, Actions: actions}}
-	}
-	b, err := json.Marshal(grants)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if err := os.WriteFile(s.policy, b, 0o600); err != nil {
-		s.t.Fatal(err)
-	}
+	s.setup.Grant(actions...)
 }
 
 // command builds cmd as the Runtime pulls it (canonical, digested,

@@ -20,7 +20,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/cabundle"
-	"github.com/pharos-metallo/metallo/platform/servingtls/tlstest"
+	"github.com/pharos-metallo/metallo/standins/certauthority"
 )
 
 type systemClock struct{}
@@ -144,7 +144,7 @@ func TestHTTPProviderIsVerifiedAgainstItsCABundle(t *testing.T) {
 		srv.StartTLS()
 		return srv
 	}, answer(true, time.Minute))
-	client, err := cabundle.Client(tlstest.ServerCAFile(t, srv), permissions.RequestTimeout)
+	client, err := cabundle.Client(certauthority.ServerCAFile(t, srv), permissions.RequestTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}

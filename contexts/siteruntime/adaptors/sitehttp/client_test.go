@@ -15,7 +15,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/sitehttp"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/platform/cabundle"
-	"github.com/pharos-metallo/metallo/platform/servingtls/tlstest"
+	"github.com/pharos-metallo/metallo/standins/certauthority"
 )
 
 type seen struct {
@@ -149,7 +149,7 @@ func TestTheServerIsVerifiedAgainstTheConfiguredCABundle(t *testing.T) {
 	srv := httptest.NewTLSServer(recorder(s, 200, `{"environment":"alpha-k8s","authority":"x","acknowledged_sequence":0,"head_sequence":0}`))
 	defer srv.Close()
 	tok := tokenFile(t, "k")
-	ca := tlstest.ServerCAFile(t, srv)
+	ca := certauthority.ServerCAFile(t, srv)
 	trusted, err := sitehttp.New(sitehttp.Config{Authority: srv.URL, Environment: "alpha-k8s", InstallationID: "i", TokenFile: tok, CAFile: ca})
 	if err != nil {
 		t.Fatal(err)

@@ -55,12 +55,12 @@ WHERE party_id = sqlc.arg(party_id) AND project_id = sqlc.arg(project_id) AND en
 -- inserted concurrently (see InsertAllocation).
 INSERT INTO member_bindings (
     binding_id, party_id, project_id, environment, generation, state, reasons, site_binding_id, site_username,
-    site_binding_generation, account_uid, allocation_id, namespace, revision, changed_at
+    site_binding_generation, account_uid, allocation_id, namespace, revision, changed_at, account
 ) VALUES (
     sqlc.arg(binding_id), sqlc.arg(party_id), sqlc.arg(project_id), sqlc.arg(environment), sqlc.arg(generation),
     sqlc.arg(state), sqlc.arg(reasons), sqlc.arg(site_binding_id), sqlc.arg(site_username),
     sqlc.arg(site_binding_generation), sqlc.arg(account_uid), sqlc.arg(allocation_id), sqlc.arg(namespace),
-    sqlc.arg(revision), sqlc.arg(changed_at)
+    sqlc.arg(revision), sqlc.arg(changed_at), sqlc.arg(account)
 ) ON CONFLICT DO NOTHING;
 
 -- name: UpdateMemberBinding :exec
@@ -69,7 +69,7 @@ UPDATE member_bindings SET
     site_binding_id = sqlc.arg(site_binding_id), site_username = sqlc.arg(site_username),
     site_binding_generation = sqlc.arg(site_binding_generation), account_uid = sqlc.arg(account_uid),
     allocation_id = sqlc.arg(allocation_id), namespace = sqlc.arg(namespace), revision = sqlc.arg(revision),
-    changed_at = sqlc.arg(changed_at)
+    changed_at = sqlc.arg(changed_at), account = sqlc.arg(account)
 WHERE binding_id = sqlc.arg(binding_id);
 
 -- name: BindingAccounts :many
@@ -143,3 +143,19 @@ ORDER BY b.party_id, b.environment;
 
 -- name: CountNativeAccounts :one
 SELECT count(*) FROM native_accounts WHERE allocation_id = sqlc.arg(allocation_id);
+
+-- name: BindingsHoldingAccount :many
+-- The bindings at an environment other than the retired that name an
+-- account, or whose ready account has a UID (one Party per account:
+-- docs/resource-provisioning.md#one-party-per-account).
+SELECT * FROM member_bindings
+WHERE environment = sqlc.arg(environment) AND state <> 'retired'
+  AND (account = sqlc.arg(account) OR (state = 'ready' AND account_uid = sqlc.arg(account_uid)))
+ORDER BY binding_id;
+
+-- name: TakenBindingsAfter :many
+-- The bindings held pending because another Party holds their account, in
+-- ID order (the inconsistencies read).
+SELECT * FROM member_bindings
+WHERE state = 'pending' AND reasons::text LIKE '%"account_taken"%' AND binding_id > sqlc.arg(after_id)
+ORDER BY binding_id LIMIT sqlc.arg(max_rows);

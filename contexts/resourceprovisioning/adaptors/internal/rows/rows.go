@@ -123,8 +123,10 @@ type Binding struct {
 	SiteBindingID, SiteUsername         string
 	SiteBindingGeneration               int64
 	AccountUID, AllocationID, Namespace string
-	Revision                            int64
-	ChangedAt                           time.Time
+	// Account is the binding's native account name.
+	Account   string
+	Revision  int64
+	ChangedAt time.Time
 }
 
 // BindingFromDomain encodes b for storage.
@@ -133,7 +135,7 @@ func BindingFromDomain(b domain.MemberBinding) Binding {
 		ID: b.ID, PartyID: b.PartyID, ProjectID: b.ProjectID, Environment: b.Environment, Generation: b.Generation,
 		State: b.State, Reasons: mustJSON(nonNil(b.Reasons)), SiteBindingID: b.Site.ID, SiteUsername: b.Site.Username,
 		SiteBindingGeneration: b.Site.Generation, AccountUID: b.Account.UID, AllocationID: b.Account.AllocationID,
-		Namespace: b.Account.Namespace, Revision: b.Revision, ChangedAt: b.ChangedAt.UTC(),
+		Namespace: b.Account.Namespace, Account: b.NativeName, Revision: b.Revision, ChangedAt: b.ChangedAt.UTC(),
 	}
 }
 
@@ -142,9 +144,9 @@ func (r Binding) ToDomain() (domain.MemberBinding, error) {
 	b := domain.MemberBinding{
 		ID: r.ID, BindingKey: domain.BindingKey{PartyID: r.PartyID, ProjectID: r.ProjectID, Environment: r.Environment},
 		Generation: r.Generation, State: r.State,
-		Site:     domain.SiteBindingRef{ID: r.SiteBindingID, Username: r.SiteUsername, Generation: r.SiteBindingGeneration},
-		Account:  domain.ReadyAccount{UID: r.AccountUID, AllocationID: r.AllocationID, Namespace: r.Namespace},
-		Revision: r.Revision, ChangedAt: r.ChangedAt.UTC(),
+		Site:       domain.SiteBindingRef{ID: r.SiteBindingID, Username: r.SiteUsername, Generation: r.SiteBindingGeneration},
+		Account:    domain.ReadyAccount{UID: r.AccountUID, AllocationID: r.AllocationID, Namespace: r.Namespace},
+		NativeName: r.Account, Revision: r.Revision, ChangedAt: r.ChangedAt.UTC(),
 	}
 	if err := json.Unmarshal(r.Reasons, &b.Reasons); err != nil {
 		return domain.MemberBinding{}, fmt.Errorf("decode reasons of member binding %s: %w", r.ID, err)

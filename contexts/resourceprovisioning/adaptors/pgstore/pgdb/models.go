@@ -88,6 +88,7 @@ type MemberBinding struct {
 	Namespace             string
 	Revision              int64
 	ChangedAt             time.Time
+	Account               string
 }
 
 type NativeAccount struct {

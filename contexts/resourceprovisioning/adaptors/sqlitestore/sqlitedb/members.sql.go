@@ -126,6 +126,62 @@ func (q *Queries) BindingAccounts(ctx context.Context, bindingID string) ([]Bind
 	return items, nil
 }
 
+const bindingsHoldingAccount = `-- name: BindingsHoldingAccount :many
+SELECT binding_id, party_id, project_id, environment, generation, state, reasons, site_binding_id, site_username, site_binding_generation, account_uid, allocation_id, namespace, revision, changed_at, account FROM member_bindings
+WHERE environment = ?1 AND state <> 'retired'
+  AND (account = ?2 OR (state = 'ready' AND account_uid = ?3))
+ORDER BY binding_id
+`
+
+type BindingsHoldingAccountParams struct {
+	Environment string
+	Account     string
+	AccountUid  string
+}
+
+// The bindings at an environment other than the retired that name an
+// account, or whose ready account has a UID (one Party per account:
+// docs/resource-provisioning.md#one-party-per-account).
+func (q *Queries) BindingsHoldingAccount(ctx context.Context, arg BindingsHoldingAccountParams) ([]MemberBinding, error) {
+	rows, err := q.db.QueryContext(ctx, bindingsHoldingAccount, arg.Environment, arg.Account, arg.AccountUid)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MemberBinding
+	for rows.Next() {
+		var i MemberBinding
+		if err := rows.Scan(
+			&i.BindingID,
+			&i.PartyID,
+			&i.ProjectID,
+			&i.Environment,
+			&i.Generation,
+			&i.State,
+			&i.Reasons,
+			&i.SiteBindingID,
+			&i.SiteUsername,
+			&i.SiteBindingGeneration,
+			&i.AccountUid,
+			&i.AllocationID,
+			&i.Namespace,
+			&i.Revision,
+			&i.ChangedAt,
+			&i.Account,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const countNativeAccounts = `-- name: CountNativeAccounts :one
 SELECT count(*) FROM native_accounts WHERE allocation_id = ?1
 `
@@ -192,7 +248,7 @@ func (q *Queries) DeleteProjectMembership(ctx context.Context, arg DeleteProject
 }
 
 const environmentBindingsAfter = `-- name: EnvironmentBindingsAfter :many
-SELECT binding_id, party_id, project_id, environment, generation, state, reasons, site_binding_id, site_username, site_binding_generation, account_uid, allocation_id, namespace, revision, changed_at FROM member_bindings
+SELECT binding_id, party_id, project_id, environment, generation, state, reasons, site_binding_id, site_username, site_binding_generation, account_uid, allocation_id, namespace, revision, changed_at, account FROM member_bindings
 WHERE environment = ?1
   AND (project_id > CAST(?2 AS TEXT)
        OR (project_id = CAST(?2 AS TEXT) AND party_id > CAST(?3 AS TEXT)))
@@ -236,6 +292,7 @@ func (q *Queries) EnvironmentBindingsAfter(ctx context.Context, arg EnvironmentB
 			&i.Namespace,
 			&i.Revision,
 			&i.ChangedAt,
+			&i.Account,
 		); err != nil {
 			return nil, err
 		}
@@ -338,12 +395,12 @@ func (q *Queries) InsertAccountSet(ctx context.Context, arg InsertAccountSetPara
 const insertMemberBinding = `-- name: InsertMemberBinding :execrows
 INSERT INTO member_bindings (
     binding_id, party_id, project_id, environment, generation, state, reasons, site_binding_id, site_username,
-    site_binding_generation, account_uid, allocation_id, namespace, revision, changed_at
+    site_binding_generation, account_uid, allocation_id, namespace, revision, changed_at, account
 ) VALUES (
     ?1, ?2, ?3, ?4, ?5,
     ?6, ?7, ?8, ?9,
     ?10, ?11, ?12, ?13,
-    ?14, ?15
+    ?14, ?15, ?16
 ) ON CONFLICT DO NOTHING
 `
 
@@ -363,6 +420,7 @@ type InsertMemberBindingParams struct {
 	Namespace             string
 	Revision              int64
 	ChangedAt             int64
+	Account               string
 }
 
 // No conflict target: binding_id is the UUIDv5 of (party, project,
@@ -385,6 +443,7 @@ func (q *Queries) InsertMemberBinding(ctx context.Context, arg InsertMemberBindi
 		arg.Namespace,
 		arg.Revision,
 		arg.ChangedAt,
+		arg.Account,
 	)
 	if err != nil {
 		return 0, err
@@ -428,7 +487,7 @@ func (q *Queries) LockAccountSet(ctx context.Context, allocationID string) (Acco
 }
 
 const lockMemberBinding = `-- name: LockMemberBinding :one
-SELECT binding_id, party_id, project_id, environment, generation, state, reasons, site_binding_id, site_username, site_binding_generation, account_uid, allocation_id, namespace, revision, changed_at FROM member_bindings WHERE binding_id = ?1
+SELECT binding_id, party_id, project_id, environment, generation, state, reasons, site_binding_id, site_username, site_binding_generation, account_uid, allocation_id, namespace, revision, changed_at, account FROM member_bindings WHERE binding_id = ?1
 `
 
 func (q *Queries) LockMemberBinding(ctx context.Context, bindingID string) (MemberBinding, error) {
@@ -450,12 +509,13 @@ func (q *Queries) LockMemberBinding(ctx context.Context, bindingID string) (Memb
 		&i.Namespace,
 		&i.Revision,
 		&i.ChangedAt,
+		&i.Account,
 	)
 	return i, err
 }
 
 const memberBindingByKey = `-- name: MemberBindingByKey :one
-SELECT binding_id, party_id, project_id, environment, generation, state, reasons, site_binding_id, site_username, site_binding_generation, account_uid, allocation_id, namespace, revision, changed_at FROM member_bindings
+SELECT binding_id, party_id, project_id, environment, generation, state, reasons, site_binding_id, site_username, site_binding_generation, account_uid, allocation_id, namespace, revision, changed_at, account FROM member_bindings
 WHERE party_id = ?1 AND project_id = ?2 AND environment = ?3
 `
 
@@ -484,6 +544,7 @@ func (q *Queries) MemberBindingByKey(ctx context.Context, arg MemberBindingByKey
 		&i.Namespace,
 		&i.Revision,
 		&i.ChangedAt,
+		&i.Account,
 	)
 	return i, err
 }
@@ -612,7 +673,7 @@ func (q *Queries) PartySiteEnvironments(ctx context.Context, arg PartySiteEnviro
 }
 
 const projectMemberBindings = `-- name: ProjectMemberBindings :many
-SELECT b.binding_id, b.party_id, b.project_id, b.environment, b.generation, b.state, b.reasons, b.site_binding_id, b.site_username, b.site_binding_generation, b.account_uid, b.allocation_id, b.namespace, b.revision, b.changed_at, s.observed_at AS account_observed_at, s.last_seen_at AS account_last_seen_at
+SELECT b.binding_id, b.party_id, b.project_id, b.environment, b.generation, b.state, b.reasons, b.site_binding_id, b.site_username, b.site_binding_generation, b.account_uid, b.allocation_id, b.namespace, b.revision, b.changed_at, b.account, s.observed_at AS account_observed_at, s.last_seen_at AS account_last_seen_at
 FROM member_bindings b LEFT JOIN account_sets s ON s.allocation_id = b.allocation_id
 WHERE b.project_id = ?1 AND (CAST(?2 AS TEXT) = '' OR b.party_id = CAST(?2 AS TEXT))
 ORDER BY b.party_id, b.environment
@@ -639,6 +700,7 @@ type ProjectMemberBindingsRow struct {
 	Namespace             string
 	Revision              int64
 	ChangedAt             int64
+	Account               string
 	AccountObservedAt     sql.NullInt64
 	AccountLastSeenAt     sql.NullInt64
 }
@@ -668,6 +730,7 @@ func (q *Queries) ProjectMemberBindings(ctx context.Context, arg ProjectMemberBi
 			&i.Namespace,
 			&i.Revision,
 			&i.ChangedAt,
+			&i.Account,
 			&i.AccountObservedAt,
 			&i.AccountLastSeenAt,
 		); err != nil {
@@ -740,6 +803,59 @@ func (q *Queries) SiteHasProjectAllocation(ctx context.Context, arg SiteHasProje
 	return column_1, err
 }
 
+const takenBindingsAfter = `-- name: TakenBindingsAfter :many
+SELECT binding_id, party_id, project_id, environment, generation, state, reasons, site_binding_id, site_username, site_binding_generation, account_uid, allocation_id, namespace, revision, changed_at, account FROM member_bindings
+WHERE state = 'pending' AND reasons LIKE '%"account_taken"%' AND binding_id > ?1
+ORDER BY binding_id LIMIT ?2
+`
+
+type TakenBindingsAfterParams struct {
+	AfterID string
+	MaxRows int64
+}
+
+// The bindings held pending because another Party holds their account, in
+// ID order (the inconsistencies read).
+func (q *Queries) TakenBindingsAfter(ctx context.Context, arg TakenBindingsAfterParams) ([]MemberBinding, error) {
+	rows, err := q.db.QueryContext(ctx, takenBindingsAfter, arg.AfterID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MemberBinding
+	for rows.Next() {
+		var i MemberBinding
+		if err := rows.Scan(
+			&i.BindingID,
+			&i.PartyID,
+			&i.ProjectID,
+			&i.Environment,
+			&i.Generation,
+			&i.State,
+			&i.Reasons,
+			&i.SiteBindingID,
+			&i.SiteUsername,
+			&i.SiteBindingGeneration,
+			&i.AccountUid,
+			&i.AllocationID,
+			&i.Namespace,
+			&i.Revision,
+			&i.ChangedAt,
+			&i.Account,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const updateAccountSet = `-- name: UpdateAccountSet :exec
 UPDATE account_sets SET revision = ?1, content_digest = ?2,
     observed_at = ?3, last_seen_at = ?4
@@ -771,8 +887,8 @@ UPDATE member_bindings SET
     site_binding_id = ?4, site_username = ?5,
     site_binding_generation = ?6, account_uid = ?7,
     allocation_id = ?8, namespace = ?9, revision = ?10,
-    changed_at = ?11
-WHERE binding_id = ?12
+    changed_at = ?11, account = ?12
+WHERE binding_id = ?13
 `
 
 type UpdateMemberBindingParams struct {
@@ -787,6 +903,7 @@ type UpdateMemberBindingParams struct {
 	Namespace             string
 	Revision              int64
 	ChangedAt             int64
+	Account               string
 	BindingID             string
 }
 
@@ -803,6 +920,7 @@ func (q *Queries) UpdateMemberBinding(ctx context.Context, arg UpdateMemberBindi
 		arg.Namespace,
 		arg.Revision,
 		arg.ChangedAt,
+		arg.Account,
 		arg.BindingID,
 	)
 	return err

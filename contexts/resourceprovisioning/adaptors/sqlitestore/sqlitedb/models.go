@@ -85,6 +85,7 @@ type MemberBinding struct {
 	Namespace             string
 	Revision              int64
 	ChangedAt             int64
+	Account               string
 }
 
 type NativeAccount struct {

@@ -51,6 +51,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.listBindingGenerationsStmt, err = db.PrepareContext(ctx, listBindingGenerations); err != nil {
 		return nil, fmt.Errorf("error preparing query ListBindingGenerations: %w", err)
 	}
+	if q.listLiveBindingsOfAccountStmt, err = db.PrepareContext(ctx, listLiveBindingsOfAccount); err != nil {
+		return nil, fmt.Errorf("error preparing query ListLiveBindingsOfAccount: %w", err)
+	}
 	if q.listMemberBindingsStmt, err = db.PrepareContext(ctx, listMemberBindings); err != nil {
 		return nil, fmt.Errorf("error preparing query ListMemberBindings: %w", err)
 	}
@@ -120,6 +123,11 @@ func (q *Queries) Close() error {
 	if q.listBindingGenerationsStmt != nil {
 		if cerr := q.listBindingGenerationsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing listBindingGenerationsStmt: %w", cerr)
+		}
+	}
+	if q.listLiveBindingsOfAccountStmt != nil {
+		if cerr := q.listLiveBindingsOfAccountStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listLiveBindingsOfAccountStmt: %w", cerr)
 		}
 	}
 	if q.listMemberBindingsStmt != nil {
@@ -194,45 +202,47 @@ func (q *Queries) queryRow(ctx context.Context, stmt *sql.Stmt, query string, ar
 }
 
 type Queries struct {
-	db                         DBTX
-	tx                         *sql.Tx
-	deletePendingStmt          *sql.Stmt
-	getBindingStmt             *sql.Stmt
-	getCheckpointStmt          *sql.Stmt
-	getMemberBindingStmt       *sql.Stmt
-	getMetaStmt                *sql.Stmt
-	insertBindingStmt          *sql.Stmt
-	insertMetaStmt             *sql.Stmt
-	insertPendingStmt          *sql.Stmt
-	listBindingGenerationsStmt *sql.Stmt
-	listMemberBindingsStmt     *sql.Stmt
-	listMemberBindingsV2Stmt   *sql.Stmt
-	listPendingStmt            *sql.Stmt
-	listPendingV3Stmt          *sql.Stmt
-	setCheckpointStmt          *sql.Stmt
-	setPendingResultStmt       *sql.Stmt
-	upsertMemberBindingStmt    *sql.Stmt
+	db                            DBTX
+	tx                            *sql.Tx
+	deletePendingStmt             *sql.Stmt
+	getBindingStmt                *sql.Stmt
+	getCheckpointStmt             *sql.Stmt
+	getMemberBindingStmt          *sql.Stmt
+	getMetaStmt                   *sql.Stmt
+	insertBindingStmt             *sql.Stmt
+	insertMetaStmt                *sql.Stmt
+	insertPendingStmt             *sql.Stmt
+	listBindingGenerationsStmt    *sql.Stmt
+	listLiveBindingsOfAccountStmt *sql.Stmt
+	listMemberBindingsStmt        *sql.Stmt
+	listMemberBindingsV2Stmt      *sql.Stmt
+	listPendingStmt               *sql.Stmt
+	listPendingV3Stmt             *sql.Stmt
+	setCheckpointStmt             *sql.Stmt
+	setPendingResultStmt          *sql.Stmt
+	upsertMemberBindingStmt       *sql.Stmt
 }
 
 func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 	return &Queries{
-		db:                         tx,
-		tx:                         tx,
-		deletePendingStmt:          q.deletePendingStmt,
-		getBindingStmt:             q.getBindingStmt,
-		getCheckpointStmt:          q.getCheckpointStmt,
-		getMemberBindingStmt:       q.getMemberBindingStmt,
-		getMetaStmt:                q.getMetaStmt,
-		insertBindingStmt:          q.insertBindingStmt,
-		insertMetaStmt:             q.insertMetaStmt,
-		insertPendingStmt:          q.insertPendingStmt,
-		listBindingGenerationsStmt: q.listBindingGenerationsStmt,
-		listMemberBindingsStmt:     q.listMemberBindingsStmt,
-		listMemberBindingsV2Stmt:   q.listMemberBindingsV2Stmt,
-		listPendingStmt:            q.listPendingStmt,
-		listPendingV3Stmt:          q.listPendingV3Stmt,
-		setCheckpointStmt:          q.setCheckpointStmt,
-		setPendingResultStmt:       q.setPendingResultStmt,
-		upsertMemberBindingStmt:    q.upsertMemberBindingStmt,
+		db:                            tx,
+		tx:                            tx,
+		deletePendingStmt:             q.deletePendingStmt,
+		getBindingStmt:                q.getBindingStmt,
+		getCheckpointStmt:             q.getCheckpointStmt,
+		getMemberBindingStmt:          q.getMemberBindingStmt,
+		getMetaStmt:                   q.getMetaStmt,
+		insertBindingStmt:             q.insertBindingStmt,
+		insertMetaStmt:                q.insertMetaStmt,
+		insertPendingStmt:             q.insertPendingStmt,
+		listBindingGenerationsStmt:    q.listBindingGenerationsStmt,
+		listLiveBindingsOfAccountStmt: q.listLiveBindingsOfAccountStmt,
+		listMemberBindingsStmt:        q.listMemberBindingsStmt,
+		listMemberBindingsV2Stmt:      q.listMemberBindingsV2Stmt,
+		listPendingStmt:               q.listPendingStmt,
+		listPendingV3Stmt:             q.listPendingV3Stmt,
+		setCheckpointStmt:             q.setCheckpointStmt,
+		setPendingResultStmt:          q.setPendingResultStmt,
+		upsertMemberBindingStmt:       q.upsertMemberBindingStmt,
 	}
 }

@@ -190,6 +190,48 @@ func (q *Queries) ListBindingGenerations(ctx context.Context, bindingID string) 
 	return items, nil
 }
 
+const listLiveBindingsOfAccount = `-- name: ListLiveBindingsOfAccount :many
+SELECT binding_id, generation, revision, party_id, project_id, namespace, account, retired, applied_by, digest, account_uid
+FROM member_bindings WHERE account = ? AND retired = 0 ORDER BY binding_id, generation
+`
+
+// The live (not retired) bindings naming an account: one Party per account
+// (docs/site-protocol.md#member-identity-by-backend).
+func (q *Queries) ListLiveBindingsOfAccount(ctx context.Context, account string) ([]MemberBinding, error) {
+	rows, err := q.query(ctx, q.listLiveBindingsOfAccountStmt, listLiveBindingsOfAccount, account)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MemberBinding
+	for rows.Next() {
+		var i MemberBinding
+		if err := rows.Scan(
+			&i.BindingID,
+			&i.Generation,
+			&i.Revision,
+			&i.PartyID,
+			&i.ProjectID,
+			&i.Namespace,
+			&i.Account,
+			&i.Retired,
+			&i.AppliedBy,
+			&i.Digest,
+			&i.AccountUid,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listMemberBindings = `-- name: ListMemberBindings :many
 SELECT binding_id, generation, revision, party_id, project_id, namespace, account, retired, applied_by, digest, account_uid
 FROM member_bindings ORDER BY binding_id, generation

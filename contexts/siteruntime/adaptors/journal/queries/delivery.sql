@@ -42,6 +42,12 @@ FROM member_bindings ORDER BY binding_id, generation;
 SELECT binding_id, generation, revision, party_id, project_id, namespace, account, retired, applied_by, digest, account_uid
 FROM member_bindings WHERE binding_id = ? ORDER BY generation;
 
+-- name: ListLiveBindingsOfAccount :many
+-- The live (not retired) bindings naming an account: one Party per account
+-- (docs/site-protocol.md#member-identity-by-backend).
+SELECT binding_id, generation, revision, party_id, project_id, namespace, account, retired, applied_by, digest, account_uid
+FROM member_bindings WHERE account = ? AND retired = 0 ORDER BY binding_id, generation;
+
 -- name: GetMemberBinding :many
 SELECT binding_id, generation, revision, party_id, project_id, namespace, account, retired, applied_by, digest, account_uid
 FROM member_bindings WHERE binding_id = ? AND generation = ?;

@@ -1,7 +1,0 @@
-// Package systemtest holds the Site Runtime's system tests: the Runtime
-// binary (testbin: the real runtime role plus an executor standing in for a
-// native system) as a real subprocess against a real execution role
-// subprocess on loopback, through a recording proxy. The kill test, the
-// lost acknowledgement, every stop condition and journal damage are proved
-// here; harness holds the process plumbing and benchruntime the benchmark.
-package systemtest

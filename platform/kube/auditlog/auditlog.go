@@ -1,0 +1,135 @@
+// Package auditlog reads a kube-apiserver's audit log (audit.k8s.io/v1
+// Events, one JSON event a line, at least the Metadata level): who
+// authenticated, who a request acted as (impersonation) and what it did to
+// which object. The local cluster's tests (platform/kube/kubetest) and the
+// demo read the local cluster's log with it.
+package auditlog
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Log reads the API server's audit log (one JSON event a line, Metadata level).
+type Log struct {
+	Path string
+}
+
+// Event is the part of an audit.k8s.io/v1 Event that its readers look at.
+type Event struct {
+	AuditID    string `json:"auditID"`
+	Stage      string `json:"stage"`
+	RequestURI string `json:"requestURI"`
+	Verb       string `json:"verb"`
+	// User is who authenticated; ImpersonatedUser, when set, is who the request acted as.
+	User             authenticationv1.UserInfo  `json:"user"`
+	ImpersonatedUser *authenticationv1.UserInfo `json:"impersonatedUser,omitempty"`
+	UserAgent        string                     `json:"userAgent"`
+	ObjectRef        *ObjectRef                 `json:"objectRef,omitempty"`
+	ResponseStatus   *metav1.Status             `json:"responseStatus,omitempty"`
+	Received         metav1.MicroTime           `json:"requestReceivedTimestamp"`
+}
+
+// ObjectRef names the object of an audit event.
+type ObjectRef struct {
+	Resource    string `json:"resource"`
+	Namespace   string `json:"namespace"`
+	Name        string `json:"name"`
+	UID         string `json:"uid"`
+	APIGroup    string `json:"apiGroup"`
+	APIVersion  string `json:"apiVersion"`
+	Subresource string `json:"subresource"`
+}
+
+// Actor is the user the request acted as: the impersonated user if any, else the
+// authenticated one.
+func (e Event) Actor() string {
+	if e.ImpersonatedUser != nil {
+		return e.ImpersonatedUser.Username
+	}
+	return e.User.Username
+}
+
+// Code is the response's HTTP status code (0 when unknown).
+func (e Event) Code() int32 {
+	if e.ResponseStatus == nil {
+		return 0
+	}
+	return e.ResponseStatus.Code
+}
+
+// Events returns every completed request recorded so far (stage ResponseComplete).
+func (a *Log) Events() ([]Event, error) {
+	evs, _, err := a.readFrom(0)
+	return evs, err
+}
+
+// readFrom parses the complete lines from offset on and returns the offset after them.
+func (a *Log) readFrom(offset int64) ([]Event, int64, error) {
+	f, err := os.Open(a.Path)
+	if err != nil {
+		return nil, offset, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return nil, offset, err
+	}
+	var out []Event
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			// EOF: a partial last line is read again next time.
+			if err == io.EOF {
+				return out, offset, nil
+			}
+			return out, offset, err
+		}
+		offset += int64(len(line))
+		var ev Event
+		if json.Unmarshal(line, &ev) == nil && ev.Stage == "ResponseComplete" {
+			out = append(out, ev)
+		}
+	}
+}
+
+// Find returns the first completed request for which match holds, waiting for the API server
+// to write it (the audit event of a request lands just after its response) until ctx ends.
+func (a *Log) Find(ctx context.Context, match func(Event) bool) (Event, error) {
+	var offset int64
+	for {
+		evs, next, err := a.readFrom(offset)
+		if err != nil {
+			return Event{}, err
+		}
+		offset = next
+		for _, ev := range evs {
+			if match(ev) {
+				return ev, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return Event{}, fmt.Errorf("no matching audit event in %s: %w", a.Path, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Creation returns the audit event of the successful create of an object, such as
+// Creation(ctx, "jobs", ns, "train"); its Actor is who created it.
+func (a *Log) Creation(ctx context.Context, resource, namespace, name string) (Event, error) {
+	return a.Find(ctx, func(ev Event) bool {
+		r := ev.ObjectRef
+		return ev.Verb == "create" && r != nil && r.Resource == resource && r.Subresource == "" &&
+			r.Namespace == namespace && r.Name == name && ev.Code() >= 200 && ev.Code() < 300
+	})
+}
