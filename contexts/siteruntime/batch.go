@@ -5,6 +5,7 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/batch"
 	"github.com/pharos-metallo/metallo/platform/config"
 	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
 )
@@ -45,39 +46,39 @@ type BatchNative interface {
 	application.JobWatches
 }
 
-// NewBatchExecutorOn builds the batch family's executors (issue 6) on the
-// shared workload client and access check, with the pinned batch image
-// (--batch-image), the Site's scheduling and GPU flags and records in
-// jobs.sqlite.
+// NewBatchFamily builds the batch family on the shared workload client's
+// observation of Jobs, with the pinned batch image (--batch-image) and the
+// Site's scheduling and GPU flags in what it renders.
+func NewBatchFamily(c Config, jobs application.JobObserver) (*batch.Family, error) {
+	images, err := NewStaticImages(c.BatchImage)
+	if err != nil {
+		return nil, err
+	}
+	specs := kube.NewRenderer(c.GPUResources, c.BatchPodAnnotations)
+	if specs.Scheduling, err = c.Scheduling(); err != nil {
+		return nil, err
+	}
+	return batch.New(jobs, specs, images), nil
+}
+
+// ExecutorConfig is every family's executor configuration:
+// --deletion-wait and the private reads' bounds.
+func ExecutorConfig(c Config) application.ExecutorConfig {
+	return application.ExecutorConfig{DeletionWait: c.DeletionWait, Reads: c.Reads()}
+}
+
+// NewBatchExecutor builds the batch family's executor without Fx: its
+// own workload client (NewNativeObjects) and access check (NewAccess),
+// then NewBatchFamily, with records in jobs.sqlite. The runtime role's
+// Module builds the client and the check once for every family instead
+// (families).
 //
 // With states (jobs.sqlite's terminal states) it also returns the
 // Runtime's watch of its Jobs, which the executor uses and the caller
 // starts (docs/site-runtime.md#terminal-states-of-jobs-that-are-gone);
 // events receives what the watch does. With states nil there is no watch.
-func NewBatchExecutorOn(c Config, native BatchNative, access *application.Access, records application.BatchRecords, fp application.Failpoints,
-	clk application.Clock, states application.TerminalStates, events application.WatchEvents) (*application.BatchExecutor, *application.JobWatcher, error) {
-	images, err := NewStaticImages(c.BatchImage)
-	if err != nil {
-		return nil, nil, err
-	}
-	specs := kube.NewRenderer(c.GPUResources, c.BatchPodAnnotations)
-	if specs.Scheduling, err = c.Scheduling(); err != nil {
-		return nil, nil, err
-	}
-	e := application.NewBatchExecutor(access, native, specs, images, records, fp, application.BatchConfig{DeletionWait: c.DeletionWait, Reads: c.Reads()})
-	if states == nil {
-		return e, nil, nil
-	}
-	w := application.NewJobWatcher(native, states, records, clk, events, 0)
-	return e.WithTerminalStates(states, w, clk), w, nil
-}
-
-// NewBatchExecutor builds the batch family's executors without Fx: its
-// own workload client (NewNativeObjects) and access check (NewAccess),
-// then NewBatchExecutorOn. The runtime role's Module builds the client and
-// the check once for every family instead.
 func NewBatchExecutor(c Config, bindings application.MemberBindings, records application.BatchRecords, fp application.Failpoints, clk application.Clock,
-	states application.TerminalStates, events application.WatchEvents) (*application.BatchExecutor, *application.JobWatcher, error) {
+	states application.TerminalStates, events application.WatchEvents) (*application.Executor, *application.JobWatcher, error) {
 	native, err := NewNativeObjects(c)
 	if err != nil {
 		return nil, nil, err
@@ -86,7 +87,16 @@ func NewBatchExecutor(c Config, bindings application.MemberBindings, records app
 	if err != nil {
 		return nil, nil, err
 	}
-	return NewBatchExecutorOn(c, native, access, records, fp, clk, states, events)
+	f, err := NewBatchFamily(c, native)
+	if err != nil {
+		return nil, nil, err
+	}
+	var w *application.JobWatcher
+	if states != nil {
+		w = application.NewJobWatcher(native, states, records, clk, events, 0)
+		f.WithTerminalStates(states, w, clk)
+	}
+	return application.NewExecutor(f, access, native, records, fp, ExecutorConfig(c)), w, nil
 }
 
 // CheckoutOf is the workspace helper's rendering and configuration for
@@ -113,16 +123,4 @@ func CheckoutOf(c Config) (*kube.Renderer, application.CheckoutConfig, error) {
 // every Pod of the Site.
 func FileReadsOf(c Config) application.FileReadConfig {
 	return application.FileReadConfig{Image: c.BatchImage, Timeout: c.ReadFileTimeout, Wait: c.ReadFileWait}
-}
-
-// WithCheckout makes the batch executor check out a prepare's repository
-// through the workspace helper (CheckoutOf), with grants from
-// --repository-grants, reading the helper through pods (the shared
-// workload client).
-func WithCheckout(c Config, e *application.BatchExecutor, grants application.RepositoryGrants, pods application.HelperPods) (*application.BatchExecutor, error) {
-	specs, cfg, err := CheckoutOf(c)
-	if err != nil {
-		return nil, err
-	}
-	return e.WithCheckout(grants, specs, pods, cfg), nil
 }

@@ -2,7 +2,8 @@ package siteruntime
 
 import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/inference"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 )
 
 // DefaultServingRuntime is the ServingRuntime --serving-runtime pins when
@@ -10,13 +11,12 @@ import (
 // cluster installs (docs/site-runtime.md#inference-services-on-kserve).
 const DefaultServingRuntime = "kserve-huggingfaceserver"
 
-// NewInferenceExecutor builds the inference family's executors (issue 21)
-// on the shared workload client and access check
-// (docs/site-runtime.md#one-lifecycle-for-every-family): the Site's GPU
-// and scheduling flags and --serving-runtime in what it renders,
-// --deletion-wait, records in services.sqlite.
-func NewInferenceExecutor(c Config, native *kube.Workloads, access *application.Access, records application.ServiceRecords,
-	fp application.Failpoints) (*application.InferenceExecutor, error) {
+// NewInferenceFamily builds the inference family on the shared workload
+// client (docs/site-runtime.md#one-lifecycle-for-every-family): the Site's
+// GPU and scheduling flags and --serving-runtime in what it renders. Its
+// private reads follow the InferenceService's Pod chain, which it
+// registers on the client (kube.InferencePodChain).
+func NewInferenceFamily(c Config, native *kube.Workloads) (*inference.Family, error) {
 	specs := kube.NewRenderer(c.GPUResources, nil)
 	var err error
 	if specs.Scheduling, err = c.Scheduling(); err != nil {
@@ -26,6 +26,6 @@ func NewInferenceExecutor(c Config, native *kube.Workloads, access *application.
 	if runtime == "" {
 		runtime = DefaultServingRuntime
 	}
-	return application.NewInferenceExecutor(access, native, specs, records, fp,
-		application.InferenceConfig{DeletionWait: c.DeletionWait, ServingRuntime: runtime, Reads: c.Reads()})
+	native.WithPodChain(domain.KindInferenceService, kube.InferencePodChain())
+	return inference.New(native, specs, inference.Config{ServingRuntime: runtime})
 }

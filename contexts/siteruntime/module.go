@@ -12,7 +12,9 @@
 // grant providers; wiring.go holds the pieces every executor family shares
 // (pinned images, the heartbeat, the Site client); batch.go builds the one
 // Kubernetes workload client and access check every family shares and the
-// batch family on them; module.go is the Fx wiring, one named provider each.
+// batch family on them, application_service.go and inference_service.go
+// the service families; module.go is the Fx wiring, one named provider
+// each, and the one table of executor families (families).
 package siteruntime
 
 import (
@@ -47,8 +49,8 @@ const Name = "site_runtime"
 const ExecutorsGroup = "siteruntime.executors"
 
 // AsExecutors annotates a constructor returning []application.Registration
-// so that Fx adds its routes to the registry: issue 6's native executors
-// and test compositions use it.
+// so that Fx adds its routes to the registry: the executor families
+// (families) and test compositions use it.
 func AsExecutors(constructor any) any {
 	return fx.Annotate(constructor, fx.ResultTags(`group:"`+ExecutorsGroup+`,flatten"`))
 }
@@ -74,15 +76,10 @@ func Module(cfg Config, j *journal.Journal) fx.Option {
 		),
 		// The grant provider is built at start even before an executor uses it.
 		fx.Invoke(buildRepositoryGrants),
-		fx.Provide(
-			AsExecutors(memberRegistrations),
-			AsExecutors(batchRegistrations),
-			AsExecutors(applicationRegistrations),
-			AsExecutors(inferenceRegistrations),
-		),
+		fx.Provide(AsExecutors(memberRegistrations)),
+		familyExecutors(),
 		// One workload client and one access check for every family.
-		fx.Provide(fx.Private, newNativeObjects, newAccess),
-		fx.Provide(fx.Private, newBatchExecutor, newApplicationExecutor, newInferenceExecutor),
+		fx.Provide(fx.Private, newNativeObjects, newAccess, terminalStates, newJobWatcher),
 		fx.Provide(
 			fx.Private,
 			newRegistry,
@@ -135,61 +132,130 @@ func memberRegistrations(b application.MemberBindings, fp application.Failpoints
 	return application.NewMemberExecutor(b, fp).Registrations()
 }
 
-// batchRegistrations routes the batch family's operations.
-func batchRegistrations(e *application.BatchExecutor) []application.Registration {
-	return e.Registrations()
+// recordFile is one of the families' record files.
+type recordFile string
+
+const (
+	jobsFile     recordFile = "jobs.sqlite"
+	servicesFile recordFile = "services.sqlite"
+)
+
+// of is the record file among d's.
+func (f recordFile) of(d familyDeps) application.NativeRecords {
+	if f == jobsFile {
+		return d.Jobs
+	}
+	return d.Services
 }
 
-// applicationRegistrations routes the application family's operations.
-func applicationRegistrations(e *application.ApplicationExecutor) []application.Registration {
-	return e.Registrations()
+// familyEntry is one executor family of the runtime role: how its
+// application.Family is built from the shared pieces, and its record file.
+type familyEntry struct {
+	build   func(familyDeps) (application.Family, error)
+	records recordFile
 }
 
-// newApplicationExecutor is NewApplicationExecutor over the shared client
-// and access check, with records in services.sqlite, checking out
-// repositories through the workspace helper, with the private reads
-// (read-logs, proxy, read-file through the workspace reader:
-// docs/site-runtime.md#the-workspace-reader); it sees jobs.sqlite,
-// so a prepare or start of a batch Attempt is refused attempt-conflict.
-func newApplicationExecutor(cfg Config, native *kube.Workloads, access *application.Access, r application.ServiceRecords,
-	batch application.BatchRecords, grants application.RepositoryGrants, fp application.Failpoints) (*application.ApplicationExecutor, error) {
-	e, err := NewApplicationExecutor(cfg, native, access, r, fp)
+// families is the one table of the runtime role's executor families
+// (docs/architecture.md#executor-families): a family is one line here. Each
+// runs on its own application.Executor over the shared workload client and
+// access check, with every capability it declares wired
+// (newFamilyExecutor), and sees the other record files, so a prepare or
+// start of an Attempt recorded there is refused attempt-conflict.
+func families() []familyEntry {
+	return []familyEntry{
+		{build: batchFamily, records: jobsFile},
+		{build: applicationFamily, records: servicesFile},
+		{build: inferenceFamily, records: servicesFile},
+	}
+}
+
+// familyDeps are the shared pieces a family is built from: the record
+// files (jobs.sqlite, with the Jobs' terminal states, and
+// services.sqlite), the one workload client and access check, and the
+// Runtime's watch of its Jobs.
+type familyDeps struct {
+	fx.In
+	Config     Config
+	Jobs       application.BatchRecords
+	Services   application.ServiceRecords
+	Terminal   application.TerminalStates
+	Native     *kube.Workloads
+	Access     *application.Access
+	Grants     application.RepositoryGrants
+	Failpoints application.Failpoints
+	Clock      clock.Clock
+	Watch      *application.JobWatcher
+}
+
+// familyExecutors registers every family of the table.
+func familyExecutors() fx.Option {
+	var opts []fx.Option
+	for _, f := range families() {
+		opts = append(opts, fx.Provide(AsExecutors(func(d familyDeps) ([]application.Registration, error) {
+			e, err := newFamilyExecutor(d, f)
+			if err != nil {
+				return nil, err
+			}
+			return e.Registrations(), nil
+		})))
+	}
+	return fx.Options(opts...)
+}
+
+// newFamilyExecutor builds f's executor over its record file, checking out
+// repositories through the workspace helper (CheckoutOf) with the grant
+// provider, with the private reads (read-logs, proxy, read-file through
+// the workspace reader: docs/site-runtime.md#the-workspace-reader) its
+// capabilities declare, seeing the other families' record files.
+func newFamilyExecutor(d familyDeps, f familyEntry) (*application.Executor, error) {
+	fam, err := f.build(d)
 	if err != nil {
 		return nil, err
 	}
-	specs, ccfg, err := CheckoutOf(cfg)
+	specs, ccfg, err := CheckoutOf(d.Config)
 	if err != nil {
 		return nil, err
 	}
-	return e.WithCheckout(grants, specs, native, ccfg).WithOtherFamilies(batch).WithReads(native).WithProxy(native).
-		WithFileReads(specs, native, FileReadsOf(cfg)), nil
+	var others []application.FamilyRecords
+	seen := map[recordFile]bool{f.records: true}
+	for _, o := range families() {
+		if !seen[o.records] {
+			seen[o.records] = true
+			others = append(others, o.records.of(d))
+		}
+	}
+	return application.NewExecutor(fam, d.Access, d.Native, f.records.of(d), d.Failpoints, ExecutorConfig(d.Config)).
+		WithCheckout(d.Grants, specs, d.Native, ccfg).WithOtherFamilies(others...).
+		WithReads(d.Native).WithProxy(d.Native).WithFileReads(specs, d.Native, FileReadsOf(d.Config)), nil
 }
 
-// inferenceRegistrations routes the inference family's operations.
-func inferenceRegistrations(e *application.InferenceExecutor) []application.Registration {
-	return e.Registrations()
+// batchFamily is NewBatchFamily using the Runtime's watch of its Jobs
+// over jobs.sqlite (docs/site-runtime.md#terminal-states-of-jobs-that-are-gone).
+func batchFamily(d familyDeps) (application.Family, error) {
+	f, err := NewBatchFamily(d.Config, d.Native)
+	if err != nil {
+		return nil, err
+	}
+	return f.WithTerminalStates(d.Terminal, d.Watch, d.Clock), nil
 }
 
-// newInferenceExecutor is NewInferenceExecutor over the shared client and
-// access check, with records in services.sqlite, checking out repositories
-// through the workspace helper; it sees jobs.sqlite, so a prepare or start
-// of a batch Attempt is refused attempt-conflict. Its private reads follow
-// the InferenceService's Pod chain, which it registers on the shared
-// client (kube.InferencePodChain), proxy to KServe's predictor Service, and
-// read-file through the workspace reader.
-func newInferenceExecutor(cfg Config, native *kube.Workloads, access *application.Access, r application.ServiceRecords,
-	batch application.BatchRecords, grants application.RepositoryGrants, fp application.Failpoints) (*application.InferenceExecutor, error) {
-	e, err := NewInferenceExecutor(cfg, native, access, r, fp)
-	if err != nil {
-		return nil, err
-	}
-	specs, ccfg, err := CheckoutOf(cfg)
-	if err != nil {
-		return nil, err
-	}
-	native.WithPodChain(domain.KindInferenceService, kube.InferencePodChain())
-	return e.WithCheckout(grants, specs, native, ccfg).WithOtherFamilies(batch).WithReads(native).WithProxy(native).
-		WithFileReads(specs, native, FileReadsOf(cfg)), nil
+// applicationFamily is NewApplicationFamily.
+func applicationFamily(d familyDeps) (application.Family, error) {
+	return NewApplicationFamily(d.Config, d.Native)
+}
+
+// inferenceFamily is NewInferenceFamily.
+func inferenceFamily(d familyDeps) (application.Family, error) {
+	return NewInferenceFamily(d.Config, d.Native)
+}
+
+// terminalStates is jobs.sqlite's terminal states of the Runtime's Jobs.
+func terminalStates(j *journal.Journal) application.TerminalStates { return j.Batch() }
+
+// newJobWatcher is the Runtime's watch of its Jobs over jobs.sqlite,
+// logging what it does (runWorker starts it).
+func newJobWatcher(records application.BatchRecords, states application.TerminalStates, native *kube.Workloads, c clock.Clock, log *zap.Logger) *application.JobWatcher {
+	return application.NewJobWatcher(native, states, records, c, watchLog{log: log}, 0)
 }
 
 // newNativeObjects is NewNativeObjects: the one Kubernetes workload
@@ -200,29 +266,6 @@ func newNativeObjects(cfg Config) (*kube.Workloads, error) { return NewNativeObj
 // check (and permission provider) of every executor family.
 func newAccess(cfg Config, b application.MemberBindings, native *kube.Workloads, c clock.Clock) (*application.Access, error) {
 	return NewAccess(cfg, b, native, c)
-}
-
-// newBatchExecutor is NewBatchExecutorOn over the shared client and
-// access check, with the watch of the Runtime's Jobs over jobs.sqlite,
-// logging what the watch does, checking out repositories through the
-// workspace helper with the grant provider, with the private reads
-// (read-logs, read-file through the workspace reader:
-// docs/site-runtime.md#the-workspace-reader); it sees services.sqlite, so a prepare or
-// start of a service Attempt is refused attempt-conflict.
-func newBatchExecutor(cfg Config, j *journal.Journal, native *kube.Workloads, access *application.Access, r application.BatchRecords,
-	services application.ServiceRecords, grants application.RepositoryGrants, fp application.Failpoints, c clock.Clock, log *zap.Logger) (*application.BatchExecutor, *application.JobWatcher, error) {
-	e, w, err := NewBatchExecutorOn(cfg, native, access, r, fp, c, j.Batch(), watchLog{log: log})
-	if err != nil {
-		return nil, nil, err
-	}
-	if e, err = WithCheckout(cfg, e, grants, native); err != nil {
-		return nil, nil, err
-	}
-	specs, _, err := CheckoutOf(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	return e.WithOtherFamilies(services).WithReads(native).WithFileReads(specs, native, FileReadsOf(cfg)), w, nil
 }
 
 // registryParams are the registrations of ExecutorsGroup.

@@ -83,6 +83,12 @@ func TestNoContextImportsAnother(t *testing.T) {
 	}
 }
 
+func TestNoExecutorFamilyImportsAnother(t *testing.T) {
+	for _, v := range familyViolations(listPackages(t)) {
+		t.Error(v)
+	}
+}
+
 func TestPlatformIsDomainFree(t *testing.T) {
 	for _, v := range platformViolations(listPackages(t)) {
 		t.Error(v)
@@ -172,6 +178,8 @@ func TestTheRulesCatchViolations(t *testing.T) {
 		{ImportPath: c + "executionports/adaptors/inprocessowners", Imports: []string{c + "resourceprovisioning/application"}},
 		{ImportPath: c + "executionports/adaptors/httpapi", Imports: []string{c + "resourceprovisioning/application"}},
 		{ImportPath: module + "/platform/auth", Imports: []string{c + "siteruntime/domain"}},
+		{ImportPath: c + "siteruntime/application/families/batch", Imports: []string{c + "siteruntime/application", c + "siteruntime/application/families/batch/internal"}},
+		{ImportPath: c + "siteruntime/application/families/inference", Imports: []string{c + "siteruntime/application/families/appservice"}},
 	}
 	if v := layerViolations(pkgs); len(v) != 2 || !strings.Contains(v[0], "go.uber.org/zap") || !strings.Contains(v[1], "siteruntime/application") {
 		t.Errorf("layer rule: %q", v)
@@ -181,6 +189,9 @@ func TestTheRulesCatchViolations(t *testing.T) {
 	}
 	if v := platformViolations(pkgs); len(v) != 1 {
 		t.Errorf("platform rule: %q", v)
+	}
+	if v := familyViolations(pkgs); len(v) != 1 || !strings.Contains(v[0], "families/inference imports") {
+		t.Errorf("family rule: %q", v)
 	}
 	apps := []pkg{
 		{ImportPath: c + "siteruntime/adaptors/kube", XTestImports: []string{module + "/app"}},
@@ -307,6 +318,29 @@ func platformViolations(pkgs []pkg) []string {
 		for _, imp := range p.Imports {
 			if strings.HasPrefix(imp, module+"/contexts/") || strings.HasPrefix(imp, module+"/app") {
 				out = append(out, p.ImportPath+" imports "+imp+": platform packages never import contexts or app")
+			}
+		}
+	}
+	return out
+}
+
+// familyPkg matches a package of one executor family (in any layer): its
+// context's path up to families/, and the family's name
+// (docs/architecture.md#executor-families).
+var familyPkg = regexp.MustCompile(`^(.*/)families/([a-z0-9]+)(/.*)?$`)
+
+// familyViolations reports a package of one executor family importing a
+// package of another.
+func familyViolations(pkgs []pkg) []string {
+	var out []string
+	for _, p := range pkgs {
+		m := familyPkg.FindStringSubmatch(p.ImportPath)
+		if m == nil {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if n := familyPkg.FindStringSubmatch(imp); n != nil && n[2] != m[2] {
+				out = append(out, p.ImportPath+" imports "+imp+": an executor family's packages never import another family's")
 			}
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/appservice"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -98,8 +99,8 @@ func newAppFixture(t *testing.T, deadline time.Duration) *appFixture {
 func (f *appFixture) restart(t *testing.T, deadline time.Duration) {
 	t.Helper()
 	access := application.NewAccess(f.bindings, f.app, f.perms, fixedClock{now})
-	exec := application.NewApplicationExecutor(access, f.app, jsonAppSpecs{}, f.records, f.fp,
-		application.ApplicationConfig{DeletionWait: time.Second, ProgressDeadline: deadline})
+	exec := appservice.NewExecutor(access, f.app, jsonAppSpecs{}, f.records, f.fp,
+		application.ExecutorConfig{DeletionWait: time.Second}, deadline)
 	reg, err := application.NewRegistry(append(application.NewMemberExecutor(f.bindings, nil).Registrations(), exec.Registrations()...)...)
 	if err != nil {
 		t.Fatal(err)

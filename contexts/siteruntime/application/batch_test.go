@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/batch"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -250,7 +251,7 @@ func newBatchFixture(t *testing.T, wait time.Duration) *batchFixture {
 		bindings: &memBindings{rows: map[string]map[int64]domain.MemberBinding{}},
 	}
 	access := application.NewAccess(f.bindings, f.native, f.perms, fixedClock{now})
-	exec := application.NewBatchExecutor(access, f.native, jsonSpecs{}, pinned{}, f.records, nil, application.BatchConfig{DeletionWait: wait})
+	exec := batch.NewExecutor(access, f.native, jsonSpecs{}, pinned{}, f.records, nil, application.ExecutorConfig{DeletionWait: wait})
 	reg, err := application.NewRegistry(append(application.NewMemberExecutor(f.bindings, nil).Registrations(), exec.Registrations()...)...)
 	if err != nil {
 		t.Fatal(err)

@@ -521,7 +521,7 @@ func (c *Checkout) remove(ctx context.Context, cmd siteprotocol.Command) (*domai
 // answers nil otherwise (no earlier prepare, one of another Run or member,
 // whose conflict EnsureCreated answers naming nothing of it, or one whose
 // workspace is ready). Errors are specs'.
-func PriorPrepare(specs identityReader, cmd siteprotocol.Command, records []domain.NativeRecord) (*domain.Answer, error) {
+func PriorPrepare(specs IdentityReader, cmd siteprotocol.Command, records []domain.NativeRecord) (*domain.Answer, error) {
 	ws, g := domain.FindRecord(records, domain.KindWorkspace), domain.FindRecord(records, domain.KindGrant)
 	if ws == nil || g == nil || ws.CommandID == cmd.ID || (ws.Phase != domain.PhaseCreated && ws.Phase != domain.PhaseCreating) {
 		return nil, nil

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/appservice"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/batch"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/inference"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -149,7 +152,7 @@ func newCheckoutFixture(t *testing.T) *checkoutFixture {
 func (f *checkoutFixture) registry(t *testing.T, fp application.Failpoints) *application.Registry {
 	t.Helper()
 	access := application.NewAccess(f.bindings, f.native, f.perms, fixedClock{now})
-	exec := application.NewBatchExecutor(access, f.native, jsonSpecs{}, pinned{}, f.records, fp, application.BatchConfig{DeletionWait: time.Second}).
+	exec := batch.NewExecutor(access, f.native, jsonSpecs{}, pinned{}, f.records, fp, application.ExecutorConfig{DeletionWait: time.Second}).
 		WithCheckout(f.grants, checkoutSpecs{}, f.helper, f.cfg)
 	reg, err := application.NewRegistry(append(application.NewMemberExecutor(f.bindings, nil).Registrations(), exec.Registrations()...)...)
 	if err != nil {
@@ -368,8 +371,8 @@ func appCheckout(t *testing.T) (*appFixture, *grantHost, *helperRun) {
 	grants := &grantHost{live: map[string]bool{}}
 	helper := &helperRun{native: f.native, outcome: domain.CheckoutOutcome{Outcome: siteprotocol.OutcomeSucceeded, Message: "checked out", Commit: repoCommit, Bytes: 10}}
 	access := application.NewAccess(f.bindings, f.app, f.perms, fixedClock{now})
-	exec := application.NewApplicationExecutor(access, f.app, jsonAppSpecs{}, f.records, nil,
-		application.ApplicationConfig{DeletionWait: time.Second, ProgressDeadline: time.Minute}).
+	exec := appservice.NewExecutor(access, f.app, jsonAppSpecs{}, f.records, nil,
+		application.ExecutorConfig{DeletionWait: time.Second}, time.Minute).
 		WithCheckout(grants, checkoutSpecs{}, helper, application.CheckoutConfig{Image: pinned{}.BatchImage(), Wait: time.Second, HelperDeletionWait: time.Second, MaxBytes: 1 << 10})
 	reg, err := application.NewRegistry(append(application.NewMemberExecutor(f.bindings, nil).Registrations(), exec.Registrations()...)...)
 	if err != nil {
@@ -441,8 +444,8 @@ func isvcCheckout(t *testing.T) (*isvcFixture, *grantHost, *helperRun) {
 func isvcCheckoutRegistry(t *testing.T, f *isvcFixture, grants *grantHost, helper *helperRun, fp application.Failpoints) *application.Registry {
 	t.Helper()
 	access := application.NewAccess(f.bindings, f.isvc, f.perms, fixedClock{now})
-	exec, err := application.NewInferenceExecutor(access, f.isvc, jsonIsvcSpecs{}, f.records, fp,
-		application.InferenceConfig{DeletionWait: time.Second, ServingRuntime: servingRuntime})
+	exec, err := inference.NewExecutor(access, f.isvc, jsonIsvcSpecs{}, f.records, fp,
+		application.ExecutorConfig{DeletionWait: time.Second}, inference.Config{ServingRuntime: servingRuntime})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/appservice"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/batch"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -31,11 +33,11 @@ func newCrossFixture(t *testing.T) *crossFixture {
 	}
 	f := &crossFixture{batchFixture: b, app: &appNative{fakeNative: b.native, refuse: map[string]error{}}, services: &memRecords{rows: map[string]domain.NativeRecord{}}}
 	access := application.NewAccess(f.bindings, f.app, f.perms, fixedClock{now})
-	batch := application.NewBatchExecutor(access, f.native, jsonSpecs{}, pinned{}, f.records, nil, application.BatchConfig{DeletionWait: time.Second}).
+	jobs := batch.NewExecutor(access, f.native, jsonSpecs{}, pinned{}, f.records, nil, application.ExecutorConfig{DeletionWait: time.Second}).
 		WithOtherFamilies(f.services)
-	app := application.NewApplicationExecutor(access, f.app, jsonAppSpecs{}, f.services, nil, application.ApplicationConfig{DeletionWait: time.Second}).
+	app := appservice.NewExecutor(access, f.app, jsonAppSpecs{}, f.services, nil, application.ExecutorConfig{DeletionWait: time.Second}, 0).
 		WithOtherFamilies(f.records)
-	regs := append(application.NewMemberExecutor(f.bindings, nil).Registrations(), batch.Registrations()...)
+	regs := append(application.NewMemberExecutor(f.bindings, nil).Registrations(), jobs.Registrations()...)
 	reg, err := application.NewRegistry(append(regs, app.Registrations()...)...)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/inference"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -35,8 +36,8 @@ func newIsvcReadFixture(t *testing.T, pods application.WorkloadPods, proxy appli
 func (f *isvcFixture) restartWithReads(t *testing.T, pods application.WorkloadPods, proxy application.ServiceProxy) {
 	t.Helper()
 	access := application.NewAccess(f.bindings, f.isvc, f.perms, fixedClock{now})
-	exec, err := application.NewInferenceExecutor(access, f.isvc, jsonIsvcSpecs{}, f.records, f.fp,
-		application.InferenceConfig{DeletionWait: time.Second, ServingRuntime: servingRuntime})
+	exec, err := inference.NewExecutor(access, f.isvc, jsonIsvcSpecs{}, f.records, f.fp,
+		application.ExecutorConfig{DeletionWait: time.Second}, inference.Config{ServingRuntime: servingRuntime})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/inference"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -60,8 +61,8 @@ func newIsvcFixture(t *testing.T) *isvcFixture {
 func (f *isvcFixture) restart(t *testing.T) {
 	t.Helper()
 	access := application.NewAccess(f.bindings, f.isvc, f.perms, fixedClock{now})
-	exec, err := application.NewInferenceExecutor(access, f.isvc, jsonIsvcSpecs{}, f.records, f.fp,
-		application.InferenceConfig{DeletionWait: time.Second, ServingRuntime: servingRuntime})
+	exec, err := inference.NewExecutor(access, f.isvc, jsonIsvcSpecs{}, f.records, f.fp,
+		application.ExecutorConfig{DeletionWait: time.Second}, inference.Config{ServingRuntime: servingRuntime})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestAnInferencePrepareNamingAnotherRuntimeIsRefusedAndCreatesNothing(t *tes
 	if len(f.native.creates) != 0 || len(f.records.rows) != 0 {
 		t.Fatalf("a refused prepare left %d creates and records %+v", len(f.native.creates), f.records.rows)
 	}
-	if _, err := application.NewInferenceExecutor(nil, f.isvc, jsonIsvcSpecs{}, f.records, nil, application.InferenceConfig{}); err == nil {
+	if _, err := inference.NewExecutor(nil, f.isvc, jsonIsvcSpecs{}, f.records, nil, application.ExecutorConfig{}, inference.Config{}); err == nil {
 		t.Fatal("an inference executor without a pinned serving runtime was built")
 	}
 }

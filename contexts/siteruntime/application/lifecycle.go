@@ -99,62 +99,6 @@ type Lifecycle struct {
 	others []FamilyRecords
 }
 
-// familySteps are the operations a family performs itself; cancel and
-// cleanup are the lifecycle's own (Cancel, Cleanup).
-type familySteps struct {
-	// name names the family's executor in an unsupported-operation refusal.
-	name           string
-	prepare, start func(ctx context.Context, cmd siteprotocol.Command, recovering bool) (domain.Answer, error)
-	observe        func(ctx context.Context, cmd siteprotocol.Command) (domain.Answer, error)
-	// reads are the family's private reads (nil: read operations are
-	// unsupported; docs/site-runtime.md#private-reads).
-	reads *PrivateReads
-}
-
-// perform routes cmd to the family's step or to the lifecycle's Cancel and
-// Cleanup; any other operation is refused unsupported-operation. Errors
-// are the step's (docs/site-runtime.md#one-lifecycle-for-every-family).
-func (l *Lifecycle) perform(ctx context.Context, cmd siteprotocol.Command, recovering bool, s familySteps) (domain.Answer, error) {
-	switch cmd.Operation {
-	case siteprotocol.OpPrepare:
-		return s.prepare(ctx, cmd, recovering)
-	case siteprotocol.OpStart:
-		return s.start(ctx, cmd, recovering)
-	case siteprotocol.OpObserve:
-		return s.observe(ctx, cmd)
-	case siteprotocol.OpCancel:
-		return l.Cancel(ctx, cmd)
-	case siteprotocol.OpCleanup:
-		return l.Cleanup(ctx, cmd)
-	case siteprotocol.OpReadLogs:
-		if s.reads != nil {
-			return s.reads.ReadLogs(ctx, cmd)
-		}
-	case siteprotocol.OpProxy:
-		if s.reads != nil {
-			return s.reads.Proxy(ctx, cmd, recovering)
-		}
-	case siteprotocol.OpReadFile:
-		if s.reads != nil && s.reads.files != nil {
-			return s.reads.ReadFile(ctx, cmd)
-		}
-	}
-	return domain.Refused(siteprotocol.ReasonUnsupportedOperation, "the %s executor does not perform %s", s.name, cmd.Operation), nil
-}
-
-// workloadRegistrations routes every workload operation of family
-// (prepare, start, observe, cancel, cleanup, read-logs, read-file, proxy)
-// to e; a family without private reads answers them
-// unsupported-operation.
-func workloadRegistrations(family siteprotocol.Family, e CommandExecutor) []Registration {
-	var regs []Registration
-	for _, op := range []siteprotocol.Operation{siteprotocol.OpPrepare, siteprotocol.OpStart, siteprotocol.OpObserve, siteprotocol.OpCancel, siteprotocol.OpCleanup,
-		siteprotocol.OpReadLogs, siteprotocol.OpReadFile, siteprotocol.OpProxy} {
-		regs = append(regs, Registration{Operation: op, Family: family, Executor: e})
-	}
-	return regs
-}
-
 // FamilyRecords reads an Attempt's records in one family's record file
 // (jobs.sqlite or services.sqlite); BatchRecords and ServiceRecords are
 // FamilyRecords.
@@ -200,6 +144,10 @@ func NewLifecycle(access *Access, native NativeObjects, records NativeRecords, f
 	}
 	return &Lifecycle{access: access, native: native, records: records, fp: fp, cfg: cfg}
 }
+
+// DeletionWait is the bound of the lifecycle's deletes
+// (LifecycleConfig.DeletionWait).
+func (l *Lifecycle) DeletionWait() time.Duration { return l.cfg.DeletionWait }
 
 // Access returns the access check the lifecycle creates after.
 func (l *Lifecycle) Access() *Access { return l.access }
@@ -491,6 +439,19 @@ func Missing(ref siteprotocol.NativeRef, why string) domain.Answer {
 	return domain.Answer{Outcome: siteprotocol.OutcomeFailed, Reason: siteprotocol.ReasonNativeMissing,
 		Message: fmt.Sprintf("%s %s/%s (uid %s) %s", ref.Kind, ref.Namespace, ref.Name, ref.UID, why),
 		Detail:  siteprotocol.ObserveDetail{State: siteprotocol.StateMissing}, NativeRefs: []siteprotocol.NativeRef{ref}}
+}
+
+// Observed is observe's succeeded / observed answer for the workload obs
+// describes: the message names refs[0] and its state (and the native
+// reason), the detail carries obs, and the answer names refs.
+func Observed(obs Observation, refs ...siteprotocol.NativeRef) domain.Answer {
+	msg := fmt.Sprintf("%s %s is %s", refs[0].Kind, refs[0].Name, obs.State)
+	if obs.Reason != "" {
+		msg += " (" + obs.Reason + ")"
+	}
+	return domain.Succeeded(siteprotocol.ReasonObserved, msg, siteprotocol.ObserveDetail{
+		State: obs.State, Reason: obs.Reason, Message: obs.Message, StartedAt: obs.StartedAt, FinishedAt: obs.FinishedAt, ExitCode: obs.ExitCode,
+	}, refs...)
 }
 
 // OrAnswer is *a, or the zero Answer when a is nil.

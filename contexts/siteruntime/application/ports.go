@@ -350,6 +350,19 @@ func FailpointNames() []string {
 		FailAfterRecover, FailAfterPersistResult, FailAfterSend, FailAfterAcknowledge}
 }
 
+// FailAtCompensatingDelete: a start's compensating delete of its
+// Deployment (the Service create was refused) is recorded in phase
+// deleting; the delete call has not been made.
+const FailAtCompensatingDelete = "at-compensating-delete"
+
+// ServiceFailpointNames lists the failpoints only the service executors
+// reach (the worker's are FailpointNames).
+func ServiceFailpointNames() []string { return []string{FailAtCompensatingDelete} }
+
+// RuntimeFailpointNames lists every failpoint of a serving Runtime: the
+// worker's and the service executors'.
+func RuntimeFailpointNames() []string { return append(FailpointNames(), ServiceFailpointNames()...) }
+
 // NoFailpoints is the inert Failpoints.
 type NoFailpoints struct{}
 

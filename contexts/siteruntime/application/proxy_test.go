@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/appservice"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -60,8 +61,8 @@ func newProxyFixture(t *testing.T, pods application.WorkloadPods, proxy applicat
 	t.Helper()
 	f := newAppFixture(t, 600*time.Second)
 	access := application.NewAccess(f.bindings, f.app, f.perms, fixedClock{now})
-	exec := application.NewApplicationExecutor(access, f.app, jsonAppSpecs{}, f.records, f.fp,
-		application.ApplicationConfig{DeletionWait: time.Second}).WithReads(pods).WithProxy(proxy)
+	exec := appservice.NewExecutor(access, f.app, jsonAppSpecs{}, f.records, f.fp,
+		application.ExecutorConfig{DeletionWait: time.Second}, 0).WithReads(pods).WithProxy(proxy)
 	reg, err := application.NewRegistry(append(application.NewMemberExecutor(f.bindings, nil).Registrations(), exec.Registrations()...)...)
 	if err != nil {
 		t.Fatal(err)

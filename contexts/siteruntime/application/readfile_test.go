@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/batch"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -182,7 +183,7 @@ func newReadFileFixture(t *testing.T, wait time.Duration) *readFileFixture {
 	}
 	f.kubelet = &fakeKubelet{native: f.native, files: map[string][]byte{}, logs: map[string]int{}}
 	access := application.NewAccess(f.bindings, f.native, f.perms, fixedClock{now})
-	exec := application.NewBatchExecutor(access, f.native, jsonSpecs{}, pinned{}, f.log, f.fp, application.BatchConfig{DeletionWait: time.Second}).
+	exec := batch.NewExecutor(access, f.native, jsonSpecs{}, pinned{}, f.log, f.fp, application.ExecutorConfig{DeletionWait: time.Second}).
 		WithReads(nodePods{fakePods: f.pods, node: "node-7"}).
 		WithFileReads(readerSpecs{}, f.kubelet, application.FileReadConfig{Image: pinned{}.BatchImage(), Timeout: 30 * time.Second, Wait: wait, DeletionWait: 200 * time.Millisecond})
 	reg, err := application.NewRegistry(append(application.NewMemberExecutor(f.bindings, nil).Registrations(), exec.Registrations()...)...)

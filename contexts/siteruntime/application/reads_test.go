@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/batch"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -90,7 +91,7 @@ func newReadFixtureWith(t *testing.T, pods *fakePods, cfg application.ReadConfig
 		bindings: &memBindings{rows: map[string]map[int64]domain.MemberBinding{}},
 	}
 	access := application.NewAccess(f.bindings, f.native, f.perms, fixedClock{now})
-	exec := application.NewBatchExecutor(access, f.native, jsonSpecs{}, pinned{}, f.records, nil, application.BatchConfig{DeletionWait: time.Second, Reads: cfg})
+	exec := batch.NewExecutor(access, f.native, jsonSpecs{}, pinned{}, f.records, nil, application.ExecutorConfig{DeletionWait: time.Second, Reads: cfg})
 	if pods != nil {
 		exec.WithReads(pods)
 	}
@@ -259,7 +260,7 @@ func TestReadLogsOfNothingStartedOrRemovedReadsNothing(t *testing.T) {
 		bindings: &memBindings{rows: map[string]map[int64]domain.MemberBinding{}},
 	}
 	access := application.NewAccess(fresh.bindings, fresh.native, fresh.perms, fixedClock{now})
-	exec := application.NewBatchExecutor(access, fresh.native, jsonSpecs{}, pinned{}, fresh.records, nil, application.BatchConfig{}).WithReads(pods)
+	exec := batch.NewExecutor(access, fresh.native, jsonSpecs{}, pinned{}, fresh.records, nil, application.ExecutorConfig{}).WithReads(pods)
 	reg, err := application.NewRegistry(append(application.NewMemberExecutor(fresh.bindings, nil).Registrations(), exec.Registrations()...)...)
 	if err != nil {
 		t.Fatal(err)

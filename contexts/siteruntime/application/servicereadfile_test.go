@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/appservice"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/inference"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -54,7 +56,7 @@ func (f *serviceReadFixture) restartWithFiles(t *testing.T, node string, files b
 	case siteprotocol.FamilyApplication:
 		f.root = domain.KindDeployment
 		access := application.NewAccess(f.bindings, f.app, f.perms, fixedClock{now})
-		exec := application.NewApplicationExecutor(access, f.app, jsonAppSpecs{}, f.log, f.fp, application.ApplicationConfig{DeletionWait: time.Second}).WithReads(pods)
+		exec := appservice.NewExecutor(access, f.app, jsonAppSpecs{}, f.log, f.fp, application.ExecutorConfig{DeletionWait: time.Second}, 0).WithReads(pods)
 		if files {
 			exec.WithFileReads(readerSpecs{}, f.kubelet, cfg)
 		}
@@ -63,8 +65,8 @@ func (f *serviceReadFixture) restartWithFiles(t *testing.T, node string, files b
 		f.root = domain.KindInferenceService
 		isvc := &isvcNative{fakeNative: f.native}
 		access := application.NewAccess(f.bindings, isvc, f.perms, fixedClock{now})
-		exec, err := application.NewInferenceExecutor(access, isvc, jsonIsvcSpecs{}, f.log, f.fp,
-			application.InferenceConfig{DeletionWait: time.Second, ServingRuntime: servingRuntime})
+		exec, err := inference.NewExecutor(access, isvc, jsonIsvcSpecs{}, f.log, f.fp,
+			application.ExecutorConfig{DeletionWait: time.Second}, inference.Config{ServingRuntime: servingRuntime})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/batch"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -96,8 +97,8 @@ func watchedFixture(t *testing.T) (*batchFixture, *memTerminal, *fakeWatches, *a
 		t.Fatal(err)
 	}
 	access := application.NewAccess(f.bindings, f.native, f.perms, fixedClock{now})
-	exec := application.NewBatchExecutor(access, f.native, jsonSpecs{}, pinned{}, f.records, nil, application.BatchConfig{DeletionWait: time.Second}).
-		WithTerminalStates(states, w, fixedClock{now})
+	exec := application.NewExecutor(batch.New(f.native, jsonSpecs{}, pinned{}).WithTerminalStates(states, w, fixedClock{now}),
+		access, f.native, f.records, nil, application.ExecutorConfig{DeletionWait: time.Second})
 	reg, err := application.NewRegistry(append(application.NewMemberExecutor(f.bindings, nil).Registrations(), exec.Registrations()...)...)
 	if err != nil {
 		t.Fatal(err)

@@ -45,7 +45,7 @@ func TestFileRecordIsCreatedOnceAndAnExistingRecordIsKept(t *testing.T) {
 }
 
 // The ConfigMap adaptor's calls against a real API server are tested with
-// the local cluster (issue 6); here its rendering and parsing are.
+// the local cluster; here its rendering and parsing are.
 func TestConfigMapRecordRoundTripsAndRefusesIncompleteData(t *testing.T) {
 	cm := installation.ToConfigMap("metallo-runtime", "metallo-installation", rec)
 	if cm.Immutable == nil || !*cm.Immutable || cm.Namespace != "metallo-runtime" {

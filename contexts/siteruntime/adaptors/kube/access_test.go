@@ -79,8 +79,9 @@ func TestStartWhenTheMembersGrantsAreGoneIsRefusedNativeRequestDenied(t *testing
 	refusedStart(t, siteprotocol.ReasonNativeRequestDenied, func(s *site) { s.revokeMember() })
 }
 
-// A prepare naming a repository is refused unsupported-operation (the
-// checkout is not built into this Runtime yet), never a silent success.
+// A prepare naming a repository, to an executor built without the
+// workspace checkout (siteOptions.grants unset; the runtime role always
+// wires it), is refused unsupported-operation, never a silent success.
 // Real: the API server. KWOK is not involved (no Job is created).
 func TestPrepareWithARepositoryIsRefusedUntilCheckoutExists(t *testing.T) {
 	t.Parallel()

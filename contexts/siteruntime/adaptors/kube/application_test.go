@@ -20,6 +20,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/appservice"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
@@ -56,7 +57,7 @@ func (h hookedWorkloads) Create(ctx context.Context, as domain.StartIdentity, ob
 }
 
 // newAppSite is newSite whose registry also routes family application to
-// an ApplicationExecutor over services.sqlite, acting with the Runtime's
+// the application family's Executor over services.sqlite, acting with the Runtime's
 // own token, and whose workload commands are of family application.
 func newAppSite(t testing.TB, o appOptions) *site {
 	t.Helper()
@@ -81,12 +82,12 @@ func (s *site) app(o appOptions) {
 	}
 	access := application.NewAccess(s.journal, workloads, perms, systemClock{})
 	s.renderer.ServicePodAnnotations = o.podAnnotations
-	var native application.ApplicationNatives = workloads
+	var native appservice.Natives = workloads
 	if o.afterCreate != nil {
 		native = hookedWorkloads{Workloads: workloads, after: o.afterCreate}
 	}
-	exec := application.NewApplicationExecutor(access, native, s.renderer, s.journal.Services(), nil,
-		application.ApplicationConfig{DeletionWait: o.deletionWait, ProgressDeadline: o.deadline}).WithReads(workloads).WithProxy(workloads)
+	exec := appservice.NewExecutor(access, native, s.renderer, s.journal.Services(), nil,
+		application.ExecutorConfig{DeletionWait: o.deletionWait}, o.deadline).WithReads(workloads).WithProxy(workloads)
 	if o.fileReads != nil {
 		cfg := *o.fileReads
 		cfg.Image = s.image

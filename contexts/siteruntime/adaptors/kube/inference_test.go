@@ -22,6 +22,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/inference"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
@@ -39,7 +40,7 @@ type isvcOptions struct {
 }
 
 // newIsvcSite is newSite whose registry also routes family inference to an
-// InferenceExecutor over services.sqlite, acting with the Runtime's own
+// inference family's Executor over services.sqlite, acting with the Runtime's own
 // token, and whose workload commands are of family inference.
 func newIsvcSite(t testing.TB, o isvcOptions) *site {
 	t.Helper()
@@ -69,8 +70,8 @@ func (s *site) inference(o isvcOptions) {
 	if runtime == "" {
 		runtime = kubetest.HuggingFaceRuntime
 	}
-	exec, err := application.NewInferenceExecutor(access, workloads, s.renderer, s.journal.Services(), nil,
-		application.InferenceConfig{DeletionWait: o.deletionWait, ServingRuntime: runtime})
+	exec, err := inference.NewExecutor(access, workloads, s.renderer, s.journal.Services(), nil,
+		application.ExecutorConfig{DeletionWait: o.deletionWait}, inference.Config{ServingRuntime: runtime})
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func DeploymentObservation(dep *appsv1.Deployment, replicaSets []appsv1.ReplicaS
 		if permanentRefusal(msg) {
 			return application.Observation{State: siteprotocol.StateFailed, Reason: ReasonFailedCreate, Message: msg}
 		}
-		if strings.Contains(msg, "exceeded quota") {
+		if quotaWait(msg) {
 			return application.Observation{State: siteprotocol.StateQueued, Reason: ReasonFailedCreate, Message: msg}
 		}
 	}
@@ -66,10 +66,8 @@ func DeploymentObservation(dep *appsv1.Deployment, replicaSets []appsv1.ReplicaS
 		}
 	}
 	for _, p := range live {
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				return application.Observation{State: siteprotocol.StateQueued, Reason: c.Reason, Message: fmt.Sprintf("Pod %s: %s", p.Name, c.Message)}
-			}
+		if c, ok := unscheduled(p); ok {
+			return application.Observation{State: siteprotocol.StateQueued, Reason: c.Reason, Message: fmt.Sprintf("Pod %s: %s", p.Name, c.Message)}
 		}
 	}
 	for _, c := range dep.Status.Conditions {
@@ -100,13 +98,30 @@ func DeploymentObservation(dep *appsv1.Deployment, replicaSets []appsv1.ReplicaS
 	return application.Observation{State: siteprotocol.StateQueued, Message: "no Pod of the Deployment yet"}
 }
 
+// podReady reports whether p's Ready condition is true.
 func podReady(p corev1.Pod) bool {
+	c, ok := podCondition(p, corev1.PodReady)
+	return ok && c.Status == corev1.ConditionTrue
+}
+
+// unscheduled returns p's PodScheduled condition when it is false (the
+// scheduler found no node: Unschedulable).
+func unscheduled(p corev1.Pod) (corev1.PodCondition, bool) {
+	c, ok := podCondition(p, corev1.PodScheduled)
+	return c, ok && c.Status == corev1.ConditionFalse
+}
+
+// podCondition returns p's condition of type t (the last one listed, as
+// the kubelet and scheduler keep one of each type).
+func podCondition(p corev1.Pod, t corev1.PodConditionType) (corev1.PodCondition, bool) {
+	var found corev1.PodCondition
+	ok := false
 	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			return true
+		if c.Type == t {
+			found, ok = c, true
 		}
 	}
-	return false
+	return found, ok
 }
 
 // createdSince reports whether a Pod was created at or after t: progress

@@ -4,7 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"errors"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -39,5 +41,31 @@ func TestAQuotaRefusalIsComparedWithTheQuotaAsItIsNow(t *testing.T) {
 		if _, _, ok := parseQuotaRefusal(m); ok {
 			t.Fatalf("%q parsed as a quota refusal", m)
 		}
+	}
+}
+
+// QuotaExceeded classifies a 403 Forbidden quoting ResourceQuota
+// admission's message (as the API server writes it: the real refusal is
+// TestTheQuotaClassifierReadsTheAPIServersOwnRefusal), and nothing else:
+// not another Forbidden, not "failed quota" (a quota demanding a field),
+// not the message outside a Forbidden.
+func TestQuotaExceededIsTheForbiddenOfResourceQuotaAdmission(t *testing.T) {
+	msg := "exceeded quota: project-cpu, requested: requests.cpu=1, used: requests.cpu=0, limited: requests.cpu=500m"
+	gr := corev1.Resource("pods")
+	if name, ok := QuotaExceeded(apierrors.NewForbidden(gr, "p", errors.New(msg))); !ok || name != "project-cpu" {
+		t.Errorf("the quota refusal: (%q, %v)", name, ok)
+	}
+	for _, err := range []error{
+		apierrors.NewForbidden(gr, "p", errors.New(`User "m" cannot create resource "pods"`)),
+		apierrors.NewForbidden(gr, "p", errors.New("failed quota: project-cpu: must specify limits.ephemeral-storage")),
+		apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Pod").GroupKind(), "p", nil),
+		errors.New(msg),
+	} {
+		if _, ok := QuotaExceeded(err); ok {
+			t.Errorf("classified as exceeding a quota: %v", err)
+		}
+	}
+	if !quotaWait("pods \"x\" is forbidden: "+msg) || quotaWait("failed quota: project-cpu: must specify limits.cpu") {
+		t.Error("quotaWait does not read the refusal as QuotaExceeded does")
 	}
 }

@@ -1,10 +1,12 @@
 package kube_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -72,4 +75,52 @@ func TestAfterTheQuotaIsRaisedObserveNeverQuotesTheOldRefusal(t *testing.T) {
 		}
 		return d.State == siteprotocol.StateSucceeded
 	})
+}
+
+// The one quota classifier reads the API server's own refusal: a create
+// that would exceed a ResourceQuota is 403 Forbidden quoting "exceeded
+// quota: <name>, …", and QuotaExceeded names the quota; the create that
+// fits is no refusal, and a Forbidden of another cause (RBAC) and a
+// message without the marker are not quota refusals
+// (docs/site-runtime.md#quota-means-queued). Real: the API server's
+// ResourceQuota admission and the quota controller.
+func TestTheQuotaClassifierReadsTheAPIServersOwnRefusal(t *testing.T) {
+	t.Parallel()
+	e := kubetest.New(t)
+	ctx := testContext(t)
+	quota := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "one-secret"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/secrets": resource.MustParse("1")}},
+	}
+	if _, err := e.Client.CoreV1().ResourceQuotas(e.Namespace).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	quotas := cache.NewListWatchFromClient(e.Client.CoreV1().RESTClient(), "resourcequotas", e.Namespace, fields.Everything())
+	kubetest.Until(t, long, "quota usage recorded", quotas, func(q *corev1.ResourceQuota) bool {
+		_, ok := q.Status.Used["count/secrets"]
+		return ok
+	})
+	secret := func(name string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: map[string]string{"k": "v"}}
+	}
+	if _, err := e.Client.CoreV1().Secrets(e.Namespace).Create(ctx, secret("fits"), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the secret the quota has room for: %v", err)
+	}
+	_, err := e.Client.CoreV1().Secrets(e.Namespace).Create(ctx, secret("exceeds"), metav1.CreateOptions{})
+	if err == nil {
+		t.Fatal("a secret beyond the quota was created")
+	}
+	if name, ok := kube.QuotaExceeded(err); !ok || name != "one-secret" {
+		t.Fatalf("the API server's quota refusal %q classified (%q, %v)", err, name, ok)
+	}
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota: one-secret, requested: count/secrets=1, used: count/secrets=1, limited: count/secrets=1") {
+		t.Fatalf("the refusal is not ResourceQuota admission's as the classifier reads it: %v", err)
+	}
+	rbac := apierrors.NewForbidden(corev1.Resource("secrets"), "x", errors.New(`User "m" cannot create resource "secrets"`))
+	if _, ok := kube.QuotaExceeded(rbac); ok {
+		t.Errorf("an RBAC refusal classified as a quota refusal: %v", rbac)
+	}
+	if _, ok := kube.QuotaExceeded(errors.New(err.Error())); ok {
+		t.Errorf("an error that is not the API server's Forbidden classified as a quota refusal")
+	}
 }

@@ -124,12 +124,7 @@ func (w *Workloads) WorkloadPod(ctx context.Context, root siteprotocol.NativeRef
 		return application.WorkloadPod{}, fmt.Errorf("%w: %s %s/%s (uid %s) has no Pod (none yet, or none any more)", application.ErrNoWorkloadPod, root.Kind, root.Namespace, root.Name, root.UID)
 	}
 	p := readablePod(exact)
-	wp := application.WorkloadPod{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Main: chain.Main, Node: p.Spec.NodeName}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			wp.Ready = true
-		}
-	}
+	wp := application.WorkloadPod{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Main: chain.Main, Node: p.Spec.NodeName, Ready: podReady(p)}
 	for _, c := range p.Spec.Containers {
 		wp.Containers = append(wp.Containers, c.Name)
 	}

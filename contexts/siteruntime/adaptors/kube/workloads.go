@@ -5,16 +5,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -356,88 +352,12 @@ func (w *Workloads) ObserveJob(ctx context.Context, ref siteprotocol.NativeRef) 
 		events = list.Items
 	}
 	obs := JobObservation(job, pods.Items, events)
-	if name, refusal, ok := parseQuotaRefusal(obs.Message); ok && obs.Reason == "FailedCreate" {
-		q, err := w.client.CoreV1().ResourceQuotas(ref.Namespace).Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			obs = quotaOver(obs, fmt.Sprintf("quota %s no longer exists", name))
-		case err != nil:
-			return application.Observation{}, false, fmt.Errorf("read quota %s/%s: %w", ref.Namespace, name, err)
-		default:
-			if room, now := refusal.fitsNow(q); room {
-				obs = quotaOver(obs, fmt.Sprintf("quota %s now has room (%s)", name, now))
-			}
+	if obs.Reason == "FailedCreate" {
+		if obs, err = w.quotaNow(ctx, ref.Namespace, obs, quotaOver); err != nil {
+			return application.Observation{}, false, err
 		}
 	}
 	return obs, true, nil
-}
-
-// quotaRefusal is the Job controller's "exceeded quota" message of a
-// refused Pod create: the quota and the resources it names.
-type quotaRefusal struct {
-	requested, used, limited corev1.ResourceList
-}
-
-// parseQuotaRefusal reads the quota admission's message ("… exceeded
-// quota: <name>, requested: r=q,…, used: r=q,…, limited: r=q,…").
-func parseQuotaRefusal(msg string) (string, quotaRefusal, bool) {
-	_, rest, ok := strings.Cut(msg, "exceeded quota: ")
-	if !ok {
-		return "", quotaRefusal{}, false
-	}
-	name, rest, ok1 := strings.Cut(rest, ", requested: ")
-	requested, rest, ok2 := strings.Cut(rest, ", used: ")
-	used, limited, ok3 := strings.Cut(rest, ", limited: ")
-	var r quotaRefusal
-	var err1, err2, err3 error
-	r.requested, err1 = parseResources(requested)
-	r.used, err2 = parseResources(used)
-	r.limited, err3 = parseResources(limited)
-	if !ok1 || !ok2 || !ok3 || err1 != nil || err2 != nil || err3 != nil {
-		return "", quotaRefusal{}, false
-	}
-	return name, r, true
-}
-
-func parseResources(s string) (corev1.ResourceList, error) {
-	out := corev1.ResourceList{}
-	for _, part := range strings.Split(strings.TrimSpace(s), ",") {
-		k, v, ok := strings.Cut(part, "=")
-		if !ok {
-			return nil, fmt.Errorf("resource %q", part)
-		}
-		q, err := resource.ParseQuantity(v)
-		if err != nil {
-			return nil, err
-		}
-		out[corev1.ResourceName(k)] = q
-	}
-	return out, nil
-}
-
-// fitsNow reports whether the refused request fits the quota as it is now
-// (its hard limits and usage), and the quota's current hard and used
-// values of the requested resources.
-func (r quotaRefusal) fitsNow(q *corev1.ResourceQuota) (bool, string) {
-	fits := true
-	var now []string
-	for _, name := range slices.Sorted(maps.Keys(r.requested)) {
-		hard, limited := q.Status.Hard[name]
-		if !limited {
-			hard, limited = q.Spec.Hard[name]
-		}
-		if !limited {
-			continue
-		}
-		used := q.Status.Used[name]
-		want := used.DeepCopy()
-		want.Add(r.requested[name])
-		if want.Cmp(hard) > 0 {
-			fits = false
-		}
-		now = append(now, fmt.Sprintf("%s: used %s of %s", name, used.String(), hard.String()))
-	}
-	return fits, strings.Join(now, ", ")
 }
 
 // quotaOver is obs once the quota refusal it quotes no longer holds: the
@@ -501,10 +421,8 @@ func JobObservation(job *batchv1.Job, pods []corev1.Pod, events []corev1.Event) 
 			continue
 		}
 		obs.Message = fmt.Sprintf("Pod %s is pending", p.Name)
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				obs.Reason, obs.Message = c.Reason, fmt.Sprintf("Pod %s: %s", p.Name, c.Message)
-			}
+		if c, ok := unscheduled(p); ok {
+			obs.Reason, obs.Message = c.Reason, fmt.Sprintf("Pod %s: %s", p.Name, c.Message)
 		}
 		return obs
 	}

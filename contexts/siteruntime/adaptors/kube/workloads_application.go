@@ -2,7 +2,6 @@ package kube
 
 import (
 	"context"
-	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/appservice"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
@@ -59,17 +59,9 @@ func (w *Workloads) ObserveDeployment(ctx context.Context, ref siteprotocol.Nati
 		}
 	}
 	obs := DeploymentObservation(dep, rss, pods)
-	if name, refusal, ok := parseQuotaRefusal(obs.Message); ok && obs.State == siteprotocol.StateQueued && obs.Reason == ReasonFailedCreate {
-		q, err := w.client.CoreV1().ResourceQuotas(ref.Namespace).Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			obs = serviceQuotaOver(obs, fmt.Sprintf("quota %s no longer exists", name))
-		case err != nil:
-			return application.Observation{}, false, fmt.Errorf("read quota %s/%s: %w", ref.Namespace, name, err)
-		default:
-			if room, now := refusal.fitsNow(q); room {
-				obs = serviceQuotaOver(obs, fmt.Sprintf("quota %s now has room (%s)", name, now))
-			}
+	if obs.State == siteprotocol.StateQueued && obs.Reason == ReasonFailedCreate {
+		if obs, err = w.quotaNow(ctx, ref.Namespace, obs, serviceQuotaOver); err != nil {
+			return application.Observation{}, false, err
 		}
 	}
 	return obs, true, nil
@@ -84,5 +76,5 @@ func serviceQuotaOver(obs application.Observation, why string) application.Obser
 	return obs
 }
 
-var _ application.DeploymentObserver = (*Workloads)(nil)
+var _ appservice.Natives = (*Workloads)(nil)
 var _ application.ApplicationSpecs = (*Renderer)(nil)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/inference"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -188,4 +189,4 @@ func controlledBy(obj metav1.Object, root siteprotocol.NativeRef) string {
 	return ""
 }
 
-var _ application.InferenceObserver = (*Workloads)(nil)
+var _ inference.Natives = (*Workloads)(nil)
