@@ -105,7 +105,7 @@ func newPodRuntime(t *testing.T) *podRuntime {
 	r.site = site
 
 	// The top overlay: what changes per cluster and per Site API process.
-	base, err := filepath.Abs(filepath.Join("..", "..", "..", "..", "..", "deploy", "localcluster", "runtime"))
+	base, err := filepath.Abs(filepath.Join("..", "..", "deploy", "localcluster", "runtime"))
 	if err != nil {
 		t.Fatal(err)
 	}

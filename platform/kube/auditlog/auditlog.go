@@ -12,15 +12,57 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"sort"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Log reads the API server's audit log (one JSON event a line, Metadata level).
+// Log reads the API server's audit log (one JSON event a line, Metadata level), together with
+// the backups the API server rotates it into (kube-apiserver's --audit-log-maxsize, 100 MB by
+// default: Path's name with a timestamp, such as audit-2026-12-07T23-14-22.396.log, in the same
+// directory), so that an event written just before a rotation is still found.
 type Log struct {
+	// Path is the log the API server writes now.
 	Path string
+	// Since, when set, skips the backups last written before it: they hold only earlier events.
+	Since time.Time
+}
+
+// logFile is one file of the log and the offset up to which Find has read it.
+type logFile struct {
+	path   string
+	info   os.FileInfo
+	offset int64
+}
+
+// files lists the log's backups last written at or after Since, oldest first, then Path.
+func (a *Log) files() ([]logFile, error) {
+	base := filepath.Base(a.Path)
+	ext := filepath.Ext(base)
+	backups, err := filepath.Glob(filepath.Join(filepath.Dir(a.Path), strings.TrimSuffix(base, ext)+"-*"+ext))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(backups) // the timestamp in the name sorts them by age
+	var out []logFile
+	for _, p := range append(backups, a.Path) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			if os.IsNotExist(err) && p != a.Path {
+				continue // removed since the listing (the API server keeps a bounded number)
+			}
+			return nil, err
+		}
+		if p != a.Path && !a.Since.IsZero() && fi.ModTime().Before(a.Since) {
+			continue
+		}
+		out = append(out, logFile{path: p, info: fi})
+	}
+	return out, nil
 }
 
 // Event is the part of an audit.k8s.io/v1 Event that its readers look at.
@@ -66,15 +108,28 @@ func (e Event) Code() int32 {
 	return e.ResponseStatus.Code
 }
 
-// Events returns every completed request recorded so far (stage ResponseComplete).
+// Events returns every completed request recorded so far (stage ResponseComplete), oldest file
+// first.
 func (a *Log) Events() ([]Event, error) {
-	evs, _, err := a.readFrom(0)
-	return evs, err
+	files, err := a.files()
+	if err != nil {
+		return nil, err
+	}
+	var out []Event
+	for _, f := range files {
+		evs, _, err := readFrom(f.path, 0)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, evs...)
+	}
+	return out, nil
 }
 
-// readFrom parses the complete lines from offset on and returns the offset after them.
-func (a *Log) readFrom(offset int64) ([]Event, int64, error) {
-	f, err := os.Open(a.Path)
+// readFrom parses the complete lines of the file at path from offset on and returns the offset
+// after them.
+func readFrom(path string, offset int64) ([]Event, int64, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, offset, err
 	}
@@ -102,20 +157,36 @@ func (a *Log) readFrom(offset int64) ([]Event, int64, error) {
 }
 
 // Find returns the first completed request for which match holds, waiting for the API server
-// to write it (the audit event of a request lands just after its response) until ctx ends.
+// to write it (the audit event of a request lands just after its response) until ctx ends. It
+// reads each file once, following a file across its rotation into a backup (by identity, not
+// name), and reads the new log from its start.
 func (a *Log) Find(ctx context.Context, match func(Event) bool) (Event, error) {
-	var offset int64
+	var seen []logFile
 	for {
-		evs, next, err := a.readFrom(offset)
+		files, err := a.files()
 		if err != nil {
 			return Event{}, err
 		}
-		offset = next
-		for _, ev := range evs {
-			if match(ev) {
-				return ev, nil
+		read := make([]logFile, 0, len(files))
+		for _, f := range files {
+			for _, s := range seen {
+				if os.SameFile(s.info, f.info) {
+					f.offset = s.offset
+				}
+			}
+			evs, next, err := readFrom(f.path, f.offset)
+			if err != nil && !(os.IsNotExist(err) && f.path != a.Path) {
+				return Event{}, err
+			}
+			f.offset = next
+			read = append(read, f)
+			for _, ev := range evs {
+				if match(ev) {
+					return ev, nil
+				}
 			}
 		}
+		seen = read
 		select {
 		case <-ctx.Done():
 			return Event{}, fmt.Errorf("no matching audit event in %s: %w", a.Path, ctx.Err())

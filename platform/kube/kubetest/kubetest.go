@@ -76,15 +76,16 @@ type Cluster struct {
 	// StartedHere tells whether this test binary started the cluster.
 	StartedHere bool
 
-	config *rest.Config
-	nodes  *nodeWatch // the fake Nodes' readiness, which every wait of kubetest watches
+	config   *rest.Config
+	nodes    *nodeWatch // the fake Nodes' readiness, which every wait of kubetest watches
+	attached time.Time  // when this binary attached: older audit log backups hold none of its events
 }
 
 // AdminConfig returns a copy of the administrator's rest.Config (group system:masters).
 func (c *Cluster) AdminConfig() *rest.Config { return rest.CopyConfig(c.config) }
 
 // AuditLog returns a reader of the cluster's audit log.
-func (c *Cluster) AuditLog() *AuditLog { return &AuditLog{Path: c.AuditLogPath} }
+func (c *Cluster) AuditLog() *AuditLog { return &AuditLog{Path: c.AuditLogPath, Since: c.attached} }
 
 // Env is one test's view of the cluster: its own namespace and clients as the administrator.
 type Env struct {
@@ -368,6 +369,7 @@ func testTimeout() time.Duration {
 }
 
 func attach(dir string) (*Cluster, error) {
+	attached := time.Now()
 	s, err := readState(dir)
 	if err != nil {
 		return nil, err
@@ -411,7 +413,7 @@ func attach(dir string) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cluster{Dir: dir, Server: s.Server, Kubeconfig: s.Kubeconfig, AuditLogPath: s.AuditLog, Nodes: s.Nodes, config: cfg, nodes: nodes}, nil
+	return &Cluster{Dir: dir, Server: s.Server, Kubeconfig: s.Kubeconfig, AuditLogPath: s.AuditLog, Nodes: s.Nodes, config: cfg, nodes: nodes, attached: attached}, nil
 }
 
 // takeLease records this process (pid and start time) under the state directory's leases/.
