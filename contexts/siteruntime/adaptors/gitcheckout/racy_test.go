@@ -71,15 +71,13 @@ func racyCheckout(t *testing.T) (string, string, *git) {
 	return dir, commit, g
 }
 
-// readOnly bind-mounts dir read-only at a new path (the tests run as
-// root, who ignores permission bits: only a read-only mount refuses
-// writes, as the serving Pod's read-only volume does).
-func readOnly(t *testing.T, dir string) string {
+// ReadOnlyView bind-mounts dir read-only at a new path, unmounted when
+// the test ends (the tests run as root, who ignores permission bits: only
+// a read-only mount refuses writes, as the serving Pod's volume does).
+// Exported for the package's external tests.
+func ReadOnlyView(t *testing.T, dir string) string {
 	t.Helper()
-	view := filepath.Join(t.TempDir(), "repo")
-	if err := os.Mkdir(view, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	view := t.TempDir()
 	if out, err := exec.Command("mount", "--bind", dir, view).CombinedOutput(); err != nil {
 		t.Fatalf("mount --bind: %v %s", err, out)
 	}
@@ -108,7 +106,7 @@ func TestARacyIndexVerifiesReadOnlyOnceSettled(t *testing.T) {
 	ctx := context.Background()
 	t.Run("racy: the read-only verification needs to write", func(t *testing.T) {
 		dir, commit, g := racyCheckout(t)
-		out := verifyTree(ctx, g, Options{Commit: commit, LFS: true}, readOnly(t, dir))
+		out := verifyTree(ctx, g, Options{Commit: commit, LFS: true}, ReadOnlyView(t, dir))
 		if out == nil || !strings.Contains(out.Message, "read-only file system") {
 			t.Fatalf("want git status to fail on .git/lfs/tmp, got %+v", out)
 		}
@@ -122,7 +120,7 @@ func TestARacyIndexVerifiesReadOnlyOnceSettled(t *testing.T) {
 	}
 	t.Run("settled: verifies read-only", func(t *testing.T) {
 		dir, commit, g := settled(t)
-		if out := verifyTree(ctx, g, Options{Commit: commit, LFS: true}, readOnly(t, dir)); out != nil {
+		if out := verifyTree(ctx, g, Options{Commit: commit, LFS: true}, ReadOnlyView(t, dir)); out != nil {
 			t.Fatalf("%+v", out)
 		}
 	})
@@ -148,7 +146,7 @@ func TestARacyIndexVerifiesReadOnlyOnceSettled(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, c.file), []byte(content), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			out := verifyTree(ctx, g, Options{Commit: commit, LFS: true}, readOnly(t, dir))
+			out := verifyTree(ctx, g, Options{Commit: commit, LFS: true}, ReadOnlyView(t, dir))
 			if out == nil || out.Reason != c.reason || !strings.Contains(out.Message, c.says) {
 				t.Fatalf("want %s (%q), got %+v", c.reason, c.says, out)
 			}
