@@ -153,3 +153,24 @@ func TestARacyIndexVerifiesReadOnlyOnceSettled(t *testing.T) {
 		})
 	}
 }
+
+// A checkout an earlier workspace-init left with racily clean entries (a
+// past time) is accepted by the next writable run, whose git status
+// re-hashes them and rewrites the index, now later than the files: the
+// read-only verification after it passes.
+func TestAnAcceptedRacyCheckoutIsSettledWhileWritable(t *testing.T) {
+	ctx := context.Background()
+	dir, commit, _ := racyCheckout(t)
+	if err := writeRecord(dir, record{Commit: commit, LFS: true, LFSObjects: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// The host is never contacted: the checkout at Dest is verified.
+	o := Options{URL: "http://127.0.0.1:9/lab/model.git", Commit: commit, LFS: true, Dest: dir, SizeLimit: 1 << 30}
+	if out := Run(ctx, o); !out.Verified || out.Outcome != siteprotocol.OutcomeSucceeded {
+		t.Fatalf("the writable run: %+v", out)
+	}
+	o.Dest, o.VerifyOnly = filepath.Join(ReadOnlyView(t, filepath.Dir(dir)), filepath.Base(dir)), true
+	if out := Run(ctx, o); !out.Verified || out.Outcome != siteprotocol.OutcomeSucceeded {
+		t.Fatalf("--verify-only on a read-only mount: %+v", out)
+	}
+}
