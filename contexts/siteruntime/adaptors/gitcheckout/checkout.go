@@ -210,6 +210,11 @@ func fetchAndCheckout(ctx context.Context, g *git, o Options) domain.CheckoutOut
 		}
 		objects = n
 	}
+	// Before the first verification, so the one here runs as a later
+	// --verify-only on a read-only mount does.
+	if err := settleIndex(ctx, g, stage); err != nil {
+		return domain.CheckoutFailed(siteprotocol.ReasonNativeError, "refresh the index: %v", err)
+	}
 	if out := verifyTree(ctx, g, o, stage); out != nil {
 		return *out
 	}

@@ -365,6 +365,48 @@ func verifyTree(ctx context.Context, g *git, o Options, dir string) *domain.Chec
 	return nil
 }
 
+// settleIndex makes no index entry of the checkout in dir "racily
+// clean" (docs/site-runtime.md#workspace-checkout-metallo-workspace-init).
+// Git trusts an entry whose file has the stat data it recorded only when
+// the file's mtime is older than the index file's; otherwise it re-hashes
+// the file, and for an LFS file that runs git-lfs's clean filter, which
+// writes to .git/lfs/tmp and fails on the read-only mount
+// `--verify-only` runs on. A checkout writes its files and its index in
+// the same second, so which entries are racy depends on timing. Here,
+// while the checkout is still writable, every regular file of the working
+// tree gets the mtime one whole second before the index's, and `git
+// update-index --refresh` re-hashes each file (through the clean filter,
+// so a changed file keeps not matching) and rewrites the index with the
+// matching stat data and a later mtime. Later verifications then compare
+// stat data only, and a file changed afterwards has a new mtime or size,
+// so Git re-hashes it and reports it.
+func settleIndex(ctx context.Context, g *git, dir string) error {
+	fi, err := os.Stat(filepath.Join(dir, ".git", "index"))
+	if err != nil {
+		return err
+	}
+	past := fi.ModTime().Truncate(time.Second).Add(-time.Second)
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p == filepath.Join(dir, ".git") {
+			return filepath.SkipDir
+		}
+		if !d.Type().IsRegular() {
+			return nil // a link's racy check reads the link: no filter
+		}
+		return os.Chtimes(p, past, past)
+	})
+	if err != nil {
+		return err
+	}
+	if r := g.run(ctx, dir, nil, "update-index", "-q", "--refresh"); r.err != nil {
+		return errors.New(r.describe())
+	}
+	return nil
+}
+
 // record marks a complete checkout (in .git, outside the working tree).
 type record struct {
 	Commit     string `json:"commit"`

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/gitcheckout"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/grants"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/clock"
@@ -340,6 +341,14 @@ func TestWorkspaceInitAgainstARealGitHost(t *testing.T) {
 		if !verified.out.Verified {
 			t.Errorf("--verify-only: %+v", verified.out)
 		}
+		// As the serving Pod runs it: on a read-only mount of the
+		// workspace. Git finds no racily clean entry, so it never runs the
+		// LFS clean filter, which would write to .git/lfs/tmp.
+		readOnly := f.run(t, run{url: f.model.URL, commit: f.exact, lfs: true, workspace: gitcheckout.ReadOnlyView(t, r.workspace), verifyOnly: true})
+		if readOnly.exit != 0 || !readOnly.out.Verified {
+			t.Errorf("--verify-only on a read-only mount: exit %d, %+v\n%s", readOnly.exit, readOnly.out, readOnly.stderr)
+		}
+		racyEntries(t, r.dest)
 
 		// A partial checkout is never accepted: a staging directory is
 		// removed, and a destination that does not verify is fetched anew.
@@ -582,5 +591,37 @@ func forward(l net.Listener, target string) {
 			go func() { _, _ = io.Copy(u, c) }()
 			_, _ = io.Copy(c, u)
 		}()
+	}
+}
+
+// racyEntries fails when a regular file of the checkout at dest is not
+// older, in whole seconds, than its index (Git would re-hash it).
+func racyEntries(t *testing.T, dest string) {
+	t.Helper()
+	index, err := os.Stat(filepath.Join(dest, ".git", "index"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = filepath.WalkDir(dest, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.Name() == ".git" {
+			if err == nil {
+				return filepath.SkipDir
+			}
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if fi.ModTime().Unix() >= index.ModTime().Unix() {
+			t.Errorf("%s (mtime %s) is not older than the index (%s): racily clean", p, fi.ModTime(), index.ModTime())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
