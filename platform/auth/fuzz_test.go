@@ -7,7 +7,8 @@ import (
 )
 
 // FuzzParseKeys: a keys file's text never panics the parser, and every
-// key store it accepts holds only valid principals, each key hash once
+// key store it accepts holds at least one key, only valid principals, none
+// of them an environment's, each key hash once
 // (docs/architecture.md#configuration-files).
 func FuzzParseKeys(f *testing.F) {
 	fuzzlane.Mark(f)
@@ -21,10 +22,16 @@ func FuzzParseKeys(f *testing.F) {
 		if err != nil {
 			return
 		}
+		if len(s.entries) == 0 {
+			t.Fatalf("%q: accepted with no key", raw)
+		}
 		seen := map[[32]byte]bool{}
 		for _, e := range s.entries {
 			if _, err := ParsePrincipal(e.principal.String()); err != nil {
 				t.Fatalf("%q: accepted principal %v: %v", raw, e.principal, err)
+			}
+			if e.principal.Kind == KindEnvironment {
+				t.Fatalf("%q: accepted an environment's key", raw)
 			}
 			if seen[e.hash] {
 				t.Fatalf("%q: a hash accepted twice", raw)

@@ -14,7 +14,8 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
-	"sigs.k8s.io/yaml"
+
+	"github.com/pharos-metallo/metallo/platform/configfile"
 )
 
 // KeysFile is the shape of keys.yaml:
@@ -60,15 +61,43 @@ func LoadKeys(path string) (*KeyStore, error) {
 	return s, nil
 }
 
-// ParseKeys decodes a keys file's text (YAML, strictly: an unknown or
-// repeated field is an error) and validates it as NewKeyStore does. Its
-// errors name the entry; it never panics, whatever raw holds (FuzzParseKeys).
+// ParseKeys decodes a keys file's text (YAML; a repeated field or text
+// that is not YAML is an error) and validates it as NewKeyStore does, and
+// more: the file lists at least one key, has no unknown field, and names
+// no environment:<id> principal — an environment's Runtime key is only
+// ever in environments.yaml (docs/site-protocol.md#authentication-and-authorisation).
+// Its error joins every fault, each naming its entry (keys[i] (principal));
+// it never panics, whatever raw holds (FuzzParseKeys).
 func ParseKeys(raw []byte) (*KeyStore, error) {
 	var f KeysFile
-	if err := yaml.UnmarshalStrict(raw, &f); err != nil {
+	unknown, err := configfile.Decode(raw, &f)
+	if err != nil {
 		return nil, fmt.Errorf("parse: %w", err)
 	}
-	return NewKeyStore(f)
+	var errs []error
+	if len(f.Keys) == 0 {
+		errs = append(errs, errors.New("no key is listed: list at least one under the keys key (`metallo keys new --principal <kind>:<id> --append <file>`)"))
+	}
+	for _, u := range unknown {
+		if u.Entry < 0 {
+			errs = append(errs, fmt.Errorf("unknown field %q", u.Field))
+		} else {
+			errs = append(errs, fmt.Errorf("keys[%d] (%s): unknown field %q", u.Entry, f.Keys[u.Entry].Principal, u.Field))
+		}
+	}
+	for i, e := range f.Keys {
+		if p, err := ParsePrincipal(e.Principal); err == nil && p.Kind == KindEnvironment {
+			errs = append(errs, fmt.Errorf("keys[%d] (%s): an environment's key never goes in keys.yaml; give its SHA-256 as auth.key_sha256 of environment %s in environments.yaml", i, e.Principal, p.ID))
+		}
+	}
+	s, err := NewKeyStore(f)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return s, nil
 }
 
 // NewKeyStore validates f and returns a store for it. Its error joins every

@@ -62,3 +62,35 @@ func TestParsePrincipal(t *testing.T) {
 		}
 	}
 }
+
+// keys.yaml never holds an environment's key: an environment:<id> entry is refused naming it
+// and where the key goes (docs/site-protocol.md#authentication-and-authorisation); a file
+// listing no key is refused saying so; an unknown field is one fault naming its entry, reported
+// with every other fault (docs/architecture.md#configuration-files).
+func TestParseKeysRefusesEnvironmentKeysNoKeysAndReportsEveryFault(t *testing.T) {
+	svc := "  - principal: service:execution\n    sha256: " + HashKey("k1") + "\n"
+	for name, tc := range map[string]struct {
+		body string
+		want []string
+	}{
+		"environment principal": {"keys:\n" + svc + "  - principal: environment:alpha-k8s\n    sha256: " + HashKey("k2") + "\n",
+			[]string{"keys[1] (environment:alpha-k8s): an environment's key never goes in keys.yaml", "environments.yaml"}},
+		"no key":      {"keys: []\n", []string{"no key is listed"}},
+		"no keys key": {"{}\n", []string{"no key is listed"}},
+		"unknown field with other faults": {"keys:\n" + svc + "    retired: true\n  - principal: nobody\n    sha256: " + HashKey("k3") + "\nextra: 1\n",
+			[]string{`keys[0] (service:execution): unknown field "retired"`, `unknown field "extra"`, `keys[1]: bad principal "nobody"`}},
+		"field in the wrong case": {"keys:\n  - Principal: site:a\n    sha256: " + HashKey("k4") + "\n", []string{`unknown field "Principal"`}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseKeys([]byte(tc.body))
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -36,9 +36,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	"sigs.k8s.io/yaml"
 
 	"github.com/pharos-metallo/metallo/platform/auth"
+	"github.com/pharos-metallo/metallo/platform/configfile"
 	"github.com/pharos-metallo/metallo/platform/reload"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -111,16 +111,33 @@ type Set struct {
 	ids  []string
 }
 
-// Parse decodes an environments file's text (YAML, strictly: an unknown or
-// repeated field is an error) and validates it as New does, resolving
-// relative kubeconfig paths against dir. It never panics, whatever raw
-// holds (FuzzParse).
+// Parse decodes an environments file's text (YAML; a repeated field or
+// text that is not YAML is an error) and validates it as New does,
+// resolving relative kubeconfig paths against dir; an unknown field is one
+// more fault, naming its entry (environments[i] (id): unknown field "x"),
+// reported with the others. It never panics, whatever raw holds (FuzzParse).
 func Parse(raw []byte, dir string) (*Set, error) {
 	var f File
-	if err := yaml.UnmarshalStrict(raw, &f); err != nil {
+	unknown, err := configfile.Decode(raw, &f)
+	if err != nil {
 		return nil, fmt.Errorf("parse: %w", err)
 	}
-	return New(f, dir)
+	var errs []error
+	for _, u := range unknown {
+		if u.Entry < 0 {
+			errs = append(errs, fmt.Errorf("unknown field %q", u.Field))
+		} else {
+			errs = append(errs, fmt.Errorf("environments[%d] (%s): unknown field %q", u.Entry, f.Environments[u.Entry].ID, u.Field))
+		}
+	}
+	s, err := New(f, dir)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return s, nil
 }
 
 // validID applies the principal identifier rule of platform/auth to an

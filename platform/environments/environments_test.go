@@ -70,7 +70,10 @@ func TestEveryInvalidEntryIsRefusedNamingTheEntry(t *testing.T) {
 	good := entry("alpha-k8s", "alpha", "https://m.example.org", "{key_sha256: "+hashA+"}")
 	for name, tc := range map[string]struct{ body, want string }{
 		"no environment":        {"environments: []\n", "no environment is configured"},
-		"an unknown member":     {"environments:\n" + good + "    colour: blue\n", "unknown field"},
+		"an unknown member":     {"environments:\n" + good + "    colour: blue\n", `environments[0] (alpha-k8s): unknown field "colour"`},
+		"an unknown auth field": {"environments:\n" + entry("alpha-k8s", "alpha", "https://m.example.org", "{key_sha256: "+hashA+", keyfile: k}"), `environments[0] (alpha-k8s): unknown field "auth.keyfile"`},
+		"a field in capitals":   {"environments:\n" + good + "    Backend: slurm\n", `environments[0] (alpha-k8s): unknown field "Backend"`},
+		"an unknown top field":  {"environments:\n" + good + "retired: []\n", `unknown field "retired"`},
 		"a bad id":              {"environments:\n" + entry("alpha k8s", "alpha", "https://m.example.org", "{key_sha256: "+hashA+"}"), "environments[0] (alpha k8s): id"},
 		"a duplicate id":        {"environments:\n" + good + entry("alpha-k8s", "alpha", "https://m.example.org", "{key_sha256: "+strings.Repeat("a", 64)+"}"), "environments[1] (alpha-k8s): id is listed twice"},
 		"no site":               {"environments:\n" + entry("alpha-k8s", `""`, "https://m.example.org", "{key_sha256: "+hashA+"}"), "environments[0] (alpha-k8s): site"},
@@ -98,7 +101,7 @@ func TestEveryInvalidEntryIsRefusedNamingTheEntry(t *testing.T) {
 // One refusal names every fault of the file, so one edit fixes them all.
 func TestEveryFaultOfTheFileIsReportedAtOnce(t *testing.T) {
 	body := "environments:\n" +
-		entry("alpha-k8s", "al/pha", "http://m.example.org", "{key_sha256: "+hashA+"}") + "    backend: nomad\n" +
+		entry("alpha-k8s", "al/pha", "http://m.example.org", "{key_sha256: "+hashA+"}") + "    backend: nomad\n    retired: true\n" +
 		entry("alpha-k8s", "alpha", "https://m.example.org", "{}") +
 		entry("beta-k8s", "beta", "https://m.example.org", "{key_sha256: "+hashA+"}")
 	_, err := environments.Parse([]byte(body), t.TempDir())
@@ -106,7 +109,7 @@ func TestEveryFaultOfTheFileIsReportedAtOnce(t *testing.T) {
 		t.Fatal("accepted")
 	}
 	for _, want := range []string{
-		"environments[0] (alpha-k8s): site", "environments[0] (alpha-k8s): authority", `environments[0] (alpha-k8s): backend "nomad"`,
+		"environments[0] (alpha-k8s): site", "environments[0] (alpha-k8s): authority", `environments[0] (alpha-k8s): unknown field "retired"`, `environments[0] (alpha-k8s): backend "nomad"`,
 		"environments[1] (alpha-k8s): id is listed twice", "environments[1] (alpha-k8s): auth must give exactly one",
 		"environments[2] (beta-k8s): auth.key_sha256 is also the key of environment alpha-k8s",
 	} {
