@@ -27,7 +27,7 @@ import (
 type server struct {
 	executiontest.Client
 	serviceKey, betoKey         string
-	alphaKey, betaKey, ghostKey string
+	alphaKey, betaKey string
 	clock                       *clock.Manual
 	dir                         string
 	files                       executiontest.Files
@@ -55,9 +55,9 @@ func startServer(t testing.TB, o options) *server {
 			{ID: "beta-k8s", Site: "beta", Authority: "https://metallo.example.org"},
 		}
 	}
-	files := executiontest.WriteFiles(t, s.dir, o.environments, "service:beto", "environment:ghost")
+	files := executiontest.WriteFiles(t, s.dir, o.environments, "service:beto")
 	s.files = files
-	s.serviceKey, s.betoKey, s.ghostKey = files.ServiceKey, files.ExtraKeys["service:beto"], files.ExtraKeys["environment:ghost"]
+	s.serviceKey, s.betoKey = files.ServiceKey, files.ExtraKeys["service:beto"]
 	s.alphaKey, s.betaKey = files.EnvironmentKeys["alpha-k8s"], files.EnvironmentKeys["beta-k8s"]
 	if o.databaseURL == "" {
 		o.databaseURL = "sqlite:" + filepath.Join(s.dir, "execution.sqlite")

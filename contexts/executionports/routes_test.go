@@ -227,9 +227,10 @@ func TestUnknownEnvironmentIs404(t *testing.T) {
 	s := startServer(t, options{})
 	wantStatus(t, s.appendCommand(t, "ghost", observe(1, issued)), http.StatusNotFound, siteprotocol.ProblemUnknownEnvironment)
 	wantStatus(t, s.call(t, http.MethodPost, "/execution/v1/streams/ghost/rebind", s.serviceKey, "", []byte(`{"reason":"x"}`)), http.StatusNotFound, siteprotocol.ProblemUnknownEnvironment)
-	// keys.yaml holds environment:ghost, which environments.yaml does not list.
-	wantStatus(t, s.pull(t, "ghost", s.ghostKey, installA, 0, 10, 0), http.StatusNotFound, siteprotocol.ProblemUnknownEnvironment)
-	wantStatus(t, s.call(t, http.MethodGet, "/site/v1/streams/ghost", s.ghostKey, installA, nil), http.StatusNotFound, siteprotocol.ProblemUnknownEnvironment)
+	// No key names an environment that environments.yaml does not list (keys.yaml holds no
+	// environment key): a configured environment's key on it is refused, naming nothing of it.
+	wantStatus(t, s.pull(t, "ghost", s.alphaKey, installA, 0, 10, 0), http.StatusForbidden, siteprotocol.ProblemForbidden)
+	wantStatus(t, s.call(t, http.MethodGet, "/site/v1/streams/ghost", s.alphaKey, installA, nil), http.StatusForbidden, siteprotocol.ProblemForbidden)
 }
 
 func TestEverySiteRouteRequiresTheInstallationHeader(t *testing.T) {
