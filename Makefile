@@ -13,6 +13,8 @@ BIN := bin/metallo
 # ROLES: roles with an OpenAPI document; SERVE_ROLES: what `make run` serves in one process.
 ROLES := provisioning execution
 SERVE_ROLES := provisioning,execution
+# RUN_FLAGS: more flags for make run, such as --listen 127.0.0.1:18080 --admin-listen 127.0.0.1:19090.
+RUN_FLAGS ?=
 SERVE_FLAGS := --waldur-instance https://waldur.example.org --resource-owner in-process --environments-file var/environments.yaml
 DEV_PRINCIPALS := site:alpha service:beto service:execution
 REQUIRED_LANES := $(shell paste -sd, .ci/lanes)
@@ -53,7 +55,7 @@ run: build
 	  echo "$$out" | sed -n 's/^key: /environment:alpha-k8s /p' >> var/dev-keys.txt; \
 	  echo "wrote var/environments.yaml (environment alpha-k8s at site alpha); its Runtime key is in var/dev-keys.txt"; \
 	fi
-	$(BIN) serve --role $(SERVE_ROLES) --keys-file var/keys.yaml --migrate --log-format console $(SERVE_FLAGS)
+	$(BIN) serve --role $(SERVE_ROLES) --keys-file var/keys.yaml --migrate --log-format console $(SERVE_FLAGS) $(RUN_FLAGS)
 
 ## test: every lane (unit, SQLite, PostgreSQL, Kubernetes, Git host, Slurm, and a short fuzz pass); fails when a lane runs no test or skips one
 test: services git-tools browser-tools githost-build cluster-up slurm-up

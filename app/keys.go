@@ -52,15 +52,15 @@ refused). Only the SHA-256 is ever stored; the key is shown this once.`,
 				return fmt.Errorf("encode keys-file entry: %w", err)
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "key: %s\n", key)
 			if appendTo == "" {
-				fmt.Fprintf(out, "# add under keys: in keys.yaml\n%s", line)
+				fmt.Fprintf(out, "key: %s\n# add under keys: in keys.yaml\n%s", key, line)
 				return nil
 			}
+			// The file first: a key printed but never stored would be handed out unusable.
 			if err := appendKey(appendTo, entry); err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "# added %s to %s\n", entry.Principal, appendTo)
+			fmt.Fprintf(out, "key: %s\n# added %s to %s\n", key, entry.Principal, appendTo)
 			return nil
 		},
 	}

@@ -40,3 +40,33 @@ func TestKeysNewForAnEnvironmentPointsAtEnvironmentsYAML(t *testing.T) {
 		t.Fatal("an environment key was appended to a keys file")
 	}
 }
+
+// A key that --append cannot store is never printed: handed out, it would
+// authenticate nothing.
+func TestKeysNewPrintsNoKeyItCouldNotAppend(t *testing.T) {
+	dir := t.TempDir()
+	for name, path := range map[string]string{
+		"a directory":         dir,
+		"an unparseable file": writeFile(t, filepath.Join(dir, "bad.yaml"), "keys: [unclosed\n"),
+	} {
+		var out bytes.Buffer
+		code := Main(t.Context(), []string{"keys", "new", "--principal", "site:alpha", "--append", path}, Env{Stdout: &out, Stderr: &out})
+		if code == 0 || strings.Contains(out.String(), "key: mtl_") || strings.Contains(out.String(), "key: ") && strings.Contains(out.String(), "# added") {
+			t.Errorf("--append to %s: exit %d, output %q; want a failure that prints no key", name, code, out.String())
+		}
+	}
+	good := filepath.Join(dir, "keys.yaml")
+	var out bytes.Buffer
+	if code := Main(t.Context(), []string{"keys", "new", "--principal", "site:alpha", "--append", good}, Env{Stdout: &out, Stderr: &out}); code != 0 ||
+		!regexp.MustCompile(`(?m)^key: \S+\n# added site:alpha to `).MatchString(out.String()) {
+		t.Fatalf("--append to a new file: exit %d, output %q", code, out.String())
+	}
+}
+
+func writeFile(t *testing.T, path, content string) string {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
