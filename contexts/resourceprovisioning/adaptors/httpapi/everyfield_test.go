@@ -40,6 +40,15 @@ func TestOne422NamesEveryBadField(t *testing.T) {
 				strings.Replace(strings.Replace(account, `"generation":1`, `"generation":18446744073709551616`, 1), `"ready"`, `"done"`, 1) + `,` +
 				strings.Replace(strings.Replace(account, "9c2e5d1a", "1c2e5d1a", 1), `"uid":"u1"`, `"uid":"u2"`, 1) + `]}`,
 			[]string{"body.accounts[0].generation", "body.accounts[0].state", "body.accounts[1].account"}},
+		{"member names in another case (encoding/json would fold them)", "/alpha/reports", "alpha",
+			`{"Reports":[{` + strings.Replace(report("r1"), `"provider_resource_id"`, `"Provider_Resource_ID"`, 1) + `}]}`,
+			[]string{"body.Reports"}},
+		{"a report's member in another case", "/alpha/reports", "alpha",
+			reports(strings.Replace(report("r1"), `"provider_resource_id"`, `"Provider_Resource_ID"`, 1)),
+			[]string{"body.reports[0].Provider_Resource_ID"}},
+		{"event: its type and revision in another case", "/events/beto", "beto",
+			strings.Replace(strings.Replace(event, `"type"`, `"Type"`, 1), `"revision"`, `"Revision"`, 1),
+			[]string{"body.Type", "body.project.Revision"}},
 	} {
 		code, p, raw := h.send(t, c.path, c.key, c.body)
 		if code != 422 || p.Reason != "validation-failed" {

@@ -178,6 +178,12 @@ func integerProblems(raw []byte, t reflect.Type) ([]*huma.ErrorDetail, []byte) {
 		}
 		if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].inName && tok.Kind() == '"' {
 			stack[n-1].name, stack[n-1].inName = tok.String(), false
+			// encoding/json and Huma's schema match member names without regard to case; the
+			// API's names are exact (docs/architecture.md#one-answer-per-fault), so a
+			// member that matches a field only so is unknown.
+			if ft := stack[n-1].t; ft != nil && ft.Kind() == reflect.Struct && !hasField(ft, tok.String()) && fieldType(ft, tok.String()) != nil {
+				out = append(out, &huma.ErrorDetail{Location: path().Location("body"), Message: "unexpected property: member names are matched exactly, case included", Value: tok.String()})
+			}
 			continue
 		}
 		switch tok.Kind() {
@@ -241,6 +247,21 @@ func deref(t reflect.Type) reflect.Type {
 		t = t.Elem()
 	}
 	return t
+}
+
+// hasField tells whether struct t has a field whose JSON name is exactly name.
+func hasField(t reflect.Type, name string) bool {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "" {
+			tag = f.Name
+		}
+		if tag == name && tag != "-" && f.IsExported() {
+			return true
+		}
+	}
+	return false
 }
 
 // fieldType is the type of struct t's field that JSON member name decodes
