@@ -26,12 +26,12 @@ import (
 // platform's auth and HTTP modules on a loopback port.
 type server struct {
 	executiontest.Client
-	serviceKey, betoKey         string
-	alphaKey, betaKey string
-	clock                       *clock.Manual
-	dir                         string
-	files                       executiontest.Files
-	app                         *fxtest.App
+	serviceKey, betoKey string
+	alphaKey, betaKey   string
+	clock               *clock.Manual
+	dir                 string
+	files               executiontest.Files
+	app                 *fxtest.App
 	// stop stops the app (once; the cleanup then does not).
 	stop func() error
 }
