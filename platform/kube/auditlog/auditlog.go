@@ -52,8 +52,10 @@ func (a *Log) files() ([]logFile, error) {
 	for _, p := range append(backups, a.Path) {
 		fi, err := os.Stat(p)
 		if err != nil {
-			if os.IsNotExist(err) && p != a.Path {
-				continue // removed since the listing (the API server keeps a bounded number)
+			// A backup removed since the listing (the API server keeps a bounded number), or
+			// the log between its rotation's rename and the new file's creation.
+			if os.IsNotExist(err) && (p != a.Path || len(out) > 0) {
+				continue
 			}
 			return nil, err
 		}
@@ -117,7 +119,7 @@ func (a *Log) Events() ([]Event, error) {
 	}
 	var out []Event
 	for _, f := range files {
-		evs, _, err := readFrom(f.path, 0)
+		evs, _, _, err := readFrom(f.path, func(os.FileInfo) int64 { return 0 })
 		if err != nil {
 			return out, err
 		}
@@ -126,14 +128,25 @@ func (a *Log) Events() ([]Event, error) {
 	return out, nil
 }
 
-// readFrom parses the complete lines of the file at path from offset on and returns the offset
-// after them.
-func readFrom(path string, offset int64) ([]Event, int64, error) {
+// readFrom opens the file at path and parses its complete lines from offsetOf(the opened file)
+// on; it returns the opened file's identity and the offset after those lines. The identity is
+// the opened file's, not the path's: a rotation may rename the path between a listing and here.
+func readFrom(path string, offsetOf func(os.FileInfo) int64) ([]Event, os.FileInfo, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, offset, err
+		return nil, nil, 0, err
 	}
 	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	evs, offset, err := readLines(f, offsetOf(info))
+	return evs, info, offset, err
+}
+
+// readLines parses f's complete lines from offset on and returns the offset after them.
+func readLines(f *os.File, offset int64) ([]Event, int64, error) {
 	if _, err := f.Seek(offset, io.SeekStart); err != nil {
 		return nil, offset, err
 	}
@@ -169,17 +182,21 @@ func (a *Log) Find(ctx context.Context, match func(Event) bool) (Event, error) {
 		}
 		read := make([]logFile, 0, len(files))
 		for _, f := range files {
-			for _, s := range seen {
-				if os.SameFile(s.info, f.info) {
-					f.offset = s.offset
+			evs, info, next, err := readFrom(f.path, func(info os.FileInfo) int64 {
+				for _, s := range seen {
+					if os.SameFile(s.info, info) {
+						return s.offset
+					}
 				}
-			}
-			evs, next, err := readFrom(f.path, f.offset)
-			if err != nil && !(os.IsNotExist(err) && f.path != a.Path) {
+				return 0
+			})
+			if err != nil {
+				if os.IsNotExist(err) {
+					continue // gone since the listing: its file is read under its new name next time
+				}
 				return Event{}, err
 			}
-			f.offset = next
-			read = append(read, f)
+			read = append(read, logFile{path: f.path, info: info, offset: next})
 			for _, ev := range evs {
 				if match(ev) {
 					return ev, nil
