@@ -84,7 +84,8 @@ type Cluster struct {
 // AdminConfig returns a copy of the administrator's rest.Config (group system:masters).
 func (c *Cluster) AdminConfig() *rest.Config { return rest.CopyConfig(c.config) }
 
-// AuditLog returns a reader of the cluster's audit log.
+// AuditLog returns a reader of the cluster's audit log and of its backups rotated since this test
+// binary attached (older ones hold none of its events).
 func (c *Cluster) AuditLog() *AuditLog { return &AuditLog{Path: c.AuditLogPath, Since: c.attached} }
 
 // Env is one test's view of the cluster: its own namespace and clients as the administrator.

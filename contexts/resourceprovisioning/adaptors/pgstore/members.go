@@ -328,6 +328,7 @@ func (s *Store) NativeAccounts(ctx context.Context, allocationID string) ([]doma
 	return allocationAccounts(ctx, s.q, allocationID)
 }
 
+// BindingsHoldingAccount implements application.BindingTx.
 func (t *reportTx) BindingsHoldingAccount(ctx context.Context, environment, account, uid string) ([]domain.MemberBinding, error) {
 	rs, err := t.q.BindingsHoldingAccount(ctx, pgdb.BindingsHoldingAccountParams{Environment: environment, Account: account, AccountUid: uid})
 	if err != nil {

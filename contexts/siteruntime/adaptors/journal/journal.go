@@ -548,6 +548,11 @@ func (j *Journal) Generations(ctx context.Context, bindingID string) ([]domain.M
 	if err != nil {
 		return nil, err
 	}
+	return membersFromRows(rows)
+}
+
+// membersFromRows converts the journal's rows of member bindings, in their order.
+func membersFromRows(rows []deliverydb.MemberBinding) ([]domain.MemberBinding, error) {
 	out := make([]domain.MemberBinding, 0, len(rows))
 	for _, r := range rows {
 		b, err := memberFromRow(r)
@@ -573,15 +578,7 @@ func (j *Journal) LiveOfAccount(ctx context.Context, account string) ([]domain.M
 	if err != nil {
 		return nil, err
 	}
-	out := make([]domain.MemberBinding, 0, len(rows))
-	for _, r := range rows {
-		b, err := memberFromRow(r)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, b)
-	}
-	return out, nil
+	return membersFromRows(rows)
 }
 
 // Save writes member bindings in one durable commit.
