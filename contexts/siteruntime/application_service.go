@@ -11,6 +11,7 @@ import (
 // renders.
 func NewApplicationFamily(c Config, native appservice.Natives) (*appservice.Family, error) {
 	specs := kube.NewRenderer(c.GPUResources, nil)
+	specs.Users = c.Users()
 	var err error
 	if specs.Scheduling, err = c.Scheduling(); err != nil {
 		return nil, err

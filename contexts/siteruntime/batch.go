@@ -55,6 +55,7 @@ func NewBatchFamily(c Config, jobs application.JobObserver) (*batch.Family, erro
 		return nil, err
 	}
 	specs := kube.NewRenderer(c.GPUResources, c.BatchPodAnnotations)
+	specs.Users = c.Users()
 	if specs.Scheduling, err = c.Scheduling(); err != nil {
 		return nil, err
 	}
@@ -107,6 +108,7 @@ func NewBatchExecutor(c Config, bindings application.MemberBindings, records app
 // --repository-ca-configmap.
 func CheckoutOf(c Config) (*kube.Renderer, application.CheckoutConfig, error) {
 	specs := kube.NewRenderer(c.GPUResources, c.BatchPodAnnotations)
+	specs.Users = c.Users()
 	var err error
 	if specs.Scheduling, err = c.Scheduling(); err != nil {
 		return nil, application.CheckoutConfig{}, err

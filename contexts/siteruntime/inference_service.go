@@ -18,6 +18,7 @@ const DefaultServingRuntime = "kserve-huggingfaceserver"
 // registers on the client (kube.InferencePodChain).
 func NewInferenceFamily(c Config, native *kube.Workloads) (*inference.Family, error) {
 	specs := kube.NewRenderer(c.GPUResources, nil)
+	specs.Users = c.Users()
 	var err error
 	if specs.Scheduling, err = c.Scheduling(); err != nil {
 		return nil, err

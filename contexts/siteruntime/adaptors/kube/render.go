@@ -81,6 +81,9 @@ type Renderer struct {
 	InferencePodAnnotations map[string]string
 	// Scheduling is every rendered Pod's node selector and tolerations.
 	Scheduling Scheduling
+	// Users is the Site's user and file-system group of every member
+	// workload Pod (none when zero: the image's own user).
+	Users Users
 }
 
 // NewRenderer returns a Renderer with the default extended resources
@@ -144,7 +147,10 @@ func (r *Renderer) RenderWorkspace(s application.WorkspaceSpec) (application.Nat
 // Run's time limit as the Pod's activeDeadlineSeconds (never the Job's, so
 // time queued under quota is not counted), the member's service account
 // without a mounted token, the workspace claim at /workspace, and the Site's
-// Scheduling (node selector, tolerations). It fails
+// Scheduling (node selector, tolerations), and Pod Security restricted:
+// runAsNonRoot, the RuntimeDefault seccomp profile, the Site's Users, no
+// privilege escalation and every capability dropped
+// (docs/site-runtime.md#pod-security). It fails
 // wrapping application.ErrUnsupportedDemand for a gpu.<vendor> without a
 // configured extended resource.
 func (r *Renderer) RenderJob(s application.BatchJobSpec) (application.NativeObject, error) {
@@ -174,16 +180,18 @@ func (r *Renderer) RenderJob(s application.BatchJobSpec) (application.NativeObje
 					ActiveDeadlineSeconds:        &deadline,
 					ServiceAccountName:           s.ServiceAccount,
 					AutomountServiceAccountToken: &noToken,
+					SecurityContext:              r.workloadSecurity(),
 					NodeSelector:                 maps.Clone(r.Scheduling.NodeSelector),
 					Tolerations:                  slices.Clone(r.Scheduling.Tolerations),
 					Containers: []corev1.Container{{
-						Name:         ContainerName,
-						Image:        s.Image,
-						Args:         slices.Clone(s.Argv),
-						Env:          env,
-						WorkingDir:   WorkspacePath,
-						Resources:    corev1.ResourceRequirements{Requests: resources, Limits: resources.DeepCopy()},
-						VolumeMounts: []corev1.VolumeMount{{Name: WorkspaceVolume, MountPath: WorkspacePath}},
+						Name:            ContainerName,
+						Image:           s.Image,
+						Args:            slices.Clone(s.Argv),
+						Env:             env,
+						WorkingDir:      WorkspacePath,
+						Resources:       corev1.ResourceRequirements{Requests: resources, Limits: resources.DeepCopy()},
+						VolumeMounts:    []corev1.VolumeMount{{Name: WorkspaceVolume, MountPath: WorkspacePath}},
+						SecurityContext: restrictedContainer(),
 					}},
 					Volumes: []corev1.Volume{{Name: WorkspaceVolume, VolumeSource: corev1.VolumeSource{
 						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.WorkspaceClaim},
