@@ -2,8 +2,8 @@ package siteruntime
 
 import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	kubeinference "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/families/inference"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/inference"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 )
 
 // DefaultServingRuntime is the ServingRuntime --serving-runtime pins when
@@ -14,19 +14,17 @@ const DefaultServingRuntime = "kserve-huggingfaceserver"
 // NewInferenceFamily builds the inference family on the shared workload
 // client (docs/site-runtime.md#one-lifecycle-for-every-family): the Site's
 // GPU and scheduling flags and --serving-runtime in what it renders. Its
-// private reads follow the InferenceService's Pod chain, which it
-// registers on the client (kube.InferencePodChain).
+// private reads follow the InferenceService's Pod chain and proxy to its
+// predictor Service, which its side of the client registers on the client
+// (kubeinference.New).
 func NewInferenceFamily(c Config, native *kube.Workloads) (*inference.Family, error) {
-	specs := kube.NewRenderer(c.GPUResources, nil)
-	specs.Users = c.Users()
-	var err error
-	if specs.Scheduling, err = c.Scheduling(); err != nil {
+	specs, err := siteRenderer(c, nil)
+	if err != nil {
 		return nil, err
 	}
 	runtime := c.ServingRuntime
 	if runtime == "" {
 		runtime = DefaultServingRuntime
 	}
-	native.WithPodChain(domain.KindInferenceService, kube.InferencePodChain())
-	return inference.New(native, specs, inference.Config{ServingRuntime: runtime})
+	return inference.New(kubeinference.New(native), kubeinference.NewRenderer(specs), inference.Config{ServingRuntime: runtime})
 }

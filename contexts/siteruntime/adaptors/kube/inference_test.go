@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	kubeinference "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/families/inference"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/inference"
@@ -71,12 +72,11 @@ func (s *site) inference(o isvcOptions) {
 	if runtime == "" {
 		runtime = kubetest.HuggingFaceRuntime
 	}
-	exec, err := inference.NewExecutor(access, workloads, s.renderer, s.journal.Services(), nil,
+	exec, err := inference.NewExecutor(access, kubeinference.New(workloads), kubeinference.NewRenderer(s.renderer), s.journal.Services(), nil,
 		application.ExecutorConfig{DeletionWait: o.deletionWait}, inference.Config{ServingRuntime: runtime})
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	workloads.WithPodChain(domain.KindInferenceService, kube.InferencePodChain())
 	exec.WithReads(workloads).WithProxy(workloads)
 	if o.fileReads != nil {
 		cfg := *o.fileReads
@@ -115,14 +115,14 @@ func TestTheRenderedInferenceServiceHasTheShapeOfTheCase(t *testing.T) {
 	id := application.ObjectIdentity{RunID: want.Labels[kube.LabelRun], AttemptID: want.Labels[kube.LabelAttempt], MemberID: want.Labels[kube.LabelMember],
 		ProjectID: want.Labels[kube.LabelProject], CommandID: want.Labels[kube.LabelCommand]}
 	r := kube.NewRenderer(nil, nil)
-	obj, err := r.RenderInferenceService(application.InferenceServiceSpec{Identity: id, Namespace: want.Namespace,
+	obj, err := kubeinference.NewRenderer(r).RenderInferenceService(application.InferenceServiceSpec{Identity: id, Namespace: want.Namespace,
 		ServiceAccount: want.Spec.Predictor.ServiceAccountName, DeploymentMode: application.DeploymentModeStandard, ModelFormat: "huggingface",
 		Runtime: kubetest.HuggingFaceRuntime, Args: caseModelArgs, Demand: map[string]int64{"cpu": 1000, "memory": 2 << 30},
 		WorkspaceClaim: domain.AttemptObjectName(id.AttemptID, domain.SuffixWorkspace)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, _ := r.RenderInferenceService(application.InferenceServiceSpec{Identity: id, Namespace: want.Namespace,
+	again, _ := kubeinference.NewRenderer(r).RenderInferenceService(application.InferenceServiceSpec{Identity: id, Namespace: want.Namespace,
 		ServiceAccount: want.Spec.Predictor.ServiceAccountName, DeploymentMode: application.DeploymentModeStandard, ModelFormat: "huggingface",
 		Runtime: kubetest.HuggingFaceRuntime, Args: caseModelArgs, Demand: map[string]int64{"cpu": 1000, "memory": 2 << 30},
 		WorkspaceClaim: domain.AttemptObjectName(id.AttemptID, domain.SuffixWorkspace)})
@@ -136,7 +136,7 @@ func TestTheRenderedInferenceServiceHasTheShapeOfTheCase(t *testing.T) {
 	if obj.Kind != domain.KindInferenceService || got.Name != want.Name || got.Namespace != want.Namespace || got.APIVersion != want.APIVersion || got.Kind != want.Kind {
 		t.Fatalf("identity %s %s/%s %s", obj.Kind, got.Namespace, got.Name, got.APIVersion)
 	}
-	if got.Annotations[kube.AnnotationDeploymentMode] != "Standard" || got.Labels[kube.LabelVisibility] != kube.VisibilityClusterLocal {
+	if got.Annotations[kubeinference.AnnotationDeploymentMode] != "Standard" || got.Labels[kubeinference.LabelVisibility] != kubeinference.VisibilityClusterLocal {
 		t.Fatalf("annotations %v labels %v", got.Annotations, got.Labels)
 	}
 	for k, v := range want.Labels {
@@ -172,7 +172,7 @@ func TestTheRenderedInferenceServiceHasTheShapeOfTheCase(t *testing.T) {
 	if _, ok := tree["status"]; ok {
 		t.Fatal("the rendered bytes carry a status")
 	}
-	if _, err := r.RenderInferenceService(application.InferenceServiceSpec{Identity: id, Demand: map[string]int64{"cpu": 1, "memory": 1, "gpu.amd": 1}}); err == nil {
+	if _, err := kubeinference.NewRenderer(r).RenderInferenceService(application.InferenceServiceSpec{Identity: id, Demand: map[string]int64{"cpu": 1, "memory": 1, "gpu.amd": 1}}); err == nil {
 		t.Fatal("a GPU demand without a configured resource was rendered")
 	}
 }
@@ -220,12 +220,12 @@ func TestInferenceServiceObservationFollowsKServesStatusAndThePredictor(t *testi
 		"invalid spec":         {isvc(`{"modelStatus":{"transitionStatus":"InvalidSpec","lastFailureInfo":{"reason":"NoSupportingRuntime"}}}`), nil, siteprotocol.StateFailed, "NoSupportingRuntime"},
 		"blocked without info": {isvc(`{"modelStatus":{"transitionStatus":"BlockedByFailedLoad"}}`), nil, siteprotocol.StateFailed, "BlockedByFailedLoad"},
 	} {
-		o := kube.InferenceServiceObservation(c.isvc, c.predictor)
+		o := kubeinference.InferenceServiceObservation(c.isvc, c.predictor)
 		if o.State != c.state || o.Reason != c.reason {
 			t.Errorf("%s: %s (%s) %q, want %s (%s)", name, o.State, o.Reason, o.Message, c.state, c.reason)
 		}
 	}
-	o := kube.InferenceServiceObservation(failed, nil)
+	o := kubeinference.InferenceServiceObservation(failed, nil)
 	if o.ExitCode == nil || *o.ExitCode != 1 || o.Message != "container exited" || o.FinishedAt != "2026-12-02T05:00:00Z" {
 		t.Fatalf("failure detail %+v", o)
 	}
@@ -263,7 +263,7 @@ func TestAnInferenceServiceIsCreatedAsTheMemberReconciledByKServeAndBecomesHealt
 		t.Fatalf("the InferenceService was created by %s, want the member %s", who.Actor(), s.memberUser())
 	}
 	s.observeUntil(attempt, "healthy", func(r siteprotocol.Result) bool { return state(t, r) == siteprotocol.StateHealthy })
-	predictor := name + kube.PredictorSuffix
+	predictor := name + kubeinference.PredictorSuffix
 	dep, err := s.e.Client.AppsV1().Deployments(s.ns).Get(testContext(t), predictor, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

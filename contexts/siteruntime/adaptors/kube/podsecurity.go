@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	kservev1beta1 "github.com/kserve/kserve/pkg/apis/serving/v1beta1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -48,17 +47,19 @@ func restrictedPod(runAsUser, fsGroup int64) *corev1.PodSecurityContext {
 	return sc
 }
 
-// restrictedContainer is the container securityContext of Pod Security
+// RestrictedContainer is the container securityContext of Pod Security
 // restricted that every rendered container carries: no privilege
-// escalation, every capability dropped.
-func restrictedContainer() *corev1.SecurityContext {
+// escalation, every capability dropped (docs/site-runtime.md#pod-security).
+func RestrictedContainer() *corev1.SecurityContext {
 	no := false
 	return &corev1.SecurityContext{AllowPrivilegeEscalation: &no, Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
 }
 
-// workloadSecurity is a member workload Pod's securityContext: restricted,
-// with the Site's Users.
-func (r *Renderer) workloadSecurity() *corev1.PodSecurityContext {
+// WorkloadSecurity is a member workload Pod's securityContext (the Job's,
+// the Deployment's, the predictor's): Pod Security restricted's
+// runAsNonRoot and RuntimeDefault seccomp profile, with the Site's Users
+// (docs/site-runtime.md#pod-security).
+func (r *Renderer) WorkloadSecurity() *corev1.PodSecurityContext {
 	return restrictedPod(r.Users.RunAsUser, r.Users.FSGroup)
 }
 
@@ -93,14 +94,25 @@ func RestrictedShortfall(kind string, spec []byte) (string, error) {
 		}
 		path, pod = "spec", p.Spec
 	case domain.KindInferenceService:
-		var i kservev1beta1.InferenceService
+		// KServe's predictor: its Pod part, init containers and containers
+		// inline, and the model container's fields inline under model.
+		var i struct {
+			Spec struct {
+				Predictor struct {
+					SecurityContext *corev1.PodSecurityContext `json:"securityContext"`
+					InitContainers  []corev1.Container         `json:"initContainers"`
+					Containers      []corev1.Container         `json:"containers"`
+					Model           *corev1.Container          `json:"model"`
+				} `json:"predictor"`
+			} `json:"spec"`
+		}
 		if err := json.Unmarshal(spec, &i); err != nil {
 			return "", fmt.Errorf("decode the saved InferenceService: %w", err)
 		}
 		p := i.Spec.Predictor
 		path, pod = "spec.predictor", corev1.PodSpec{SecurityContext: p.SecurityContext, InitContainers: p.InitContainers, Containers: p.Containers}
 		if p.Model != nil {
-			c := p.Model.Container
+			c := *p.Model
 			c.Name = "model"
 			pod.Containers = append(pod.Containers, c)
 		}

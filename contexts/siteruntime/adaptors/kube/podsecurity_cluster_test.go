@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	kubeinference "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/families/inference"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
@@ -257,7 +258,7 @@ func TestEveryRenderedPodPassesPodSecurityRestrictedOnAServerSideDryRun(t *testi
 	want(t, s.simple(siteprotocol.OpStart, attempt), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
 	// Healthy: KServe's predictor Pods were admitted under enforcement.
 	s.observeUntil(attempt, "healthy", func(r siteprotocol.Result) bool { return state(t, r) == siteprotocol.StateHealthy })
-	live, err := s.e.Client.AppsV1().Deployments(s.ns).Get(ctx, domain.AttemptObjectName(attempt, "")+kube.PredictorSuffix, metav1.GetOptions{})
+	live, err := s.e.Client.AppsV1().Deployments(s.ns).Get(ctx, domain.AttemptObjectName(attempt, "")+kubeinference.PredictorSuffix, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	kubeapp "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/families/appservice"
+	kubebatch "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/families/batch"
+	kubeinference "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/families/inference"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
@@ -33,14 +36,14 @@ func renderedPods(t *testing.T, r *kube.Renderer) map[string]application.NativeO
 		out[name] = o
 	}
 	id := application.ObjectIdentity{RunID: "r", AttemptID: "7d1f0000-0000-4000-8000-000000000001", MemberID: "m", ProjectID: "p", CommandID: "c"}
-	o, err := r.RenderJob(application.BatchJobSpec{Identity: id, Namespace: "project-a", ServiceAccount: "member-m", Image: testImage,
+	o, err := kubebatch.NewRenderer(r).RenderJob(application.BatchJobSpec{Identity: id, Namespace: "project-a", ServiceAccount: "member-m", Image: testImage,
 		WorkspaceClaim: "attempt-7d1f0000-0000-4000-8000-000000000001-ws", Demand: map[string]int64{"cpu": 500, "memory": 1 << 30}, TimeLimitSeconds: 60, Argv: []string{"true"}})
 	add("Job", o, err)
 	as := appSpec()
 	as.Verify = verify
-	o, err = r.RenderDeployment(as)
+	o, err = kubeapp.NewRenderer(r).RenderDeployment(as)
 	add("Deployment", o, err)
-	o, err = r.RenderInferenceService(application.InferenceServiceSpec{Identity: id, Namespace: "project-a", ServiceAccount: "member-m",
+	o, err = kubeinference.NewRenderer(r).RenderInferenceService(application.InferenceServiceSpec{Identity: id, Namespace: "project-a", ServiceAccount: "member-m",
 		DeploymentMode: application.DeploymentModeStandard, ModelFormat: "huggingface", Runtime: "kserve-huggingfaceserver", Args: []string{"--model_id=x"},
 		Demand: map[string]int64{"cpu": 1000, "memory": 1 << 30}, WorkspaceClaim: "attempt-7d1f0000-0000-4000-8000-000000000001-ws", Verify: verify})
 	add("InferenceService", o, err)

@@ -56,7 +56,7 @@ func (r *Renderer) RenderCredential(s application.CredentialSpec) (application.N
 		Type:       corev1.SecretTypeOpaque,
 		Immutable:  &immutable,
 	}
-	obj, err := object(domain.KindSecret, s.Namespace, name, secret)
+	obj, err := Object(domain.KindSecret, s.Namespace, name, secret)
 	if err != nil {
 		return obj, err
 	}
@@ -115,7 +115,7 @@ func (r *Renderer) RenderHelper(s application.HelperSpec) (application.NativeObj
 		image: s.Image, container: HelperContainer, command: HelperCommand(s), deadline: int64(s.Timeout.Seconds()) + 60,
 		security: restrictedPod(0, group), volumes: volumes, mounts: mounts,
 	})
-	return object(domain.KindPod, s.Namespace, name, pod)
+	return Object(domain.KindPod, s.Namespace, name, pod)
 }
 
 // platformPod is what distinguishes one of the Runtime's own Pods of an
@@ -174,7 +174,7 @@ func (r *Renderer) platformPod(p platformPod) corev1.Pod {
 				WorkingDir:               WorkspacePath,
 				TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-				SecurityContext:          restrictedContainer(),
+				SecurityContext:          RestrictedContainer(),
 				VolumeMounts:             p.mounts,
 			}},
 			Volumes: p.volumes,
@@ -216,7 +216,7 @@ func VerifyContainer(v application.WorkspaceVerification) corev1.Container {
 		WorkingDir:               WorkspacePath,
 		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-		SecurityContext:          restrictedContainer(),
+		SecurityContext:          RestrictedContainer(),
 		VolumeMounts:             []corev1.VolumeMount{{Name: WorkspaceVolume, MountPath: WorkspacePath, ReadOnly: true}},
 	}
 }

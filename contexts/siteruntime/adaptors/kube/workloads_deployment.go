@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/appservice"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
@@ -60,7 +59,7 @@ func (w *Workloads) ObserveDeployment(ctx context.Context, ref siteprotocol.Nati
 	}
 	obs := DeploymentObservation(dep, rss, pods)
 	if obs.State == siteprotocol.StateQueued && obs.Reason == ReasonFailedCreate {
-		if obs, err = w.quotaNow(ctx, ref.Namespace, obs, serviceQuotaOver); err != nil {
+		if obs, err = w.QuotaNow(ctx, ref.Namespace, obs, serviceQuotaOver); err != nil {
 			return application.Observation{}, false, err
 		}
 	}
@@ -75,6 +74,3 @@ func serviceQuotaOver(obs application.Observation, why string) application.Obser
 		"; the ReplicaSet controller creates the Pod at its next try"
 	return obs
 }
-
-var _ appservice.Natives = (*Workloads)(nil)
-var _ application.ApplicationSpecs = (*Renderer)(nil)

@@ -1,4 +1,4 @@
-package kube
+package inference
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	kservev1beta1 "github.com/kserve/kserve/pkg/apis/serving/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -55,7 +56,7 @@ func InferenceServiceObservation(isvc *kservev1beta1.InferenceService, predictor
 			}
 			code := f.ExitCode
 			obs.ExitCode = &code
-			obs.FinishedAt = timestamp(f.Time)
+			obs.FinishedAt = kube.Timestamp(f.Time)
 		}
 		return obs
 	}
