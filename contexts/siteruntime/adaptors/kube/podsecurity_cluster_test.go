@@ -13,6 +13,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -177,6 +178,52 @@ func TestRecoveryAdoptsObjectsRenderedBeforePodSecurityRestricted(t *testing.T) 
 			t.Fatalf("records %+v %+v; want the saved bytes with the adopted UIDs", d, v)
 		}
 	})
+}
+
+// The same for an inference Attempt: the InferenceService the earlier
+// Runtime created from its saved specification (without the restricted
+// fields) is adopted by recovery with its UID; nothing is created again.
+// Real: the API server, KServe's webhooks and controller.
+func TestRecoveryAdoptsAnInferenceServiceRenderedBeforePodSecurityRestricted(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	s := newIsvcSite(t, isvcOptions{siteOptions: siteOptions{noPolicy: true}})
+	attempt := uuid.NewString()
+	want(t, s.execute(s.command(siteprotocol.OpPrepare, attempt, isvcPrepare())), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
+	p := s.command(siteprotocol.OpStart, attempt, nil)
+	recs, err := s.journal.Services().Records(ctx, attempt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := *domain.FindRecord(recs, domain.KindInferenceService)
+	spec := s.beforeRestricted("inferenceservice.json", attempt, rec.CommandID, "")
+	rec.Spec, rec.Phase, rec.CommandID, rec.Sequence, rec.SpecDigest = spec, domain.PhaseCreating, p.Command.ID, p.Sequence, ""
+	if err := s.journal.Services().SaveRecord(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	mustDecode(t, spec, &u.Object)
+	u.SetAnnotations(map[string]string{kubeinference.AnnotationDeploymentMode: "Standard", kube.AnnotationSpecDigest: siteprotocol.Digest(spec)})
+	created, err := s.e.Dynamic.Resource(kubetest.InferenceServiceResource).Namespace(s.ns).Create(ctx, u, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.registry.Recover(ctx, p)
+	if err != nil {
+		t.Fatalf("recovery: %v", err)
+	}
+	r := s.result(p, a)
+	want(t, r, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
+	if len(r.NativeRefs) != 1 || r.NativeRefs[0].UID != string(created.GetUID()) {
+		t.Fatalf("refs %+v; want the earlier Runtime's InferenceService %s adopted", r.NativeRefs, created.GetUID())
+	}
+	recs, err = s.journal.Services().Records(ctx, attempt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := domain.FindRecord(recs, domain.KindInferenceService); got.UID != string(created.GetUID()) || !bytes.Equal(got.Spec, spec) {
+		t.Fatalf("the record %+v; want the adopted UID and the saved bytes", got)
+	}
 }
 
 // An application Attempt prepared by the earlier Runtime and not yet
