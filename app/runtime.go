@@ -125,6 +125,8 @@ func runtimeServeFlags(fs *pflag.FlagSet, cfg *siteruntime.Config) {
 	fs.StringToStringVar(&cfg.BatchPodAnnotations, "batch-pod-annotations", nil, "annotations added to every batch Pod template, key=value,…")
 	fs.StringToStringVar(&cfg.PodNodeSelector, "pod-node-selector", nil, "node selector of every Pod the Runtime renders (the Site's dedicated nodes), label=value,…")
 	fs.StringSliceVar(&cfg.PodTolerations, "pod-tolerations", nil, "tolerations of every Pod the Runtime renders, key[=value][:NoSchedule|PreferNoSchedule|NoExecute],… (a key alone: any value; no effect: every effect)")
+	fs.Int64Var(&cfg.PodRunAsUser, "pod-run-as-user", 0, "securityContext.runAsUser of every member workload Pod (Job, Deployment, predictor); 0: none, the image's own numeric USER")
+	fs.Int64Var(&cfg.PodFSGroup, "pod-fs-group", 0, "securityContext.fsGroup of every member workload Pod (Job, Deployment, predictor): the workspace's group; 0: none")
 	fs.DurationVar(&cfg.ProgressDeadline, "progress-deadline", 600*time.Second, "progressDeadlineSeconds of every application service's Deployment (whole seconds; part of the rendered specification)")
 	fs.Float64Var(&cfg.KubeAPIQPS, "kube-api-qps", 50, "client-side rate limit of the Runtime's Kubernetes client, requests per second (1..10000)")
 	fs.IntVar(&cfg.KubeAPIBurst, "kube-api-burst", 100, "requests the Runtime's Kubernetes client may send above --kube-api-qps at once (at least --kube-api-qps)")

@@ -65,9 +65,11 @@ func NewBatchFamily(c Config, jobs application.JobObserver) (*batch.Family, erro
 
 // siteRenderer is the Site's renderer of every family: the default
 // extended resources under --gpu-resources, --pod-node-selector and
-// --pod-tolerations, and podAnnotations on batch and platform Pods.
+// --pod-tolerations, --pod-run-as-user and --pod-fs-group, and
+// podAnnotations on batch and platform Pods.
 func siteRenderer(c Config, podAnnotations map[string]string) (*kube.Renderer, error) {
 	specs := kube.NewRenderer(c.GPUResources, podAnnotations)
+	specs.Users = c.Users()
 	var err error
 	if specs.Scheduling, err = c.Scheduling(); err != nil {
 		return nil, err

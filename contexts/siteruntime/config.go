@@ -98,6 +98,11 @@ type Config struct {
 	// tolerations as key[=value][:effect] (kube.ParseTolerations).
 	PodNodeSelector map[string]string
 	PodTolerations  []string
+	// PodRunAsUser and PodFSGroup are every member workload Pod's
+	// securityContext.runAsUser and fsGroup (kube.Users; 0: not rendered,
+	// the image's own user; docs/site-runtime.md#pod-security).
+	PodRunAsUser int64
+	PodFSGroup   int64
 	// ProgressDeadline is every application service Deployment's
 	// progressDeadlineSeconds (whole seconds, default 600 s), part of the
 	// rendered specification (docs/site-runtime.md#application-services-on-kubernetes).
@@ -297,6 +302,12 @@ func (c Config) Validate() error {
 	if _, err := kube.ParseTolerations(c.PodTolerations); err != nil {
 		errs.bad("pod-tolerations", strings.Join(c.PodTolerations, ","), err)
 	}
+	if c.PodRunAsUser < 0 || c.PodRunAsUser > math.MaxInt32 {
+		errs.bad("pod-run-as-user", fmt.Sprint(c.PodRunAsUser), errors.New("must be a uid from 1 to 2147483647, or 0 to render none (the image's own user)"))
+	}
+	if c.PodFSGroup < 0 || c.PodFSGroup > math.MaxInt32 {
+		errs.bad("pod-fs-group", fmt.Sprint(c.PodFSGroup), errors.New("must be a gid from 1 to 2147483647, or 0 to render none"))
+	}
 	if c.ProgressDeadline < time.Second || c.ProgressDeadline%time.Second != 0 || c.ProgressDeadline > math.MaxInt32*time.Second {
 		errs.bad("progress-deadline", c.ProgressDeadline.String(), errors.New("must be whole seconds, at least 1s: it is the Deployment's progressDeadlineSeconds"))
 	}
@@ -367,6 +378,12 @@ func (c Config) Scheduling() (kube.Scheduling, error) {
 		return kube.Scheduling{}, config.Invalid("pod-tolerations", strings.Join(c.PodTolerations, ","), err)
 	}
 	return kube.Scheduling{NodeSelector: maps.Clone(c.PodNodeSelector), Tolerations: tolerations}, nil
+}
+
+// Users returns the configured kube.Users (--pod-run-as-user,
+// --pod-fs-group).
+func (c Config) Users() kube.Users {
+	return kube.Users{RunAsUser: c.PodRunAsUser, FSGroup: c.PodFSGroup}
 }
 
 // formatMap renders a key=value flag value for messages, keys sorted.

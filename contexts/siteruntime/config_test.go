@@ -136,6 +136,8 @@ func TestServeConfigurationIsRefusedNamingTheFlag(t *testing.T) {
 		"bad annotation":               {"batch-pod-annotations", func(c *siteruntime.Config) { c.BatchPodAnnotations = map[string]string{"not a key!": "x"} }},
 		"bad node selector":            {"pod-node-selector", func(c *siteruntime.Config) { c.PodNodeSelector = map[string]string{"pool": "a b"} }},
 		"bad toleration":               {"pod-tolerations", func(c *siteruntime.Config) { c.PodTolerations = []string{"k:Sometimes"} }},
+		"negative run-as-user":         {"pod-run-as-user", func(c *siteruntime.Config) { c.PodRunAsUser = -1 }},
+		"fs group beyond a gid":        {"pod-fs-group", func(c *siteruntime.Config) { c.PodFSGroup = 1 << 40 }},
 		"fractional read-file timeout": {"read-file-timeout", func(c *siteruntime.Config) { c.ReadFileTimeout = 1500 * time.Millisecond }},
 		"read-file timeout over 1h":    {"read-file-timeout", func(c *siteruntime.Config) { c.ReadFileTimeout = time.Hour + time.Second }},
 	}

@@ -25,7 +25,7 @@ const (
 	msgHelperPodSecurity = "a workspace helper's Pod securityContext is exactly the rendered one: fsGroup 65532"
 	msgHelperDeadline    = "a workspace helper has activeDeadlineSeconds its command's --timeout"
 	msgHelperToken       = "a workspace helper has no service-account token and no environment"
-	msgReaderPodSecurity = "a workspace reader has no Pod securityContext settings"
+	msgReaderPodSecurity = "a workspace reader's Pod securityContext is exactly the rendered one: runAsNonRoot true"
 	msgReaderDeadline    = "a workspace reader has activeDeadlineSeconds from 1 to 3600"
 )
 
@@ -69,6 +69,13 @@ func unrenderedFields(claim, runtimeClass string) map[string]unrendered {
 		}, msgContainerSecurity, false},
 		"an added capability": {func(p *corev1.Pod) {
 			sec(p).Capabilities = &corev1.Capabilities{Add: []corev1.Capability{"NET_RAW"}}
+		}, msgContainerSecurity, false},
+		"no capabilities dropped": {func(p *corev1.Pod) { sec(p).Capabilities = nil }, msgContainerSecurity, false},
+		"only NET_RAW dropped": {func(p *corev1.Pod) {
+			sec(p).Capabilities = &corev1.Capabilities{Drop: []corev1.Capability{"NET_RAW"}}
+		}, msgContainerSecurity, false},
+		"ALL dropped and NET_BIND_SERVICE added": {func(p *corev1.Pod) {
+			sec(p).Capabilities.Add = []corev1.Capability{"NET_BIND_SERVICE"}
 		}, msgContainerSecurity, false},
 		"allowPrivilegeEscalation true": {func(p *corev1.Pod) { sec(p).AllowPrivilegeEscalation = &yes }, msgContainerSecurity, false},
 		"no container securityContext":  {func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext = nil }, msgContainerSecurity, false},
@@ -130,9 +137,15 @@ func podSecurityFields() map[string]func(p *corev1.Pod) {
 		return p.Spec.SecurityContext
 	}
 	onRootMismatch := corev1.FSGroupChangeOnRootMismatch
+	localhost := "profiles/metallo.json"
 	return map[string]func(p *corev1.Pod){
-		"runAsUser 0":          func(p *corev1.Pod) { psc(p).RunAsUser = &zero },
-		"runAsNonRoot false":   func(p *corev1.Pod) { psc(p).RunAsNonRoot = &no },
+		"runAsUser 0":        func(p *corev1.Pod) { psc(p).RunAsUser = &zero },
+		"runAsNonRoot false": func(p *corev1.Pod) { psc(p).RunAsNonRoot = &no },
+		"no runAsNonRoot":    func(p *corev1.Pod) { psc(p).RunAsNonRoot = nil },
+		"no seccomp profile": func(p *corev1.Pod) { psc(p).SeccompProfile = nil },
+		"a Localhost seccomp profile": func(p *corev1.Pod) {
+			psc(p).SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: &localhost}
+		},
 		"supplementalGroups 0": func(p *corev1.Pod) { psc(p).SupplementalGroups = []int64{0} },
 		"a sysctl": func(p *corev1.Pod) {
 			psc(p).Sysctls = []corev1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "0"}}
@@ -162,8 +175,9 @@ func runtimeClass(t *testing.T, s *site) string {
 // A workspace helper is held to its render in every field that matters for isolation: the
 // rendered helper, and one with another --timeout and the matching deadline, are admitted; one
 // field the Runtime never renders (a host namespace, nodeName, hostAliases, DNS settings, a
-// RuntimeClass, a Pod or container securityContext beyond the rendered fsGroup and
-// allowPrivilegeEscalation false, ports, hooks, probes, stdin or tty, another working directory, a
+// RuntimeClass, a Pod or container securityContext other than the rendered one — fsGroup 65532 and
+// Pod Security restricted's runAsNonRoot, RuntimeDefault seccomp profile, allowPrivilegeEscalation
+// false and capabilities drop [ALL], each of them missing too — ports, hooks, probes, stdin or tty, another working directory, a
 // resize policy, another termination message path, a volume device, a subPath or mount
 // propagation, a finalizer, an owner reference, a token, an environment) or another deadline is
 // refused by metallo-workspace-helpers with its rule's message.
@@ -214,8 +228,8 @@ func TestAHelperSetsNoFieldTheRuntimeDoesNotRender(t *testing.T) {
 
 // A workspace reader is held to its render in the same fields: the rendered reader, with or
 // without its node affinity, and one with the longest deadline --read-file-timeout allows (1h)
-// are admitted; one field the Runtime never renders, any Pod securityContext setting (an fsGroup
-// too), no deadline or one beyond 1h is refused by metallo-workspace-readers with its rule's
+// are admitted; one field the Runtime never renders, a Pod securityContext other than the rendered
+// restricted one (an fsGroup too, a missing runAsNonRoot or seccomp profile), no deadline or one beyond 1h is refused by metallo-workspace-readers with its rule's
 // message.
 func TestAReaderSetsNoFieldTheRuntimeDoesNotRender(t *testing.T) {
 	t.Parallel()

@@ -168,6 +168,11 @@ const (
 	// grant provider gave no answer within its bound, or the repository host
 	// refused the credential it issued (docs/site-protocol.md#repository-checkout-reasons).
 	ReasonCredentialUnavailable Reason = "credential-unavailable"
+	// ReasonPodSecurityViolation: a create of a saved specification whose
+	// Pods lack a field of Pod Security "restricted" (a specification
+	// saved before the Runtime rendered them) in a namespace that enforces
+	// restricted; nothing was created (docs/site-runtime.md#pod-security).
+	ReasonPodSecurityViolation Reason = "pod-security-violation"
 
 	// Failed outcomes.
 	ReasonNativeMissing   Reason = "native-missing"
@@ -208,7 +213,7 @@ func Reasons() []Reason {
 		ReasonNativeRequestDenied, ReasonProjectMismatch, ReasonNotPrepared, ReasonNotStarted, ReasonAttemptConflict, ReasonPathRejected,
 		ReasonNativeIdentityMismatch,
 		ReasonNativeMissing, ReasonDeletionPending, ReasonNativeError, ReasonEndpointUnavailable, ReasonDeadlineExceeded,
-		ReasonCredentialUnavailable,
+		ReasonCredentialUnavailable, ReasonPodSecurityViolation,
 		ReasonRepositoryUnavailable, ReasonCommitMissing, ReasonSizeExceeded, ReasonSymlinkEscape, ReasonLFSMissing,
 		ReasonRevocationUnconfirmed,
 	}
@@ -224,7 +229,7 @@ func (r Reason) Outcome() (Outcome, bool) {
 	case ReasonUnsupportedOperation, ReasonInvalidPayload, ReasonPayloadTooLarge, ReasonBindingMissing,
 		ReasonBindingRetired, ReasonBindingConflict, ReasonPermissionDenied, ReasonPermissionUnavailable,
 		ReasonNativeRequestDenied, ReasonProjectMismatch, ReasonNotPrepared, ReasonNotStarted, ReasonAttemptConflict,
-		ReasonPathRejected, ReasonCredentialUnavailable, ReasonNativeIdentityMismatch:
+		ReasonPathRejected, ReasonCredentialUnavailable, ReasonNativeIdentityMismatch, ReasonPodSecurityViolation:
 		return OutcomeRefused, true
 	case ReasonNativeMissing, ReasonDeletionPending, ReasonNativeError, ReasonEndpointUnavailable, ReasonDeadlineExceeded,
 		ReasonRepositoryUnavailable, ReasonCommitMissing, ReasonSizeExceeded, ReasonSymlinkEscape, ReasonLFSMissing,

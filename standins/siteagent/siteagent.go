@@ -2,7 +2,8 @@
 // Metallo: it sets up a Site project namespace the way the agent does,
 // for the local cluster's tests, the kill test, the benchmark and the
 // demo. It labels the namespace (execution.pharos.dev/access-policy:
-// pharos-site-runtime and project-id: <Project UUID>), creates the
+// pharos-site-runtime, project-id: <Project UUID> and Pod Security
+// restricted), creates the
 // member's service account member-<party UUID> bound to ClusterRole
 // metallo-member, binds the Runtime (system:serviceaccount:metallo-runtime:
 // runtime-k8s) to ClusterRole metallo-runtime with a RoleBinding named
@@ -72,16 +73,23 @@ func LabelNamespace(ctx context.Context, admin kubernetes.Interface, namespace s
 }
 
 // Project makes namespace (which must exist) a project namespace of
-// projectID: labels (the access-policy label only when guarded, so the
-// admission policies apply) and the Runtime's RoleBinding. It waits until
-// RBAC lets the Runtime delete Jobs there.
+// projectID: labels and the Runtime's RoleBinding. The labels are
+// project-id; Pod Security warn and audit restricted always; and, only
+// when guarded, the access-policy label (so the admission policies apply)
+// and Pod Security enforce restricted — the last step of the order a Site
+// follows (deploy/cluster/README.md), where the tests and the demo run.
+// An unguarded namespace (recovery tests that create objects the policies
+// would refuse outright) enforces nothing. It waits until RBAC lets the
+// Runtime delete Jobs there.
 func Project(ctx context.Context, admin kubernetes.Interface, namespace, projectID string, guarded bool) error {
 	if err := EnsureRuntimeIdentity(ctx, admin); err != nil {
 		return err
 	}
-	labels := map[string]string{kube.NamespaceProjectLabel: projectID}
+	labels := map[string]string{kube.NamespaceProjectLabel: projectID,
+		kube.NamespacePodSecurityWarn: kube.PodSecurityRestricted, kube.NamespacePodSecurityAudit: kube.PodSecurityRestricted}
 	if guarded {
 		labels[kube.NamespacePolicyLabel] = kube.NamespacePolicyValue
+		labels[kube.NamespacePodSecurityEnforce] = kube.PodSecurityRestricted
 	}
 	if err := LabelNamespace(ctx, admin, namespace, labels); err != nil {
 		return err

@@ -165,8 +165,10 @@ func (l *Lifecycle) Records(ctx context.Context, attemptID string) ([]domain.Nat
 // cmd holds one) and its UID, or a refusal: attempt-conflict when another
 // command created the kind, the access check's refusals, and
 // native-request-denied when the native system refused the create (the
-// record then says refused). An error leaves the effect uncertain, or
-// wraps ErrUnexplained.
+// record then says refused; pod-security-violation for a saved
+// specification that Pod Security restricted, enforced in its namespace,
+// would refuse: docs/site-runtime.md#pod-security). An error leaves the
+// effect uncertain, or wraps ErrUnexplained.
 func (l *Lifecycle) EnsureCreated(ctx context.Context, cmd siteprotocol.Command, access *StartAccess, rec *domain.NativeRecord, obj NativeObject, recovering bool) (NativeObject, string, *domain.Answer, error) {
 	if rec != nil {
 		switch {
@@ -229,7 +231,7 @@ func (l *Lifecycle) EnsureCreated(ctx context.Context, cmd siteprotocol.Command,
 		if err := l.Save(ctx, cmd, obj, "", domain.PhaseRefused); err != nil {
 			return obj, "", nil, err
 		}
-		r := domain.Refused(siteprotocol.ReasonNativeRequestDenied, "%s %s/%s was refused: %v", obj.Kind, obj.Namespace, obj.Name, err)
+		r := domain.Refused(DeniedReason(err), "%s %s/%s was refused: %v", obj.Kind, obj.Namespace, obj.Name, err)
 		return obj, "", &r, nil
 	case errors.Is(err, ErrNativeExists):
 		live, found, lerr := l.native.Lookup(ctx, obj)

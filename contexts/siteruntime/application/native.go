@@ -20,6 +20,13 @@ var (
 	// missing namespace — so that nothing exists. The command is refused
 	// native-request-denied (Execution may retry with a new Attempt).
 	ErrNativeRequestDenied = errors.New("native request denied")
+	// ErrPodSecurityViolation is returned by NativeObjects.Create, wrapped
+	// together with ErrNativeRequestDenied, when it created nothing because
+	// the specification's Pods lack a field of Pod Security restricted (a
+	// specification saved before the Runtime rendered them) and the
+	// namespace enforces restricted. The command is refused
+	// pod-security-violation (docs/site-runtime.md#pod-security).
+	ErrPodSecurityViolation = errors.New("pod security violation")
 	// ErrNativeExists is returned (wrapped) by NativeObjects.Create when an
 	// object with the deterministic name already exists.
 	ErrNativeExists = errors.New("native object exists")
@@ -188,4 +195,14 @@ type BatchSpecs interface {
 // digest (a command never names an image for batch).
 type BatchImages interface {
 	BatchImage() string
+}
+
+// DeniedReason is the reason of a refused create (err wraps
+// ErrNativeRequestDenied): pod-security-violation when err also wraps
+// ErrPodSecurityViolation, native-request-denied otherwise.
+func DeniedReason(err error) siteprotocol.Reason {
+	if errors.Is(err, ErrPodSecurityViolation) {
+		return siteprotocol.ReasonPodSecurityViolation
+	}
+	return siteprotocol.ReasonNativeRequestDenied
 }

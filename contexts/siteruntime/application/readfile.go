@@ -366,7 +366,7 @@ func (r *PrivateReads) createReader(ctx context.Context, cmd siteprotocol.Comman
 			return "", nil, err
 		}
 		l.fp.Hit(FailAfterNativeRecord)
-		a := domain.Refused(siteprotocol.ReasonNativeRequestDenied, "the workspace reader %s/%s was refused; nothing was read: %v", obj.Namespace, obj.Name, err)
+		a := domain.Refused(DeniedReason(err), "the workspace reader %s/%s was refused; nothing was read: %v", obj.Namespace, obj.Name, err)
 		return "", &a, nil
 	case errors.Is(err, ErrNativeExists):
 		live, found, lerr := l.native.Lookup(ctx, obj)

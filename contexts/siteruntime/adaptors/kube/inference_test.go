@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -104,7 +105,7 @@ func isvcPrepare() map[string]any {
 // Attempt and compares it with testdata/inference-huggingface.yaml field by
 // field: name, Standard mode, identity labels, cluster-local visibility,
 // the member's account, model format, pinned runtime, the saved args only,
-// requests = limits = demand; and the claim at /workspace. No cluster.
+// requests = limits = demand; Pod Security restricted; and the claim at /workspace. No cluster.
 func TestTheRenderedInferenceServiceHasTheShapeOfTheCase(t *testing.T) {
 	var want kservev1beta1.InferenceService
 	raw := inferenceCaseBytes(t)
@@ -146,6 +147,9 @@ func TestTheRenderedInferenceServiceHasTheShapeOfTheCase(t *testing.T) {
 	p, wp := got.Spec.Predictor, want.Spec.Predictor
 	if p.ServiceAccountName != wp.ServiceAccountName || p.AutomountServiceAccountToken == nil || *p.AutomountServiceAccountToken {
 		t.Fatalf("service account %q automount %v", p.ServiceAccountName, p.AutomountServiceAccountToken)
+	}
+	if !reflect.DeepEqual(p.SecurityContext, wp.SecurityContext) || p.Model == nil || !reflect.DeepEqual(p.Model.SecurityContext, wp.Model.SecurityContext) {
+		t.Fatalf("securityContext %+v, the case has %+v", p.SecurityContext, wp.SecurityContext)
 	}
 	m, wm := p.Model, wp.Model
 	if m == nil || m.ModelFormat.Name != wm.ModelFormat.Name || m.Runtime == nil || *m.Runtime != *wm.Runtime || !slices.Equal(m.Args, wm.Args) {

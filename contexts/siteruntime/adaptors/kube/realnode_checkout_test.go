@@ -42,10 +42,13 @@ func (l *lazyGrants) Revoke(ctx context.Context, id string) error { return l.g.R
 // double minted at the host;
 // prepare answers prepared only after the token is deleted at the host and
 // the helper and the Secret are gone; then the Job reads the checked-out
-// files (the LFS object's digest too), whose content is in its log. Real: everything but the grant
+// files (the LFS object's digest too), whose content is in its log, and
+// writes the workspace beside the checkout and into it, all in a
+// namespace that enforces Pod Security restricted (the helper and the Job
+// run restricted, as the platform image's user 65532). Real: everything but the grant
 // provider (a double minting real tokens): the kubelet, containerd, runc,
 // Gitea, git.
-func TestAPrepareWithARepositoryOnTheRealNodeChecksItOutAndTheJobReadsIt(t *testing.T) {
+func TestAPrepareWithARepositoryOnTheRealNodeChecksItOutAndTheJobReadsAndWritesIt(t *testing.T) {
 	t.Parallel()
 	lazy := &lazyGrants{}
 	members := map[string]githost.User{}
@@ -109,7 +112,13 @@ func TestAPrepareWithARepositoryOnTheRealNodeChecksItOutAndTheJobReadsIt(t *test
 		t.Fatalf("after prepare the member holds tokens %+v (%v); grants issued %d", tokens, err, len(provider.Grants()))
 	}
 
-	want(t, s.startArgv(attempt, 300, []string{"sh", "-c", "cat /workspace/repo/README.md; sha256sum /workspace/repo/weights.bin; ls -a /workspace/repo"}, nil), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
+	// The Job writes the workspace beside the checkout and into it (the
+	// platform image's user, as the helper's), in a namespace that enforces
+	// Pod Security restricted.
+	write := "set -e; cat /workspace/repo/README.md; sha256sum /workspace/repo/weights.bin; ls -a /workspace/repo; " +
+		"echo written beside > /workspace/out.txt; echo written into >> /workspace/repo/README.md; mkdir /workspace/repo/results; " +
+		"echo result > /workspace/repo/results/r.txt; cat /workspace/out.txt /workspace/repo/results/r.txt; tail -n 1 /workspace/repo/README.md; id -u"
+	want(t, s.startArgv(attempt, 300, []string{"sh", "-c", write}, nil), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
 	done := s.observeUntil(attempt, "succeeded", func(r siteprotocol.Result) bool {
 		st := state(t, r)
 		if st == siteprotocol.StateFailed {
@@ -121,7 +130,8 @@ func TestAPrepareWithARepositoryOnTheRealNodeChecksItOutAndTheJobReadsIt(t *test
 	pod := s.podOf(attempt)
 	log := s.e.PodLogs(s.ns, pod.Name, kube.ContainerName)
 	digest := sha256.Sum256(weights)
-	if !strings.Contains(log, "model v1 at the exact commit") || !strings.Contains(log, hex.EncodeToString(digest[:])) || pod.Spec.NodeName != node.Name {
+	if !strings.Contains(log, "model v1 at the exact commit") || !strings.Contains(log, hex.EncodeToString(digest[:])) || pod.Spec.NodeName != node.Name ||
+		!strings.Contains(log, "written beside") || !strings.Contains(log, "result\nwritten into") || !strings.Contains(log, "65532") {
 		t.Fatalf("the Job on %s read:\n%s", pod.Spec.NodeName, log)
 	}
 	t.Logf("the Job's log on %s:\n%s", pod.Spec.NodeName, log)

@@ -79,6 +79,9 @@ type Renderer struct {
 	InferencePodAnnotations map[string]string
 	// Scheduling is every rendered Pod's node selector and tolerations.
 	Scheduling Scheduling
+	// Users is the Site's user and file-system group of every member
+	// workload Pod (none when zero: the image's own user).
+	Users Users
 }
 
 // NewRenderer returns a Renderer with the default extended resources

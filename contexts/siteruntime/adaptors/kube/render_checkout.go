@@ -89,7 +89,8 @@ func HelperCommand(s application.HelperSpec) []string {
 // this Pod), the CA ConfigMap when the Site names one, the Site's
 // scheduling, the identity labels and LabelRole=RoleWorkspaceHelper; the
 // termination message is the
-// file workspace-init writes its outcome to.
+// file workspace-init writes its outcome to; Pod Security restricted with
+// fsGroup HelperGroupID and no runAsUser (the platform image's own user).
 func (r *Renderer) RenderHelper(s application.HelperSpec) (application.NativeObject, error) {
 	name := domain.AttemptObjectName(s.Identity.AttemptID, domain.SuffixHelper)
 	mounts := []corev1.VolumeMount{
@@ -112,7 +113,7 @@ func (r *Renderer) RenderHelper(s application.HelperSpec) (application.NativeObj
 	pod := r.platformPod(platformPod{
 		name: name, namespace: s.Namespace, identity: s.Identity, role: RoleWorkspaceHelper, serviceAccount: s.ServiceAccount,
 		image: s.Image, container: HelperContainer, command: HelperCommand(s), deadline: int64(s.Timeout.Seconds()) + 60,
-		security: &corev1.PodSecurityContext{FSGroup: &group}, volumes: volumes, mounts: mounts,
+		security: restrictedPod(0, group), volumes: volumes, mounts: mounts,
 	})
 	return Object(domain.KindPod, s.Namespace, name, pod)
 }
@@ -128,6 +129,7 @@ type platformPod struct {
 	command                          []string
 	// deadline is activeDeadlineSeconds.
 	deadline int64
+	// security is the Pod securityContext (restrictedPod).
 	security *corev1.PodSecurityContext
 	volumes  []corev1.Volume
 	mounts   []corev1.VolumeMount
@@ -138,7 +140,8 @@ type platformPod struct {
 // image in one container running exactly p.command with no args or env,
 // restartPolicy Never, terminationGracePeriodSeconds 5, p.deadline, the
 // member's service account without a mounted token, the workspace as
-// working directory, no privilege escalation, the termination message
+// working directory, p.security, the container's restricted securityContext
+// (no privilege escalation, every capability dropped), the termination message
 // from its file, the Site's scheduling, the batch Pod annotations, the
 // identity labels and LabelRole=p.role.
 func (r *Renderer) platformPod(p platformPod) corev1.Pod {
@@ -171,7 +174,7 @@ func (r *Renderer) platformPod(p platformPod) corev1.Pod {
 				WorkingDir:               WorkspacePath,
 				TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-				SecurityContext:          &corev1.SecurityContext{AllowPrivilegeEscalation: &noToken},
+				SecurityContext:          RestrictedContainer(),
 				VolumeMounts:             p.mounts,
 			}},
 			Volumes: p.volumes,
@@ -203,9 +206,9 @@ func VerifyCommand(v application.WorkspaceVerification) []string {
 // VerifyContainer is the serving Pod's init container workspace-verify
 // (docs/site-runtime.md#services-and-the-prepared-workspace): the fixed
 // platform image running exactly VerifyCommand, the workspace claim
-// mounted read-only, nothing else.
+// mounted read-only, the restricted container securityContext, nothing
+// else.
 func VerifyContainer(v application.WorkspaceVerification) corev1.Container {
-	no := false
 	return corev1.Container{
 		Name:                     VerifyContainerName,
 		Image:                    v.Image,
@@ -213,7 +216,7 @@ func VerifyContainer(v application.WorkspaceVerification) corev1.Container {
 		WorkingDir:               WorkspacePath,
 		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-		SecurityContext:          &corev1.SecurityContext{AllowPrivilegeEscalation: &no},
+		SecurityContext:          RestrictedContainer(),
 		VolumeMounts:             []corev1.VolumeMount{{Name: WorkspaceVolume, MountPath: WorkspacePath, ReadOnly: true}},
 	}
 }

@@ -41,7 +41,9 @@ func ReaderCommand(s application.ReaderSpec) []string {
 // LabelRole=RoleWorkspaceReader, running exactly ReaderCommand,
 // activeDeadlineSeconds the reader's timeout, the workspace claim mounted
 // read-only at /workspace and nothing else (no Secret, no fsGroup: the
-// kubelet changes no ownership on the member's files), and, when s.Node
+// kubelet changes no ownership on the member's files), Pod Security
+// restricted (runAsNonRoot, RuntimeDefault seccomp, the platform image's
+// own user), and, when s.Node
 // is set, a required node affinity to that node (metadata.name), where
 // the ReadWriteOnce claim is attached.
 func (r *Renderer) RenderReader(s application.ReaderSpec) (application.NativeObject, error) {
@@ -63,7 +65,7 @@ func (r *Renderer) RenderReader(s application.ReaderSpec) (application.NativeObj
 		volumes: []corev1.Volume{{Name: WorkspaceVolume, VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.WorkspaceClaim, ReadOnly: true}}}},
 		mounts:   []corev1.VolumeMount{{Name: WorkspaceVolume, MountPath: WorkspacePath, ReadOnly: true}},
-		affinity: affinity,
+		security: restrictedPod(0, 0), affinity: affinity,
 	})
 	return Object(domain.KindPod, s.Namespace, name, pod)
 }

@@ -44,7 +44,7 @@ func TestTheReaderRunsExactlyWorkspaceReadWithTheClaimReadOnly(t *testing.T) {
 		t.Fatalf("container %+v", c)
 	}
 	if len(p.Spec.Volumes) != 1 || !p.Spec.Volumes[0].PersistentVolumeClaim.ReadOnly || p.Spec.Volumes[0].PersistentVolumeClaim.ClaimName != "attempt-a1-ws" ||
-		len(c[0].VolumeMounts) != 1 || !c[0].VolumeMounts[0].ReadOnly || p.Spec.SecurityContext != nil {
+		len(c[0].VolumeMounts) != 1 || !c[0].VolumeMounts[0].ReadOnly || p.Spec.SecurityContext == nil || p.Spec.SecurityContext.FSGroup != nil {
 		t.Fatalf("volumes %+v mounts %+v security %+v", p.Spec.Volumes, c[0].VolumeMounts, p.Spec.SecurityContext)
 	}
 	if *p.Spec.AutomountServiceAccountToken || p.Spec.RestartPolicy != corev1.RestartPolicyNever || *p.Spec.ActiveDeadlineSeconds != 60 ||

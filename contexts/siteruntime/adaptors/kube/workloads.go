@@ -186,6 +186,9 @@ func (w *Workloads) Create(ctx context.Context, as domain.StartIdentity, obj app
 	if obj.Namespace != as.Namespace {
 		return "", fmt.Errorf("%w: %s %s is rendered for namespace %s, the member acts in %s", application.ErrNativeRequestDenied, obj.Kind, obj.Name, obj.Namespace, as.Namespace)
 	}
+	if err := w.enforcedShortfall(ctx, obj); err != nil {
+		return "", err
+	}
 	u := &unstructured.Unstructured{}
 	if err := json.Unmarshal(obj.Spec, &u.Object); err != nil {
 		return "", fmt.Errorf("decode the rendered %s: %w", obj.Kind, err)
@@ -215,6 +218,34 @@ func (w *Workloads) Create(ctx context.Context, as domain.StartIdentity, obj app
 		return "", err
 	}
 	return string(created.GetUID()), nil
+}
+
+// enforcedShortfall refuses, before any create, a specification whose
+// Pods lack a field of Pod Security restricted (RestrictedShortfall: one
+// saved before the Runtime rendered them) when its namespace's label
+// pod-security.kubernetes.io/enforce is restricted: the API server would
+// refuse its Pods, for a Job or a Deployment only after the object exists.
+// The error wraps application.ErrNativeRequestDenied and
+// application.ErrPodSecurityViolation, naming the missing field
+// (docs/site-runtime.md#pod-security). A namespace the Runtime cannot read
+// leaves the decision to the API server.
+func (w *Workloads) enforcedShortfall(ctx context.Context, obj application.NativeObject) error {
+	missing, err := RestrictedShortfall(obj.Kind, obj.Spec)
+	if err != nil || missing == "" {
+		return err
+	}
+	ns, err := w.client.CoreV1().Namespaces().Get(ctx, obj.Namespace, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read namespace %s: %w", obj.Namespace, err)
+	}
+	if ns.Labels[NamespacePodSecurityEnforce] != PodSecurityRestricted {
+		return nil
+	}
+	return fmt.Errorf("%w: %w: its saved specification has no %s, and namespace %s enforces Pod Security %s (%s=%s), which would refuse its Pods; nothing was created",
+		application.ErrNativeRequestDenied, application.ErrPodSecurityViolation, missing, obj.Namespace, PodSecurityRestricted, NamespacePodSecurityEnforce, PodSecurityRestricted)
 }
 
 // stampSpecDigest sets the spec-digest annotation on u (every kind) and,

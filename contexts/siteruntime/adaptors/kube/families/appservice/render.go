@@ -26,7 +26,8 @@ const ServicePortName = "http"
 // command's image (pinned by digest) with its port (named ServicePortName),
 // its HTTP readiness probe on that port, requests = limits = demand and
 // the claim at /workspace; the member's service account without a mounted
-// token; the Site's Scheduling. Zero probe settings are not rendered (the
+// token; the Site's Scheduling; Pod Security restricted with the Site's
+// Users, as for a batch Job (docs/site-runtime.md#pod-security). Zero probe settings are not rendered (the
 // Kubernetes types omit them; the API server then applies its defaults).
 // The spec-digest annotation is not part of the rendered bytes: Create
 // stamps it on the Deployment and on its Pod template
@@ -67,16 +68,18 @@ func (r *Renderer) RenderDeployment(s application.ApplicationServiceSpec) (appli
 				Spec: corev1.PodSpec{
 					ServiceAccountName:           s.ServiceAccount,
 					AutomountServiceAccountToken: &noToken,
+					SecurityContext:              r.WorkloadSecurity(),
 					NodeSelector:                 maps.Clone(r.Scheduling.NodeSelector),
 					Tolerations:                  slices.Clone(r.Scheduling.Tolerations),
 					InitContainers:               initContainers,
 					Containers: []corev1.Container{{
-						Name:           kube.ContainerName,
-						Image:          s.Image,
-						Ports:          []corev1.ContainerPort{{Name: ServicePortName, ContainerPort: s.Port, Protocol: corev1.ProtocolTCP}},
-						ReadinessProbe: probe,
-						Resources:      corev1.ResourceRequirements{Requests: resources, Limits: resources.DeepCopy()},
-						VolumeMounts:   []corev1.VolumeMount{{Name: kube.WorkspaceVolume, MountPath: kube.WorkspacePath}},
+						Name:            kube.ContainerName,
+						Image:           s.Image,
+						Ports:           []corev1.ContainerPort{{Name: ServicePortName, ContainerPort: s.Port, Protocol: corev1.ProtocolTCP}},
+						ReadinessProbe:  probe,
+						Resources:       corev1.ResourceRequirements{Requests: resources, Limits: resources.DeepCopy()},
+						VolumeMounts:    []corev1.VolumeMount{{Name: kube.WorkspaceVolume, MountPath: kube.WorkspacePath}},
+						SecurityContext: kube.RestrictedContainer(),
 					}},
 					Volumes: []corev1.Volume{{Name: kube.WorkspaceVolume, VolumeSource: corev1.VolumeSource{
 						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.WorkspaceClaim},

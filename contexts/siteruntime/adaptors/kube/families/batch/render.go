@@ -21,7 +21,10 @@ import (
 // Run's time limit as the Pod's activeDeadlineSeconds (never the Job's, so
 // time queued under quota is not counted), the member's service account
 // without a mounted token, the workspace claim at /workspace, and the Site's
-// Scheduling (node selector, tolerations). It fails
+// Scheduling (node selector, tolerations), and Pod Security restricted:
+// runAsNonRoot, the RuntimeDefault seccomp profile, the Site's Users, no
+// privilege escalation and every capability dropped
+// (docs/site-runtime.md#pod-security). It fails
 // wrapping application.ErrUnsupportedDemand for a gpu.<vendor> without a
 // configured extended resource.
 func (r *Renderer) RenderJob(s application.BatchJobSpec) (application.NativeObject, error) {
@@ -51,16 +54,18 @@ func (r *Renderer) RenderJob(s application.BatchJobSpec) (application.NativeObje
 					ActiveDeadlineSeconds:        &deadline,
 					ServiceAccountName:           s.ServiceAccount,
 					AutomountServiceAccountToken: &noToken,
+					SecurityContext:              r.WorkloadSecurity(),
 					NodeSelector:                 maps.Clone(r.Scheduling.NodeSelector),
 					Tolerations:                  slices.Clone(r.Scheduling.Tolerations),
 					Containers: []corev1.Container{{
-						Name:         kube.ContainerName,
-						Image:        s.Image,
-						Args:         slices.Clone(s.Argv),
-						Env:          env,
-						WorkingDir:   kube.WorkspacePath,
-						Resources:    corev1.ResourceRequirements{Requests: resources, Limits: resources.DeepCopy()},
-						VolumeMounts: []corev1.VolumeMount{{Name: kube.WorkspaceVolume, MountPath: kube.WorkspacePath}},
+						Name:            kube.ContainerName,
+						Image:           s.Image,
+						Args:            slices.Clone(s.Argv),
+						Env:             env,
+						WorkingDir:      kube.WorkspacePath,
+						Resources:       corev1.ResourceRequirements{Requests: resources, Limits: resources.DeepCopy()},
+						VolumeMounts:    []corev1.VolumeMount{{Name: kube.WorkspaceVolume, MountPath: kube.WorkspacePath}},
+						SecurityContext: kube.RestrictedContainer(),
 					}},
 					Volumes: []corev1.Volume{{Name: kube.WorkspaceVolume, VolumeSource: corev1.VolumeSource{
 						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.WorkspaceClaim},

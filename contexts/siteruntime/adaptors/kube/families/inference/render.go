@@ -47,7 +47,10 @@ const (
 // the predictor component; its model of the saved format on the pinned
 // ServingRuntime, with the saved model arguments only (the runtime adds
 // its own prefix), requests = limits = demand and the claim at
-// /workspace; for a prepared checkout (s.Verify) the predictor's init
+// /workspace; Pod Security restricted with the Site's Users, the Pod's
+// part on the predictor's PodSpec and the container's on the model
+// container, which KServe's controller merges into the predictor's Pod
+// template (docs/site-runtime.md#pod-security); for a prepared checkout (s.Verify) the predictor's init
 // container workspace-verify (VerifyContainer, as the application
 // family's serving Pod: docs/site-runtime.md#services-and-the-prepared-workspace),
 // which KServe's controller carries onto the predictor Deployment's Pod
@@ -81,6 +84,7 @@ func (r *Renderer) RenderInferenceService(s application.InferenceServiceSpec) (a
 			PodSpec: kservev1beta1.PodSpec{
 				ServiceAccountName:           s.ServiceAccount,
 				AutomountServiceAccountToken: &noToken,
+				SecurityContext:              r.WorkloadSecurity(),
 				NodeSelector:                 maps.Clone(r.Scheduling.NodeSelector),
 				Tolerations:                  slices.Clone(r.Scheduling.Tolerations),
 				InitContainers:               initContainers,
@@ -92,9 +96,10 @@ func (r *Renderer) RenderInferenceService(s application.InferenceServiceSpec) (a
 				ModelFormat: kservev1beta1.ModelFormat{Name: s.ModelFormat},
 				Runtime:     &runtime,
 				PredictorExtensionSpec: kservev1beta1.PredictorExtensionSpec{Container: corev1.Container{
-					Args:         slices.Clone(s.Args),
-					Resources:    corev1.ResourceRequirements{Requests: resources, Limits: resources.DeepCopy()},
-					VolumeMounts: []corev1.VolumeMount{{Name: kube.WorkspaceVolume, MountPath: kube.WorkspacePath}},
+					Args:            slices.Clone(s.Args),
+					Resources:       corev1.ResourceRequirements{Requests: resources, Limits: resources.DeepCopy()},
+					VolumeMounts:    []corev1.VolumeMount{{Name: kube.WorkspaceVolume, MountPath: kube.WorkspacePath}},
+					SecurityContext: kube.RestrictedContainer(),
 				}},
 			},
 		}},
