@@ -44,8 +44,8 @@ type PodChain struct {
 
 // PodChains are the chains of the recorded kinds whose Pods the private
 // reads read: batch's Job and the application family's Deployment. A
-// family adds its own (KServe's InferenceService: InferencePodChain, with
-// the private argument rule) with Workloads.WithPodChain.
+// family adds its own (KServe's InferenceService: families/inference's
+// PodChain, with the private argument rule) with Workloads.WithPodChain.
 func PodChains() map[string]PodChain {
 	return map[string]PodChain{
 		domain.KindJob:        {Links: []string{domain.KindJob}, Main: ContainerName},

@@ -12,7 +12,8 @@ import (
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
-// ObserveDeployment reads, as the Runtime, the Deployment ref names, the
+// ObserveDeployment reads (for the application family's Deployment and
+// KServe's predictor Deployment alike), as the Runtime, the Deployment ref names, the
 // ReplicaSets it controls (controller owner reference with its UID) and
 // their Pods (controller owner reference to one of those ReplicaSets), and
 // reports DeploymentObservation of them: the UID lineage Pod → ReplicaSet
