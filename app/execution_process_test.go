@@ -57,9 +57,9 @@ func startCommandReordered(n int, issuedAt string) []byte {
 
 const issuedAt = "2026-11-29T10:00:00.123Z"
 
-// TestSixteenAppendersAcrossTwoServerProcessesGetGaplessUniqueSequences is
-// the Must-hold of issue 3: 16 appenders split across two execution server
-// processes on one PostgreSQL database, 1,000 commands each, to one stream:
+// TestSixteenAppendersAcrossTwoServerProcessesGetGaplessUniqueSequences
+// runs 16 appenders split across two execution server processes on one
+// PostgreSQL database, 1,000 commands each, to one stream:
 // sequences 1..16,000 without gap or duplicate; re-appending any of them
 // with identical content (keys reordered, whitespace changed) returns its
 // original sequence; a changed issued_at is 409 conflicting-retry.

@@ -180,6 +180,10 @@ func TestTheRulesCatchViolations(t *testing.T) {
 		{ImportPath: module + "/platform/auth", Imports: []string{c + "siteruntime/domain"}},
 		{ImportPath: c + "siteruntime/application/families/batch", Imports: []string{c + "siteruntime/application", c + "siteruntime/application/families/batch/internal"}},
 		{ImportPath: c + "siteruntime/application/families/inference", Imports: []string{c + "siteruntime/application/families/appservice"}},
+		{ImportPath: c + "siteruntime/adaptors/kube/families/batch", Imports: []string{c + "siteruntime/adaptors/kube", c + "siteruntime/application/families/batch"}},
+		{ImportPath: c + "siteruntime/adaptors/kube/families/inference", Imports: []string{c + "siteruntime/adaptors/kube", c + "siteruntime/adaptors/kube/families/appservice"}},
+		{ImportPath: c + "siteruntime/adaptors/kube", Imports: []string{c + "siteruntime/application/families/inference"}},
+		{ImportPath: c + "siteruntime", Imports: []string{c + "siteruntime/adaptors/kube/families/batch", c + "siteruntime/application/families/batch"}},
 	}
 	if v := layerViolations(pkgs); len(v) != 2 || !strings.Contains(v[0], "go.uber.org/zap") || !strings.Contains(v[1], "siteruntime/application") {
 		t.Errorf("layer rule: %q", v)
@@ -190,7 +194,8 @@ func TestTheRulesCatchViolations(t *testing.T) {
 	if v := platformViolations(pkgs); len(v) != 1 {
 		t.Errorf("platform rule: %q", v)
 	}
-	if v := familyViolations(pkgs); len(v) != 1 || !strings.Contains(v[0], "families/inference imports") {
+	if v := familyViolations(pkgs); len(v) != 3 || !strings.Contains(v[0], "application/families/inference imports") ||
+		!strings.Contains(v[1], "adaptors/kube/families/inference imports") || !strings.Contains(v[2], "adaptors/kube imports") {
 		t.Errorf("family rule: %q", v)
 	}
 	apps := []pkg{
@@ -329,13 +334,24 @@ func platformViolations(pkgs []pkg) []string {
 // (docs/architecture.md#executor-families).
 var familyPkg = regexp.MustCompile(`^(.*/)families/([a-z0-9]+)(/.*)?$`)
 
-// familyViolations reports a package of one executor family importing a
-// package of another.
+// familyViolations reports a package of one executor family (its
+// application package, its Kubernetes adaptor package) importing a package
+// of another, and a shared adaptor package (one under adaptors/ outside
+// families/) importing any family's: what families share lives in the
+// shared packages, and only the composition (the context's module) picks
+// the families.
 func familyViolations(pkgs []pkg) []string {
 	var out []string
 	for _, p := range pkgs {
 		m := familyPkg.FindStringSubmatch(p.ImportPath)
 		if m == nil {
+			if strings.Contains(p.ImportPath, "/adaptors/") {
+				for _, imp := range p.Imports {
+					if familyPkg.MatchString(imp) {
+						out = append(out, p.ImportPath+" imports "+imp+": a shared adaptor package never imports an executor family's")
+					}
+				}
+			}
 			continue
 		}
 		for _, imp := range p.Imports {

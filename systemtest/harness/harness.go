@@ -463,7 +463,7 @@ func NewRuntime(bin string, site *Site, dir string) (*Runtime, error) {
 	if err := os.WriteFile(r.Grants, []byte("# repository credentials per Project\n[]\n"), 0o600); err != nil {
 		return nil, err
 	}
-	return r, os.WriteFile(r.Policy, []byte("# members allowed per Project (issue 6)\n[]\n"), 0o600)
+	return r, os.WriteFile(r.Policy, []byte("# members allowed per Project\n[]\n"), 0o600)
 }
 
 // Install runs `runtime install`.

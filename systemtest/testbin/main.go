@@ -1,7 +1,7 @@
 // Command testbin is the metallo binary for the Site Runtime's system
 // tests: the real command tree and roles (app.Main), with one addition to
 // the runtime role — an executor that stands in for a native system
-// (Kubernetes is issue 6's), composed through an Fx option. Everything else
+// (the real one is Kubernetes: adaptors/kube), composed through an Fx option. Everything else
 // the tests exercise (worker, journals, Site client, failpoints, execution
 // role) is the production code.
 //

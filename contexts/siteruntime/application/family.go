@@ -410,7 +410,7 @@ func (e *Executor) perform(ctx context.Context, cmd siteprotocol.Command, recove
 		}
 		if p.Repository != nil && e.checkout == nil {
 			return domain.Refused(siteprotocol.ReasonUnsupportedOperation,
-				"this Runtime cannot check out repositories yet (%s at %s); prepare an empty workspace (no repository)", p.Repository.URL, p.Repository.Commit), nil
+				"this Runtime's %s executor checks out no repositories (%s at %s); prepare an empty workspace (no repository)", e.family.Name(), p.Repository.URL, p.Repository.Commit), nil
 		}
 		return e.family.Prepare(ctx, env, cmd, p, recovering)
 	case siteprotocol.OpStart:

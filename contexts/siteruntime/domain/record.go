@@ -3,8 +3,8 @@ package domain
 // NativeRecord is a durable record of a native object the Runtime prepared,
 // submitted or is removing, saved in jobs.sqlite (batch) or services.sqlite
 // (application and inference services) BEFORE the delivery result that
-// reports it. Recovery of an uncertain effect reads it back. Issue 6's
-// Kubernetes executors fill it; the saved specification carries a digest
+// reports it. Recovery of an uncertain effect reads it back. Every executor
+// family fills it through the lifecycle; the saved specification carries a digest
 // checked on every start (docs/site-runtime.md#integrity-checks).
 type NativeRecord struct {
 	// AttemptID is the Attempt the object belongs to.

@@ -35,18 +35,11 @@ type ServiceOf func(ctx context.Context, root siteprotocol.NativeRef, saved []by
 // recorded Service, go to the Service of finds (a family's own). It
 // returns w.
 func (w *Workloads) WithServiceOf(kind string, of ServiceOf) *Workloads {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.services[kind] = of
+	put(&w.mu, w.services, kind, of)
 	return w
 }
 
-func (w *Workloads) serviceOf(kind string) (ServiceOf, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	of, ok := w.services[kind]
-	return of, ok
-}
+func (w *Workloads) serviceOf(kind string) (ServiceOf, bool) { return lookup(&w.mu, w.services, kind) }
 
 // ProxyService sends req to the Attempt's Service through the API
 // server's service proxy (/api/v1/namespaces/<ns>/services/<name>:<port>/proxy<path>),

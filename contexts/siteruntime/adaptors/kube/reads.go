@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,8 +45,8 @@ type PodChain struct {
 
 // PodChains are the chains of the recorded kinds whose Pods the private
 // reads read: batch's Job and the application family's Deployment. A
-// family adds its own (KServe's InferenceService: InferencePodChain, with
-// the private argument rule) with Workloads.WithPodChain.
+// family adds its own (KServe's InferenceService: families/inference's
+// PodChain, with the private argument rule) with Workloads.WithPodChain.
 func PodChains() map[string]PodChain {
 	return map[string]PodChain{
 		domain.KindJob:        {Links: []string{domain.KindJob}, Main: ContainerName},
@@ -56,17 +57,26 @@ func PodChains() map[string]PodChain {
 // WithPodChain adds (or replaces) the chain of a recorded kind; each link
 // kind must be one the adaptor reads. It returns w.
 func (w *Workloads) WithPodChain(kind string, c PodChain) *Workloads {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.chains[kind] = c
+	put(&w.mu, w.chains, kind, c)
 	return w
 }
 
-func (w *Workloads) chain(kind string) (PodChain, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	c, ok := w.chains[kind]
-	return c, ok
+func (w *Workloads) chain(kind string) (PodChain, bool) { return lookup(&w.mu, w.chains, kind) }
+
+// put sets m[kind] = v under mu (the families register their Pod chains
+// and Services while the client may be in use).
+func put[T any](mu *sync.Mutex, m map[string]T, kind string, v T) {
+	mu.Lock()
+	defer mu.Unlock()
+	m[kind] = v
+}
+
+// lookup is m[kind] under mu.
+func lookup[T any](mu *sync.Mutex, m map[string]T, kind string) (T, bool) {
+	mu.Lock()
+	defer mu.Unlock()
+	v, ok := m[kind]
+	return v, ok
 }
 
 // WorkloadPod finds the Pod of root, the Attempt's recorded object whose

@@ -1,10 +1,27 @@
-// Package kube is the Site Runtime's Kubernetes adaptor
+// Package kube is the shared part of the Site Runtime's Kubernetes adaptor
 // (docs/site-runtime.md#access-before-every-native-start,
-// docs/site-runtime.md#batch-on-kubernetes): it renders
-// the batch family's objects (application.BatchSpecs), creates them with
-// client-go impersonation of the member's service account, and reads,
-// compares, observes and deletes them as the Runtime itself
-// (application.NativeObjects, application.JobObserver).
+// docs/site-runtime.md#one-lifecycle-for-every-family), split by the ports
+// it serves:
+//
+//   - workloads.go: application.NativeObjects (creates with client-go
+//     impersonation of the member's service account, lookups with the
+//     comparison of compare.go, UID-bound deletes as the Runtime itself)
+//     and application.ProjectNamespaces (with accounts.go);
+//   - render.go: the Site's Renderer (application.WorkspaceSpecs: the
+//     workspace claim, the identity labels, a demand's resources);
+//   - render_checkout.go and render_reader.go: the workspace helper and
+//     reader (application.CheckoutSpecs, HelperPods, ReaderSpecs,
+//     ReaderPods);
+//   - reads.go and proxy.go: the private reads (application.WorkloadPods,
+//     ServiceProxy) along each recorded kind's Pod chain;
+//   - quota.go: the one classifier of quota refusals;
+//   - observe_deployment.go and workloads_deployment.go: the one reading
+//     of Deployments and their ReplicaSets, which the application family's
+//     Deployment and KServe's predictor Deployment share.
+//
+// Each executor family's own rendering and observation is in its package
+// under families/ (batch, appservice, inference), on these parts
+// (docs/architecture.md#executor-families).
 package kube
 
 import (
@@ -59,8 +76,10 @@ func DefaultExtendedResources() map[string]string {
 	return map[string]string{"gpu.nvidia": "nvidia.com/gpu"}
 }
 
-// Renderer renders the batch family's objects (application.BatchSpecs).
-// Rendering is deterministic: the same input gives the same bytes (maps are
+// Renderer is the Site's renderer every family shares: the workspace
+// claim (application.WorkspaceSpecs), the workspace helper and reader, and
+// what the families' renderers (families/…) put on every Pod. Rendering is
+// deterministic: the same input gives the same bytes (maps are
 // encoded with sorted keys, env is sorted by name).
 type Renderer struct {
 	// ExtendedResources maps gpu.<vendor> demand keys to Kubernetes

@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
@@ -226,15 +225,9 @@ func VerifyContainer(v application.WorkspaceVerification) corev1.Container {
 // and exit code. found is false when no Pod with ref's name and UID
 // exists.
 func (w *Workloads) HelperState(ctx context.Context, ref siteprotocol.NativeRef) (application.HelperState, bool, error) {
-	pod, err := w.client.CoreV1().Pods(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return application.HelperState{}, false, nil
-	}
-	if err != nil {
-		return application.HelperState{}, false, err
-	}
-	if string(pod.UID) != ref.UID {
-		return application.HelperState{}, false, nil
+	pod, found, err := GetByUID(ctx, ref, w.client.CoreV1().Pods(ref.Namespace).Get)
+	if err != nil || !found {
+		return application.HelperState{}, found, err
 	}
 	return HelperStateOf(pod), true, nil
 }

@@ -272,6 +272,23 @@ func stampSpecDigest(u *unstructured.Unstructured, digest string) error {
 	return unstructured.SetNestedStringMap(u.Object, tmpl, "spec", "template", "metadata", "annotations")
 }
 
+// GetByUID reads the object ref names with get (a typed client's Get of
+// ref's namespace) as the Runtime: found is false when no object of ref's
+// name and UID exists (none of the name, or another UID holds it).
+func GetByUID[T metav1.Object](ctx context.Context, ref siteprotocol.NativeRef, get func(context.Context, string, metav1.GetOptions) (T, error)) (T, bool, error) {
+	var none T
+	obj, err := get(ctx, ref.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return none, false, nil
+	case err != nil:
+		return none, false, err
+	case string(obj.GetUID()) != ref.UID:
+		return none, false, nil
+	}
+	return obj, true, nil
+}
+
 // Get reads the object of a kind the Runtime reads under namespace/name
 // as the Runtime; found is false when none exists.
 func (w *Workloads) Get(ctx context.Context, kind, namespace, name string) (*unstructured.Unstructured, bool, error) {

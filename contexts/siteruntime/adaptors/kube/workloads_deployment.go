@@ -5,14 +5,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
-// ObserveDeployment reads, as the Runtime, the Deployment ref names, the
+// ObserveDeployment reads (for the application family's Deployment and
+// KServe's predictor Deployment alike), as the Runtime, the Deployment ref names, the
 // ReplicaSets it controls (controller owner reference with its UID) and
 // their Pods (controller owner reference to one of those ReplicaSets), and
 // reports DeploymentObservation of them: the UID lineage Pod → ReplicaSet
@@ -22,15 +22,9 @@ import (
 // now has room, the state stays queued and says so. found is false when no
 // Deployment with ref's name and UID exists.
 func (w *Workloads) ObserveDeployment(ctx context.Context, ref siteprotocol.NativeRef) (application.Observation, bool, error) {
-	dep, err := w.client.AppsV1().Deployments(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return application.Observation{}, false, nil
-	}
-	if err != nil {
-		return application.Observation{}, false, err
-	}
-	if string(dep.UID) != ref.UID {
-		return application.Observation{}, false, nil
+	dep, found, err := GetByUID(ctx, ref, w.client.AppsV1().Deployments(ref.Namespace).Get)
+	if err != nil || !found {
+		return application.Observation{}, found, err
 	}
 	selector := LabelAttempt + "=" + dep.Labels[LabelAttempt]
 	rsList, err := w.client.AppsV1().ReplicaSets(ref.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})

@@ -31,7 +31,7 @@ const ServicePortName = "http"
 // Kubernetes types omit them; the API server then applies its defaults).
 // The spec-digest annotation is not part of the rendered bytes: Create
 // stamps it on the Deployment and on its Pod template
-// (stampSpecDigest). It fails wrapping application.ErrUnsupportedDemand
+// (kube.Workloads.Create). It fails wrapping application.ErrUnsupportedDemand
 // for a demand the Site cannot express.
 func (r *Renderer) RenderDeployment(s application.ApplicationServiceSpec) (application.NativeObject, error) {
 	resources, err := r.Resources(s.Demand)

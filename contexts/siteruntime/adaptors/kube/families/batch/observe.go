@@ -7,7 +7,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
@@ -25,15 +24,9 @@ import (
 // the Pod at its next try). found is false when no Job with ref's name and
 // UID exists.
 func (w *Workloads) ObserveJob(ctx context.Context, ref siteprotocol.NativeRef) (application.Observation, bool, error) {
-	job, err := w.client.BatchV1().Jobs(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return application.Observation{}, false, nil
-	}
-	if err != nil {
-		return application.Observation{}, false, err
-	}
-	if string(job.UID) != ref.UID {
-		return application.Observation{}, false, nil
+	job, found, err := kube.GetByUID(ctx, ref, w.client.BatchV1().Jobs(ref.Namespace).Get)
+	if err != nil || !found {
+		return application.Observation{}, found, err
 	}
 	pods, err := w.client.CoreV1().Pods(ref.Namespace).List(ctx, metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + ref.UID})
 	if err != nil {

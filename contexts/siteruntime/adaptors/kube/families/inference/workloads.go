@@ -56,8 +56,8 @@ func (w *Workloads) ObserveInferenceService(ctx context.Context, ref siteprotoco
 }
 
 // PodChain is the private reads' chain of an InferenceService's
-// predictor Pods (docs/site-runtime.md#private-reads), for
-// Workloads.WithPodChain(domain.KindInferenceService, …): Pod →
+// predictor Pods (docs/site-runtime.md#private-reads), which New
+// registers (kube.Workloads.WithPodChain): Pod →
 // ReplicaSet → the predictor Deployment <isvc>-predictor (both read live:
 // KServe's controller makes the Deployment, the Deployment controller the
 // ReplicaSet) → the recorded InferenceService; the main container
@@ -113,7 +113,7 @@ func PodArgs(pod *corev1.Pod, root siteprotocol.NativeRef, saved []byte) (string
 // Attempt's predictor Pods — its selector is the predictor Deployment's
 // (read live, itself controlled by root by UID and labelled with id),
 // and every Pod it selects is an exact Pod of root's chain
-// (InferencePodChain: the controller chain and the private argument
+// (PodChain: the controller chain and the private argument
 // rule). Errors: wrapping application.ErrEndpointUnavailable (KServe's
 // controller has no predictor Service or Deployment now),
 // application.ErrNativeIdentityMismatch (not exact), or a failed read.
