@@ -23,20 +23,27 @@ import (
 // now has room, the state stays queued and says so. found is false when no
 // Deployment with ref's name and UID exists.
 func (w *Workloads) ObserveDeployment(ctx context.Context, ref siteprotocol.NativeRef) (application.Observation, bool, error) {
+	obs, _, found, err := w.observeDeployment(ctx, ref)
+	return obs, found, err
+}
+
+// observeDeployment is ObserveDeployment that also answers the Pods it
+// observed (those of the UID lineage).
+func (w *Workloads) observeDeployment(ctx context.Context, ref siteprotocol.NativeRef) (application.Observation, []corev1.Pod, bool, error) {
 	dep, err := w.client.AppsV1().Deployments(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return application.Observation{}, false, nil
+		return application.Observation{}, nil, false, nil
 	}
 	if err != nil {
-		return application.Observation{}, false, err
+		return application.Observation{}, nil, false, err
 	}
 	if string(dep.UID) != ref.UID {
-		return application.Observation{}, false, nil
+		return application.Observation{}, nil, false, nil
 	}
 	selector := LabelAttempt + "=" + dep.Labels[LabelAttempt]
 	rsList, err := w.client.AppsV1().ReplicaSets(ref.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
-		return application.Observation{}, false, err
+		return application.Observation{}, nil, false, err
 	}
 	var rss []appsv1.ReplicaSet
 	owned := map[string]bool{}
@@ -50,7 +57,7 @@ func (w *Workloads) ObserveDeployment(ctx context.Context, ref siteprotocol.Nati
 	if len(rss) > 0 {
 		list, err := w.client.CoreV1().Pods(ref.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
-			return application.Observation{}, false, err
+			return application.Observation{}, nil, false, err
 		}
 		for _, p := range list.Items {
 			if c := metav1.GetControllerOf(&p); c != nil && owned[string(c.UID)] && c.Kind == "ReplicaSet" {
@@ -61,10 +68,10 @@ func (w *Workloads) ObserveDeployment(ctx context.Context, ref siteprotocol.Nati
 	obs := DeploymentObservation(dep, rss, pods)
 	if obs.State == siteprotocol.StateQueued && obs.Reason == ReasonFailedCreate {
 		if obs, err = w.quotaNow(ctx, ref.Namespace, obs, serviceQuotaOver); err != nil {
-			return application.Observation{}, false, err
+			return application.Observation{}, nil, false, err
 		}
 	}
-	return obs, true, nil
+	return obs, pods, true, nil
 }
 
 // serviceQuotaOver is obs once the quota refusal it quotes no longer
