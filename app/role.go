@@ -54,8 +54,9 @@ type Role struct {
 	// without a platform database. serve runs it for every selected role
 	// before it starts, so the start error names every pending context.
 	CheckMigrated func(ctx context.Context, log *zap.Logger) error
-	// DatabaseFlags names the role's database flags (to refuse them where
-	// a role takes no database).
+	// DatabaseFlags names the role's database flags, the URL and the pool
+	// bound: `metallo migrate` offers only these, and a role without a
+	// platform database refuses them.
 	DatabaseFlags []string
 }
 
@@ -129,6 +130,6 @@ func centralDatabase(r Role, db database.Context, settings func() database.Setti
 		return db.Migrate(ctx, s, log)
 	}
 	r.CheckMigrated = func(ctx context.Context, _ *zap.Logger) error { return db.CheckMigrated(ctx, settings()) }
-	r.DatabaseFlags = []string{db.URLFlag}
+	r.DatabaseFlags = []string{db.URLFlag, db.MaxConnsFlag}
 	return r
 }

@@ -292,10 +292,13 @@ func TestPlanValidationErrorsNameTheBodyField(t *testing.T) {
 		body      string
 		locations []string
 	}{
-		"project":          {`{"project":"Project Alpha","environment":"alpha-k8s","demand":{"cpu":1}}`, []string{"body.project"}},
-		"no environment":   {`{"project":"` + uuid(7) + `","demand":{"cpu":1}}`, []string{"body.environment"}},
-		"demand type":      {`{"project":"` + uuid(7) + `","environment":"alpha-k8s","demand":{"cpu":"2"}}`, []string{"body.demand.cpu"}},
-		"negative demand":  {`{"project":"` + uuid(7) + `","environment":"alpha-k8s","demand":{"cpu":-1,"memory":-2}}`, []string{"body.demand.cpu", "body.demand.memory"}},
+		"project":         {`{"project":"Project Alpha","environment":"alpha-k8s","demand":{"cpu":1}}`, []string{"body.project"}},
+		"no environment":  {`{"project":"` + uuid(7) + `","demand":{"cpu":1}}`, []string{"body.environment"}},
+		"demand type":     {`{"project":"` + uuid(7) + `","environment":"alpha-k8s","demand":{"cpu":"2"}}`, []string{"body.demand.cpu"}},
+		"negative demand": {`{"project":"` + uuid(7) + `","environment":"alpha-k8s","demand":{"cpu":-1,"memory":-2}}`, []string{"body.demand.cpu", "body.demand.memory"}},
+		// A key holding '.' leaves the next keys' locations exact.
+		"dotted keys": {`{"project":"` + uuid(7) + `","environment":"alpha-k8s","demand":{"gpu.nvidia":"two","memory":"x","a.b":{},"storage":true}}`,
+			[]string{"body.demand.a.b", "body.demand.gpu.nvidia", "body.demand.memory", "body.demand.storage"}},
 		"unknown resource": {`{"project":"` + uuid(7) + `","environment":"alpha-k8s","demand":{"disk":1}}`, []string{"body.demand.disk"}},
 		"unknown member":   {`{"project":"` + uuid(7) + `","environment":"alpha-k8s","demand":{"cpu":1},"colour":"blue"}`, []string{"body.colour"}},
 		"unknown env":      {`{"project":"` + uuid(7) + `","environment":"ghost","demand":{"cpu":1}}`, []string{"body.environment"}},

@@ -98,6 +98,7 @@ func TestBadCommandsAre4xxProblemsAndStoreNothing(t *testing.T) {
 		status int
 	}{
 		"not JSON":         {[]byte(`{"id":`), http.StatusBadRequest},
+		"an empty body":    {[]byte{}, http.StatusBadRequest},
 		"a null member":    {bytes.Replace(observe(1, issued), []byte(`"family":"batch"`), []byte(`"family":null`), 1), http.StatusUnprocessableEntity},
 		"an unknown field": {bytes.Replace(observe(1, issued), []byte(`{`), []byte(`{"colour":"blue",`), 1), http.StatusUnprocessableEntity},
 		"a sequence":       {bytes.Replace(observe(1, issued), []byte(`{`), []byte(`{"sequence":4,`), 1), http.StatusUnprocessableEntity},
@@ -180,6 +181,7 @@ func TestAcknowledgementsFollowTheExactReplayRules(t *testing.T) {
 	tampered := bytes.Replace(r1, []byte(`"one"`), []byte(`"uno"`), 1)
 	wantStatus(t, s.ack(t, "alpha-k8s", s.alphaKey, installA, 1, tampered), http.StatusUnprocessableEntity, siteprotocol.ProblemInvalidResult)
 	wantStatus(t, s.ack(t, "alpha-k8s", s.alphaKey, installA, 1, []byte(`{"command_id":`)), http.StatusBadRequest, siteprotocol.ProblemInvalidResult)
+	wantStatus(t, s.ack(t, "alpha-k8s", s.alphaKey, installA, 1, []byte{}), http.StatusBadRequest, siteprotocol.ProblemInvalidResult)
 
 	first := s.ack(t, "alpha-k8s", s.alphaKey, installA, 1, r1)
 	wantStatus(t, first, http.StatusOK, "")

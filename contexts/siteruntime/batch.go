@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	kubebatch "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/families/batch"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/batch"
 	"github.com/pharos-metallo/metallo/platform/config"
@@ -47,18 +48,31 @@ type BatchNative interface {
 }
 
 // NewBatchFamily builds the batch family on the shared workload client's
-// observation of Jobs, with the pinned batch image (--batch-image) and the
-// Site's scheduling and GPU flags in what it renders.
+// observation of Jobs (kubebatch.New), with the pinned batch image
+// (--batch-image) and the Site's scheduling, GPU and batch Pod annotation
+// flags in what it renders.
 func NewBatchFamily(c Config, jobs application.JobObserver) (*batch.Family, error) {
 	images, err := NewStaticImages(c.BatchImage)
 	if err != nil {
 		return nil, err
 	}
-	specs := kube.NewRenderer(c.GPUResources, c.BatchPodAnnotations)
+	specs, err := siteRenderer(c, c.BatchPodAnnotations)
+	if err != nil {
+		return nil, err
+	}
+	return batch.New(jobs, kubebatch.NewRenderer(specs), images), nil
+}
+
+// siteRenderer is the Site's renderer of every family: the default
+// extended resources under --gpu-resources, --pod-node-selector and
+// --pod-tolerations, and podAnnotations on batch and platform Pods.
+func siteRenderer(c Config, podAnnotations map[string]string) (*kube.Renderer, error) {
+	specs := kube.NewRenderer(c.GPUResources, podAnnotations)
+	var err error
 	if specs.Scheduling, err = c.Scheduling(); err != nil {
 		return nil, err
 	}
-	return batch.New(jobs, specs, images), nil
+	return specs, nil
 }
 
 // ExecutorConfig is every family's executor configuration:
@@ -87,13 +101,14 @@ func NewBatchExecutor(c Config, bindings application.MemberBindings, records app
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := NewBatchFamily(c, native)
+	jobs := kubebatch.New(native)
+	f, err := NewBatchFamily(c, jobs)
 	if err != nil {
 		return nil, nil, err
 	}
 	var w *application.JobWatcher
 	if states != nil {
-		w = application.NewJobWatcher(native, states, records, clk, events, 0)
+		w = application.NewJobWatcher(jobs, states, records, clk, events, 0)
 		f.WithTerminalStates(states, w, clk)
 	}
 	return application.NewExecutor(f, access, native, records, fp, ExecutorConfig(c)), w, nil
@@ -106,9 +121,8 @@ func NewBatchExecutor(c Config, bindings application.MemberBindings, records app
 // --checkout-timeout, --checkout-wait, --workspace-max-bytes and
 // --repository-ca-configmap.
 func CheckoutOf(c Config) (*kube.Renderer, application.CheckoutConfig, error) {
-	specs := kube.NewRenderer(c.GPUResources, c.BatchPodAnnotations)
-	var err error
-	if specs.Scheduling, err = c.Scheduling(); err != nil {
+	specs, err := siteRenderer(c, c.BatchPodAnnotations)
+	if err != nil {
 		return nil, application.CheckoutConfig{}, err
 	}
 	return specs, application.CheckoutConfig{

@@ -2,8 +2,8 @@ package siteruntime
 
 import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	kubeinference "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/families/inference"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/inference"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 )
 
 // DefaultServingRuntimes is what --serving-runtimes pins when the Site
@@ -17,18 +17,17 @@ func DefaultServingRuntimes() map[string]string {
 // NewInferenceFamily builds the inference family on the shared workload
 // client (docs/site-runtime.md#one-lifecycle-for-every-family): the Site's
 // GPU and scheduling flags and --serving-runtimes in what it renders. Its
-// private reads follow the InferenceService's Pod chain, which it
-// registers on the client (kube.InferencePodChain).
+// private reads follow the InferenceService's Pod chain and proxy to its
+// predictor Service, which its side of the client registers on the client
+// (kubeinference.New).
 func NewInferenceFamily(c Config, native *kube.Workloads) (*inference.Family, error) {
-	specs := kube.NewRenderer(c.GPUResources, nil)
-	var err error
-	if specs.Scheduling, err = c.Scheduling(); err != nil {
+	specs, err := siteRenderer(c, nil)
+	if err != nil {
 		return nil, err
 	}
 	runtimes := c.ServingRuntimes
 	if len(runtimes) == 0 {
 		runtimes = DefaultServingRuntimes()
 	}
-	native.WithPodChain(domain.KindInferenceService, kube.InferencePodChain())
-	return inference.New(native, specs, inference.Config{ServingRuntimes: runtimes})
+	return inference.New(kubeinference.New(native), kubeinference.NewRenderer(specs), inference.Config{ServingRuntimes: runtimes})
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/heartbeat"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	kubebatch "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/families/batch"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/observe"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/sitehttp"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
@@ -232,7 +233,7 @@ func newFamilyExecutor(d familyDeps, f familyEntry) (*application.Executor, erro
 // batchFamily is NewBatchFamily using the Runtime's watch of its Jobs
 // over jobs.sqlite (docs/site-runtime.md#terminal-states-of-jobs-that-are-gone).
 func batchFamily(d familyDeps) (application.Family, error) {
-	f, err := NewBatchFamily(d.Config, d.Native)
+	f, err := NewBatchFamily(d.Config, kubebatch.New(d.Native))
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +256,7 @@ func terminalStates(j *journal.Journal) application.TerminalStates { return j.Ba
 // newJobWatcher is the Runtime's watch of its Jobs over jobs.sqlite,
 // logging what it does (runWorker starts it).
 func newJobWatcher(records application.BatchRecords, states application.TerminalStates, native *kube.Workloads, c clock.Clock, log *zap.Logger) *application.JobWatcher {
-	return application.NewJobWatcher(native, states, records, c, watchLog{log: log}, 0)
+	return application.NewJobWatcher(kubebatch.New(native), states, records, c, watchLog{log: log}, 0)
 }
 
 // newNativeObjects is NewNativeObjects: the one Kubernetes workload

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	kubeinference "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/families/inference"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/kube/auditlog"
 	"github.com/pharos-metallo/metallo/platform/kube/kubeconfig"
@@ -162,7 +162,7 @@ func (d *demo) showInferenceService(ctx context.Context, dyn dynamic.Interface, 
 	mode, _, _ := unstructured.NestedString(isvc.Object, "status", "deploymentMode")
 	url, _, _ := unstructured.NestedString(isvc.Object, "status", "url")
 	d.say("InferenceService %s/%s uid %s: deployment mode %s, annotation %s=%s, cluster-local URL %s", ref.Namespace, ref.Name, ref.UID,
-		mode, kube.AnnotationDeploymentMode, isvc.GetAnnotations()[kube.AnnotationDeploymentMode], url)
+		mode, kubeinference.AnnotationDeploymentMode, isvc.GetAnnotations()[kubeinference.AnnotationDeploymentMode], url)
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	audit := &auditlog.Log{Path: d.audit}
@@ -177,7 +177,7 @@ func (d *demo) showInferenceService(ctx context.Context, dyn dynamic.Interface, 
 	}
 	d.say("audit log: created by %s, authenticated as %s (the Runtime impersonating the member)", ev.Actor(), ev.User.Username)
 
-	predictor := ref.Name + kube.PredictorSuffix
+	predictor := ref.Name + kubeinference.PredictorSuffix
 	dep, err := d.admin.AppsV1().Deployments(ref.Namespace).Get(ctx, predictor, metav1.GetOptions{})
 	if err != nil {
 		return "", fmt.Errorf("the predictor Deployment %s: %w", predictor, err)
@@ -280,11 +280,11 @@ func (d *demo) readPredictorLog(ctx context.Context, do func(siteprotocol.Operat
 	for _, line := range strings.Split(strings.TrimRight(string(got), "\n"), "\n") {
 		d.say("  | %s", line)
 	}
-	logs, err := d.admin.CoreV1().Pods(ref.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: kube.PredictorContainer}).DoRaw(ctx)
+	logs, err := d.admin.CoreV1().Pods(ref.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: kubeinference.PredictorContainer}).DoRaw(ctx)
 	if err != nil {
 		return fmt.Errorf("pods/log: %w", err)
 	}
-	if rd.Container != kube.PredictorContainer || rd.Truncated || !bytes.Equal(got, logs) || !strings.Contains(string(got), "serving model "+ref.Name) {
+	if rd.Container != kubeinference.PredictorContainer || rd.Truncated || !bytes.Equal(got, logs) || !strings.Contains(string(got), "serving model "+ref.Name) {
 		return fmt.Errorf("read-logs answered %q of %s; pods/log holds %q", got, rd.Container, logs)
 	}
 	d.say("the same bytes as pods/log gives the administrator: the model server's start line, naming its model")

@@ -112,8 +112,9 @@ type Options struct {
 	BusyTimeout time.Duration
 }
 
-// Open opens t. PostgreSQL pools connect lazily; a SQLite file (and its
-// directory) is created if missing, in WAL mode with synchronous=FULL,
+// Open opens t. PostgreSQL pools connect lazily; a SQLite file is created
+// if missing (its directory too for the embedded default only; a configured
+// path whose directory is missing is an error), in WAL mode with synchronous=FULL,
 // foreign keys on, the busy timeout set and write transactions taken with
 // BEGIN IMMEDIATE. SQLite handles use one connection, so the process's
 // writes are serialised without SQLITE_BUSY upgrades.
@@ -133,6 +134,14 @@ func Open(ctx context.Context, t Target, opts Options) (*Handle, error) {
 		}
 		return &Handle{Target: t, Pool: pool, DB: stdlib.OpenDBFromPool(pool)}, nil
 	case SQLite:
+		if t.Default {
+			// Only the embedded default's directory (./var) is made: a
+			// configured path names a directory that must exist, so a
+			// mistyped one is an error, not a new tree.
+			if err := os.MkdirAll(filepath.Dir(t.Path), 0o750); err != nil {
+				return nil, fmt.Errorf("create directory for %s: %w", t.Path, err)
+			}
+		}
 		db, err := OpenSQLite(t.Path, opts.BusyTimeout)
 		if err != nil {
 			return nil, err
@@ -143,15 +152,16 @@ func Open(ctx context.Context, t Target, opts Options) (*Handle, error) {
 }
 
 // OpenSQLite opens (creating if needed) the SQLite file at path with the
-// settings described at Open, on a single connection.
+// settings described at Open, on a single connection. Its directory must
+// exist: an error wrapping fs.ErrNotExist otherwise.
 func OpenSQLite(path string, busy time.Duration) (*sql.DB, error) {
 	if busy == 0 {
 		busy = 10 * time.Second
 	}
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return nil, fmt.Errorf("create directory for %s: %w", path, err)
-		}
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("open sqlite %s: its directory: %w", path, err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("open sqlite %s: %s is not a directory", path, filepath.Dir(path))
 	}
 	dsn := SQLiteDSN(path, busy, "synchronous(FULL)") + "&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)

@@ -3,6 +3,10 @@ package database_test
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
@@ -42,6 +46,30 @@ func TestParseURL(t *testing.T) {
 	}
 }
 
+// A configured SQLite path whose directory is missing is refused and
+// creates nothing (a mistyped --…-database-url must not grow a tree); only
+// the embedded default's directory is made.
+func TestSQLiteDirectoryIsMadeOnlyForTheDefault(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "typo", "x.sqlite")
+	if h, err := Open(ctx, Target{Engine: SQLite, Path: missing}, Options{}); err == nil {
+		h.Close()
+		t.Fatal("opened a SQLite file in a missing directory")
+	} else if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("want an error naming %s and wrapping fs.ErrNotExist, got %v", missing, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "typo")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the missing directory was created: %v", err)
+	}
+	def := filepath.Join(dir, "var", "x.sqlite")
+	h, err := Open(ctx, Target{Engine: SQLite, Path: def, Default: true}, Options{})
+	if err != nil {
+		t.Fatalf("the default's directory: %v", err)
+	}
+	h.Close()
+}
+
 var testMigrations = fstest.MapFS{
 	"00001_things.sql": {Data: []byte("-- +goose Up\nCREATE TABLE things (id INTEGER PRIMARY KEY);\n-- +goose Down\nDROP TABLE things;\n")},
 	"00002_more.sql":   {Data: []byte("-- +goose Up\nALTER TABLE things ADD COLUMN name TEXT;\n-- +goose Down\nSELECT 1;\n")},
@@ -49,7 +77,7 @@ var testMigrations = fstest.MapFS{
 
 func TestSQLiteIsWALWithFullSyncAndForeignKeys(t *testing.T) {
 	ctx := context.Background()
-	h, err := Open(ctx, Target{Engine: SQLite, Path: dbtest.SQLitePath(t, "sub/dir/x.sqlite")}, Options{})
+	h, err := Open(ctx, Target{Engine: SQLite, Path: dbtest.SQLitePath(t, "x.sqlite")}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,32 +87,46 @@ var environmentID = regexp.MustCompile(httpserver.IDPattern)
 // naming limit, the protocol's bound: a body of exactly limit bytes is
 // read; the operation's MaxBodyBytes must exceed limit so Huma never
 // answers with its own, off-by-one bound), and one that arrives whole (a
-// body shorter than its Content-Length is 400 invalid-request). With strict
-// it also applies siteprotocol.CheckJSON to the body before Huma decodes
-// it, naming the rule and located at the member: 400 invalid-request for
-// bytes that are not one I-JSON text, 422 validation-failed for a null or a
-// NUL (httpserver.JSONStatus): encoding/json would otherwise keep one of
-// two duplicate members silently and turn invalid UTF-8 into U+FFFD. Raw
-// command and result bodies are checked by the codec instead (with their
-// own reasons). A strict body that is an object must also name every
-// member of required: a missing one is 422 validation-failed located at
-// body.<member> (Huma would locate it at "body").
-func jsonBody(strict bool, limit int64, required ...string) func(huma.Context, func(huma.Context)) {
-	g := httpserver.StrictJSONBody{Limit: limit}
-	if strict {
-		g.Check = siteprotocol.CheckJSON
-		g.Refuse = func(err error) *httpserver.Problem {
-			status := httpserver.JSONStatus(err)
-			return httpserver.NewProblem(status, httpserver.DefaultReason(status), "the request body is not strict JSON: "+httpserver.JSONRule(err),
-				&huma.ErrorDetail{Location: httpserver.JSONLocation(err), Message: httpserver.JSONRule(err)})
+// body shorter than its Content-Length is 400 invalid-request). It applies
+// siteprotocol.CheckJSON to the body before Huma decodes it, naming the
+// rule and located at the member: 400 invalid-request for bytes that are
+// not one I-JSON text, 422 validation-failed for a null or a NUL
+// (httpserver.JSONStatus): encoding/json would otherwise keep one of two
+// duplicate members silently and turn invalid UTF-8 into U+FFFD. A body
+// that is an object must also name every member of required: a missing one
+// is 422 validation-failed located at body.<member> (Huma would locate it
+// at "body"). Raw command and result bodies use rawJSONBody instead.
+func jsonBody(limit int64, required ...string) func(huma.Context, func(huma.Context)) {
+	g := httpserver.StrictJSONBody{Limit: limit, Check: siteprotocol.CheckJSON}
+	g.Refuse = func(err error) *httpserver.Problem {
+		status := httpserver.JSONStatus(err)
+		return httpserver.NewProblem(status, httpserver.DefaultReason(status), "the request body is not strict JSON: "+httpserver.JSONRule(err),
+			&huma.ErrorDetail{Location: httpserver.JSONLocation(err), Message: httpserver.JSONRule(err)})
+	}
+	g.Then = func(_ huma.Context, body []byte) *httpserver.Problem {
+		if missing := missingMembers(body, required); len(missing) > 0 {
+			return httpserver.NewProblem(http.StatusUnprocessableEntity, httpserver.DefaultReason(http.StatusUnprocessableEntity),
+				"validation failed", missing...)
 		}
-		g.Then = func(_ huma.Context, body []byte) *httpserver.Problem {
-			if missing := missingMembers(body, required); len(missing) > 0 {
-				return httpserver.NewProblem(http.StatusUnprocessableEntity, httpserver.DefaultReason(http.StatusUnprocessableEntity),
-					"validation failed", missing...)
-			}
+		return nil
+	}
+	return g.Middleware()
+}
+
+// rawJSONBody is the strict body guard without jsonBody's JSON check, for a
+// raw protocol body (a command or a result): the same media type, bound and
+// whole-arrival rules, then its codec answers its faults with the protocol's reason
+// (invalid-command, invalid-result): an empty body is refused here with
+// that reason too, 400 located at body, where Huma would answer its own
+// "body is required" as invalid-request (docs/site-protocol.md#problem-reasons).
+func rawJSONBody(limit int64, reason, what string) func(huma.Context, func(huma.Context)) {
+	g := httpserver.StrictJSONBody{Limit: limit}
+	g.Then = func(_ huma.Context, body []byte) *httpserver.Problem {
+		if len(body) > 0 {
 			return nil
 		}
+		return httpserver.NewProblem(http.StatusBadRequest, reason, "the request body is empty: want "+what+"; nothing was stored",
+			&huma.ErrorDetail{Location: "body", Message: "empty"})
 	}
 	return g.Middleware()
 }
@@ -122,8 +136,9 @@ func jsonBody(strict bool, limit int64, required ...string) func(huma.Context, f
 // body) as the error's value: a member not in known (422 located at
 // body.<member>, nothing echoed) and, for each member named in integers, a
 // value that is not an integer in the int64 range (422 located at
-// body.<member>.<key>, the number echoed at most httpserver.MaxEchoed bytes). Run it
-// after jsonBody(strict).
+// body.<member>.<key>, a number echoed at most httpserver.MaxEchoed bytes,
+// another value never; every key located exactly, gpu.nvidia included). Run
+// it after jsonBody.
 func bodyShape(known []string, integers ...string) func(huma.Context, func(huma.Context)) {
 	return func(ctx huma.Context, next func(huma.Context)) {
 		r, _ := humago.Unwrap(ctx)
@@ -146,21 +161,20 @@ func bodyShape(known []string, integers ...string) func(huma.Context, func(huma.
 			}
 		}
 		for _, member := range integers {
-			var values map[string]json.Number
-			dec := json.NewDecoder(bytes.NewReader(obj[member]))
-			dec.UseNumber()
-			if dec.Decode(&values) != nil {
-				continue // not an object of numbers: Huma answers, located at the key
+			var values map[string]json.RawMessage
+			if json.Unmarshal(obj[member], &values) != nil {
+				continue // not an object: Huma answers, located at the member
 			}
-			keys := make([]string, 0, len(values))
-			for k := range values {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			for _, k := range keys {
-				if _, err := strconv.ParseInt(values[k].String(), 10, 64); err != nil {
-					errs = append(errs, &huma.ErrorDetail{Location: "body." + member + "." + httpserver.Bounded(k),
-						Message: fmt.Sprintf("must be an integer from 0 to %d", int64(math.MaxInt64)), Value: httpserver.Bounded(values[k].String())})
+			for _, k := range slices.Sorted(maps.Keys(values)) {
+				loc := "body." + member + "." + httpserver.Bounded(k)
+				msg := fmt.Sprintf("must be an integer from 0 to %d", int64(math.MaxInt64))
+				v := bytes.TrimSpace(values[k])
+				if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
+					// Not a number: answered here, not by Huma, whose
+					// locations shift after a key holding '.' (gpu.nvidia).
+					errs = append(errs, &huma.ErrorDetail{Location: loc, Message: msg})
+				} else if _, err := strconv.ParseInt(string(v), 10, 64); err != nil {
+					errs = append(errs, &huma.ErrorDetail{Location: loc, Message: msg, Value: httpserver.Bounded(string(v))})
 				}
 			}
 		}

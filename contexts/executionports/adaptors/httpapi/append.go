@@ -36,7 +36,7 @@ func (h *Handlers) appendCommandOperation(reg huma.Registry) huma.Operation {
 				Content:     map[string]*huma.MediaType{"application/json": {Schema: receipt}},
 			},
 		},
-		Middlewares: huma.Middlewares{jsonBody(false, siteprotocol.MaxCommandBytes)},
+		Middlewares: huma.Middlewares{rawJSONBody(siteprotocol.MaxCommandBytes, siteprotocol.ProblemInvalidCommand, "one command object")},
 	}, map[int][]string{
 		400: {siteprotocol.ProblemInvalidCommand, httpserver.DefaultReason(http.StatusBadRequest)}, 404: {siteprotocol.ProblemUnknownEnvironment},
 		409: {siteprotocol.ProblemConflictingRetry}, 408: {httpserver.ReasonRequestTimeout}, 413: {httpserver.DefaultReason(http.StatusRequestEntityTooLarge)}, 415: {httpserver.DefaultReason(http.StatusUnsupportedMediaType)},

@@ -42,7 +42,7 @@ func (h *Handlers) rebindStreamOperation() huma.Operation {
 		Summary:      "Rebind a stream to a Runtime installation",
 		Description:  "An operator's explicit rebind: binds the stream to installation_id, or unbinds it with unbind: true (exactly one of the two; both, neither or an empty installation_id is 422 validation-failed), recorded with the calling principal, the time and the reason. The previously bound installation is refused from then on. The body must be declared JSON (application/json or a +json type, in any case, UTF-8; 415 otherwise), arrive whole (a body shorter than its Content-Length is 400 invalid-request) and be one I-JSON text: bytes that are not (not JSON, invalid UTF-8, a member twice, data after the value, nested deeper than 32 levels) are 400 invalid-request; a null or a NUL, a value of the wrong type and a number that does not fit its field are 422 validation-failed naming the member.",
 		MaxBodyBytes: MaxRequestBytes + 1, // jsonBody enforces MaxRequestBytes itself
-		Middlewares:  huma.Middlewares{jsonBody(true, MaxRequestBytes), bodyShape([]string{"installation_id", "unbind", "reason"})},
+		Middlewares:  huma.Middlewares{jsonBody(MaxRequestBytes), bodyShape([]string{"installation_id", "unbind", "reason"})},
 	}, map[int][]string{
 		400: {httpserver.DefaultReason(http.StatusBadRequest)}, 404: {siteprotocol.ProblemUnknownEnvironment}, 408: {httpserver.ReasonRequestTimeout}, 413: {httpserver.DefaultReason(http.StatusRequestEntityTooLarge)}, 415: {httpserver.DefaultReason(http.StatusUnsupportedMediaType)}, 422: {httpserver.DefaultReason(http.StatusUnprocessableEntity)},
 	})

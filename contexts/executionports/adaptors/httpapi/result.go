@@ -27,7 +27,7 @@ func (h *Handlers) recordResultOperation(reg huma.Registry) huma.Operation {
 		Description:      "Only the installation the stream is bound to may send results: a stream is bound by a pull, never by a result, so a result on an unbound stream (never pulled, or unbound by an operator) or from another installation is 409 installation-mismatch and records nothing. A result whose body sequence differs from the path's is 409 identity-mismatch. The sequence must be acknowledged + 1 and the result must name the stored command's id and digest (else 409 out-of-order / identity-mismatch). The body is at most 4194304 bytes (413). A result for an acknowledged sequence is accepted only if byte-identical (same digest): 200 with the same acknowledgement; otherwise 409 result-conflict and nothing changes. The result's exact bytes are stored.",
 		MaxBodyBytes:     MaxResultBytes + 1, // jsonBody enforces MaxResultBytes itself
 		SkipValidateBody: true,
-		Middlewares:      huma.Middlewares{jsonBody(false, MaxResultBytes)},
+		Middlewares:      huma.Middlewares{rawJSONBody(MaxResultBytes, siteprotocol.ProblemInvalidResult, "one result object")},
 	}, map[int][]string{
 		400: {siteprotocol.ProblemInstallationRequired, siteprotocol.ProblemInvalidResult, httpserver.DefaultReason(http.StatusBadRequest)},
 		404: {siteprotocol.ProblemUnknownEnvironment, siteprotocol.ProblemUnknownCommand},

@@ -25,7 +25,7 @@ func (h *Handlers) reportStopOperation() huma.Operation {
 		Summary:      "Report the Runtime's stop",
 		Description:  "A Runtime whose worker stopped reports why (a stop reason of docs/site-runtime.md#stop-conditions), the sequence it stopped at and its version, best effort, before it exits or idles (docs/site-protocol.md#the-stop-report). It replaces any stop on record for the stream; the next pull that binds the stream (the Runtime working again) clears it. Fenced like a result: an installation other than the bound one is 409 installation-mismatch and nothing is recorded. A reason outside the vocabulary, a bad version or a message over 1000 bytes is 422 validation-failed. The body must be declared JSON, arrive whole and be one I-JSON text (400 invalid-request otherwise).",
 		MaxBodyBytes: MaxRequestBytes + 1, // jsonBody enforces MaxRequestBytes itself
-		Middlewares:  huma.Middlewares{jsonBody(true, MaxRequestBytes, "reason", "sequence", "runtime_version", "message"), bodyShape([]string{"reason", "sequence", "runtime_version", "message"})},
+		Middlewares:  huma.Middlewares{jsonBody(MaxRequestBytes, "reason", "sequence", "runtime_version", "message"), bodyShape([]string{"reason", "sequence", "runtime_version", "message"})},
 	}
 	return h.siteOperation(op, map[int][]string{
 		400: {siteprotocol.ProblemInstallationRequired, httpserver.DefaultReason(http.StatusBadRequest)}, 404: {siteprotocol.ProblemUnknownEnvironment},

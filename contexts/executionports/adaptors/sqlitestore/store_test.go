@@ -48,6 +48,7 @@ func TestALockedOrUnopenableOrClosedDatabaseIsUnavailable(t *testing.T) {
 
 	// The file cannot be opened: its directory is gone before first use.
 	gone := dbtest.SQLitePath(t, "gone/execution.sqlite")
+	dbtest.Must(t, os.MkdirAll(filepath.Dir(gone), 0o750))
 	h, err := database.Open(ctx, database.Target{Engine: database.SQLite, Path: gone}, database.Options{})
 	dbtest.Must(t, err)
 	t.Cleanup(h.Close)

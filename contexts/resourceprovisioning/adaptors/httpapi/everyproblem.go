@@ -13,6 +13,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/pharos-metallo/metallo/contexts/resourceprovisioning/domain"
+	"github.com/pharos-metallo/metallo/platform/httpserver"
 	"github.com/pharos-metallo/metallo/platform/ijson"
 )
 
@@ -54,15 +55,8 @@ func bodyProblems(reg huma.Registry, op *huma.Operation, raw []byte, body any, c
 	if schema := bodySchema(op); reg != nil && schema != nil {
 		var data any
 		if json.Unmarshal(fixed, &data) == nil {
-			res := &huma.ValidateResult{}
-			pb := huma.NewPathBuffer([]byte{}, 0)
-			pb.Push("body")
-			huma.Validate(reg, schema, pb, huma.ModeWriteToServer, data, res)
-			for _, e := range res.Errors {
-				var d *huma.ErrorDetail
-				if errors.As(e, &d) {
-					add(d)
-				}
+			for _, d := range httpserver.ValidateBody(reg, schema, "body", data) {
+				add(d)
 			}
 		}
 	}

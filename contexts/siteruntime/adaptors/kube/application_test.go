@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	kubeapp "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/families/appservice"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/appservice"
@@ -86,7 +87,7 @@ func (s *site) app(o appOptions) {
 	if o.afterCreate != nil {
 		native = hookedWorkloads{Workloads: workloads, after: o.afterCreate}
 	}
-	exec := appservice.NewExecutor(access, native, s.renderer, s.journal.Services(), nil,
+	exec := appservice.NewExecutor(access, native, kubeapp.NewRenderer(s.renderer), s.journal.Services(), nil,
 		application.ExecutorConfig{DeletionWait: o.deletionWait}, o.deadline).WithReads(workloads).WithProxy(workloads)
 	if o.fileReads != nil {
 		cfg := *o.fileReads

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	kubeapp "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/families/appservice"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
@@ -87,11 +88,11 @@ func (s *site) renderApp(attempt string) (*appsv1.Deployment, *corev1.Service) {
 		Readiness: &siteprotocol.Readiness{Path: "/healthz", PeriodSeconds: 5}, Demand: map[string]int64{"cpu": 200, "memory": 128 << 20},
 		WorkspaceClaim: domain.AttemptObjectName(attempt, domain.SuffixWorkspace), ProgressDeadlineSeconds: 600,
 	}
-	d, err := s.renderer.RenderDeployment(spec)
+	d, err := kubeapp.NewRenderer(s.renderer).RenderDeployment(spec)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	v, err := s.renderer.RenderService(spec)
+	v, err := kubeapp.NewRenderer(s.renderer).RenderService(spec)
 	if err != nil {
 		s.t.Fatal(err)
 	}

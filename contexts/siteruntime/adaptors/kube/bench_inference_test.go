@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	kubeinference "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/families/inference"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
@@ -74,7 +75,7 @@ func BenchmarkInferenceStart(b *testing.B) {
 // Create stamps it.
 func (s *site) renderIsvc(attempt string) *unstructured.Unstructured {
 	s.t.Helper()
-	obj, err := s.renderer.RenderInferenceService(application.InferenceServiceSpec{
+	obj, err := kubeinference.NewRenderer(s.renderer).RenderInferenceService(application.InferenceServiceSpec{
 		Identity:  application.ObjectIdentity{RunID: runOf(attempt), AttemptID: attempt, MemberID: s.member, ProjectID: s.project, CommandID: uuid.NewString()},
 		Namespace: s.ns, ServiceAccount: s.account(), DeploymentMode: application.DeploymentModeStandard, ModelFormat: "huggingface",
 		Runtime: kubetest.HuggingFaceRuntime, Args: caseModelArgs, Demand: map[string]int64{"cpu": 1000, "memory": 2 << 30},

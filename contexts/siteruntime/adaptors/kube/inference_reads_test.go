@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	kubeinference "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/families/inference"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
@@ -60,7 +61,7 @@ func inferenceArgsCase(t *testing.T) argsCase {
 
 // predictorPod is a predictor Pod whose kserve-container has args.
 func predictorPod(args []string) *corev1.Pod {
-	return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "storage-sidecar"}, {Name: kube.PredictorContainer, Args: args}}}}
+	return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "storage-sidecar"}, {Name: kubeinference.PredictorContainer, Args: args}}}}
 }
 
 // The inference chain's Pod rule on every variant of the inference
@@ -73,7 +74,7 @@ func TestThePredictorPodRuleAppliesTheArgumentRuleToEveryVariantOfTheCase(t *tes
 	c := inferenceArgsCase(t)
 	attempt := strings.TrimPrefix(c.Name, "attempt-")
 	id := application.ObjectIdentity{RunID: uuid.NewString(), AttemptID: attempt, MemberID: uuid.NewString(), ProjectID: uuid.NewString(), CommandID: uuid.NewString()}
-	obj, err := kube.NewRenderer(nil, nil).RenderInferenceService(application.InferenceServiceSpec{Identity: id, Namespace: "project-x",
+	obj, err := kubeinference.NewRenderer(kube.NewRenderer(nil, nil)).RenderInferenceService(application.InferenceServiceSpec{Identity: id, Namespace: "project-x",
 		ServiceAccount: "member-x", DeploymentMode: application.DeploymentModeStandard, ModelFormat: "huggingface", Runtime: kubetest.HuggingFaceRuntime,
 		Args: c.Saved, Demand: map[string]int64{"cpu": 1000, "memory": 1 << 30}, WorkspaceClaim: domain.AttemptObjectName(attempt, domain.SuffixWorkspace)})
 	if err != nil {
@@ -83,8 +84,8 @@ func TestThePredictorPodRuleAppliesTheArgumentRuleToEveryVariantOfTheCase(t *tes
 	if root.Name != c.Name {
 		t.Fatalf("rendered %s, the case names %s", root.Name, c.Name)
 	}
-	chain := kube.InferencePodChain()
-	if chain.Main != kube.PredictorContainer || !slices.Equal(chain.Links, []string{domain.KindReplicaSet, domain.KindDeployment, domain.KindInferenceService}) {
+	chain := kubeinference.PodChain()
+	if chain.Main != kubeinference.PredictorContainer || !slices.Equal(chain.Links, []string{domain.KindReplicaSet, domain.KindDeployment, domain.KindInferenceService}) {
 		t.Fatalf("chain %+v", chain)
 	}
 	for _, v := range c.Variants {
@@ -174,7 +175,7 @@ func TestInferenceReadsAreRefusedForAnotherMemberAndAfterTheGrantIsWithdrawn(t *
 	ref := s.startHealthyIsvc(attempt)
 	own := s.readLogs(attempt, 1024)
 	want(t, own, siteprotocol.OutcomeFailed, siteprotocol.ReasonNativeError)
-	if !strings.Contains(own.Message, "container kserve-container of Pod "+s.ns+"/"+ref.Name+kube.PredictorSuffix) {
+	if !strings.Contains(own.Message, "container kserve-container of Pod "+s.ns+"/"+ref.Name+kubeinference.PredictorSuffix) {
 		t.Fatalf("the owner's read on KWOK: %s", own.Message)
 	}
 
@@ -234,7 +235,7 @@ func TestInferenceReadsFollowThePredictorChainToTheRecordedInferenceService(t *t
 	attempt := uuid.NewString()
 	ref := s.startHealthyIsvc(attempt)
 	want(t, s.readLogs(attempt, 4096), siteprotocol.OutcomeFailed, siteprotocol.ReasonNativeError)
-	predictor := ref.Name + kube.PredictorSuffix
+	predictor := ref.Name + kubeinference.PredictorSuffix
 	dep, err := s.e.Client.AppsV1().Deployments(s.ns).Get(ctx, predictor, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -397,7 +398,7 @@ func TestProxyRefusesAPredictorServiceThatIsNotKServesForTheRecordedInferenceSer
 	ctx := testContext(t)
 	attempt := uuid.NewString()
 	ref := s.startHealthyIsvc(attempt)
-	predictor := ref.Name + kube.PredictorSuffix
+	predictor := ref.Name + kubeinference.PredictorSuffix
 	services := s.e.Client.CoreV1().Services(s.ns)
 	svc, err := services.Get(ctx, predictor, metav1.GetOptions{})
 	if err != nil {
@@ -489,7 +490,7 @@ func TestInferenceReadsRefuseAPredictorPodForEveryArgumentVariantTheRuleRejects(
 		"spec": map[string]any{
 			"supportedModelFormats": []any{map[string]any{"name": "huggingface", "version": "1", "autoSelect": false}},
 			"protocolVersions":      []any{"v1"},
-			"containers":            []any{map[string]any{"name": kube.PredictorContainer, "image": "registry.example/model-server@sha256:" + strings.Repeat("0", 64)}},
+			"containers":            []any{map[string]any{"name": kubeinference.PredictorContainer, "image": "registry.example/model-server@sha256:" + strings.Repeat("0", 64)}},
 		}}}
 	if _, err := s.e.Dynamic.Resource(servingRuntimes).Namespace(s.ns).Create(ctx, rt, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -534,10 +535,10 @@ func TestInferenceReadsRefuseAPredictorPodForEveryArgumentVariantTheRuleRejects(
 func containerArgs(t *testing.T, pod corev1.Pod) []string {
 	t.Helper()
 	for _, c := range pod.Spec.Containers {
-		if c.Name == kube.PredictorContainer {
+		if c.Name == kubeinference.PredictorContainer {
 			return c.Args
 		}
 	}
-	t.Fatalf("Pod %s has no %s: %+v", pod.Name, kube.PredictorContainer, pod.Spec.Containers)
+	t.Fatalf("Pod %s has no %s: %+v", pod.Name, kubeinference.PredictorContainer, pod.Spec.Containers)
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	kubeinference "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/families/inference"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
@@ -96,11 +97,11 @@ func TestRecoveryRefusesToAdoptAnInferenceServiceThatDiffersInAnyRenderedField(t
 		"metadata.annotations[" + kube.AnnotationSpecDigest + "]": func(i *kservev1beta1.InferenceService) {
 			i.Annotations[kube.AnnotationSpecDigest] = strings.Repeat("0", 64)
 		},
-		"metadata.annotations." + kube.AnnotationDeploymentMode: func(i *kservev1beta1.InferenceService) {
-			i.Annotations[kube.AnnotationDeploymentMode] = application.DeploymentModeRawDeployment
+		"metadata.annotations." + kubeinference.AnnotationDeploymentMode: func(i *kservev1beta1.InferenceService) {
+			i.Annotations[kubeinference.AnnotationDeploymentMode] = application.DeploymentModeRawDeployment
 		},
-		"metadata.labels." + kube.LabelVisibility: func(i *kservev1beta1.InferenceService) { delete(i.Labels, kube.LabelVisibility) },
-		"spec.predictor.serviceAccountName":       func(i *kservev1beta1.InferenceService) { i.Spec.Predictor.ServiceAccountName = "default" },
+		"metadata.labels." + kubeinference.LabelVisibility: func(i *kservev1beta1.InferenceService) { delete(i.Labels, kubeinference.LabelVisibility) },
+		"spec.predictor.serviceAccountName":                func(i *kservev1beta1.InferenceService) { i.Spec.Predictor.ServiceAccountName = "default" },
 		"spec.predictor.automountServiceAccountToken": func(i *kservev1beta1.InferenceService) {
 			yes := true
 			i.Spec.Predictor.AutomountServiceAccountToken = &yes
@@ -205,7 +206,7 @@ func TestRecoveryRefusesToAdoptAnInferenceServiceThatDiffersInAnyRenderedField(t
 func adoptedLegacyInferenceService(t *testing.T, s *site) (*domain.Pending, *unstructured.Unstructured) {
 	t.Helper()
 	legacy := func(i *kservev1beta1.InferenceService) {
-		i.Annotations[kube.AnnotationDeploymentMode] = application.DeploymentModeRawDeployment
+		i.Annotations[kubeinference.AnnotationDeploymentMode] = application.DeploymentModeRawDeployment
 	}
 	p, _, created := crashedInferenceStart(t, s, legacy, nil)
 	a, err := s.registry.Recover(testContext(t), p)
@@ -290,7 +291,7 @@ func TestALegacyRawDeploymentRecordIsAdoptedNeverPatchedAndItsHangingDeletionIsD
 		t.Fatalf("message %q", c.Message)
 	}
 	u, err := s.e.Dynamic.Resource(kubetest.InferenceServiceResource).Namespace(s.ns).Get(testContext(t), created.GetName(), metav1.GetOptions{})
-	if err != nil || u.GetDeletionTimestamp() == nil || len(u.GetFinalizers()) == 0 || u.GetAnnotations()[kube.AnnotationDeploymentMode] != application.DeploymentModeRawDeployment {
+	if err != nil || u.GetDeletionTimestamp() == nil || len(u.GetFinalizers()) == 0 || u.GetAnnotations()[kubeinference.AnnotationDeploymentMode] != application.DeploymentModeRawDeployment {
 		t.Fatalf("the legacy object: %v, finalizers %v, annotations %v", err, u.GetFinalizers(), u.GetAnnotations())
 	}
 	runtimeRequests(t, s, created.GetName())

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	kubeinference "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/families/inference"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/inference"
@@ -71,12 +72,11 @@ func (s *site) inference(o isvcOptions) {
 	if len(runtimes) == 0 {
 		runtimes = map[string]string{"huggingface": kubetest.HuggingFaceRuntime}
 	}
-	exec, err := inference.NewExecutor(access, workloads, s.renderer, s.journal.Services(), nil,
+	exec, err := inference.NewExecutor(access, kubeinference.New(workloads), kubeinference.NewRenderer(s.renderer), s.journal.Services(), nil,
 		application.ExecutorConfig{DeletionWait: o.deletionWait}, inference.Config{ServingRuntimes: runtimes})
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	workloads.WithPodChain(domain.KindInferenceService, kube.InferencePodChain())
 	exec.WithReads(workloads).WithProxy(workloads)
 	if o.fileReads != nil {
 		cfg := *o.fileReads
@@ -115,14 +115,14 @@ func TestTheRenderedInferenceServiceHasTheShapeOfTheCase(t *testing.T) {
 	id := application.ObjectIdentity{RunID: want.Labels[kube.LabelRun], AttemptID: want.Labels[kube.LabelAttempt], MemberID: want.Labels[kube.LabelMember],
 		ProjectID: want.Labels[kube.LabelProject], CommandID: want.Labels[kube.LabelCommand]}
 	r := kube.NewRenderer(nil, nil)
-	obj, err := r.RenderInferenceService(application.InferenceServiceSpec{Identity: id, Namespace: want.Namespace,
+	obj, err := kubeinference.NewRenderer(r).RenderInferenceService(application.InferenceServiceSpec{Identity: id, Namespace: want.Namespace,
 		ServiceAccount: want.Spec.Predictor.ServiceAccountName, DeploymentMode: application.DeploymentModeStandard, ModelFormat: "huggingface",
 		Runtime: kubetest.HuggingFaceRuntime, Args: caseModelArgs, Demand: map[string]int64{"cpu": 1000, "memory": 2 << 30},
 		WorkspaceClaim: domain.AttemptObjectName(id.AttemptID, domain.SuffixWorkspace)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, _ := r.RenderInferenceService(application.InferenceServiceSpec{Identity: id, Namespace: want.Namespace,
+	again, _ := kubeinference.NewRenderer(r).RenderInferenceService(application.InferenceServiceSpec{Identity: id, Namespace: want.Namespace,
 		ServiceAccount: want.Spec.Predictor.ServiceAccountName, DeploymentMode: application.DeploymentModeStandard, ModelFormat: "huggingface",
 		Runtime: kubetest.HuggingFaceRuntime, Args: caseModelArgs, Demand: map[string]int64{"cpu": 1000, "memory": 2 << 30},
 		WorkspaceClaim: domain.AttemptObjectName(id.AttemptID, domain.SuffixWorkspace)})
@@ -136,7 +136,7 @@ func TestTheRenderedInferenceServiceHasTheShapeOfTheCase(t *testing.T) {
 	if obj.Kind != domain.KindInferenceService || got.Name != want.Name || got.Namespace != want.Namespace || got.APIVersion != want.APIVersion || got.Kind != want.Kind {
 		t.Fatalf("identity %s %s/%s %s", obj.Kind, got.Namespace, got.Name, got.APIVersion)
 	}
-	if got.Annotations[kube.AnnotationDeploymentMode] != "Standard" || got.Labels[kube.LabelVisibility] != kube.VisibilityClusterLocal {
+	if got.Annotations[kubeinference.AnnotationDeploymentMode] != "Standard" || got.Labels[kubeinference.LabelVisibility] != kubeinference.VisibilityClusterLocal {
 		t.Fatalf("annotations %v labels %v", got.Annotations, got.Labels)
 	}
 	for k, v := range want.Labels {
@@ -169,7 +169,7 @@ func TestTheRenderedInferenceServiceHasTheShapeOfTheCase(t *testing.T) {
 	if _, ok := tree["status"]; ok {
 		t.Fatal("the rendered bytes carry a status")
 	}
-	if _, err := r.RenderInferenceService(application.InferenceServiceSpec{Identity: id, Demand: map[string]int64{"cpu": 1, "memory": 1, "gpu.amd": 1}}); err == nil {
+	if _, err := kubeinference.NewRenderer(r).RenderInferenceService(application.InferenceServiceSpec{Identity: id, Demand: map[string]int64{"cpu": 1, "memory": 1, "gpu.amd": 1}}); err == nil {
 		t.Fatal("a GPU demand without a configured resource was rendered")
 	}
 }
@@ -217,12 +217,12 @@ func TestInferenceServiceObservationFollowsKServesStatusAndThePredictor(t *testi
 		"invalid spec":         {isvc(`{"modelStatus":{"transitionStatus":"InvalidSpec","lastFailureInfo":{"reason":"NoSupportingRuntime"}}}`), nil, siteprotocol.StateFailed, "NoSupportingRuntime"},
 		"blocked without info": {isvc(`{"modelStatus":{"transitionStatus":"BlockedByFailedLoad"}}`), nil, siteprotocol.StateFailed, "BlockedByFailedLoad"},
 	} {
-		o := kube.InferenceServiceObservation(c.isvc, c.predictor, nil)
+		o := kubeinference.InferenceServiceObservation(c.isvc, c.predictor, nil)
 		if o.State != c.state || o.Reason != c.reason {
 			t.Errorf("%s: %s (%s) %q, want %s (%s)", name, o.State, o.Reason, o.Message, c.state, c.reason)
 		}
 	}
-	o := kube.InferenceServiceObservation(failed, nil, nil)
+	o := kubeinference.InferenceServiceObservation(failed, nil, nil)
 	if o.ExitCode == nil || *o.ExitCode != 1 || o.Message != "container exited" || o.FinishedAt != "2026-12-02T05:00:00Z" {
 		t.Fatalf("failure detail %+v", o)
 	}
@@ -250,15 +250,15 @@ func TestInferenceServiceObservationReadsAPredictorThatExitedInError(t *testing.
 		state  siteprotocol.State
 		reason string
 	}{
-		"terminated in error": {corev1.ContainerStatus{Name: kube.PredictorContainer, State: corev1.ContainerState{Terminated: exited}}, siteprotocol.StateFailed, "ModelLoadFailed"},
-		"crash loop": {corev1.ContainerStatus{Name: kube.PredictorContainer, RestartCount: 2, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+		"terminated in error": {corev1.ContainerStatus{Name: kubeinference.PredictorContainer, State: corev1.ContainerState{Terminated: exited}}, siteprotocol.StateFailed, "ModelLoadFailed"},
+		"crash loop": {corev1.ContainerStatus{Name: kubeinference.PredictorContainer, RestartCount: 2, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
 			LastTerminationState: corev1.ContainerState{Terminated: exited}}, siteprotocol.StateFailed, "ModelLoadFailed"},
-		"exited 0": {corev1.ContainerStatus{Name: kube.PredictorContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}}, siteprotocol.StateRunning, ""},
-		"running again": {corev1.ContainerStatus{Name: kube.PredictorContainer, RestartCount: 1, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+		"exited 0": {corev1.ContainerStatus{Name: kubeinference.PredictorContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}}, siteprotocol.StateRunning, ""},
+		"running again": {corev1.ContainerStatus{Name: kubeinference.PredictorContainer, RestartCount: 1, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
 			LastTerminationState: corev1.ContainerState{Terminated: exited}}, siteprotocol.StateRunning, ""},
 		"another container": {corev1.ContainerStatus{Name: "sidecar", State: corev1.ContainerState{Terminated: exited}}, siteprotocol.StateRunning, ""},
 	} {
-		o := kube.InferenceServiceObservation(&waiting, running, []corev1.Pod{pod("p-"+name, c.cs)})
+		o := kubeinference.InferenceServiceObservation(&waiting, running, []corev1.Pod{pod("p-"+name, c.cs)})
 		if o.State != c.state || o.Reason != c.reason {
 			t.Errorf("%s: %s (%s) %q, want %s (%s)", name, o.State, o.Reason, o.Message, c.state, c.reason)
 		}
@@ -267,8 +267,8 @@ func TestInferenceServiceObservationReadsAPredictorThatExitedInError(t *testing.
 			t.Errorf("%s: detail %+v", name, o)
 		}
 	}
-	crashed := pod("p", corev1.ContainerStatus{Name: kube.PredictorContainer, State: corev1.ContainerState{Terminated: exited}})
-	if o := kube.InferenceServiceObservation(&ready, running, []corev1.Pod{crashed}); o.State != siteprotocol.StateHealthy {
+	crashed := pod("p", corev1.ContainerStatus{Name: kubeinference.PredictorContainer, State: corev1.ContainerState{Terminated: exited}})
+	if o := kubeinference.InferenceServiceObservation(&ready, running, []corev1.Pod{crashed}); o.State != siteprotocol.StateHealthy {
 		t.Errorf("a Ready InferenceService with an exited Pod: %+v", o)
 	}
 }
@@ -305,7 +305,7 @@ func TestAnInferenceServiceIsCreatedAsTheMemberReconciledByKServeAndBecomesHealt
 		t.Fatalf("the InferenceService was created by %s, want the member %s", who.Actor(), s.memberUser())
 	}
 	s.observeUntil(attempt, "healthy", func(r siteprotocol.Result) bool { return state(t, r) == siteprotocol.StateHealthy })
-	predictor := name + kube.PredictorSuffix
+	predictor := name + kubeinference.PredictorSuffix
 	dep, err := s.e.Client.AppsV1().Deployments(s.ns).Get(testContext(t), predictor, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	kubeinference "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/families/inference"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
@@ -38,7 +39,7 @@ func isvcSpecOf(t *testing.T, isvc kservev1beta1.InferenceService) application.I
 	return application.InferenceServiceSpec{
 		Identity: application.ObjectIdentity{RunID: l[kube.LabelRun], AttemptID: l[kube.LabelAttempt], MemberID: l[kube.LabelMember],
 			ProjectID: l[kube.LabelProject], CommandID: l[kube.LabelCommand]},
-		Namespace: isvc.Namespace, ServiceAccount: p.ServiceAccountName, DeploymentMode: isvc.Annotations[kube.AnnotationDeploymentMode],
+		Namespace: isvc.Namespace, ServiceAccount: p.ServiceAccountName, DeploymentMode: isvc.Annotations[kubeinference.AnnotationDeploymentMode],
 		ModelFormat: p.Model.ModelFormat.Name, Runtime: *p.Model.Runtime, Args: p.Model.Args,
 		Demand: map[string]int64{"cpu": 1000, "memory": 2 << 30}, WorkspaceClaim: p.Volumes[0].PersistentVolumeClaim.ClaimName,
 	}
@@ -57,7 +58,7 @@ func TestAPredictorVerifiesItsCheckoutReadOnlyWithoutACredential(t *testing.T) {
 	spec := application.InferenceServiceSpec{Identity: id, Namespace: "project-0a1b2c3d", ServiceAccount: "member-" + id.MemberID,
 		DeploymentMode: application.DeploymentModeStandard, ModelFormat: "huggingface", Runtime: kubetest.HuggingFaceRuntime, Args: caseModelArgs,
 		Demand: map[string]int64{"cpu": 1000, "memory": 2 << 30}, WorkspaceClaim: domain.AttemptObjectName(id.AttemptID, domain.SuffixWorkspace)}
-	plain, err := r.RenderInferenceService(spec)
+	plain, err := kubeinference.NewRenderer(r).RenderInferenceService(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestAPredictorVerifiesItsCheckoutReadOnlyWithoutACredential(t *testing.T) {
 	}
 	v := isvcVerification()
 	spec.Verify = &v
-	obj, err := r.RenderInferenceService(spec)
+	obj, err := kubeinference.NewRenderer(r).RenderInferenceService(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func withVerification(t *testing.T, s *site, rec domain.NativeRecord) domain.Nat
 	spec := isvcSpecOf(t, isvc)
 	v := isvcVerification()
 	spec.Verify = &v
-	obj, err := s.renderer.RenderInferenceService(spec)
+	obj, err := kubeinference.NewRenderer(s.renderer).RenderInferenceService(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestKServeCarriesThePredictorsWorkspaceVerificationOntoItsPods(t *testing.T
 			t.Fatalf("%s's init container %+v, want %+v", what, c, verify)
 		}
 	}
-	predictor := domain.AttemptObjectName(attempt, "") + kube.PredictorSuffix
+	predictor := domain.AttemptObjectName(attempt, "") + kubeinference.PredictorSuffix
 	dep, err := s.e.Client.AppsV1().Deployments(s.ns).Get(testContext(t), predictor, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	kubebatch "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/families/batch"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
@@ -32,27 +33,27 @@ const quotaRefusal = `Error creating: pods "attempt-x-abcde" is forbidden: excee
 func TestAQuotaRefusalIsQuotedOnlyWhileItIsTheNewestFactAndNoPodExists(t *testing.T) {
 	job := &batchv1.Job{Status: batchv1.JobStatus{StartTime: ptr(at(0))}}
 	refused := []corev1.Event{event("FailedCreate", quotaRefusal, 1*time.Second)}
-	if o := kube.JobObservation(job, nil, refused); o.State != siteprotocol.StateQueued || o.Reason != "FailedCreate" || !strings.Contains(o.Message, "exceeded quota") {
+	if o := kubebatch.JobObservation(job, nil, refused); o.State != siteprotocol.StateQueued || o.Reason != "FailedCreate" || !strings.Contains(o.Message, "exceeded quota") {
 		t.Fatalf("while the quota refuses the Pod: %+v", o)
 	}
 	// The quota was raised: the Job controller's next try created the Pod,
 	// which waits for its node.
 	later := append(refused, event("SuccessfulCreate", "Created pod: attempt-x-fghij", 61*time.Second))
 	pending := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "attempt-x-fghij"}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
-	if o := kube.JobObservation(job, []corev1.Pod{pending}, later); o.State != siteprotocol.StateQueued || strings.Contains(o.Message, "quota") || o.Reason != "" {
+	if o := kubebatch.JobObservation(job, []corev1.Pod{pending}, later); o.State != siteprotocol.StateQueued || strings.Contains(o.Message, "quota") || o.Reason != "" {
 		t.Fatalf("with a pending Pod after the quota was raised: %+v; the old refusal must not be quoted", o)
 	}
 	pending.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/3 nodes are available"}}
-	if o := kube.JobObservation(job, []corev1.Pod{pending}, later); o.Reason != "Unschedulable" || !strings.Contains(o.Message, "0/3 nodes") {
+	if o := kubebatch.JobObservation(job, []corev1.Pod{pending}, later); o.Reason != "Unschedulable" || !strings.Contains(o.Message, "0/3 nodes") {
 		t.Fatalf("an unschedulable Pod: %+v", o)
 	}
 	// A newer event than the refusal, and no Pod (it was created and
 	// removed): the refusal is not the newest fact.
-	if o := kube.JobObservation(job, nil, later); strings.Contains(o.Message, "quota") {
+	if o := kubebatch.JobObservation(job, nil, later); strings.Contains(o.Message, "quota") {
 		t.Fatalf("a refusal older than the Job's newest event is quoted: %+v", o)
 	}
 	// Events in any order: the newest counts.
-	if o := kube.JobObservation(job, nil, []corev1.Event{later[1], later[0]}); strings.Contains(o.Message, "quota") {
+	if o := kubebatch.JobObservation(job, nil, []corev1.Event{later[1], later[0]}); strings.Contains(o.Message, "quota") {
 		t.Fatalf("events out of order: %+v", o)
 	}
 }
@@ -63,7 +64,7 @@ func TestAQuotaRefusalIsQuotedOnlyWhileItIsTheNewestFactAndNoPodExists(t *testin
 func TestStartedAtIsTheJobsStartTimeAndStaysTheSameFromRunningToSucceeded(t *testing.T) {
 	job := &batchv1.Job{Status: batchv1.JobStatus{StartTime: ptr(at(0))}}
 	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, StartTime: ptr(at(time.Second))}}
-	running := kube.JobObservation(job, []corev1.Pod{pod}, nil)
+	running := kubebatch.JobObservation(job, []corev1.Pod{pod}, nil)
 	if running.State != siteprotocol.StateRunning || running.StartedAt != "2026-12-01T14:17:16Z" || running.FinishedAt != "" {
 		t.Fatalf("running: %+v", running)
 	}
@@ -74,12 +75,12 @@ func TestStartedAtIsTheJobsStartTimeAndStaysTheSameFromRunningToSucceeded(t *tes
 		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: at(5 * time.Second)},
 		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: at(5 * time.Second)},
 	}
-	done := kube.JobObservation(job, []corev1.Pod{pod}, nil)
+	done := kubebatch.JobObservation(job, []corev1.Pod{pod}, nil)
 	if done.State != siteprotocol.StateSucceeded || done.StartedAt != running.StartedAt || done.FinishedAt != "2026-12-01T14:17:21Z" || done.ExitCode == nil || *done.ExitCode != 0 {
 		t.Fatalf("succeeded: %+v; started_at while running was %s", done, running.StartedAt)
 	}
 	// The same reading without the Pod (deleted): the same times, no exit code.
-	if gone := kube.JobObservation(job, nil, nil); gone.StartedAt != done.StartedAt || gone.FinishedAt != done.FinishedAt || gone.ExitCode != nil {
+	if gone := kubebatch.JobObservation(job, nil, nil); gone.StartedAt != done.StartedAt || gone.FinishedAt != done.FinishedAt || gone.ExitCode != nil {
 		t.Fatalf("without its Pod: %+v", gone)
 	}
 }

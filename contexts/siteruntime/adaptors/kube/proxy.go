@@ -23,15 +23,41 @@ import (
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
+// ServiceOf finds and checks, live, the Service a proxy to the recorded
+// object root (saved: its saved specification; id: the Attempt's
+// identity) goes to, for a family whose Service the Runtime does not
+// record (KServe's predictor Service of an InferenceService). Errors wrap
+// application.ErrEndpointUnavailable (no Service now),
+// application.ErrNativeIdentityMismatch (not exact), or are a failed read.
+type ServiceOf func(ctx context.Context, root siteprotocol.NativeRef, saved []byte, id application.ObjectIdentity) (*corev1.Service, error)
+
+// WithServiceOf makes a proxy to a recorded object of kind, without a
+// recorded Service, go to the Service of finds (a family's own). It
+// returns w.
+func (w *Workloads) WithServiceOf(kind string, of ServiceOf) *Workloads {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.services[kind] = of
+	return w
+}
+
+func (w *Workloads) serviceOf(kind string) (ServiceOf, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	of, ok := w.services[kind]
+	return of, ok
+}
+
 // ProxyService sends req to the Attempt's Service through the API
 // server's service proxy (/api/v1/namespaces/<ns>/services/<name>:<port>/proxy<path>),
 // as the Runtime (its services/proxy grant in project namespaces;
 // application.ServiceProxy). First the live Service is checked: a
 // recorded Service (t.Service, the application family's) against its
-// record and saved specification (recordedService); KServe's predictor
-// Service of a recorded InferenceService (t.Root) by its controller, its
-// selector and the Pods it selects (predictorService). Otherwise nothing
-// is sent (application.ErrNativeIdentityMismatch). The request goes to
+// record and saved specification (recordedService); else the Service a
+// family finds for its recorded kind (WithServiceOf: KServe's predictor
+// Service of a recorded InferenceService, checked by its controller, its
+// selector and the Pods it selects). Otherwise nothing is sent
+// (application.ErrNativeIdentityMismatch). The request goes to
 // the Service's first port. The answer's body is read up to
 // siteprotocol.MaxReadBytes (Truncated when longer), and until ctx's
 // deadline: a body still arriving then is answered as read so far (Cut),
@@ -46,10 +72,12 @@ func (w *Workloads) ProxyService(ctx context.Context, t application.ProxyTarget,
 	switch {
 	case t.Service.UID != "":
 		live, err = w.recordedService(ctx, t.Service, t.ServiceSpec, id)
-	case t.Root.Kind == domain.KindInferenceService:
-		live, err = w.predictorService(ctx, t.Root, t.RootSpec, id)
 	default:
-		return application.ProxyResponse{}, fmt.Errorf("the Runtime proxies to no Service of %s objects", t.Root.Kind)
+		of, ok := w.serviceOf(t.Root.Kind)
+		if !ok {
+			return application.ProxyResponse{}, fmt.Errorf("the Runtime proxies to no Service of %s objects", t.Root.Kind)
+		}
+		live, err = of(ctx, t.Root, t.RootSpec, id)
 	}
 	if err != nil {
 		return application.ProxyResponse{}, err
@@ -127,8 +155,8 @@ func serviceMismatch(live *corev1.Service, svc siteprotocol.NativeRef, want *cor
 	switch {
 	case string(live.UID) != svc.UID:
 		return fmt.Sprintf("has uid %s; the Runtime recorded uid %s (another Service under the recorded name)", live.UID, svc.UID)
-	case identityMismatch(live.Labels, id) != "":
-		return identityMismatch(live.Labels, id)
+	case IdentityMismatch(live.Labels, id) != "":
+		return IdentityMismatch(live.Labels, id)
 	case live.Spec.Type != corev1.ServiceTypeClusterIP:
 		return fmt.Sprintf("is of type %s, not ClusterIP", live.Spec.Type)
 	case !maps.Equal(live.Spec.Selector, want.Spec.Selector):

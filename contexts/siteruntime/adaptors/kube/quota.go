@@ -37,16 +37,16 @@ func QuotaExceeded(err error) (quota string, ok bool) {
 	return name, ok
 }
 
-// quotaWait reports whether msg, a refused create as a controller quotes
+// QuotaWait reports whether msg, a refused create as a controller quotes
 // it, is ResourceQuota admission's exceeded-quota refusal: a wait.
-func quotaWait(msg string) bool { return strings.Contains(msg, exceededQuota) }
+func QuotaWait(msg string) bool { return strings.Contains(msg, exceededQuota) }
 
-// quotaNow reads the quota a refusal obs quotes (when it quotes one) as
+// QuotaNow reads the quota a refusal obs quotes (when it quotes one) as
 // it is now: when the quota is gone, or the refused request fits its hard
 // limits and usage now, the refusal no longer holds and over says why
 // (the observation then stays queued without quoting it). Errors are the
 // quota's read.
-func (w *Workloads) quotaNow(ctx context.Context, namespace string, obs application.Observation,
+func (w *Workloads) QuotaNow(ctx context.Context, namespace string, obs application.Observation,
 	over func(obs application.Observation, why string) application.Observation) (application.Observation, error) {
 	name, refusal, ok := parseQuotaRefusal(obs.Message)
 	if !ok {

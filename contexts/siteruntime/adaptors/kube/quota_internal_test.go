@@ -65,7 +65,7 @@ func TestQuotaExceededIsTheForbiddenOfResourceQuotaAdmission(t *testing.T) {
 			t.Errorf("classified as exceeding a quota: %v", err)
 		}
 	}
-	if !quotaWait("pods \"x\" is forbidden: "+msg) || quotaWait("failed quota: project-cpu: must specify limits.cpu") {
+	if !QuotaWait("pods \"x\" is forbidden: "+msg) || QuotaWait("failed quota: project-cpu: must specify limits.cpu") {
 		t.Error("quotaWait does not read the refusal as QuotaExceeded does")
 	}
 }

@@ -88,7 +88,7 @@ func (w *Workloads) WorkloadPod(ctx context.Context, root siteprotocol.NativeRef
 	if !ok || len(chain.Links) == 0 || chain.Links[len(chain.Links)-1] != root.Kind {
 		return application.WorkloadPod{}, fmt.Errorf("the Runtime reads no Pods of %s objects", root.Kind)
 	}
-	top, found, err := w.get(ctx, root.Kind, root.Namespace, root.Name)
+	top, found, err := w.Get(ctx, root.Kind, root.Namespace, root.Name)
 	switch {
 	case err != nil:
 		return application.WorkloadPod{}, fmt.Errorf("read %s %s/%s: %w", root.Kind, root.Namespace, root.Name, err)
@@ -98,7 +98,7 @@ func (w *Workloads) WorkloadPod(ctx context.Context, root siteprotocol.NativeRef
 		return application.WorkloadPod{}, fmt.Errorf("%w: %s %s/%s has uid %s; the Runtime recorded uid %s (another object under the recorded name)",
 			application.ErrNativeIdentityMismatch, root.Kind, root.Namespace, root.Name, top.GetUID(), root.UID)
 	}
-	if m := identityMismatch(top.GetLabels(), id); m != "" {
+	if m := IdentityMismatch(top.GetLabels(), id); m != "" {
 		return application.WorkloadPod{}, fmt.Errorf("%w: %s %s/%s (uid %s) %s", application.ErrNativeIdentityMismatch, root.Kind, root.Namespace, root.Name, root.UID, m)
 	}
 	pods, err := w.client.CoreV1().Pods(root.Namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelAttempt + "=" + id.AttemptID})
@@ -113,7 +113,7 @@ func (w *Workloads) WorkloadPod(ctx context.Context, root siteprotocol.NativeRef
 		if isHelperPod(p.Name, id.AttemptID) {
 			continue
 		}
-		if m, err := w.exactPod(ctx, &p, chain, root, saved, id, seen); err != nil {
+		if m, err := w.ExactPod(ctx, &p, chain, root, saved, id, seen); err != nil {
 			return application.WorkloadPod{}, err
 		} else if m != "" {
 			return application.WorkloadPod{}, fmt.Errorf("%w: Pod %s/%s (uid %s) %s", application.ErrNativeIdentityMismatch, p.Namespace, p.Name, p.UID, m)
@@ -124,7 +124,7 @@ func (w *Workloads) WorkloadPod(ctx context.Context, root siteprotocol.NativeRef
 		return application.WorkloadPod{}, fmt.Errorf("%w: %s %s/%s (uid %s) has no Pod (none yet, or none any more)", application.ErrNoWorkloadPod, root.Kind, root.Namespace, root.Name, root.UID)
 	}
 	p := readablePod(exact)
-	wp := application.WorkloadPod{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Main: chain.Main, Node: p.Spec.NodeName, Ready: podReady(p)}
+	wp := application.WorkloadPod{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Main: chain.Main, Node: p.Spec.NodeName, Ready: PodReady(p)}
 	for _, c := range p.Spec.Containers {
 		wp.Containers = append(wp.Containers, c.Name)
 	}
@@ -169,11 +169,13 @@ func isHelperPod(name, attempt string) bool {
 	return name == domain.AttemptObjectName(attempt, domain.SuffixHelper) || name == domain.AttemptObjectName(attempt, domain.SuffixReader)
 }
 
-// exactPod checks pod's controller chain (checkChain) and then the
+// ExactPod checks pod's controller chain (checkChain) and then the
 // chain's own Pod rule (CheckPod) against root and its saved
 // specification; it answers the first mismatch (empty when the Pod is
-// exact) or an error of a failed read or check.
-func (w *Workloads) exactPod(ctx context.Context, pod *corev1.Pod, chain PodChain, root siteprotocol.NativeRef, saved []byte, id application.ObjectIdentity, seen map[string]string) (string, error) {
+// exact) or an error of a failed read or check. seen holds the live UIDs
+// of the chain's objects read so far in one read (kind/name → UID), which
+// every Pod of that read must agree with.
+func (w *Workloads) ExactPod(ctx context.Context, pod *corev1.Pod, chain PodChain, root siteprotocol.NativeRef, saved []byte, id application.ObjectIdentity, seen map[string]string) (string, error) {
 	m, err := w.checkChain(ctx, pod, chain, root, id, seen)
 	if m != "" || err != nil || chain.CheckPod == nil {
 		return m, err
@@ -184,7 +186,7 @@ func (w *Workloads) exactPod(ctx context.Context, pod *corev1.Pod, chain PodChai
 // checkChain walks pod's controller chain; it answers the first broken
 // link (empty when the chain is exact) or an error of a failed read.
 func (w *Workloads) checkChain(ctx context.Context, pod *corev1.Pod, chain PodChain, root siteprotocol.NativeRef, id application.ObjectIdentity, seen map[string]string) (string, error) {
-	if m := identityMismatch(pod.Labels, id); m != "" {
+	if m := IdentityMismatch(pod.Labels, id); m != "" {
 		return m, nil
 	}
 	owner := metav1.GetControllerOf(pod)
@@ -197,7 +199,7 @@ func (w *Workloads) checkChain(ctx context.Context, pod *corev1.Pod, chain PodCh
 		if owner == nil {
 			return fmt.Sprintf("has no controller owner reference where its chain needs a %s (%s)", kind, what), nil
 		}
-		if owner.Kind != kind || groupOf(owner.APIVersion) != gvr.Group {
+		if owner.Kind != kind || GroupOf(owner.APIVersion) != gvr.Group {
 			return fmt.Sprintf("is controlled by %s %s (%s), where its chain needs a %s (%s)", owner.Kind, owner.Name, owner.APIVersion, kind, what), nil
 		}
 		last := i == len(chain.Links)-1
@@ -211,7 +213,7 @@ func (w *Workloads) checkChain(ctx context.Context, pod *corev1.Pod, chain PodCh
 			return fmt.Sprintf("is controlled by %s %s (%s), where its chain needs %s %s%s", kind, owner.Name, what, kind, root.Name, suffix), nil
 		}
 		key := kind + "/" + owner.Name
-		u, found, err := w.get(ctx, kind, pod.Namespace, owner.Name)
+		u, found, err := w.Get(ctx, kind, pod.Namespace, owner.Name)
 		if err != nil {
 			return "", fmt.Errorf("read %s %s/%s: %w", kind, pod.Namespace, owner.Name, err)
 		}
@@ -225,16 +227,18 @@ func (w *Workloads) checkChain(ctx context.Context, pod *corev1.Pod, chain PodCh
 			return fmt.Sprintf("names controller %s %s, whose uid changed while it was read", kind, owner.Name), nil
 		}
 		seen[key] = string(u.GetUID())
-		if m := identityMismatch(u.GetLabels(), id); m != "" {
+		if m := IdentityMismatch(u.GetLabels(), id); m != "" {
 			return fmt.Sprintf("is controlled by %s %s (uid %s), which %s", kind, owner.Name, owner.UID, m), nil
 		}
 		what = kind + " " + owner.Name
-		owner = controllerOf(u.GetOwnerReferences())
+		owner = ControllerOf(u.GetOwnerReferences())
 	}
 	return "", nil
 }
 
-func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
+// ControllerOf is the controller owner reference among refs, nil when
+// none is a controller.
+func ControllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
 	for i := range refs {
 		if refs[i].Controller != nil && *refs[i].Controller {
 			return &refs[i]
@@ -243,9 +247,9 @@ func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
 	return nil
 }
 
-// groupOf is the API group of an apiVersion ("apps/v1" → "apps", "v1" →
+// GroupOf is the API group of an apiVersion ("apps/v1" → "apps", "v1" →
 // "").
-func groupOf(apiVersion string) string {
+func GroupOf(apiVersion string) string {
 	g, _, ok := strings.Cut(apiVersion, "/")
 	if !ok {
 		return ""
@@ -253,11 +257,11 @@ func groupOf(apiVersion string) string {
 	return g
 }
 
-// identityMismatch names the first identity label (run, attempt, member,
+// IdentityMismatch names the first identity label (run, attempt, member,
 // Project) that labels lacks or holds differently from id; empty when all
 // match. The command label differs by object (the command that created
 // it) and is not compared.
-func identityMismatch(labels map[string]string, id application.ObjectIdentity) string {
+func IdentityMismatch(labels map[string]string, id application.ObjectIdentity) string {
 	for _, l := range []struct{ key, want string }{
 		{LabelRun, id.RunID}, {LabelAttempt, id.AttemptID}, {LabelMember, id.MemberID}, {LabelProject, id.ProjectID},
 	} {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	kubeinference "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/families/inference"
 	"github.com/pharos-metallo/metallo/platform/kube/kubetest"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -52,7 +53,7 @@ func TestInferenceReadsOnTheRealNodeReadThePredictorsLogAndAskTheModel(t *testin
 	name := start.NativeRefs[0].Name
 
 	got, d := s.readLogsBytes(attempt, 4096)
-	if d.Truncated || d.Container != kube.PredictorContainer || !strings.HasPrefix(string(got), "httpservice listening on :8080 as "+name+kube.PredictorSuffix) ||
+	if d.Truncated || d.Container != kubeinference.PredictorContainer || !strings.HasPrefix(string(got), "httpservice listening on :8080 as "+name+kubeinference.PredictorSuffix) ||
 		!strings.Contains(string(got), "serving model "+name) {
 		t.Fatalf("the predictor's log: %q (container %s, truncated %v)", got, d.Container, d.Truncated)
 	}
@@ -74,7 +75,7 @@ func TestInferenceReadsOnTheRealNodeReadThePredictorsLogAndAskTheModel(t *testin
 		!slices.Equal(pd.Headers["Content-Type"], []string{"application/json"}) || len(answer.Predictions) != len(sentInstances.Instances) {
 		t.Fatalf("predict: status %d, headers %v, body %q (%v)", pd.Status, pd.Headers, body, err)
 	}
-	if len(pr.NativeRefs) != 2 || pr.NativeRefs[0].Name != name+kube.PredictorSuffix || pr.NativeRefs[0].UID == "" {
+	if len(pr.NativeRefs) != 2 || pr.NativeRefs[0].Name != name+kubeinference.PredictorSuffix || pr.NativeRefs[0].UID == "" {
 		t.Fatalf("refs %+v: want KServe's predictor Service and the Pod", pr.NativeRefs)
 	}
 
@@ -95,7 +96,7 @@ func TestInferenceReadsOnTheRealNodeReadThePredictorsLogAndAskTheModel(t *testin
 		t.Fatalf("echo: status %d headers %v", echo.Status, echo.Headers)
 	case !slices.Equal(seen.Headers["X-Req"], []string{"one", "two"}) || seen.Headers["Authorization"] != nil || seen.Headers["Cookie"] != nil || seen.Headers["X-Hop"] != nil:
 		t.Fatalf("the model server got headers %v", seen.Headers)
-	case !strings.HasPrefix(seen.Host, name+kube.PredictorSuffix):
+	case !strings.HasPrefix(seen.Host, name+kubeinference.PredictorSuffix):
 		t.Fatalf("answered by %q, not the Attempt's predictor Pod", seen.Host)
 	}
 

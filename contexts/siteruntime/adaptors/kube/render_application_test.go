@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	kubeapp "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/families/appservice"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -32,17 +33,17 @@ func appSpec() application.ApplicationServiceSpec {
 func TestRenderedApplicationServiceIsDeterministicAndCarriesTheNativeRules(t *testing.T) {
 	r := scheduled()
 	r.ServicePodAnnotations = map[string]string{"example.org/hint": "x"}
-	d, err := r.RenderDeployment(appSpec())
+	d, err := kubeapp.NewRenderer(r).RenderDeployment(appSpec())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := r.RenderService(appSpec())
+	s, err := kubeapp.NewRenderer(r).RenderService(appSpec())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 20 {
-		d2, _ := r.RenderDeployment(appSpec())
-		s2, _ := r.RenderService(appSpec())
+		d2, _ := kubeapp.NewRenderer(r).RenderDeployment(appSpec())
+		s2, _ := kubeapp.NewRenderer(r).RenderService(appSpec())
 		if string(d2.Spec) != string(d.Spec) || string(s2.Spec) != string(s.Spec) {
 			t.Fatal("two renderings of the same input differ")
 		}
@@ -95,17 +96,17 @@ func TestRenderedApplicationServiceIsDeterministicAndCarriesTheNativeRules(t *te
 	}
 	other := appSpec()
 	other.ProgressDeadlineSeconds = 30
-	if o, _ := r.RenderDeployment(other); siteprotocol.Digest(o.Spec) == siteprotocol.Digest(d.Spec) {
+	if o, _ := kubeapp.NewRenderer(r).RenderDeployment(other); siteprotocol.Digest(o.Spec) == siteprotocol.Digest(d.Spec) {
 		t.Fatal("the progress deadline is not part of the specification")
 	}
 	noProbe := appSpec()
 	noProbe.Readiness = nil
-	if o, _ := r.RenderDeployment(noProbe); strings.Contains(string(o.Spec), "readinessProbe") {
+	if o, _ := kubeapp.NewRenderer(r).RenderDeployment(noProbe); strings.Contains(string(o.Spec), "readinessProbe") {
 		t.Fatalf("no readiness asked, one rendered: %s", o.Spec)
 	}
 	gpu := appSpec()
 	gpu.Demand["gpu.amd"] = 1
-	if _, err := r.RenderDeployment(gpu); !errors.Is(err, application.ErrUnsupportedDemand) {
+	if _, err := kubeapp.NewRenderer(r).RenderDeployment(gpu); !errors.Is(err, application.ErrUnsupportedDemand) {
 		t.Fatalf("gpu.amd without configuration: %v", err)
 	}
 }
@@ -159,7 +160,7 @@ func podSpecOf(m map[string]any) map[string]any {
 // the Pod template) and ignores server defaults. No cluster involved.
 func TestMismatchNamesEachChangedFieldOfADeploymentAndAService(t *testing.T) {
 	r := scheduled()
-	d, err := r.RenderDeployment(appSpec())
+	d, err := kubeapp.NewRenderer(r).RenderDeployment(appSpec())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +204,7 @@ func TestMismatchNamesEachChangedFieldOfADeploymentAndAService(t *testing.T) {
 		}
 	}
 
-	s, err := r.RenderService(appSpec())
+	s, err := kubeapp.NewRenderer(r).RenderService(appSpec())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +246,7 @@ func TestMismatchNamesEachChangedFieldOfADeploymentAndAService(t *testing.T) {
 // missing probe field, or another delay still fails. No cluster involved.
 func TestMismatchAcceptsOnlyTheOmittedZeroInitialDelayOfAReadinessProbe(t *testing.T) {
 	withDelay := func(delay string) application.NativeObject {
-		d, err := kube.NewRenderer(nil, nil).RenderDeployment(appSpec())
+		d, err := kubeapp.NewRenderer(kube.NewRenderer(nil, nil)).RenderDeployment(appSpec())
 		if err != nil {
 			t.Fatal(err)
 		}

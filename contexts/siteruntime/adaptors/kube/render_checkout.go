@@ -56,7 +56,7 @@ func (r *Renderer) RenderCredential(s application.CredentialSpec) (application.N
 		Type:       corev1.SecretTypeOpaque,
 		Immutable:  &immutable,
 	}
-	obj, err := object(domain.KindSecret, s.Namespace, name, secret)
+	obj, err := Object(domain.KindSecret, s.Namespace, name, secret)
 	if err != nil {
 		return obj, err
 	}
@@ -114,7 +114,7 @@ func (r *Renderer) RenderHelper(s application.HelperSpec) (application.NativeObj
 		image: s.Image, container: HelperContainer, command: HelperCommand(s), deadline: int64(s.Timeout.Seconds()) + 60,
 		security: &corev1.PodSecurityContext{FSGroup: &group}, volumes: volumes, mounts: mounts,
 	})
-	return object(domain.KindPod, s.Namespace, name, pod)
+	return Object(domain.KindPod, s.Namespace, name, pod)
 }
 
 // platformPod is what distinguishes one of the Runtime's own Pods of an

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	kubeapp "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/families/appservice"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
@@ -140,7 +141,7 @@ func TestTheHelpersStateIsItsContainersTermination(t *testing.T) {
 
 func TestAServingPodVerifiesItsCheckoutReadOnlyWithoutACredential(t *testing.T) {
 	r := kube.NewRenderer(nil, nil)
-	plain, err := r.RenderDeployment(appSpec())
+	plain, err := kubeapp.NewRenderer(r).RenderDeployment(appSpec())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func TestAServingPodVerifiesItsCheckoutReadOnlyWithoutACredential(t *testing.T) 
 	}
 	s := appSpec()
 	s.Verify = &application.WorkspaceVerification{Image: testImage, Repository: siteprotocol.Repository{URL: "https://git.example.org/lab/model.git", Commit: strings.Repeat("b", 40)}, SizeLimitBytes: 4096}
-	obj, err := r.RenderDeployment(s)
+	obj, err := kubeapp.NewRenderer(r).RenderDeployment(s)
 	if err != nil {
 		t.Fatal(err)
 	}

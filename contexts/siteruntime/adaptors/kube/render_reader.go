@@ -65,7 +65,7 @@ func (r *Renderer) RenderReader(s application.ReaderSpec) (application.NativeObj
 		mounts:   []corev1.VolumeMount{{Name: WorkspaceVolume, MountPath: WorkspacePath, ReadOnly: true}},
 		affinity: affinity,
 	})
-	return object(domain.KindPod, s.Namespace, name, pod)
+	return Object(domain.KindPod, s.Namespace, name, pod)
 }
 
 // ReaderState reads the reader Pod ref names as the Runtime

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	kubebatch "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/families/batch"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -26,12 +27,12 @@ func jobSpec() application.BatchJobSpec {
 // No cluster: KWOK and the API server are not involved.
 func TestRenderedJobIsDeterministicAndCarriesTheNativeRules(t *testing.T) {
 	r := kube.NewRenderer(nil, nil)
-	a, err := r.RenderJob(jobSpec())
+	a, err := kubebatch.NewRenderer(r).RenderJob(jobSpec())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 20 {
-		if b, _ := r.RenderJob(jobSpec()); string(b.Spec) != string(a.Spec) {
+		if b, _ := kubebatch.NewRenderer(r).RenderJob(jobSpec()); string(b.Spec) != string(a.Spec) {
 			t.Fatal("two renderings of the same input differ")
 		}
 	}
@@ -56,10 +57,10 @@ func TestRenderedJobIsDeterministicAndCarriesTheNativeRules(t *testing.T) {
 	}
 	s := jobSpec()
 	s.Demand["gpu.amd"] = 1
-	if _, err := r.RenderJob(s); !errors.Is(err, application.ErrUnsupportedDemand) {
+	if _, err := kubebatch.NewRenderer(r).RenderJob(s); !errors.Is(err, application.ErrUnsupportedDemand) {
 		t.Fatalf("gpu.amd without configuration: %v", err)
 	}
-	if _, err := kube.NewRenderer(map[string]string{"gpu.amd": "amd.com/gpu"}, nil).RenderJob(s); err != nil {
+	if _, err := kubebatch.NewRenderer(kube.NewRenderer(map[string]string{"gpu.amd": "amd.com/gpu"}, nil)).RenderJob(s); err != nil {
 		t.Fatalf("gpu.amd configured: %v", err)
 	}
 }
@@ -97,7 +98,7 @@ func container0(m map[string]any) map[string]any {
 
 // No cluster: KWOK and the API server are not involved.
 func TestMismatchIgnoresServerDefaultsAndNamesEachChangedRenderedField(t *testing.T) {
-	obj, err := kube.NewRenderer(nil, nil).RenderJob(jobSpec())
+	obj, err := kubebatch.NewRenderer(kube.NewRenderer(nil, nil)).RenderJob(jobSpec())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func scheduled() *kube.Renderer {
 // in the configured order, and part of the specification: a Job rendered
 // without them has another digest. No cluster involved.
 func TestTheSitesSchedulingIsRenderedOnThePodAndPartOfTheSpecification(t *testing.T) {
-	obj, err := scheduled().RenderJob(jobSpec())
+	obj, err := kubebatch.NewRenderer(scheduled()).RenderJob(jobSpec())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +168,7 @@ func TestTheSitesSchedulingIsRenderedOnThePodAndPartOfTheSpecification(t *testin
 		pod.Tolerations[1].Operator != corev1.TolerationOpExists || pod.Tolerations[1].Effect != "" {
 		t.Fatalf("tolerations %+v", pod.Tolerations)
 	}
-	plain, err := kube.NewRenderer(nil, nil).RenderJob(jobSpec())
+	plain, err := kubebatch.NewRenderer(kube.NewRenderer(nil, nil)).RenderJob(jobSpec())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +185,7 @@ func TestTheSitesSchedulingIsRenderedOnThePodAndPartOfTheSpecification(t *testin
 // has a toleration more or less, is a mismatch naming the field; the
 // server's own additions elsewhere are not. No cluster involved.
 func TestMismatchNamesAChangedNodeSelectorOrTolerations(t *testing.T) {
-	obj, err := scheduled().RenderJob(jobSpec())
+	obj, err := kubebatch.NewRenderer(scheduled()).RenderJob(jobSpec())
 	if err != nil {
 		t.Fatal(err)
 	}

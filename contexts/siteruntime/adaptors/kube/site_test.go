@@ -18,6 +18,7 @@ import (
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/journal"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
+	kubebatch "github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube/families/batch"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/permissions"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/batch"
@@ -152,7 +153,7 @@ func newSite(t testing.TB, o siteOptions) *site {
 	}
 	s.image = o.image
 	access := application.NewAccess(s.journal, workloads, perms, systemClock{})
-	family := batch.New(workloads, s.renderer, images{ref: o.image})
+	family := batch.New(kubebatch.New(workloads), kubebatch.NewRenderer(s.renderer), images{ref: o.image})
 	jobs := application.NewExecutor(family, access, workloads, s.journal.Batch(), o.fp, application.ExecutorConfig{DeletionWait: o.deletionWait}).
 		WithReads(workloads)
 	if o.grants != nil {
@@ -172,7 +173,7 @@ func newSite(t testing.TB, o siteOptions) *site {
 		jobs.WithFileReads(s.renderer, workloads, cfg)
 	}
 	if o.watch {
-		w := application.NewJobWatcher(workloads, s.journal.Batch(), s.journal.Batch(), systemClock{}, testWatchEvents{t}, 0)
+		w := application.NewJobWatcher(kubebatch.New(workloads), s.journal.Batch(), s.journal.Batch(), systemClock{}, testWatchEvents{t}, 0)
 		wctx, cancel := context.WithCancel(context.Background())
 		if err := w.Start(wctx); err != nil {
 			t.Fatal(err)
@@ -413,7 +414,7 @@ func (s *site) renderJob(p *domain.Pending) (application.NativeObject, *batchv1.
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	obj, err := s.renderer.RenderJob(application.BatchJobSpec{
+	obj, err := kubebatch.NewRenderer(s.renderer).RenderJob(application.BatchJobSpec{
 		Identity: application.IdentityOf(p.Command), Namespace: s.ns, ServiceAccount: s.account(), Image: s.image,
 		WorkspaceClaim: domain.AttemptObjectName(p.Command.AttemptID, domain.SuffixWorkspace),
 		Demand:         sp.Demand, TimeLimitSeconds: sp.TimeLimitSeconds, Argv: sp.Argv, Env: sp.Env,

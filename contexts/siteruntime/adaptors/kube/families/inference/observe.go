@@ -1,4 +1,4 @@
-package kube
+package inference
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	kservev1beta1 "github.com/kserve/kserve/pkg/apis/serving/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -65,7 +66,7 @@ func InferenceServiceObservation(isvc *kservev1beta1.InferenceService, predictor
 			}
 			code := f.ExitCode
 			obs.ExitCode = &code
-			obs.FinishedAt = timestamp(f.Time)
+			obs.FinishedAt = kube.Timestamp(f.Time)
 		}
 		return obs
 	}
@@ -118,7 +119,7 @@ func predictorLoadFailure(isvc string, pods []corev1.Pod) (application.Observati
 				msg += ": " + m
 			}
 			return application.Observation{State: siteprotocol.StateFailed, Reason: string(kservev1beta1.ModelLoadFailed), Message: msg,
-				ExitCode: &code, FinishedAt: timestamp(&t.FinishedAt)}, true
+				ExitCode: &code, FinishedAt: kube.Timestamp(&t.FinishedAt)}, true
 		}
 	}
 	return application.Observation{}, false

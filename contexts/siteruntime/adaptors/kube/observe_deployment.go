@@ -55,7 +55,7 @@ func DeploymentObservation(dep *appsv1.Deployment, replicaSets []appsv1.ReplicaS
 		if permanentRefusal(msg) {
 			return application.Observation{State: siteprotocol.StateFailed, Reason: ReasonFailedCreate, Message: msg}
 		}
-		if quotaWait(msg) {
+		if QuotaWait(msg) {
 			return application.Observation{State: siteprotocol.StateQueued, Reason: ReasonFailedCreate, Message: msg}
 		}
 	}
@@ -66,19 +66,19 @@ func DeploymentObservation(dep *appsv1.Deployment, replicaSets []appsv1.ReplicaS
 		}
 	}
 	for _, p := range live {
-		if c, ok := unscheduled(p); ok {
+		if c, ok := Unscheduled(p); ok {
 			return application.Observation{State: siteprotocol.StateQueued, Reason: c.Reason, Message: fmt.Sprintf("Pod %s: %s", p.Name, c.Message)}
 		}
 	}
 	for _, c := range dep.Status.Conditions {
 		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == ReasonProgressDeadlineExceeded &&
 			!createdSince(live, c.LastTransitionTime) {
-			return application.Observation{State: siteprotocol.StateFailed, Reason: c.Reason, Message: c.Message, FinishedAt: timestamp(&c.LastTransitionTime)}
+			return application.Observation{State: siteprotocol.StateFailed, Reason: c.Reason, Message: c.Message, FinishedAt: Timestamp(&c.LastTransitionTime)}
 		}
 	}
 	for _, p := range live {
 		if p.Status.Phase == corev1.PodRunning {
-			if podReady(p) {
+			if PodReady(p) {
 				// Ready, but the Deployment's status has not counted it yet (its
 				// controllers lag behind the Pod's status): still running.
 				return application.Observation{State: siteprotocol.StateRunning, Message: fmt.Sprintf("Pod %s is Ready; Deployment %s has not counted it yet (observed generation %d of %d, %d ready, %d available)",
@@ -98,15 +98,15 @@ func DeploymentObservation(dep *appsv1.Deployment, replicaSets []appsv1.ReplicaS
 	return application.Observation{State: siteprotocol.StateQueued, Message: "no Pod of the Deployment yet"}
 }
 
-// podReady reports whether p's Ready condition is true.
-func podReady(p corev1.Pod) bool {
+// PodReady reports whether p's Ready condition is true.
+func PodReady(p corev1.Pod) bool {
 	c, ok := podCondition(p, corev1.PodReady)
 	return ok && c.Status == corev1.ConditionTrue
 }
 
-// unscheduled returns p's PodScheduled condition when it is false (the
+// Unscheduled returns p's PodScheduled condition when it is false (the
 // scheduler found no node: Unschedulable).
-func unscheduled(p corev1.Pod) (corev1.PodCondition, bool) {
+func Unscheduled(p corev1.Pod) (corev1.PodCondition, bool) {
 	c, ok := podCondition(p, corev1.PodScheduled)
 	return c, ok && c.Status == corev1.ConditionFalse
 }

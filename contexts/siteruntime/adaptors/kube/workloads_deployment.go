@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/appservice"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
@@ -23,13 +22,14 @@ import (
 // now has room, the state stays queued and says so. found is false when no
 // Deployment with ref's name and UID exists.
 func (w *Workloads) ObserveDeployment(ctx context.Context, ref siteprotocol.NativeRef) (application.Observation, bool, error) {
-	obs, _, found, err := w.observeDeployment(ctx, ref)
+	obs, _, found, err := w.ObserveDeploymentPods(ctx, ref)
 	return obs, found, err
 }
 
-// observeDeployment is ObserveDeployment that also answers the Pods it
-// observed (those of the UID lineage).
-func (w *Workloads) observeDeployment(ctx context.Context, ref siteprotocol.NativeRef) (application.Observation, []corev1.Pod, bool, error) {
+// ObserveDeploymentPods is ObserveDeployment that also answers the Pods
+// it observed (those of the UID lineage; the inference family reads its
+// predictor's).
+func (w *Workloads) ObserveDeploymentPods(ctx context.Context, ref siteprotocol.NativeRef) (application.Observation, []corev1.Pod, bool, error) {
 	dep, err := w.client.AppsV1().Deployments(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return application.Observation{}, nil, false, nil
@@ -67,7 +67,7 @@ func (w *Workloads) observeDeployment(ctx context.Context, ref siteprotocol.Nati
 	}
 	obs := DeploymentObservation(dep, rss, pods)
 	if obs.State == siteprotocol.StateQueued && obs.Reason == ReasonFailedCreate {
-		if obs, err = w.quotaNow(ctx, ref.Namespace, obs, serviceQuotaOver); err != nil {
+		if obs, err = w.QuotaNow(ctx, ref.Namespace, obs, serviceQuotaOver); err != nil {
 			return application.Observation{}, nil, false, err
 		}
 	}
@@ -82,6 +82,3 @@ func serviceQuotaOver(obs application.Observation, why string) application.Obser
 		"; the ReplicaSet controller creates the Pod at its next try"
 	return obs
 }
-
-var _ appservice.Natives = (*Workloads)(nil)
-var _ application.ApplicationSpecs = (*Renderer)(nil)

@@ -1,4 +1,4 @@
-package kube
+package batch
 
 import (
 	"context"
@@ -12,13 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
 
 // WatchJobs watches, as the Runtime, the Jobs of namespace that carry the
-// identity label LabelAttempt (application.JobWatches;
+// identity label kube.LabelAttempt (application.JobWatches;
 // docs/site-runtime.md#terminal-states-of-jobs-that-are-gone): a
 // client-go informer (list, then watch, listing again after a failed
 // watch). For every Job it sees with a true Complete or Failed condition —
@@ -30,11 +31,11 @@ func (w *Workloads) WatchJobs(ctx context.Context, namespace string, synced func
 	jobs := w.client.BatchV1().Jobs(namespace)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = LabelAttempt
+			o.LabelSelector = kube.LabelAttempt
 			return jobs.List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = LabelAttempt
+			o.LabelSelector = kube.LabelAttempt
 			return jobs.Watch(ctx, o)
 		},
 	}
@@ -54,7 +55,7 @@ func (w *Workloads) WatchJobs(ctx context.Context, namespace string, synced func
 		reported[job.UID] = true
 		finished(application.FinishedJob{
 			Ref:         siteprotocol.NativeRef{Kind: domain.KindJob, Namespace: job.Namespace, Name: job.Name, UID: string(job.UID)},
-			AttemptID:   job.Labels[LabelAttempt],
+			AttemptID:   job.Labels[kube.LabelAttempt],
 			Observation: JobObservation(job, w.podsOf(ctx, job), nil),
 		})
 	}
@@ -82,5 +83,3 @@ func (w *Workloads) podsOf(ctx context.Context, job *batchv1.Job) []corev1.Pod {
 	}
 	return pods.Items
 }
-
-var _ application.JobWatches = (*Workloads)(nil)

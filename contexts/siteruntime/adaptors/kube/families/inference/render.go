@@ -1,4 +1,4 @@
-package kube
+package inference
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 )
@@ -55,12 +56,12 @@ const (
 // KServe's defaulter own them. It fails wrapping
 // application.ErrUnsupportedDemand for a demand the Site cannot express.
 func (r *Renderer) RenderInferenceService(s application.InferenceServiceSpec) (application.NativeObject, error) {
-	resources, err := r.resources(s.Demand)
+	resources, err := r.Resources(s.Demand)
 	if err != nil {
 		return application.NativeObject{}, err
 	}
 	name := domain.AttemptObjectName(s.Identity.AttemptID, "")
-	labels := Labels(s.Identity)
+	labels := kube.Labels(s.Identity)
 	labels[LabelVisibility] = VisibilityClusterLocal
 	runtime, noToken := s.Runtime, false
 	var podAnnotations map[string]string
@@ -69,7 +70,7 @@ func (r *Renderer) RenderInferenceService(s application.InferenceServiceSpec) (a
 	}
 	var initContainers []corev1.Container
 	if v := s.Verify; v != nil {
-		initContainers = []corev1.Container{VerifyContainer(*v)}
+		initContainers = []corev1.Container{kube.VerifyContainer(*v)}
 	}
 	isvc := kservev1beta1.InferenceService{
 		TypeMeta: metav1.TypeMeta{APIVersion: kservev1beta1.SchemeGroupVersion.String(), Kind: domain.KindInferenceService},
@@ -83,7 +84,7 @@ func (r *Renderer) RenderInferenceService(s application.InferenceServiceSpec) (a
 				NodeSelector:                 maps.Clone(r.Scheduling.NodeSelector),
 				Tolerations:                  slices.Clone(r.Scheduling.Tolerations),
 				InitContainers:               initContainers,
-				Volumes: []corev1.Volume{{Name: WorkspaceVolume, VolumeSource: corev1.VolumeSource{
+				Volumes: []corev1.Volume{{Name: kube.WorkspaceVolume, VolumeSource: corev1.VolumeSource{
 					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.WorkspaceClaim},
 				}}},
 			},
@@ -93,7 +94,7 @@ func (r *Renderer) RenderInferenceService(s application.InferenceServiceSpec) (a
 				PredictorExtensionSpec: kservev1beta1.PredictorExtensionSpec{Container: corev1.Container{
 					Args:         slices.Clone(s.Args),
 					Resources:    corev1.ResourceRequirements{Requests: resources, Limits: resources.DeepCopy()},
-					VolumeMounts: []corev1.VolumeMount{{Name: WorkspaceVolume, MountPath: WorkspacePath}},
+					VolumeMounts: []corev1.VolumeMount{{Name: kube.WorkspaceVolume, MountPath: kube.WorkspacePath}},
 				}},
 			},
 		}},
@@ -109,7 +110,7 @@ func (r *Renderer) RenderInferenceService(s application.InferenceServiceSpec) (a
 		return application.NativeObject{}, fmt.Errorf("decode InferenceService %s: %w", name, err)
 	}
 	delete(tree, "status")
-	return object(domain.KindInferenceService, s.Namespace, name, pruneUnset(tree))
+	return kube.Object(domain.KindInferenceService, s.Namespace, name, pruneUnset(tree))
 }
 
 // pruneUnset drops what a typed encoding writes for fields nobody set:
@@ -150,5 +151,3 @@ func pruneUnset(v any) any {
 	}
 	return v
 }
-
-var _ application.InferenceSpecs = (*Renderer)(nil)

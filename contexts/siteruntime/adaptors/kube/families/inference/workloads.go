@@ -1,4 +1,4 @@
-package kube
+package inference
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
-	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/inference"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -27,7 +27,7 @@ import (
 // reports InferenceServiceObservation of them. found is false when no
 // InferenceService with ref's name and UID exists.
 func (w *Workloads) ObserveInferenceService(ctx context.Context, ref siteprotocol.NativeRef) (application.Observation, bool, error) {
-	u, found, err := w.get(ctx, domain.KindInferenceService, ref.Namespace, ref.Name)
+	u, found, err := w.Get(ctx, domain.KindInferenceService, ref.Namespace, ref.Name)
 	if err != nil || !found || string(u.GetUID()) != ref.UID {
 		return application.Observation{}, false, err
 	}
@@ -44,7 +44,7 @@ func (w *Workloads) ObserveInferenceService(ctx context.Context, ref siteprotoco
 		return application.Observation{}, false, fmt.Errorf("read the predictor Deployment %s/%s%s: %w", ref.Namespace, ref.Name, PredictorSuffix, err)
 	default:
 		if c := metav1.GetControllerOf(dep); c != nil && string(c.UID) == ref.UID && c.Kind == domain.KindInferenceService {
-			obs, lineage, found, err := w.observeDeployment(ctx, siteprotocol.NativeRef{Kind: domain.KindDeployment, Namespace: ref.Namespace, Name: dep.Name, UID: string(dep.UID)})
+			obs, lineage, found, err := w.ObserveDeploymentPods(ctx, siteprotocol.NativeRef{Kind: domain.KindDeployment, Namespace: ref.Namespace, Name: dep.Name, UID: string(dep.UID)})
 			if err != nil {
 				return application.Observation{}, false, err
 			}
@@ -56,7 +56,7 @@ func (w *Workloads) ObserveInferenceService(ctx context.Context, ref siteprotoco
 	return InferenceServiceObservation(&isvc, predictor, pods), true, nil
 }
 
-// InferencePodChain is the private reads' chain of an InferenceService's
+// PodChain is the private reads' chain of an InferenceService's
 // predictor Pods (docs/site-runtime.md#private-reads), for
 // Workloads.WithPodChain(domain.KindInferenceService, …): Pod →
 // ReplicaSet → the predictor Deployment <isvc>-predictor (both read live:
@@ -64,19 +64,19 @@ func (w *Workloads) ObserveInferenceService(ctx context.Context, ref siteprotoco
 // ReplicaSet) → the recorded InferenceService; the main container
 // kserve-container; and every Pod's kserve-container arguments under the
 // private inference argument rule against the saved InferenceService's
-// model arguments (InferencePodArgs). KServe copies the InferenceService's
+// model arguments (PodArgs). KServe copies the InferenceService's
 // labels onto the predictor Deployment, its Pod template (so the
 // ReplicaSet and the Pods) and its Service, so every object of the chain
 // carries the identity labels.
-func InferencePodChain() PodChain {
-	return PodChain{
+func PodChain() kube.PodChain {
+	return kube.PodChain{
 		Links: []string{domain.KindReplicaSet, domain.KindDeployment, domain.KindInferenceService},
 		Names: map[string]string{domain.KindDeployment: PredictorSuffix},
-		Main:  PredictorContainer, CheckPod: InferencePodArgs,
+		Main:  PredictorContainer, CheckPod: PodArgs,
 	}
 }
 
-// InferencePodArgs applies the private inference argument rule
+// PodArgs applies the private inference argument rule
 // (domain.CheckInferenceArgs, docs/site-runtime.md#the-private-inference-argument-rule)
 // to pod, a predictor Pod of the InferenceService root whose saved
 // specification is saved: its kserve-container's arguments must be
@@ -85,7 +85,7 @@ func InferencePodChain() PodChain {
 // without kserve-container, or arguments that break the rule), empty
 // when the Pod passes; an error when saved is not an InferenceService
 // with model arguments.
-func InferencePodArgs(pod *corev1.Pod, root siteprotocol.NativeRef, saved []byte) (string, error) {
+func PodArgs(pod *corev1.Pod, root siteprotocol.NativeRef, saved []byte) (string, error) {
 	var isvc kservev1beta1.InferenceService
 	if err := json.Unmarshal(saved, &isvc); err != nil {
 		return "", fmt.Errorf("decode the saved InferenceService %s: %w", root.Name, err)
@@ -133,7 +133,7 @@ func (w *Workloads) predictorService(ctx context.Context, root siteprotocol.Nati
 	if m := controlledBy(svc, root); m != "" {
 		return nil, mismatch("(uid %s) %s", svc.UID, m)
 	}
-	if m := identityMismatch(svc.Labels, id); m != "" {
+	if m := kube.IdentityMismatch(svc.Labels, id); m != "" {
 		return nil, mismatch("(uid %s) %s", svc.UID, m)
 	}
 	if svc.Spec.Type != corev1.ServiceTypeClusterIP {
@@ -152,7 +152,7 @@ func (w *Workloads) predictorService(ctx context.Context, root siteprotocol.Nati
 	if m := controlledBy(dep, root); m != "" {
 		return nil, fmt.Errorf("%w: Deployment %s/%s (uid %s) %s", application.ErrNativeIdentityMismatch, root.Namespace, name, dep.UID, m)
 	}
-	if m := identityMismatch(dep.Labels, id); m != "" {
+	if m := kube.IdentityMismatch(dep.Labels, id); m != "" {
 		return nil, fmt.Errorf("%w: Deployment %s/%s (uid %s) %s", application.ErrNativeIdentityMismatch, root.Namespace, name, dep.UID, m)
 	}
 	sel := dep.Spec.Selector
@@ -163,9 +163,9 @@ func (w *Workloads) predictorService(ctx context.Context, root siteprotocol.Nati
 	if err != nil {
 		return nil, fmt.Errorf("list the Pods Service %s/%s selects: %w", root.Namespace, name, err)
 	}
-	chain, seen := InferencePodChain(), map[string]string{}
+	chain, seen := PodChain(), map[string]string{}
 	for _, p := range pods.Items {
-		m, err := w.exactPod(ctx, &p, chain, root, saved, id, seen)
+		m, err := w.ExactPod(ctx, &p, chain, root, saved, id, seen)
 		if err != nil {
 			return nil, err
 		}
@@ -180,14 +180,12 @@ func (w *Workloads) predictorService(ctx context.Context, root siteprotocol.Nati
 // the InferenceService root (kind, API group, name and UID); empty when
 // root controls obj.
 func controlledBy(obj metav1.Object, root siteprotocol.NativeRef) string {
-	c := controllerOf(obj.GetOwnerReferences())
+	c := kube.ControllerOf(obj.GetOwnerReferences())
 	switch {
 	case c == nil:
 		return fmt.Sprintf("has no controller owner reference; it must be controlled by InferenceService %s (uid %s)", root.Name, root.UID)
-	case c.Kind != domain.KindInferenceService || groupOf(c.APIVersion) != kservev1beta1.SchemeGroupVersion.Group || c.Name != root.Name || string(c.UID) != root.UID:
+	case c.Kind != domain.KindInferenceService || kube.GroupOf(c.APIVersion) != kservev1beta1.SchemeGroupVersion.Group || c.Name != root.Name || string(c.UID) != root.UID:
 		return fmt.Sprintf("is controlled by %s %s (%s, uid %s), not by the recorded InferenceService %s (uid %s)", c.Kind, c.Name, c.APIVersion, c.UID, root.Name, root.UID)
 	}
 	return ""
 }
-
-var _ inference.Natives = (*Workloads)(nil)

@@ -1,16 +1,15 @@
-package kube
+package appservice
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/pharos-metallo/metallo/contexts/siteruntime/adaptors/kube"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
 )
@@ -23,7 +22,7 @@ const ServicePortName = "http"
 // attempt-<attempt> (docs/site-runtime.md#application-services-on-kubernetes):
 // 1 replica; a selector of exactly the Attempt's identity labels, which the
 // Pod template carries (with ServicePodAnnotations); progressDeadlineSeconds
-// from Site configuration; one container ContainerName running the
+// from Site configuration; one container kube.ContainerName running the
 // command's image (pinned by digest) with its port (named ServicePortName),
 // its HTTP readiness probe on that port, requests = limits = demand and
 // the claim at /workspace; the member's service account without a mounted
@@ -34,7 +33,7 @@ const ServicePortName = "http"
 // (stampSpecDigest). It fails wrapping application.ErrUnsupportedDemand
 // for a demand the Site cannot express.
 func (r *Renderer) RenderDeployment(s application.ApplicationServiceSpec) (application.NativeObject, error) {
-	resources, err := r.resources(s.Demand)
+	resources, err := r.Resources(s.Demand)
 	if err != nil {
 		return application.NativeObject{}, err
 	}
@@ -54,17 +53,17 @@ func (r *Renderer) RenderDeployment(s application.ApplicationServiceSpec) (appli
 	}
 	var initContainers []corev1.Container
 	if v := s.Verify; v != nil {
-		initContainers = []corev1.Container{VerifyContainer(*v)}
+		initContainers = []corev1.Container{kube.VerifyContainer(*v)}
 	}
 	dep := appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: domain.KindDeployment},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: Labels(s.Identity)},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: kube.Labels(s.Identity)},
 		Spec: appsv1.DeploymentSpec{
 			Replicas:                &replicas,
-			Selector:                &metav1.LabelSelector{MatchLabels: Labels(s.Identity)},
+			Selector:                &metav1.LabelSelector{MatchLabels: kube.Labels(s.Identity)},
 			ProgressDeadlineSeconds: &deadline,
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: Labels(s.Identity), Annotations: podAnnotations},
+				ObjectMeta: metav1.ObjectMeta{Labels: kube.Labels(s.Identity), Annotations: podAnnotations},
 				Spec: corev1.PodSpec{
 					ServiceAccountName:           s.ServiceAccount,
 					AutomountServiceAccountToken: &noToken,
@@ -72,21 +71,21 @@ func (r *Renderer) RenderDeployment(s application.ApplicationServiceSpec) (appli
 					Tolerations:                  slices.Clone(r.Scheduling.Tolerations),
 					InitContainers:               initContainers,
 					Containers: []corev1.Container{{
-						Name:           ContainerName,
+						Name:           kube.ContainerName,
 						Image:          s.Image,
 						Ports:          []corev1.ContainerPort{{Name: ServicePortName, ContainerPort: s.Port, Protocol: corev1.ProtocolTCP}},
 						ReadinessProbe: probe,
 						Resources:      corev1.ResourceRequirements{Requests: resources, Limits: resources.DeepCopy()},
-						VolumeMounts:   []corev1.VolumeMount{{Name: WorkspaceVolume, MountPath: WorkspacePath}},
+						VolumeMounts:   []corev1.VolumeMount{{Name: kube.WorkspaceVolume, MountPath: kube.WorkspacePath}},
 					}},
-					Volumes: []corev1.Volume{{Name: WorkspaceVolume, VolumeSource: corev1.VolumeSource{
+					Volumes: []corev1.Volume{{Name: kube.WorkspaceVolume, VolumeSource: corev1.VolumeSource{
 						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.WorkspaceClaim},
 					}}},
 				},
 			},
 		},
 	}
-	return object(domain.KindDeployment, s.Namespace, name, dep)
+	return kube.Object(domain.KindDeployment, s.Namespace, name, dep)
 }
 
 // RenderService renders the application service's Service
@@ -98,38 +97,14 @@ func (r *Renderer) RenderService(s application.ApplicationServiceSpec) (applicat
 	name := domain.AttemptObjectName(s.Identity.AttemptID, "")
 	svc := corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: domain.KindService},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: Labels(s.Identity)},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: kube.Labels(s.Identity)},
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
-			Selector: Labels(s.Identity),
+			Selector: kube.Labels(s.Identity),
 			Ports: []corev1.ServicePort{{
 				Name: ServicePortName, Protocol: corev1.ProtocolTCP, Port: s.Port, TargetPort: intstr.FromInt32(s.Port),
 			}},
 		},
 	}
-	return object(domain.KindService, s.Namespace, name, svc)
-}
-
-// stampSpecDigest sets the spec-digest annotation on u (every kind) and,
-// for a Deployment, on its Pod template too, so every Pod of the
-// Deployment names the specification it was rendered from.
-func stampSpecDigest(u *unstructured.Unstructured, digest string) error {
-	ann := u.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	ann[AnnotationSpecDigest] = digest
-	u.SetAnnotations(ann)
-	if u.GetKind() != domain.KindDeployment {
-		return nil
-	}
-	tmpl, _, err := unstructured.NestedStringMap(u.Object, "spec", "template", "metadata", "annotations")
-	if err != nil {
-		return fmt.Errorf("read the Pod template's annotations: %w", err)
-	}
-	if tmpl == nil {
-		tmpl = map[string]string{}
-	}
-	tmpl[AnnotationSpecDigest] = digest
-	return unstructured.SetNestedStringMap(u.Object, tmpl, "spec", "template", "metadata", "annotations")
+	return kube.Object(domain.KindService, s.Namespace, name, svc)
 }
