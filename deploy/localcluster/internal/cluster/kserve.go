@@ -425,7 +425,7 @@ func writeWebhookCert(pki, dir string) error {
 // --backend=huggingface, KServe's container security context) with the real node's httpservice
 // image by digest as its kserve-container, which speaks the KServe v1 protocol of the model its
 // --model_name= names (deploy/images/README.md). It is never auto-selected: only an
-// InferenceService that names it (the Runtime's --serving-runtime) runs on it. KServe renders
+// InferenceService that names it (the Runtime's --serving-runtimes) runs on it. KServe renders
 // the container as a template, so the readiness probe asks the model itself:
 // GET /v1/models/<InferenceService name> on the image's port 8080.
 func httpServiceRuntimeObject(image string) *unstructured.Unstructured {
