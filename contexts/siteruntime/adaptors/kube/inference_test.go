@@ -78,6 +78,9 @@ func (s *site) inference(o isvcOptions) {
 		s.t.Fatal(err)
 	}
 	exec.WithReads(workloads).WithProxy(workloads)
+	if o.grants != nil {
+		exec.WithCheckout(o.grants, s.renderer, workloads, application.CheckoutConfig{Image: s.image, Timeout: time.Minute, Wait: 2 * time.Minute, CAConfigMap: o.checkoutCA})
+	}
 	if o.fileReads != nil {
 		cfg := *o.fileReads
 		cfg.Image = s.image
