@@ -130,7 +130,7 @@ func runtimeServeFlags(fs *pflag.FlagSet, cfg *siteruntime.Config) {
 	fs.DurationVar(&cfg.ProgressDeadline, "progress-deadline", 600*time.Second, "progressDeadlineSeconds of every application service's Deployment (whole seconds; part of the rendered specification)")
 	fs.Float64Var(&cfg.KubeAPIQPS, "kube-api-qps", 50, "client-side rate limit of the Runtime's Kubernetes client, requests per second (1..10000)")
 	fs.IntVar(&cfg.KubeAPIBurst, "kube-api-burst", 100, "requests the Runtime's Kubernetes client may send above --kube-api-qps at once (at least --kube-api-qps)")
-	fs.StringVar(&cfg.ServingRuntime, "serving-runtime", "kserve-huggingfaceserver", "the KServe ServingRuntime every InferenceService names (part of the rendered specification); a command naming another is refused invalid-payload")
+	fs.StringToStringVar(&cfg.ServingRuntimes, "serving-runtimes", siteruntime.DefaultServingRuntimes(), "the model formats the Site serves, each with the KServe ServingRuntime its InferenceServices name, format=runtime,… (part of the rendered specification); a command naming another format, or another runtime for its format, is refused invalid-payload")
 	fs.DurationVar(&cfg.DeletionWait, "deletion-wait", 2*time.Minute, "how long cancel and cleanup wait, from the command's start, for their deleted objects to be gone before answering deletion-pending")
 	fs.DurationVar(&cfg.PermissionsBound, "permissions-bound", 2*time.Minute, "how long an unavailable http: permission provider is retried before a start is refused permission-unavailable")
 	fs.DurationVar(&cfg.RepositoryGrantsBound, "repository-grants-bound", 2*time.Minute, "how long an unavailable http: repository grant provider is retried before a checkout is refused credential-unavailable")

@@ -9,5 +9,6 @@
 //   - githost: a Git host (Gitea over HTTPS with LFS);
 //   - grantprovider: the repository grant provider (real tokens at the Git
 //     host);
-//   - certauthority: an operator's or a Site's certificate authority.
+//   - certauthority: an operator's or a Site's certificate authority;
+//   - irismodel: a member's trained model (scikit-learn's iris classifier).
 package standins

@@ -107,11 +107,13 @@ type Config struct {
 	// progressDeadlineSeconds (whole seconds, default 600 s), part of the
 	// rendered specification (docs/site-runtime.md#application-services-on-kubernetes).
 	ProgressDeadline time.Duration
-	// ServingRuntime is the KServe ServingRuntime every InferenceService
-	// names (--serving-runtime; empty: DefaultServingRuntime); a command
-	// naming another is refused invalid-payload
+	// ServingRuntimes maps each model format the Site serves to the KServe
+	// ServingRuntime an InferenceService of that format names
+	// (--serving-runtimes format=runtime,…; empty: DefaultServingRuntimes);
+	// a command naming another format, or another runtime for its format,
+	// is refused invalid-payload
 	// (docs/site-runtime.md#inference-services-on-kserve).
-	ServingRuntime string
+	ServingRuntimes map[string]string
 	// DeletionWait bounds how long cancel and cleanup wait for a deleted
 	// object to be gone (then failed / deletion-pending).
 	DeletionWait time.Duration
@@ -311,10 +313,8 @@ func (c Config) Validate() error {
 	if c.ProgressDeadline < time.Second || c.ProgressDeadline%time.Second != 0 || c.ProgressDeadline > math.MaxInt32*time.Second {
 		errs.bad("progress-deadline", c.ProgressDeadline.String(), errors.New("must be whole seconds, at least 1s: it is the Deployment's progressDeadlineSeconds"))
 	}
-	if c.ServingRuntime != "" {
-		if msgs := validation.IsDNS1123Subdomain(c.ServingRuntime); len(msgs) > 0 {
-			errs.bad("serving-runtime", c.ServingRuntime, fmt.Errorf("must name a KServe ServingRuntime (a DNS subdomain): %s", strings.Join(msgs, "; ")))
-		}
+	if err := checkServingRuntimes(c.ServingRuntimes); err != nil {
+		errs.bad("serving-runtimes", formatMap(c.ServingRuntimes), err)
 	}
 	errs.positive("deletion-wait", c.DeletionWait, "how long cancel and cleanup wait for a deleted object")
 	if !(c.KubeAPIQPS >= 1 && c.KubeAPIQPS <= 10000) {
@@ -445,4 +445,20 @@ func (c Config) checkoutWait() time.Duration {
 		return c.checkoutTimeout() + application.DefaultCheckoutWaitExtra
 	}
 	return c.CheckoutWait
+}
+
+// checkServingRuntimes checks --serving-runtimes (empty: the default):
+// each model format a KServe model format name (a DNS label, e.g.
+// sklearn) mapped to a ServingRuntime's name (a DNS subdomain). Errors
+// name the first entry that is not.
+func checkServingRuntimes(m map[string]string) error {
+	for _, format := range slices.Sorted(maps.Keys(m)) {
+		if msgs := validation.IsDNS1123Label(format); len(msgs) > 0 {
+			return fmt.Errorf("model format %q must be a KServe model format name (a DNS label): %s", format, strings.Join(msgs, "; "))
+		}
+		if msgs := validation.IsDNS1123Subdomain(m[format]); len(msgs) > 0 {
+			return fmt.Errorf("the runtime of format %s, %q, must name a KServe ServingRuntime (a DNS subdomain): %s", format, m[format], strings.Join(msgs, "; "))
+		}
+	}
+	return nil
 }

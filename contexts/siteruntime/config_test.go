@@ -80,7 +80,13 @@ func TestServeConfigurationIsRefusedNamingTheFlag(t *testing.T) {
 		flag   string
 		change func(c *siteruntime.Config)
 	}{
-		"no environment":             {"environment", func(c *siteruntime.Config) { c.Environment = "" }},
+		"no environment": {"environment", func(c *siteruntime.Config) { c.Environment = "" }},
+		"serving runtime format not a DNS label": {"serving-runtimes", func(c *siteruntime.Config) {
+			c.ServingRuntimes = map[string]string{"Sk_Learn": "metallo-sklearnserver"}
+		}},
+		"serving runtime not a DNS subdomain": {"serving-runtimes", func(c *siteruntime.Config) {
+			c.ServingRuntimes = map[string]string{"sklearn": "Not A Runtime"}
+		}},
 		"environment not an ID":      {"environment", func(c *siteruntime.Config) { c.Environment = "alpha k8s/x" }},
 		"relative authority":         {"authority", func(c *siteruntime.Config) { c.Authority = "site.example/api" }},
 		"authority without a host":   {"authority", func(c *siteruntime.Config) { c.Authority = "https:///api" }},

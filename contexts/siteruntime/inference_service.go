@@ -6,14 +6,17 @@ import (
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application/families/inference"
 )
 
-// DefaultServingRuntime is the ServingRuntime --serving-runtime pins when
-// the Site names none: KServe's Hugging Face server, the one the local
-// cluster installs (docs/site-runtime.md#inference-services-on-kserve).
-const DefaultServingRuntime = "kserve-huggingfaceserver"
+// DefaultServingRuntimes is what --serving-runtimes pins when the Site
+// names nothing: the huggingface format on KServe's Hugging Face server,
+// the one the local cluster installs
+// (docs/site-runtime.md#inference-services-on-kserve).
+func DefaultServingRuntimes() map[string]string {
+	return map[string]string{"huggingface": "kserve-huggingfaceserver"}
+}
 
 // NewInferenceFamily builds the inference family on the shared workload
 // client (docs/site-runtime.md#one-lifecycle-for-every-family): the Site's
-// GPU and scheduling flags and --serving-runtime in what it renders. Its
+// GPU and scheduling flags and --serving-runtimes in what it renders. Its
 // private reads follow the InferenceService's Pod chain and proxy to its
 // predictor Service, which its side of the client registers on the client
 // (kubeinference.New).
@@ -22,9 +25,9 @@ func NewInferenceFamily(c Config, native *kube.Workloads) (*inference.Family, er
 	if err != nil {
 		return nil, err
 	}
-	runtime := c.ServingRuntime
-	if runtime == "" {
-		runtime = DefaultServingRuntime
+	runtimes := c.ServingRuntimes
+	if len(runtimes) == 0 {
+		runtimes = DefaultServingRuntimes()
 	}
-	return inference.New(kubeinference.New(native), kubeinference.NewRenderer(specs), inference.Config{ServingRuntime: runtime})
+	return inference.New(kubeinference.New(native), kubeinference.NewRenderer(specs), inference.Config{ServingRuntimes: runtimes})
 }

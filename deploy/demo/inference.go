@@ -28,7 +28,7 @@ import (
 )
 
 // inferenceRuntime is the ClusterServingRuntime the demo's Runtime pins
-// (--serving-runtime): the local cluster's stand-in for KServe's
+// (--serving-runtimes huggingface=…): the local cluster's stand-in for KServe's
 // huggingface server on the real node, the httpservice image by digest
 // speaking the KServe v1 protocol
 // (deploy/localcluster/README.md#the-real-nodes-model-server).
@@ -82,7 +82,7 @@ func (d *demo) inferenceService(ctx context.Context, ns, project, member, bindin
 	if rtImage != image {
 		return fmt.Errorf("ClusterServingRuntime %s runs %q, not the real node's %s image %s (make cluster-down, then make cluster-up)", inferenceRuntime, rtImage, httpServiceImage, image)
 	}
-	d.say("the Runtime pins --serving-runtime %s: KServe's huggingface runtime's shape (format huggingface, args %q)", inferenceRuntime, rtArgs)
+	d.say("the Runtime pins --serving-runtimes huggingface=%s: KServe's huggingface runtime's shape (format huggingface, args %q)", inferenceRuntime, rtArgs)
 	d.say("with the httpservice image %s, which speaks the KServe v1 protocol of the model it is named", image)
 
 	run, attempt := uuid.NewString(), uuid.NewString()
@@ -223,7 +223,7 @@ func (d *demo) showInferenceService(ctx context.Context, dyn dynamic.Interface, 
 		if c == nil || c.Image != d.realNode.Images[httpServiceImage] {
 			return "", fmt.Errorf("the predictor Pod %s has no kserve-container of the httpservice image: %+v", p.Name, p.Spec.Containers)
 		}
-		if err := domain.CheckInferenceArgs(c.Args, ref.Name, demoModelArgs); err != nil {
+		if err := domain.CheckInferenceArgs(c.Args, ref.Name, domain.InferenceFormatHuggingFace, demoModelArgs); err != nil {
 			return "", fmt.Errorf("the predictor Pod %s's arguments %q break the private inference argument rule: %w", p.Name, c.Args, err)
 		}
 		d.say("Pod %s on %s, the real node (IP %s), service account %s; kserve-container args %q:", p.Name, p.Spec.NodeName, p.Status.PodIP, p.Spec.ServiceAccountName, c.Args)

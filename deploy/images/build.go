@@ -34,10 +34,15 @@ const (
 	ImagePlatform    = "platform"
 	ImageRuntime     = "runtime"
 	ImageHTTPService = "httpservice"
+	// ImageSKLearnServer is the local cluster's scikit-learn model server (a test fixture:
+	// sklearnserver/sklearnserver.py).
+	ImageSKLearnServer = "sklearnserver"
 )
 
 // Names lists the images in build order.
-func Names() []string { return []string{ImagePause, ImagePlatform, ImageRuntime, ImageHTTPService} }
+func Names() []string {
+	return []string{ImagePause, ImagePlatform, ImageRuntime, ImageHTTPService, ImageSKLearnServer}
+}
 
 // The non-root user of the platform, Runtime and HTTP service images (the Runtime's Deployment
 // runs as this uid; deploy/runtime/deployment.yaml).
@@ -45,6 +50,12 @@ const (
 	userID   = 65532
 	userName = "metallo"
 	userHome = "/home/metallo"
+)
+
+// Where the sklearnserver image holds its server and the iris training script.
+const (
+	sklearnServerPath = "/usr/local/bin/sklearnserver"
+	trainIrisPath     = "/usr/local/bin/train-iris"
 )
 
 const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -176,6 +187,39 @@ func (b *Builder) recipe(ctx context.Context, name string) (recipe, error) {
 			config: v1.Config{
 				Entrypoint: []string{"/httpservice"}, User: fmt.Sprintf("%d:%d", userID, userID), Env: []string{defaultPath, "PORT=8080"},
 				ExposedPorts: map[string]struct{}{"8080/tcp": {}},
+			},
+		}, nil
+	case ImageSKLearnServer:
+		src, err := hashTree(b.Root, []string{"deploy/images/sklearnserver"}, false)
+		if err != nil {
+			return recipe{}, err
+		}
+		deb := b.debianWith(sklearnPackages())
+		return recipe{
+			key: key(recipeVersion, name, src, deb.key),
+			layers: func(ctx context.Context, work string) ([]v1.Layer, error) {
+				base, err := deb.layer(ctx, b)
+				if err != nil {
+					return nil, err
+				}
+				server, err := os.ReadFile(filepath.Join(b.Root, "deploy/images/sklearnserver/sklearnserver.py"))
+				if err != nil {
+					return nil, err
+				}
+				train, err := os.ReadFile(filepath.Join(b.Root, "deploy/images/sklearnserver/train_iris.py"))
+				if err != nil {
+					return nil, err
+				}
+				files, err := fileLayer(filepath.Join(work, "sklearnserver.layer.tar"), []entry{
+					{path: sklearnServerPath, data: server, mode: 0o755},
+					{path: trainIrisPath, data: train, mode: 0o755},
+				})
+				return []v1.Layer{base, files}, err
+			},
+			config: v1.Config{
+				Entrypoint: []string{sklearnServerPath}, User: fmt.Sprintf("%d:%d", userID, userID),
+				Env:          []string{defaultPath, "HOME=" + userHome, "PORT=8080", "PYTHONDONTWRITEBYTECODE=1"},
+				ExposedPorts: map[string]struct{}{"8080/tcp": {}}, WorkingDir: "/",
 			},
 		}, nil
 	case ImagePlatform, ImageRuntime:

@@ -19,16 +19,28 @@ import (
 
 // debianPackages are installed on top of debootstrap's minbase variant (which brings dash,
 // coreutils, apt and dpkg): what batch Jobs and the workspace helper run besides metallo.
-var debianPackages = []string{"ca-certificates", "git", "git-lfs"}
+func debianPackages() []string { return []string{"ca-certificates", "git", "git-lfs"} }
 
-// debianRootfs is the Debian root file system layer, shared by the platform image (whole) and
-// the Runtime image (its CA bundle).
+// sklearnPackages are the model server's (sklearnserver): Python 3 with Debian's scikit-learn
+// and joblib (and what they depend on: NumPy, SciPy).
+func sklearnPackages() []string {
+	return []string{"ca-certificates", "python3-sklearn", "python3-joblib"}
+}
+
+// debianRootfs is a Debian root file system layer: debianPackages' is shared by the platform
+// image (whole) and the Runtime image (its CA bundle), sklearnPackages' is the sklearnserver
+// image's base.
 type debianRootfs struct {
 	suite, mirror, key string
+	packages           []string
 	dir                string
 }
 
-func (b *Builder) debian() debianRootfs {
+// debian is the root file system with debianPackages.
+func (b *Builder) debian() debianRootfs { return b.debianWith(debianPackages()) }
+
+// debianWith is a root file system of debootstrap's minbase with packages.
+func (b *Builder) debianWith(packages []string) debianRootfs {
 	suite := osRelease("VERSION_CODENAME")
 	if suite == "" {
 		suite = "bookworm"
@@ -37,8 +49,8 @@ func (b *Builder) debian() debianRootfs {
 	if mirror == "" {
 		mirror = aptMirror()
 	}
-	k := key(recipeVersion, "debian", suite, mirror, strings.Join(debianPackages, ","), fmt.Sprint(userID, userName, userHome))
-	return debianRootfs{suite: suite, mirror: mirror, key: k, dir: filepath.Join(b.Cache, "debian-"+k)}
+	k := key(recipeVersion, "debian", suite, mirror, strings.Join(packages, ","), fmt.Sprint(userID, userName, userHome))
+	return debianRootfs{suite: suite, mirror: mirror, key: k, packages: packages, dir: filepath.Join(b.Cache, "debian-"+k)}
 }
 
 func (d debianRootfs) layerFile() string { return filepath.Join(d.dir, "rootfs.tar.gz") }
@@ -86,12 +98,12 @@ func (d debianRootfs) ensure(ctx context.Context, b *Builder) error {
 		_ = os.RemoveAll(target)
 	}()
 	log := filepath.Join(d.dir, "debootstrap.log")
-	b.Log("debootstrap %s (minbase, with %s) from %s: a few minutes; log %s", d.suite, strings.Join(debianPackages, ", "), d.mirror, log)
+	b.Log("debootstrap %s (minbase, with %s) from %s: a few minutes; log %s", d.suite, strings.Join(d.packages, ", "), d.mirror, log)
 	out, err := os.Create(log)
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, "debootstrap", "--variant=minbase", "--include="+strings.Join(debianPackages, ","), d.suite, target, d.mirror)
+	cmd := exec.CommandContext(ctx, "debootstrap", "--variant=minbase", "--include="+strings.Join(d.packages, ","), d.suite, target, d.mirror)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive", "LC_ALL=C")
 	err = cmd.Run()

@@ -445,7 +445,7 @@ func isvcCheckoutRegistry(t *testing.T, f *isvcFixture, grants *grantHost, helpe
 	t.Helper()
 	access := application.NewAccess(f.bindings, f.isvc, f.perms, fixedClock{now})
 	exec, err := inference.NewExecutor(access, f.isvc, jsonIsvcSpecs{}, f.records, fp,
-		application.ExecutorConfig{DeletionWait: time.Second}, inference.Config{ServingRuntime: servingRuntime})
+		application.ExecutorConfig{DeletionWait: time.Second}, inference.Config{ServingRuntimes: map[string]string{"huggingface": servingRuntime}})
 	if err != nil {
 		t.Fatal(err)
 	}

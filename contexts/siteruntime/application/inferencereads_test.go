@@ -37,7 +37,7 @@ func (f *isvcFixture) restartWithReads(t *testing.T, pods application.WorkloadPo
 	t.Helper()
 	access := application.NewAccess(f.bindings, f.isvc, f.perms, fixedClock{now})
 	exec, err := inference.NewExecutor(access, f.isvc, jsonIsvcSpecs{}, f.records, f.fp,
-		application.ExecutorConfig{DeletionWait: time.Second}, inference.Config{ServingRuntime: servingRuntime})
+		application.ExecutorConfig{DeletionWait: time.Second}, inference.Config{ServingRuntimes: map[string]string{"huggingface": servingRuntime}})
 	if err != nil {
 		t.Fatal(err)
 	}

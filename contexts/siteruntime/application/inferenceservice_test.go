@@ -46,6 +46,9 @@ func (jsonIsvcSpecs) RenderInferenceService(s application.InferenceServiceSpec) 
 type isvcFixture struct {
 	*appFixture
 	isvc *isvcNative
+	// runtimes are the Site's serving runtimes by model format
+	// (--serving-runtimes; huggingface on servingRuntime when nil).
+	runtimes map[string]string
 }
 
 func newIsvcFixture(t *testing.T) *isvcFixture {
@@ -61,8 +64,12 @@ func newIsvcFixture(t *testing.T) *isvcFixture {
 func (f *isvcFixture) restart(t *testing.T) {
 	t.Helper()
 	access := application.NewAccess(f.bindings, f.isvc, f.perms, fixedClock{now})
+	runtimes := f.runtimes
+	if runtimes == nil {
+		runtimes = map[string]string{"huggingface": servingRuntime}
+	}
 	exec, err := inference.NewExecutor(access, f.isvc, jsonIsvcSpecs{}, f.records, f.fp,
-		application.ExecutorConfig{DeletionWait: time.Second}, inference.Config{ServingRuntime: servingRuntime})
+		application.ExecutorConfig{DeletionWait: time.Second}, inference.Config{ServingRuntimes: runtimes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,13 +141,16 @@ func TestInferencePrepareSavesTheRenderedSpecificationOnThePinnedRuntime(t *test
 	}
 }
 
-// A prepare naming another serving runtime than the Site pins, or a demand
-// the Site cannot render, is refused invalid-payload and creates nothing.
+// A prepare naming another serving runtime than the Site pins for its
+// format, a model format the Site does not serve, or a demand the Site
+// cannot render, is refused invalid-payload and creates nothing.
 func TestAnInferencePrepareNamingAnotherRuntimeIsRefusedAndCreatesNothing(t *testing.T) {
 	f := newIsvcFixture(t)
 	gpu := inferencePayload("")
 	gpu["demand"] = map[string]int64{"cpu": 1, "memory": 1, "gpu.amd": 1}
-	for _, p := range []map[string]any{inferencePayload("kserve-sklearnserver"), gpu} {
+	unserved := inferencePayload("")
+	unserved["model"] = map[string]any{"format": "sklearn", "args": []string{"--model_dir=/workspace/iris"}}
+	for _, p := range []map[string]any{inferencePayload("kserve-sklearnserver"), gpu, unserved} {
 		r := f.run(t, f.cmd(t, siteprotocol.OpPrepare, p), false)
 		expect(t, r, siteprotocol.OutcomeRefused, siteprotocol.ReasonInvalidPayload)
 	}
@@ -149,6 +159,36 @@ func TestAnInferencePrepareNamingAnotherRuntimeIsRefusedAndCreatesNothing(t *tes
 	}
 	if _, err := inference.NewExecutor(nil, f.isvc, jsonIsvcSpecs{}, f.records, nil, application.ExecutorConfig{}, inference.Config{}); err == nil {
 		t.Fatal("an inference executor without a pinned serving runtime was built")
+	}
+}
+
+// An Attempt prepared on a runtime the Site has since retired (the
+// Runtime restarted with --serving-runtimes no longer serving the format)
+// starts on the runtime its saved specification names: start creates
+// exactly what prepare saved; a new prepare of that format is refused
+// invalid-payload and creates nothing
+// (docs/site-runtime.md#inference-services-on-kserve).
+func TestAnAttemptPreparedOnARetiredRuntimeStartsOnItsSavedRuntime(t *testing.T) {
+	f := newIsvcFixture(t)
+	f.run(t, f.cmd(t, siteprotocol.OpPrepare, inferencePayload("")), false)
+	saved := f.record(domain.KindInferenceService)
+	f.runtimes = map[string]string{"sklearn": "sklearn-runtime"}
+	f.restart(t)
+	r := f.run(t, f.cmd(t, siteprotocol.OpStart, nil), false)
+	expect(t, r, siteprotocol.OutcomeSucceeded, siteprotocol.ReasonCreated)
+	isvc, ok := f.live(domain.KindInferenceService)
+	var created application.InferenceServiceSpec
+	_ = json.Unmarshal(isvc.spec, &created)
+	if !ok || string(isvc.spec) != string(saved.Spec) || created.Runtime != servingRuntime {
+		t.Fatalf("created %s (runtime %q)\nsaved   %s", isvc.spec, created.Runtime, saved.Spec)
+	}
+
+	other := newIsvcFixture(t)
+	other.runtimes = map[string]string{"sklearn": "sklearn-runtime"}
+	other.restart(t)
+	expect(t, other.run(t, other.cmd(t, siteprotocol.OpPrepare, inferencePayload("")), false), siteprotocol.OutcomeRefused, siteprotocol.ReasonInvalidPayload)
+	if len(other.native.creates) != 0 || len(other.records.rows) != 0 {
+		t.Fatalf("a refused prepare left %d creates and records %+v", len(other.native.creates), other.records.rows)
 	}
 }
 
@@ -292,12 +332,24 @@ func TestAnInferencePrepareOfAnApplicationAttemptIsAttemptConflict(t *testing.T)
 func TestInferenceSpecOfRefusesWhatTheRuntimeCannotRender(t *testing.T) {
 	good := siteprotocol.PreparePayload{ServiceKind: "inference", Model: &siteprotocol.ModelSpec{Format: "huggingface", Args: modelArgs}, Port: 8080,
 		Demand: map[string]int64{"cpu": 1, "memory": 1}}
-	if _, err := application.InferenceSpecOf(good, servingRuntime); err != nil {
-		t.Fatal(err)
+	runtimes := map[string]string{"huggingface": servingRuntime, "sklearn": "sklearn-runtime"}
+	if s, err := application.InferenceSpecOf(good, runtimes); err != nil || s.Runtime != servingRuntime {
+		t.Fatal(s.Runtime, err)
+	}
+	sk := good
+	sk.Model = &siteprotocol.ModelSpec{Format: "sklearn", Runtime: "sklearn-runtime", Args: []string{"--model_dir=/workspace/m"}}
+	if s, err := application.InferenceSpecOf(sk, runtimes); err != nil || s.Runtime != "sklearn-runtime" || s.ModelFormat != "sklearn" {
+		t.Fatal(s.Runtime, err)
 	}
 	for field, edit := range map[string]func(p *siteprotocol.PreparePayload){
 		"service_kind": func(p *siteprotocol.PreparePayload) { p.ServiceKind = "application" },
 		"model.format": func(p *siteprotocol.PreparePayload) { p.Model = &siteprotocol.ModelSpec{Args: modelArgs} },
+		"model.format: \"onnx\" is not a model format this Site serves (it serves huggingface, sklearn)": func(p *siteprotocol.PreparePayload) {
+			p.Model = &siteprotocol.ModelSpec{Format: "onnx", Args: modelArgs}
+		},
+		"model.runtime: \"" + servingRuntime + "\" is not the serving runtime this Site pins for format \"sklearn\"": func(p *siteprotocol.PreparePayload) {
+			p.Model = &siteprotocol.ModelSpec{Format: "sklearn", Runtime: servingRuntime, Args: modelArgs}
+		},
 		"model.runtime": func(p *siteprotocol.PreparePayload) {
 			p.Model = &siteprotocol.ModelSpec{Format: "huggingface", Runtime: "other", Args: modelArgs}
 		},
@@ -308,7 +360,7 @@ func TestInferenceSpecOfRefusesWhatTheRuntimeCannotRender(t *testing.T) {
 	} {
 		p := good
 		edit(&p)
-		if _, err := application.InferenceSpecOf(p, servingRuntime); err == nil || !strings.Contains(err.Error(), field) {
+		if _, err := application.InferenceSpecOf(p, runtimes); err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("%s: %v", field, err)
 		}
 	}

@@ -2,7 +2,9 @@ package application
 
 import (
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 )
@@ -34,8 +36,8 @@ type InferenceServiceSpec struct {
 	DeploymentMode string
 	// ModelFormat is the KServe model format (e.g. huggingface).
 	ModelFormat string
-	// Runtime is the ServingRuntime the Site pins (--serving-runtime),
-	// never the command's choice.
+	// Runtime is the ServingRuntime the Site pins for ModelFormat
+	// (--serving-runtimes), never the command's choice.
 	Runtime string
 	// Args are the saved model arguments only: the runtime contributes its
 	// own prefix ("--model_name=<name>", optionally a backend) ahead of
@@ -64,22 +66,29 @@ type InferenceSpecs interface {
 }
 
 // InferenceSpecOf returns the specification a prepare payload p of family
-// inference asks for, on the ServingRuntime runtime the Site pins, or an
-// error naming the payload field the Runtime cannot render (beyond
-// siteprotocol's validation of the command): a model naming another
-// serving runtime, no model format, no model arguments or an empty one, a
-// demand without cpu and memory. The deployment mode is Standard; the
-// caller supplies identity, namespace, account and claim.
-func InferenceSpecOf(p siteprotocol.PreparePayload, runtime string) (InferenceServiceSpec, error) {
+// inference asks for, on the ServingRuntime the Site pins for its model
+// format (runtimes: model format → ServingRuntime, --serving-runtimes), or
+// an error naming the payload field the Runtime cannot render (beyond
+// siteprotocol's validation of the command): no model format, a format
+// the Site does not serve, a model naming another serving runtime than
+// the format's, no model arguments or an empty one, a demand without cpu
+// and memory. The deployment mode is Standard; the caller supplies
+// identity, namespace, account and claim
+// (docs/site-runtime.md#inference-services-on-kserve).
+func InferenceSpecOf(p siteprotocol.PreparePayload, runtimes map[string]string) (InferenceServiceSpec, error) {
 	if p.ServiceKind != siteprotocol.ServiceInference {
 		return InferenceServiceSpec{}, fmt.Errorf("payload.service_kind: %q is not %q", p.ServiceKind, siteprotocol.ServiceInference)
 	}
 	m := p.Model
-	switch {
-	case m == nil || m.Format == "":
+	if m == nil || m.Format == "" {
 		return InferenceServiceSpec{}, fmt.Errorf("payload.model.format: an inference service needs a model format")
+	}
+	runtime, served := runtimes[m.Format]
+	switch {
+	case !served:
+		return InferenceServiceSpec{}, fmt.Errorf("payload.model.format: %q is not a model format this Site serves (it serves %s)", m.Format, servedFormats(runtimes))
 	case m.Runtime != "" && m.Runtime != runtime:
-		return InferenceServiceSpec{}, fmt.Errorf("payload.model.runtime: %q is not the serving runtime this Site pins (%q); leave it out or name that one", m.Runtime, runtime)
+		return InferenceServiceSpec{}, fmt.Errorf("payload.model.runtime: %q is not the serving runtime this Site pins for format %q (%q); leave it out or name that one", m.Runtime, m.Format, runtime)
 	case len(m.Args) == 0:
 		return InferenceServiceSpec{}, fmt.Errorf("payload.model.args: an inference service needs its model arguments")
 	}
@@ -93,4 +102,13 @@ func InferenceSpecOf(p siteprotocol.PreparePayload, runtime string) (InferenceSe
 	}
 	return InferenceServiceSpec{DeploymentMode: DeploymentModeStandard, ModelFormat: m.Format, Runtime: runtime,
 		Args: slices.Clone(m.Args), Demand: p.Demand}, nil
+}
+
+// servedFormats lists the formats of runtimes, sorted, for an error.
+func servedFormats(runtimes map[string]string) string {
+	formats := slices.Sorted(maps.Keys(runtimes))
+	if len(formats) == 0 {
+		return "none"
+	}
+	return strings.Join(formats, ", ")
 }

@@ -66,7 +66,7 @@ func (f *serviceReadFixture) restartWithFiles(t *testing.T, node string, files b
 		isvc := &isvcNative{fakeNative: f.native}
 		access := application.NewAccess(f.bindings, isvc, f.perms, fixedClock{now})
 		exec, err := inference.NewExecutor(access, isvc, jsonIsvcSpecs{}, f.log, f.fp,
-			application.ExecutorConfig{DeletionWait: time.Second}, inference.Config{ServingRuntime: servingRuntime})
+			application.ExecutorConfig{DeletionWait: time.Second}, inference.Config{ServingRuntimes: map[string]string{"huggingface": servingRuntime}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,26 +6,32 @@ import (
 	"strings"
 )
 
-// Inference argument prefix of the pinned ServingRuntime
+// Inference argument prefix of the pinned ServingRuntimes
 // (docs/site-runtime.md#the-private-inference-argument-rule).
 const (
 	// InferenceModelNameFlag precedes the InferenceService's name: the
 	// runtime's --model_name={{.Name}}.
 	InferenceModelNameFlag = "--model_name="
 	// InferenceHuggingFaceBackend is the one optional argument between the
-	// model name and the saved model arguments.
+	// model name and the saved model arguments, of a model of format
+	// InferenceFormatHuggingFace only.
 	InferenceHuggingFaceBackend = "--backend=huggingface"
+	// InferenceFormatHuggingFace is the model format whose runtimes may add
+	// InferenceHuggingFaceBackend.
+	InferenceFormatHuggingFace = "huggingface"
 )
 
 // CheckInferenceArgs applies the private inference argument rule
 // (docs/site-runtime.md#the-private-inference-argument-rule): the args of a
-// serving Pod's container for the InferenceService name must be exactly
-// "--model_name=<name>", optionally "--backend=huggingface", then the
-// complete saved model arguments, unchanged and in order, and nothing
-// after them. It returns nil when they are, and otherwise an error naming
-// the first argument that breaks the rule (a changed name, a changed or
-// added backend, a changed, missing, extra or trailing argument).
-func CheckInferenceArgs(args []string, name string, saved []string) error {
+// serving Pod's container for the InferenceService name, whose saved
+// model is of format, must be exactly "--model_name=<name>", for format
+// huggingface optionally "--backend=huggingface" (for any other format
+// nothing), then the complete saved model arguments, unchanged and in
+// order, and nothing after them. It returns nil when they are, and
+// otherwise an error naming the first argument that breaks the rule (a
+// changed name, a changed or added backend, a backend on another format,
+// a changed, missing, extra or trailing argument).
+func CheckInferenceArgs(args []string, name, format string, saved []string) error {
 	if name == "" {
 		return fmt.Errorf("no InferenceService name to check the arguments against")
 	}
@@ -38,6 +44,9 @@ func CheckInferenceArgs(args []string, name string, saved []string) error {
 	}
 	rest := args[1:]
 	if len(rest) > 0 && rest[0] != saved[0] && strings.HasPrefix(rest[0], "--backend") {
+		if format != InferenceFormatHuggingFace {
+			return fmt.Errorf("argument 1 is %q: the runtime of a model of format %q adds no backend", rest[0], format)
+		}
 		if rest[0] != InferenceHuggingFaceBackend {
 			return fmt.Errorf("argument 1 is %q: the only backend the pinned runtime may add is %q", rest[0], InferenceHuggingFaceBackend)
 		}

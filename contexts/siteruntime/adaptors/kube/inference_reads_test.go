@@ -481,7 +481,7 @@ func TestInferenceReadsRefuseAPredictorPodForEveryArgumentVariantTheRuleRejects(
 		t.Fatalf("the InferenceService is %s, the case's %s", ref.Name, c.Name)
 	}
 	pods := s.predictorPods(attempt, "one", func(p []corev1.Pod) bool { return len(p) == 1 })
-	if err := domain.CheckInferenceArgs(containerArgs(t, pods[0]), ref.Name, c.Saved); err != nil {
+	if err := domain.CheckInferenceArgs(containerArgs(t, pods[0]), ref.Name, domain.InferenceFormatHuggingFace, c.Saved); err != nil {
 		t.Fatalf("KServe's own predictor Pod breaks the rule: %v", err)
 	}
 

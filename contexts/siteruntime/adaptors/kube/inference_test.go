@@ -36,9 +36,10 @@ type isvcOptions struct {
 	siteOptions
 	// podAnnotations go on every predictor component (KWOK's fail stage).
 	podAnnotations map[string]string
-	// servingRuntime is the pinned ServingRuntime (--serving-runtime;
-	// kubetest.HuggingFaceRuntime when empty).
-	servingRuntime string
+	// servingRuntimes are the pinned ServingRuntimes by model format
+	// (--serving-runtimes; huggingface on kubetest.HuggingFaceRuntime when
+	// empty).
+	servingRuntimes map[string]string
 }
 
 // newIsvcSite is newSite whose registry also routes family inference to an
@@ -68,16 +69,19 @@ func (s *site) inference(o isvcOptions) {
 	}
 	access := application.NewAccess(s.journal, workloads, perms, systemClock{})
 	s.renderer.InferencePodAnnotations = o.podAnnotations
-	runtime := o.servingRuntime
-	if runtime == "" {
-		runtime = kubetest.HuggingFaceRuntime
+	runtimes := o.servingRuntimes
+	if len(runtimes) == 0 {
+		runtimes = map[string]string{"huggingface": kubetest.HuggingFaceRuntime}
 	}
 	exec, err := inference.NewExecutor(access, kubeinference.New(workloads), kubeinference.NewRenderer(s.renderer), s.journal.Services(), nil,
-		application.ExecutorConfig{DeletionWait: o.deletionWait}, inference.Config{ServingRuntime: runtime})
+		application.ExecutorConfig{DeletionWait: o.deletionWait}, inference.Config{ServingRuntimes: runtimes})
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	exec.WithReads(workloads).WithProxy(workloads)
+	if o.grants != nil {
+		exec.WithCheckout(o.grants, s.renderer, workloads, application.CheckoutConfig{Image: s.image, Timeout: time.Minute, Wait: 2 * time.Minute, CAConfigMap: o.checkoutCA})
+	}
 	if o.fileReads != nil {
 		cfg := *o.fileReads
 		cfg.Image = s.image
@@ -220,14 +224,59 @@ func TestInferenceServiceObservationFollowsKServesStatusAndThePredictor(t *testi
 		"invalid spec":         {isvc(`{"modelStatus":{"transitionStatus":"InvalidSpec","lastFailureInfo":{"reason":"NoSupportingRuntime"}}}`), nil, siteprotocol.StateFailed, "NoSupportingRuntime"},
 		"blocked without info": {isvc(`{"modelStatus":{"transitionStatus":"BlockedByFailedLoad"}}`), nil, siteprotocol.StateFailed, "BlockedByFailedLoad"},
 	} {
-		o := kubeinference.InferenceServiceObservation(c.isvc, c.predictor)
+		o := kubeinference.InferenceServiceObservation(c.isvc, c.predictor, nil)
 		if o.State != c.state || o.Reason != c.reason {
 			t.Errorf("%s: %s (%s) %q, want %s (%s)", name, o.State, o.Reason, o.Message, c.state, c.reason)
 		}
 	}
-	o := kubeinference.InferenceServiceObservation(failed, nil)
+	o := kubeinference.InferenceServiceObservation(failed, nil, nil)
 	if o.ExitCode == nil || *o.ExitCode != 1 || o.Message != "container exited" || o.FinishedAt != "2026-12-02T05:00:00Z" {
 		t.Fatalf("failure detail %+v", o)
+	}
+}
+
+// A predictor Pod whose kserve-container exited in error — terminated
+// with reason Error, or in CrashLoopBackOff after such an exit — is
+// failed / ModelLoadFailed with that exit code, message and time before
+// KServe's controller reports it (KServe's own rule, read at observe
+// time); a container that ran and exited 0, one running again, another
+// container's exit, or a Ready InferenceService are not. No cluster.
+func TestInferenceServiceObservationReadsAPredictorThatExitedInError(t *testing.T) {
+	var waiting kservev1beta1.InferenceService
+	_ = json.Unmarshal([]byte(`{"metadata":{"name":"attempt-x"},"status":{"conditions":[{"type":"PredictorReady","status":"False","reason":"MinimumReplicasUnavailable"},{"type":"Ready","status":"False"}]}}`), &waiting)
+	var ready kservev1beta1.InferenceService
+	_ = json.Unmarshal([]byte(`{"metadata":{"name":"attempt-x"},"status":{"conditions":[{"type":"PredictorReady","status":"True"},{"type":"Ready","status":"True"}]}}`), &ready)
+	at := metav1.NewTime(time.Date(2026, 12, 8, 1, 2, 3, 0, time.UTC))
+	exited := &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error", Message: "cannot load the model", FinishedAt: at}
+	pod := func(name string, cs corev1.ContainerStatus) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{cs}}}
+	}
+	running := &application.Observation{State: siteprotocol.StateRunning, Message: "a Pod runs"}
+	for name, c := range map[string]struct {
+		cs     corev1.ContainerStatus
+		state  siteprotocol.State
+		reason string
+	}{
+		"terminated in error": {corev1.ContainerStatus{Name: kubeinference.PredictorContainer, State: corev1.ContainerState{Terminated: exited}}, siteprotocol.StateFailed, "ModelLoadFailed"},
+		"crash loop": {corev1.ContainerStatus{Name: kubeinference.PredictorContainer, RestartCount: 2, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+			LastTerminationState: corev1.ContainerState{Terminated: exited}}, siteprotocol.StateFailed, "ModelLoadFailed"},
+		"exited 0": {corev1.ContainerStatus{Name: kubeinference.PredictorContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}}, siteprotocol.StateRunning, ""},
+		"running again": {corev1.ContainerStatus{Name: kubeinference.PredictorContainer, RestartCount: 1, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+			LastTerminationState: corev1.ContainerState{Terminated: exited}}, siteprotocol.StateRunning, ""},
+		"another container": {corev1.ContainerStatus{Name: "sidecar", State: corev1.ContainerState{Terminated: exited}}, siteprotocol.StateRunning, ""},
+	} {
+		o := kubeinference.InferenceServiceObservation(&waiting, running, []corev1.Pod{pod("p-"+name, c.cs)})
+		if o.State != c.state || o.Reason != c.reason {
+			t.Errorf("%s: %s (%s) %q, want %s (%s)", name, o.State, o.Reason, o.Message, c.state, c.reason)
+		}
+		if c.reason == "ModelLoadFailed" && (o.ExitCode == nil || *o.ExitCode != 3 || o.FinishedAt != "2026-12-08T01:02:03Z" ||
+			!strings.Contains(o.Message, "exited with status 3") || !strings.HasSuffix(o.Message, ": cannot load the model")) {
+			t.Errorf("%s: detail %+v", name, o)
+		}
+	}
+	crashed := pod("p", corev1.ContainerStatus{Name: kubeinference.PredictorContainer, State: corev1.ContainerState{Terminated: exited}})
+	if o := kubeinference.InferenceServiceObservation(&ready, running, []corev1.Pod{crashed}); o.State != siteprotocol.StateHealthy {
+		t.Errorf("a Ready InferenceService with an exited Pod: %+v", o)
 	}
 }
 

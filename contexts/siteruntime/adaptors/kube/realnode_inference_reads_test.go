@@ -39,7 +39,7 @@ const httpServiceRuntime = "metallo-httpservice"
 // service proxy, the Pod's network.
 func TestInferenceReadsOnTheRealNodeReadThePredictorsLogAndAskTheModel(t *testing.T) {
 	t.Parallel()
-	s := newIsvcSite(t, isvcOptions{servingRuntime: httpServiceRuntime, siteOptions: siteOptions{realNode: func(e *kubetest.Env) (string, kube.Scheduling) {
+	s := newIsvcSite(t, isvcOptions{servingRuntimes: map[string]string{"huggingface": httpServiceRuntime}, siteOptions: siteOptions{realNode: func(e *kubetest.Env) (string, kube.Scheduling) {
 		node := e.RealNode()
 		return node.Image(t, kubetest.ImagePlatform), kube.Scheduling{NodeSelector: node.NodeSelector(), Tolerations: node.Tolerations()}
 	}}})

@@ -22,14 +22,22 @@ import (
 // now has room, the state stays queued and says so. found is false when no
 // Deployment with ref's name and UID exists.
 func (w *Workloads) ObserveDeployment(ctx context.Context, ref siteprotocol.NativeRef) (application.Observation, bool, error) {
+	obs, _, found, err := w.ObserveDeploymentPods(ctx, ref)
+	return obs, found, err
+}
+
+// ObserveDeploymentPods is ObserveDeployment that also answers the Pods
+// it observed (those of the UID lineage; the inference family reads its
+// predictor's).
+func (w *Workloads) ObserveDeploymentPods(ctx context.Context, ref siteprotocol.NativeRef) (application.Observation, []corev1.Pod, bool, error) {
 	dep, found, err := GetByUID(ctx, ref, w.client.AppsV1().Deployments(ref.Namespace).Get)
 	if err != nil || !found {
-		return application.Observation{}, found, err
+		return application.Observation{}, nil, found, err
 	}
 	selector := LabelAttempt + "=" + dep.Labels[LabelAttempt]
 	rsList, err := w.client.AppsV1().ReplicaSets(ref.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
-		return application.Observation{}, false, err
+		return application.Observation{}, nil, false, err
 	}
 	var rss []appsv1.ReplicaSet
 	owned := map[string]bool{}
@@ -43,7 +51,7 @@ func (w *Workloads) ObserveDeployment(ctx context.Context, ref siteprotocol.Nati
 	if len(rss) > 0 {
 		list, err := w.client.CoreV1().Pods(ref.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
-			return application.Observation{}, false, err
+			return application.Observation{}, nil, false, err
 		}
 		for _, p := range list.Items {
 			if c := metav1.GetControllerOf(&p); c != nil && owned[string(c.UID)] && c.Kind == "ReplicaSet" {
@@ -54,10 +62,10 @@ func (w *Workloads) ObserveDeployment(ctx context.Context, ref siteprotocol.Nati
 	obs := DeploymentObservation(dep, rss, pods)
 	if obs.State == siteprotocol.StateQueued && obs.Reason == ReasonFailedCreate {
 		if obs, err = w.QuotaNow(ctx, ref.Namespace, obs, serviceQuotaOver); err != nil {
-			return application.Observation{}, false, err
+			return application.Observation{}, nil, false, err
 		}
 	}
-	return obs, true, nil
+	return obs, pods, true, nil
 }
 
 // serviceQuotaOver is obs once the quota refusal it quotes no longer

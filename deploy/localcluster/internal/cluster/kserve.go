@@ -49,6 +49,12 @@ const (
 	httpServiceRuntime = "metallo-httpservice"
 	// httpServiceImage names the httpservice image in the real node's images.
 	httpServiceImage = "httpservice"
+	// sklearnServerRuntime is the ClusterServingRuntime of the sklearn format on the real
+	// node: the sklearnserver image (deploy/images), a test fixture that loads a member's
+	// model.joblib from the workspace and speaks the KServe v1 protocol.
+	sklearnServerRuntime = "metallo-sklearnserver"
+	// sklearnServerImage names the sklearnserver image in the real node's images.
+	sklearnServerImage = "sklearnserver"
 	// kserveTokenLifetime is how long the controller's service-account token is valid.
 	kserveTokenLifetime = 365 * 24 * time.Hour
 )
@@ -419,7 +425,7 @@ func writeWebhookCert(pki, dir string) error {
 // --backend=huggingface, KServe's container security context) with the real node's httpservice
 // image by digest as its kserve-container, which speaks the KServe v1 protocol of the model its
 // --model_name= names (deploy/images/README.md). It is never auto-selected: only an
-// InferenceService that names it (the Runtime's --serving-runtime) runs on it. KServe renders
+// InferenceService that names it (the Runtime's --serving-runtimes) runs on it. KServe renders
 // the container as a template, so the readiness probe asks the model itself:
 // GET /v1/models/<InferenceService name> on the image's port 8080.
 func httpServiceRuntimeObject(image string) *unstructured.Unstructured {
@@ -447,18 +453,58 @@ func httpServiceRuntimeObject(image string) *unstructured.Unstructured {
 	}}
 }
 
-// applyHTTPServiceRuntime installs (or updates) httpServiceRuntime with the real node's
-// httpservice image; without such an image (no real node, or a manifest without it) it installs
-// nothing and says so.
+// sklearnServerRuntimeObject is the ClusterServingRuntime sklearnServerRuntime: format
+// sklearn (not auto-selected), the argument --model_name={{.Name}} only (the InferenceService's
+// saved model arguments, --model_dir=/workspace/…, follow it), the real node's sklearnserver
+// image by digest as its kserve-container, KServe's container security context, and a
+// readiness probe asking the model itself: GET /v1/models/<InferenceService name> on port
+// 8080. The server exits 3 when it cannot load the model (deploy/images/README.md).
+func sklearnServerRuntimeObject(image string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "serving.kserve.io/v1alpha1", "kind": "ClusterServingRuntime",
+		"metadata": map[string]any{"name": sklearnServerRuntime},
+		"spec": map[string]any{
+			"supportedModelFormats": []any{map[string]any{"name": "sklearn", "version": "1", "autoSelect": false}},
+			"protocolVersions":      []any{"v1"},
+			"containers": []any{map[string]any{
+				"name":  "kserve-container",
+				"image": image,
+				"args":  []any{"--model_name={{.Name}}"},
+				"env":   []any{map[string]any{"name": "PORT", "value": "8080"}},
+				"readinessProbe": map[string]any{
+					"httpGet":       map[string]any{"path": "/v1/models/{{.Name}}", "port": int64(8080)},
+					"periodSeconds": int64(2), "timeoutSeconds": int64(1), "failureThreshold": int64(3),
+				},
+				"securityContext": map[string]any{
+					"allowPrivilegeEscalation": false, "privileged": false, "runAsNonRoot": true,
+					"capabilities": map[string]any{"drop": []any{"ALL"}},
+				},
+			}},
+		},
+	}}
+}
+
+// applyHTTPServiceRuntime installs (or updates) the real node's ClusterServingRuntimes:
+// httpServiceRuntime with its httpservice image and sklearnServerRuntime with its
+// sklearnserver image; a runtime whose image is missing (no real node, or a manifest without
+// it) is not installed, and it says so.
 func applyHTTPServiceRuntime(ctx context.Context, ap *applier, images map[string]string) error {
-	image := images[httpServiceImage]
-	if image == "" {
-		logf("no %s image on the real node: ClusterServingRuntime %s not installed", httpServiceImage, httpServiceRuntime)
-		return nil
+	for _, rt := range []struct {
+		name, image, format string
+		object              func(string) *unstructured.Unstructured
+	}{
+		{httpServiceRuntime, httpServiceImage, "huggingface", httpServiceRuntimeObject},
+		{sklearnServerRuntime, sklearnServerImage, "sklearn", sklearnServerRuntimeObject},
+	} {
+		image := images[rt.image]
+		if image == "" {
+			logf("no %s image on the real node: ClusterServingRuntime %s not installed", rt.image, rt.name)
+			continue
+		}
+		if err := ap.apply(ctx, []*unstructured.Unstructured{rt.object(image)}); err != nil {
+			return fmt.Errorf("ClusterServingRuntime %s: %w", rt.name, err)
+		}
+		logf("installed ClusterServingRuntime %s (format %s, not auto-selected): %s", rt.name, rt.format, image)
 	}
-	if err := ap.apply(ctx, []*unstructured.Unstructured{httpServiceRuntimeObject(image)}); err != nil {
-		return fmt.Errorf("ClusterServingRuntime %s: %w", httpServiceRuntime, err)
-	}
-	logf("installed ClusterServingRuntime %s (format huggingface, not auto-selected): %s", httpServiceRuntime, image)
 	return nil
 }

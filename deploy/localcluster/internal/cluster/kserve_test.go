@@ -46,3 +46,29 @@ func TestTheRealNodesServingRuntime(t *testing.T) {
 		t.Errorf("without the httpservice image: %v", err)
 	}
 }
+
+// The real node's sklearn ClusterServingRuntime runs the sklearnserver image by digest as
+// KServe's kserve-container with the argument --model_name={{.Name}} alone (the sklearn format's
+// argv under the private inference argument rule), is never auto-selected and probes the
+// model's own v1 path.
+func TestTheRealNodesSKLearnServingRuntime(t *testing.T) {
+	image := "localcluster.metallo.dev/sklearnserver@sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	rt := sklearnServerRuntimeObject(image)
+	if rt.GetKind() != "ClusterServingRuntime" || rt.GetName() != sklearnServerRuntime {
+		t.Fatalf("%s %s", rt.GetKind(), rt.GetName())
+	}
+	formats, _, _ := unstructured.NestedSlice(rt.Object, "spec", "supportedModelFormats")
+	if len(formats) != 1 || formats[0].(map[string]any)["name"] != "sklearn" || formats[0].(map[string]any)["autoSelect"] != false {
+		t.Errorf("supportedModelFormats %v: want sklearn, not auto-selected", formats)
+	}
+	containers, _, _ := unstructured.NestedSlice(rt.Object, "spec", "containers")
+	if len(containers) != 1 {
+		t.Fatalf("containers %v", containers)
+	}
+	c := containers[0].(map[string]any)
+	args, _, _ := unstructured.NestedStringSlice(c, "args")
+	probe, _, _ := unstructured.NestedString(c, "readinessProbe", "httpGet", "path")
+	if c["name"] != "kserve-container" || c["image"] != image || !reflect.DeepEqual(args, []string{"--model_name={{.Name}}"}) || probe != "/v1/models/{{.Name}}" {
+		t.Errorf("container %v", c)
+	}
+}

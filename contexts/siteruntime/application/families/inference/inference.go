@@ -1,5 +1,6 @@
 // Package inference is the inference service executor family: a KServe
-// InferenceService on the Site's pinned ServingRuntime over the Attempt's
+// InferenceService on the ServingRuntime the Site pins for its model
+// format over the Attempt's
 // private workspace claim (docs/site-runtime.md#inference-services-on-kserve).
 // It supplies what application.Family asks for; application.Executor
 // performs it.
@@ -8,6 +9,7 @@ package inference
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/application"
 	"github.com/pharos-metallo/metallo/contexts/siteruntime/domain"
@@ -16,10 +18,11 @@ import (
 
 // Config configures the inference family.
 type Config struct {
-	// ServingRuntime is the KServe ServingRuntime every InferenceService
-	// names (--serving-runtime); a command naming another is refused
-	// invalid-payload. Required.
-	ServingRuntime string
+	// ServingRuntimes maps each model format the Site serves to the KServe
+	// ServingRuntime an InferenceService of that format names
+	// (--serving-runtimes); a command naming another format, or another
+	// runtime for its format, is refused invalid-payload. At least one.
+	ServingRuntimes map[string]string
 }
 
 // Natives is what the inference family uses of the native system: the
@@ -38,10 +41,12 @@ type Natives interface {
 // (docs/site-runtime.md#inference-services-on-kserve,
 // docs/site-runtime.md#one-lifecycle-for-every-family):
 //
-//   - prepare renders the InferenceService on the Site's pinned
-//     ServingRuntime (a command naming another runtime, or a demand the
-//     Site cannot render, is refused invalid-payload before anything is
-//     created), creates the Attempt's workspace claim as the member, checks
+//   - prepare renders the InferenceService on the ServingRuntime the Site
+//     pins for the model's format (a command naming a format the Site does
+//     not serve, another runtime, or a demand the Site cannot render, is
+//     refused invalid-payload before anything is created); the saved
+//     specification keeps that runtime, so an Attempt prepared on a
+//     runtime the Site has since retired starts on it as saved, creates the Attempt's workspace claim as the member, checks
 //     a payload's repository out into it through the workspace helper
 //     (a CheckoutFamily; the predictor then verifies it, read-only, in its
 //     init container workspace-verify:
@@ -73,11 +78,18 @@ type Family struct {
 }
 
 // New returns the inference family acting through native and rendering
-// with specs. It fails when cfg names no serving runtime.
+// with specs. It fails when cfg names no serving runtime, or a format or
+// runtime that is empty.
 func New(native Natives, specs application.InferenceSpecs, cfg Config) (*Family, error) {
-	if cfg.ServingRuntime == "" {
-		return nil, fmt.Errorf("the inference executor needs the serving runtime it pins")
+	if len(cfg.ServingRuntimes) == 0 {
+		return nil, fmt.Errorf("the inference executor needs the serving runtime of at least one model format")
 	}
+	for format, runtime := range cfg.ServingRuntimes {
+		if format == "" || runtime == "" {
+			return nil, fmt.Errorf("the inference executor's serving runtimes name an empty format or runtime (%q=%q)", format, runtime)
+		}
+	}
+	cfg.ServingRuntimes = maps.Clone(cfg.ServingRuntimes)
 	return &Family{native: native, specs: specs, cfg: cfg}, nil
 }
 
@@ -120,7 +132,7 @@ func (f *Family) ProxyService() string { return "" }
 // Prepare renders and saves the InferenceService and creates the
 // workspace claim (checking a repository out into it).
 func (f *Family) Prepare(ctx context.Context, env application.FamilyEnv, cmd siteprotocol.Command, p siteprotocol.PreparePayload, recovering bool) (domain.Answer, error) {
-	spec, invalid := application.InferenceSpecOf(p, f.cfg.ServingRuntime)
+	spec, invalid := application.InferenceSpecOf(p, f.cfg.ServingRuntimes)
 	return application.PrepareService(ctx, env, f.specs, cmd, p, recovering, application.ServicePrepare{
 		Invalid: invalid, Kind: siteprotocol.ServiceInference, SpecKinds: []string{domain.KindInferenceService},
 		Render: func(_ string, b domain.MemberBinding, claim string, verify *application.WorkspaceVerification) (application.NativeObject, error) {
@@ -129,7 +141,7 @@ func (f *Family) Prepare(ctx context.Context, env application.FamilyEnv, cmd sit
 			return f.specs.RenderInferenceService(spec)
 		},
 		Saved: func(objs []application.NativeObject) string {
-			return fmt.Sprintf("InferenceService %s rendered on serving runtime %s and saved", objs[0].Name, f.cfg.ServingRuntime)
+			return fmt.Sprintf("InferenceService %s rendered on serving runtime %s and saved", objs[0].Name, spec.Runtime)
 		},
 	})
 }

@@ -2,6 +2,7 @@ package inference
 
 import (
 	"fmt"
+	"strings"
 
 	kservev1beta1 "github.com/kserve/kserve/pkg/apis/serving/v1beta1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,15 @@ import (
 //     reason is lastFailureInfo's (ModelLoadFailed, …; else the transition
 //     status or model state), its message the failure's, exit_code its
 //     exitCode, finished_at its time;
+//   - failed, reason ModelLoadFailed, when a predictor Pod's
+//     kserve-container has exited in error — terminated with reason Error,
+//     or waiting in CrashLoopBackOff after such an exit — with that
+//     termination's exit code, message and time: the rule KServe's
+//     controller applies to the first predictor Pod (PropagateModelStatus
+//     in KServe v0.16.0), read here from every Pod of the predictor's UID
+//     lineage at observe time, since KServe's controller reconciles again
+//     only when the predictor Deployment changes (its progress deadline,
+//     600 s later);
 //   - otherwise as the predictor Deployment is (DeploymentObservation, the
 //     application family's rules): queued while its Pods wait for quota or
 //     a node — KServe then reports PredictorReady False
@@ -31,7 +41,7 @@ import (
 //     while the Deployment is Available but KServe has not reported Ready;
 //   - queued while KServe's controller has made no predictor Deployment
 //     yet, quoting the InferenceService's first false condition.
-func InferenceServiceObservation(isvc *kservev1beta1.InferenceService, predictor *application.Observation) application.Observation {
+func InferenceServiceObservation(isvc *kservev1beta1.InferenceService, predictor *application.Observation, pods []corev1.Pod) application.Observation {
 	if isvc.Status.IsReady() {
 		return application.Observation{State: siteprotocol.StateHealthy, Message: fmt.Sprintf("InferenceService %s is Ready", isvc.Name)}
 	}
@@ -60,6 +70,9 @@ func InferenceServiceObservation(isvc *kservev1beta1.InferenceService, predictor
 		}
 		return obs
 	}
+	if obs, failed := predictorLoadFailure(isvc.Name, pods); failed {
+		return obs
+	}
 	if predictor != nil {
 		obs := *predictor
 		if obs.State == siteprotocol.StateHealthy {
@@ -77,3 +90,44 @@ func InferenceServiceObservation(isvc *kservev1beta1.InferenceService, predictor
 	}
 	return obs
 }
+
+// predictorLoadFailure finds, in pods (the predictor's, by UID lineage), a
+// kserve-container that exited in error as KServe's controller tells one
+// (terminated with reason Error, or in CrashLoopBackOff after a
+// termination), and answers failed / ModelLoadFailed with its exit code,
+// message and time; false when none has.
+func predictorLoadFailure(isvc string, pods []corev1.Pod) (application.Observation, bool) {
+	for _, p := range pods {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name != PredictorContainer {
+				continue
+			}
+			t := cs.State.Terminated
+			if t != nil && t.Reason != containerReasonError {
+				t = nil
+			}
+			if w := cs.State.Waiting; t == nil && w != nil && w.Reason == containerReasonCrashLoopBackOff {
+				t = cs.LastTerminationState.Terminated
+			}
+			if t == nil {
+				continue
+			}
+			code := t.ExitCode
+			msg := fmt.Sprintf("the model server of InferenceService %s exited with status %d before serving (container %s of Pod %s, %d restarts)",
+				isvc, code, cs.Name, p.Name, cs.RestartCount)
+			if m := strings.TrimSpace(t.Message); m != "" {
+				msg += ": " + m
+			}
+			return application.Observation{State: siteprotocol.StateFailed, Reason: string(kservev1beta1.ModelLoadFailed), Message: msg,
+				ExitCode: &code, FinishedAt: kube.Timestamp(&t.FinishedAt)}, true
+		}
+	}
+	return application.Observation{}, false
+}
+
+// The kubelet's container state reasons KServe's controller reads
+// (constants.StateReasonError, constants.StateReasonCrashLoopBackOff).
+const (
+	containerReasonError            = "Error"
+	containerReasonCrashLoopBackOff = "CrashLoopBackOff"
+)

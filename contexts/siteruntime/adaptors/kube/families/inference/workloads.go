@@ -36,6 +36,7 @@ func (w *Workloads) ObserveInferenceService(ctx context.Context, ref siteprotoco
 		return application.Observation{}, false, fmt.Errorf("decode InferenceService %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
 	var predictor *application.Observation
+	var pods []corev1.Pod
 	dep, err := w.client.AppsV1().Deployments(ref.Namespace).Get(ctx, ref.Name+PredictorSuffix, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -43,16 +44,16 @@ func (w *Workloads) ObserveInferenceService(ctx context.Context, ref siteprotoco
 		return application.Observation{}, false, fmt.Errorf("read the predictor Deployment %s/%s%s: %w", ref.Namespace, ref.Name, PredictorSuffix, err)
 	default:
 		if c := metav1.GetControllerOf(dep); c != nil && string(c.UID) == ref.UID && c.Kind == domain.KindInferenceService {
-			obs, found, err := w.ObserveDeployment(ctx, siteprotocol.NativeRef{Kind: domain.KindDeployment, Namespace: ref.Namespace, Name: dep.Name, UID: string(dep.UID)})
+			obs, lineage, found, err := w.ObserveDeploymentPods(ctx, siteprotocol.NativeRef{Kind: domain.KindDeployment, Namespace: ref.Namespace, Name: dep.Name, UID: string(dep.UID)})
 			if err != nil {
 				return application.Observation{}, false, err
 			}
 			if found {
-				predictor = &obs
+				predictor, pods = &obs, lineage
 			}
 		}
 	}
-	return InferenceServiceObservation(&isvc, predictor), true, nil
+	return InferenceServiceObservation(&isvc, predictor, pods), true, nil
 }
 
 // PodChain is the private reads' chain of an InferenceService's
@@ -79,8 +80,8 @@ func PodChain() kube.PodChain {
 // (domain.CheckInferenceArgs, docs/site-runtime.md#the-private-inference-argument-rule)
 // to pod, a predictor Pod of the InferenceService root whose saved
 // specification is saved: its kserve-container's arguments must be
-// --model_name=<root's name>, optionally --backend=huggingface, then
-// exactly the saved model arguments. It answers the mismatch (a Pod
+// --model_name=<root's name>, optionally --backend=huggingface (a model
+// of format huggingface only), then exactly the saved model arguments. It answers the mismatch (a Pod
 // without kserve-container, or arguments that break the rule), empty
 // when the Pod passes; an error when saved is not an InferenceService
 // with model arguments.
@@ -97,7 +98,7 @@ func PodArgs(pod *corev1.Pod, root siteprotocol.NativeRef, saved []byte) (string
 		if c.Name != PredictorContainer {
 			continue
 		}
-		if err := domain.CheckInferenceArgs(c.Args, root.Name, m.Args); err != nil {
+		if err := domain.CheckInferenceArgs(c.Args, root.Name, m.ModelFormat.Name, m.Args); err != nil {
 			return fmt.Sprintf("breaks the private inference argument rule in container %s: %v", c.Name, err), nil
 		}
 		return "", nil
