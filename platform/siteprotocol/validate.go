@@ -179,7 +179,7 @@ func ValidateFor(c Command, b Backend) error {
 func validateAppend(c Command, b Backend) error {
 	var ck checker
 	if c.Family.Valid() && c.Operation.NeedsFamily() && !b.Runs(c.Family) {
-		ck.add("family", "a %s environment does not run %s workloads; it runs %s", b, c.Family, joinFamilies(b.Families()))
+		ck.add("family", "a %s environment does not run %s workloads; it runs %s", b, c.Family, JoinFamilies(b.Families()))
 	}
 	switch c.Operation {
 	case OpReadLogs, OpReadFile, OpProxy:
@@ -203,8 +203,9 @@ func validateAppend(c Command, b Backend) error {
 	return ck.err()
 }
 
-// joinFamilies lists families as "batch, application and inference".
-func joinFamilies(fs []Family) string {
+// JoinFamilies names families for a message: "batch, application and
+// inference", "batch", or "no family".
+func JoinFamilies(fs []Family) string {
 	names := make([]string, len(fs))
 	for i, f := range fs {
 		names[i] = string(f)
