@@ -100,6 +100,7 @@ func RuntimeRole() Role {
 func runtimeIdentityFlags(fs *pflag.FlagSet, cfg *siteruntime.Config) {
 	fs.StringVar(&cfg.Environment, "environment", "", "the execution environment (stream) this Runtime serves, e.g. alpha-k8s")
 	fs.StringVar(&cfg.Authority, "authority", "", "the Site API URL the Runtime trusts (https; plain http only to loopback)")
+	fs.StringVar((*string)(&cfg.Backend), "backend", "kubernetes", "how this Runtime runs work: kubernetes or slurm, its environment's backend in environments.yaml (another stops the worker: backend-mismatch); the Kubernetes flags are required and read only for kubernetes")
 }
 
 func runtimeCredentialFlags(fs *pflag.FlagSet, cfg *siteruntime.Config) {
@@ -114,8 +115,8 @@ func runtimeServeFlags(fs *pflag.FlagSet, cfg *siteruntime.Config) {
 	fs.StringVar(&cfg.JournalDir, "journal-dir", "", "directory of the journal set (delivery.sqlite, jobs.sqlite, services.sqlite); never created by serve")
 	fs.StringVar(&cfg.HeartbeatFile, "heartbeat-file", defaultHeartbeatFile, "file the worker beats (read by the metallo runtime liveness probe)")
 	fs.DurationVar(&cfg.LivenessBound, "liveness-bound", defaultLivenessBound, "oldest heartbeat the liveness probe accepts; must exceed --pull-wait plus --backoff-max")
-	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig of the Site cluster (in-cluster configuration when empty)")
-	fs.StringVar(&cfg.BatchImage, "batch-image", "", "batch execution image with an explicit registry, pinned by digest (<registry>/<repository>@sha256:<64 hex>); required")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig of the Site cluster (in-cluster configuration when empty; --backend kubernetes only)")
+	fs.StringVar(&cfg.BatchImage, "batch-image", "", "batch execution image with an explicit registry, pinned by digest (<registry>/<repository>@sha256:<64 hex>); required for --backend kubernetes")
 	fs.StringVar(&cfg.Permissions, "permissions", "", "permission provider: http:<url> (https; plain http only to loopback) or policy:<file>; required")
 	fs.StringVar(&cfg.PermissionsCAFile, "permissions-ca-file", "", "PEM bundle to verify an http: permission provider's certificate (system roots when empty)")
 	fs.StringVar(&cfg.RepositoryGrants, "repository-grants", "", "repository grant provider: http:<url> (https; plain http only to loopback) or file:<file> (standalone Sites); required")

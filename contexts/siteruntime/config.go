@@ -32,6 +32,13 @@ type Config struct {
 	// journals are bound to both.
 	Environment string
 	Authority   string
+	// Backend is how this Runtime runs work (--backend: kubernetes, the
+	// default, or slurm): it must be its environment's backend, or the
+	// worker stops backend-mismatch before it executes anything. The
+	// Kubernetes flags (--batch-image, the scheduling, GPU, service and
+	// rate-limit flags, a configmap: installation record) are checked, and
+	// required, only for kubernetes (docs/operations.md#runtime-flags).
+	Backend siteprotocol.Backend
 	// TokenFile (a projected service-account token) or KeyFile (a static
 	// key): exactly one, re-read for every request.
 	TokenFile string
@@ -175,9 +182,13 @@ func (e *flagErrors) existing(flag, path string) {
 }
 
 // identity checks --environment (an environment ID as environments.yaml
-// defines it: the principal ID rule of platform/auth) and --authority (an
-// https URL; plain http only to a loopback address).
+// defines it: the principal ID rule of platform/auth), --authority (an
+// https URL; plain http only to a loopback address) and --backend
+// (kubernetes or slurm; kubernetes when empty).
 func (c Config) identity(errs *flagErrors) {
+	if b := c.backend(); b != siteprotocol.BackendKubernetes && b != siteprotocol.BackendSlurm {
+		errs.bad("backend", string(c.Backend), errors.New("want kubernetes or slurm: the backend of the Runtime's environment in environments.yaml"))
+	}
 	if c.Environment == "" {
 		errs.bad("environment", "", errors.New("required: the stream's environment ID"))
 	} else if _, err := auth.ParsePrincipal(auth.KindEnvironment + ":" + c.Environment); err != nil {
@@ -231,13 +242,32 @@ func (e *flagErrors) providerCAFile(flag, path, providerFlag string, src Provide
 	e.caFile(flag, path)
 }
 
-// record checks --installation-record and, when given, --kubeconfig.
+// record checks --installation-record and, when given, --kubeconfig. A
+// Runtime of another backend than kubernetes has no cluster to keep a
+// ConfigMap in: its record is a file.
 func (c Config) record(errs *flagErrors) {
-	if _, err := installation.ParseLocation(c.InstallationRecord); err != nil {
+	loc, err := installation.ParseLocation(c.InstallationRecord)
+	switch {
+	case err != nil:
 		errs.bad("installation-record", c.InstallationRecord, err)
+	case loc.Kind == installation.KindConfigMap && !c.Kubernetes():
+		errs.bad("installation-record", c.InstallationRecord, fmt.Errorf("a %s Runtime keeps its installation record in a file: file:<path> (configmap: is a kubernetes Runtime's)", c.backend()))
 	}
 	errs.existing("kubeconfig", c.Kubeconfig)
 }
+
+// backend is --backend, kubernetes when empty.
+func (c Config) backend() siteprotocol.Backend {
+	if c.Backend == "" {
+		return siteprotocol.BackendKubernetes
+	}
+	return c.Backend
+}
+
+// Kubernetes reports whether the Runtime's backend is kubernetes (the
+// default): only then are the Kubernetes flags checked and the Kubernetes
+// workload client, access check and executor families composed.
+func (c Config) Kubernetes() bool { return c.backend() == siteprotocol.BackendKubernetes }
 
 // ValidateInstall checks the settings of `metallo runtime install`
 // (--journal-dir, --environment, --authority, --installation-record,
@@ -279,8 +309,8 @@ func (c Config) Validate() error {
 	if c.HeartbeatFile == "" {
 		errs.bad("heartbeat-file", "", errors.New("required"))
 	}
-	if !siteprotocol.IsPinnedImage(c.BatchImage) {
-		errs.bad("batch-image", c.BatchImage, errors.New("the batch execution image must be an image reference with an explicit registry, pinned by digest (<registry>/<repository>@sha256:<64 hex>); a tag alone is refused"))
+	if c.Kubernetes() {
+		c.kubernetes(&errs)
 	}
 	permissionSource, err := ParsePermissions(c.Permissions)
 	if err != nil {
@@ -292,37 +322,7 @@ func (c Config) Validate() error {
 		errs.bad("repository-grants", c.RepositoryGrants, err)
 	}
 	errs.providerCAFile("repository-grants-ca-file", c.RepositoryGrantsCAFile, "repository-grants", grantSource, err == nil)
-	if err := kube.CheckExtendedResources(c.GPUResources); err != nil {
-		errs.bad("gpu-resources", formatMap(c.GPUResources), err)
-	}
-	if err := kube.CheckPodAnnotations(c.BatchPodAnnotations); err != nil {
-		errs.bad("batch-pod-annotations", formatMap(c.BatchPodAnnotations), err)
-	}
-	if err := kube.CheckNodeSelector(c.PodNodeSelector); err != nil {
-		errs.bad("pod-node-selector", formatMap(c.PodNodeSelector), err)
-	}
-	if _, err := kube.ParseTolerations(c.PodTolerations); err != nil {
-		errs.bad("pod-tolerations", strings.Join(c.PodTolerations, ","), err)
-	}
-	if c.PodRunAsUser < 0 || c.PodRunAsUser > math.MaxInt32 {
-		errs.bad("pod-run-as-user", fmt.Sprint(c.PodRunAsUser), errors.New("must be a uid from 1 to 2147483647, or 0 to render none (the image's own user)"))
-	}
-	if c.PodFSGroup < 0 || c.PodFSGroup > math.MaxInt32 {
-		errs.bad("pod-fs-group", fmt.Sprint(c.PodFSGroup), errors.New("must be a gid from 1 to 2147483647, or 0 to render none"))
-	}
-	if c.ProgressDeadline < time.Second || c.ProgressDeadline%time.Second != 0 || c.ProgressDeadline > math.MaxInt32*time.Second {
-		errs.bad("progress-deadline", c.ProgressDeadline.String(), errors.New("must be whole seconds, at least 1s: it is the Deployment's progressDeadlineSeconds"))
-	}
-	if err := checkServingRuntimes(c.ServingRuntimes); err != nil {
-		errs.bad("serving-runtimes", formatMap(c.ServingRuntimes), err)
-	}
 	errs.positive("deletion-wait", c.DeletionWait, "how long cancel and cleanup wait for a deleted object")
-	if !(c.KubeAPIQPS >= 1 && c.KubeAPIQPS <= 10000) {
-		errs.bad("kube-api-qps", fmt.Sprint(c.KubeAPIQPS), errors.New("must be 1..10000 requests per second"))
-	}
-	if c.KubeAPIBurst < 1 || c.KubeAPIBurst > 20000 || float64(c.KubeAPIBurst) < c.KubeAPIQPS {
-		errs.bad("kube-api-burst", fmt.Sprint(c.KubeAPIBurst), errors.New("must be 1..20000 requests and at least --kube-api-qps"))
-	}
 	errs.positive("permissions-bound", c.PermissionsBound, "how long an unavailable permission provider is retried")
 	errs.positive("repository-grants-bound", c.RepositoryGrantsBound, "how long an unavailable repository grant provider is retried")
 	if c.CheckoutTimeout < 0 {
@@ -370,6 +370,47 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// kubernetes checks the flags only a kubernetes Runtime uses: the pinned
+// batch image (required), the GPU resources, batch Pod annotations and
+// Pod placement, the Deployments' progress deadline, the ServingRuntime
+// and the Kubernetes client's rate limit. Another backend's Runtime
+// neither requires nor reads them.
+func (c Config) kubernetes(errs *flagErrors) {
+	if !siteprotocol.IsPinnedImage(c.BatchImage) {
+		errs.bad("batch-image", c.BatchImage, errors.New("the batch execution image must be an image reference with an explicit registry, pinned by digest (<registry>/<repository>@sha256:<64 hex>); a tag alone is refused"))
+	}
+	if err := kube.CheckExtendedResources(c.GPUResources); err != nil {
+		errs.bad("gpu-resources", formatMap(c.GPUResources), err)
+	}
+	if err := kube.CheckPodAnnotations(c.BatchPodAnnotations); err != nil {
+		errs.bad("batch-pod-annotations", formatMap(c.BatchPodAnnotations), err)
+	}
+	if err := kube.CheckNodeSelector(c.PodNodeSelector); err != nil {
+		errs.bad("pod-node-selector", formatMap(c.PodNodeSelector), err)
+	}
+	if _, err := kube.ParseTolerations(c.PodTolerations); err != nil {
+		errs.bad("pod-tolerations", strings.Join(c.PodTolerations, ","), err)
+	}
+	if c.ProgressDeadline < time.Second || c.ProgressDeadline%time.Second != 0 || c.ProgressDeadline > math.MaxInt32*time.Second {
+		errs.bad("progress-deadline", c.ProgressDeadline.String(), errors.New("must be whole seconds, at least 1s: it is the Deployment's progressDeadlineSeconds"))
+	}
+	if c.PodRunAsUser < 0 || c.PodRunAsUser > math.MaxInt32 {
+		errs.bad("pod-run-as-user", fmt.Sprint(c.PodRunAsUser), errors.New("must be a uid from 1 to 2147483647, or 0 to render none (the image's own user)"))
+	}
+	if c.PodFSGroup < 0 || c.PodFSGroup > math.MaxInt32 {
+		errs.bad("pod-fs-group", fmt.Sprint(c.PodFSGroup), errors.New("must be a gid from 1 to 2147483647, or 0 to render none"))
+	}
+	if err := checkServingRuntimes(c.ServingRuntimes); err != nil {
+		errs.bad("serving-runtimes", formatMap(c.ServingRuntimes), err)
+	}
+	if !(c.KubeAPIQPS >= 1 && c.KubeAPIQPS <= 10000) {
+		errs.bad("kube-api-qps", fmt.Sprint(c.KubeAPIQPS), errors.New("must be 1..10000 requests per second"))
+	}
+	if c.KubeAPIBurst < 1 || c.KubeAPIBurst > 20000 || float64(c.KubeAPIBurst) < c.KubeAPIQPS {
+		errs.bad("kube-api-burst", fmt.Sprint(c.KubeAPIBurst), errors.New("must be 1..20000 requests and at least --kube-api-qps"))
+	}
+}
+
 // Scheduling returns the configured kube.Scheduling (Validate checks it
 // first; an entry that does not parse is an error here too).
 func (c Config) Scheduling() (kube.Scheduling, error) {
@@ -399,7 +440,7 @@ func formatMap(m map[string]string) string {
 func (c Config) WorkerConfig() application.WorkerConfig {
 	path, flag := c.Credential()
 	return application.WorkerConfig{
-		Environment: c.Environment, Authority: c.Authority, PullLimit: c.PullLimit, PullWait: c.PullWait,
+		Environment: c.Environment, Authority: c.Authority, Backend: c.backend(), PullLimit: c.PullLimit, PullWait: c.PullWait,
 		BackoffInitial: c.BackoffInitial, BackoffMax: c.BackoffMax, FoldAcknowledgement: c.FoldAcknowledgement,
 		Credential: "--" + flag + " " + path, Bounds: c.Bounds(),
 	}

@@ -193,5 +193,5 @@ func Check(ctx context.Context, c Config, record application.InstallationRecord,
 	if err != nil {
 		return application.CheckReport{}, err
 	}
-	return application.NewChecker(site, c.Environment, c.Authority, retryFor, clock.System{}).Check(ctx)
+	return application.NewChecker(site, c.Environment, c.Authority, retryFor, clock.System{}).ForBackend(c.backend()).Check(ctx)
 }

@@ -78,9 +78,7 @@ func Module(cfg Config, j *journal.Journal) fx.Option {
 		// The grant provider is built at start even before an executor uses it.
 		fx.Invoke(buildRepositoryGrants),
 		fx.Provide(AsExecutors(memberRegistrations)),
-		familyExecutors(),
-		// One workload client and one access check for every family.
-		fx.Provide(fx.Private, newNativeObjects, newAccess, terminalStates, newJobWatcher),
+		backendOption(cfg),
 		fx.Provide(
 			fx.Private,
 			newRegistry,
@@ -92,6 +90,26 @@ func Module(cfg Config, j *journal.Journal) fx.Option {
 		fx.Invoke(runWorker),
 	)
 }
+
+// backendOption composes what the Runtime's backend (--backend) supplies.
+// A kubernetes Runtime: the one Kubernetes workload client and access check
+// every family shares, the watch of its Jobs and the executor families of
+// the table (families). A Runtime of another backend loads no kubeconfig
+// and composes no family yet (the Slurm executor is not built): it applies
+// member bindings and answers every workload command
+// unsupported-operation (docs/site-runtime.md#backends-and-families).
+func backendOption(cfg Config) fx.Option {
+	if cfg.Kubernetes() {
+		return fx.Options(
+			familyExecutors(),
+			fx.Provide(fx.Private, newNativeObjects, newAccess, terminalStates, newJobWatcher),
+		)
+	}
+	return fx.Provide(fx.Private, noJobWatcher)
+}
+
+// noJobWatcher is the watch of a Runtime without Kubernetes Jobs: none.
+func noJobWatcher() *application.JobWatcher { return nil }
 
 // contextLogger names the context on every line its parts log.
 func contextLogger(log *zap.Logger) *zap.Logger { return log.With(zap.String("context", Name)) }
@@ -269,15 +287,23 @@ func newAccess(cfg Config, b application.MemberBindings, native *kube.Workloads,
 	return NewAccess(cfg, b, native, c)
 }
 
-// registryParams are the registrations of ExecutorsGroup.
+// registryParams are the registrations of ExecutorsGroup and the
+// Runtime's configuration (its backend).
 type registryParams struct {
 	fx.In
+	Config        Config
 	Registrations []application.Registration `group:"siteruntime.executors"`
 }
 
-// newRegistry builds the registry from every executor's registrations.
+// newRegistry builds the registry from every executor's registrations,
+// holding commands to the rules of the Runtime's backend (the member
+// identity of bind-member, the families it runs).
 func newRegistry(p registryParams) (*application.Registry, error) {
-	return application.NewRegistry(p.Registrations...)
+	r, err := application.NewRegistry(p.Registrations...)
+	if err != nil {
+		return nil, err
+	}
+	return r.ForBackend(p.Config.backend()), nil
 }
 
 // newEvents is the worker's logs and metrics over the journal's commits.

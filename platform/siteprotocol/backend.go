@@ -2,6 +2,7 @@ package siteprotocol
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 )
 
@@ -63,3 +64,23 @@ func MemberAccountAt(b Backend, partyID, siteUsername string) string {
 	}
 	return MemberAccount(partyID)
 }
+
+// Families returns the workload families an environment of backend b runs
+// (docs/site-runtime.md#backends-and-families): kubernetes runs batch,
+// application and inference; slurm runs batch only. An unknown backend
+// runs none. Appending a workload command of another family to the stream
+// of such an environment is refused 422 naming family (ValidateFor); a
+// Runtime answers one stored before that rule unsupported-operation.
+func (b Backend) Families() []Family {
+	switch b {
+	case BackendKubernetes:
+		return []Family{FamilyBatch, FamilyApplication, FamilyInference}
+	case BackendSlurm:
+		return []Family{FamilyBatch}
+	}
+	return nil
+}
+
+// Runs reports whether an environment of backend b runs workloads of
+// family f (one of b.Families()).
+func (b Backend) Runs(f Family) bool { return slices.Contains(b.Families(), f) }

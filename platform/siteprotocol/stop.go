@@ -36,6 +36,10 @@ const (
 	// StopInstallationMismatch: the server has bound the stream to another
 	// Runtime installation.
 	StopInstallationMismatch StopReason = "installation-mismatch"
+	// StopBackendMismatch: the server's stream belongs to an environment of
+	// another backend than the Runtime's --backend; the Runtime stops
+	// before it executes anything (docs/site-runtime.md#stop-conditions).
+	StopBackendMismatch StopReason = "backend-mismatch"
 	// StopUnexplainedNativeState: recovery of an uncertain effect found a
 	// native object it cannot explain (a foreign object under the
 	// Attempt's name, for one).
@@ -53,7 +57,7 @@ func StopReasons() []StopReason {
 	return []StopReason{
 		StopServerAhead, StopServerBehind, StopCommandMismatch, StopResultConflict, StopOutOfOrder,
 		StopJournalIntegrity, StopBindingMismatch, StopInstallationMismatch, StopUnexplainedNativeState,
-		StopInvalidCommand, StopProtocolViolation,
+		StopInvalidCommand, StopProtocolViolation, StopBackendMismatch,
 	}
 }
 
@@ -77,7 +81,8 @@ const MaxStopMessageBytes = 1000
 // (docs/site-protocol.md#the-stop-report).
 type StopReport struct {
 	// Reason is one of StopReasons.
-	Reason StopReason `json:"reason" doc:"Why the worker stopped: one of the stop reasons of docs/site-runtime.md#stop-conditions."`
+	// The enum tag lists StopReasons (a test holds them equal).
+	Reason StopReason `json:"reason" enum:"server-ahead,server-behind,command-mismatch,result-conflict,out-of-order,journal-integrity,binding-mismatch,installation-mismatch,unexplained-native-state,invalid-command,protocol-violation,backend-mismatch" doc:"Why the worker stopped: one of the stop reasons of docs/site-runtime.md#stop-conditions."`
 	// Sequence is the command the worker stopped at: its pending command's
 	// sequence, else its checkpoint's acknowledged sequence (0 before
 	// any).

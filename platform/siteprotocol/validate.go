@@ -145,7 +145,7 @@ func Validate(c Command) error { return ValidateFor(c, BackendKubernetes) }
 func ValidateFor(c Command, b Backend) error {
 	checks := []func(Command) error{ValidateEnvelope}
 	if c.Operation.Known() {
-		checks = append(checks, func(c Command) error { return ValidatePayloadFor(c, b) }, validateAppend)
+		checks = append(checks, func(c Command) error { return ValidatePayloadFor(c, b) }, func(c Command) error { return validateAppend(c, b) })
 	}
 	var fields []FieldError
 	for _, check := range checks {
@@ -167,14 +167,20 @@ func ValidateFor(c Command, b Backend) error {
 // validateAppend holds the rules refused on append only: a private read
 // (read-logs, read-file, proxy) acts through the member's binding, so it
 // needs account_ref; proxy reaches a service, so its family is
-// application or inference; and a read-logs container, when present, is
-// not empty (docs/site-protocol.md#private-reads). A Runtime does not
-// apply them to what it pulls (a command stored before them must not stop
-// a stream): it answers a read without account_ref binding-missing and a
-// batch proxy unsupported-operation, and reads an empty container as the
-// workload's main one. It returns a *ValidationError or nil.
-func validateAppend(c Command) error {
+// application or inference; a read-logs container, when present, is
+// not empty (docs/site-protocol.md#private-reads); and a workload
+// command's family is one the environment's backend b runs
+// (Backend.Families; docs/site-protocol.md#families-by-backend). A Runtime
+// does not apply them to what it pulls (a command stored before them must
+// not stop a stream): it answers a read without account_ref
+// binding-missing, a batch proxy and a family its backend does not run
+// unsupported-operation, and reads an empty container as the workload's
+// main one. It returns a *ValidationError or nil.
+func validateAppend(c Command, b Backend) error {
 	var ck checker
+	if c.Family.Valid() && c.Operation.NeedsFamily() && !b.Runs(c.Family) {
+		ck.add("family", "a %s environment does not run %s workloads; it runs %s", b, c.Family, JoinFamilies(b.Families()))
+	}
 	switch c.Operation {
 	case OpReadLogs, OpReadFile, OpProxy:
 		if c.AccountRef == nil {
@@ -195,6 +201,22 @@ func validateAppend(c Command) error {
 		ck.add("family", "must be application or inference for proxy: a %s Attempt has no service", c.Family)
 	}
 	return ck.err()
+}
+
+// JoinFamilies names families for a message: "batch, application and
+// inference", "batch", or "no family".
+func JoinFamilies(fs []Family) string {
+	names := make([]string, len(fs))
+	for i, f := range fs {
+		names[i] = string(f)
+	}
+	switch len(names) {
+	case 0:
+		return "no family"
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // ValidateEnvelope checks the fields every command carries: id, operation,

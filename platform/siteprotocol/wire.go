@@ -30,12 +30,17 @@ type Command struct {
 	Digest string `json:"digest,omitempty"`
 }
 
-// NativeRef names a native object a result touched.
+// NativeRef names a native object a result touched, whatever the
+// environment's backend: Kind is the backend's native kind, Namespace an
+// opaque scope and UID an opaque identity the backend assigned, which
+// the Runtime compares byte for byte and never parses — a Kubernetes
+// namespace and metadata.uid, a Slurm account and job ID
+// (docs/site-protocol.md#native-references-by-backend).
 type NativeRef struct {
-	Kind      string `json:"kind" doc:"The Kubernetes kind, e.g. Job, Deployment, InferenceService, PersistentVolumeClaim."`
-	Namespace string `json:"namespace,omitempty"`
-	Name      string `json:"name"`
-	UID       string `json:"uid,omitempty"`
+	Kind      string `json:"kind" doc:"The native kind at the environment's backend: a Kubernetes kind (Job, Deployment, Service, InferenceService, PersistentVolumeClaim, Pod, Secret) at a kubernetes environment, SlurmJob at a slurm one."`
+	Namespace string `json:"namespace,omitempty" doc:"The object's scope, opaque to clients: the Kubernetes namespace, or the Slurm account its job is charged to."`
+	Name      string `json:"name" doc:"The object's deterministic name (attempt-<attempt>…)."`
+	UID       string `json:"uid,omitempty" doc:"The object's identity, opaque to clients and compared byte for byte: the Kubernetes metadata.uid, or the Slurm job ID in decimal."`
 }
 
 // Result is the Runtime's answer to one command. Digest covers the JCS form
@@ -61,11 +66,16 @@ type Acknowledgement struct {
 
 // StreamState describes a stream (GET /site/v1/streams/{environment}).
 type StreamState struct {
-	Environment          string `json:"environment"`
-	Site                 string `json:"site,omitempty"`
-	Authority            string `json:"authority"`
-	AcknowledgedSequence int64  `json:"acknowledged_sequence"`
-	HeadSequence         int64  `json:"head_sequence"`
+	Environment string `json:"environment"`
+	Site        string `json:"site,omitempty"`
+	Authority   string `json:"authority"`
+	// Backend is the environment's backend (environments.yaml). A Runtime
+	// configured for another stops (StopBackendMismatch) before it
+	// executes anything; a server that predates the member sends none,
+	// which a Runtime reads as kubernetes.
+	Backend              Backend `json:"backend,omitempty" enum:"kubernetes,slurm" doc:"The environment's backend: kubernetes or slurm. A Runtime configured for another stops (backend-mismatch) before it executes anything."`
+	AcknowledgedSequence int64   `json:"acknowledged_sequence"`
+	HeadSequence         int64   `json:"head_sequence"`
 	// InstallationID is the bound Runtime installation; absent while unbound.
 	InstallationID string `json:"installation_id,omitempty"`
 }

@@ -1,6 +1,7 @@
 package application
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,15 +32,26 @@ type Checker struct {
 	authority   string
 	retryFor    time.Duration
 	clock       Clock
+	// backend is the Runtime's backend (ForBackend; kubernetes by default).
+	backend siteprotocol.Backend
 }
 
 // NewChecker returns a checker for the configured binding.
 func NewChecker(site SiteReader, environment, authority string, retryFor time.Duration, clock Clock) *Checker {
-	return &Checker{site: site, environment: environment, authority: authority, retryFor: retryFor, clock: clock}
+	return &Checker{site: site, environment: environment, authority: authority, retryFor: retryFor, clock: clock, backend: siteprotocol.BackendKubernetes}
+}
+
+// ForBackend returns the checker of a Runtime of backend b: the check
+// fails when the server's stream belongs to an environment of another
+// backend, as the worker would stop (backend-mismatch).
+func (c *Checker) ForBackend(b siteprotocol.Backend) *Checker {
+	out := *c
+	out.backend = b
+	return &out
 }
 
 // Check runs the check. It fails when the server's stream names another
-// environment or authority, when the pulled command fails verification,
+// environment or authority or belongs to another backend, when the pulled command fails verification,
 // on any problem answer (installation-mismatch when the stream is bound to
 // another installation), on an oversized answer, and when the Site API
 // stays unreachable for RetryFor.
@@ -52,6 +64,10 @@ func (c *Checker) Check(ctx context.Context) (CheckReport, error) {
 	rep := CheckReport{State: st}
 	if st.Environment != c.environment || !sameAuthority(st.Authority, c.authority) {
 		return rep, fmt.Errorf("the server's stream is environment %q at %s; configured is environment %q at %s", st.Environment, st.Authority, c.environment, c.authority)
+	}
+	if backend := cmp.Or(st.Backend, siteprotocol.BackendKubernetes); backend != c.backend {
+		return rep, fmt.Errorf("the server's stream %s belongs to a %s environment; this Runtime is configured for --backend %s, and its worker would stop (%s)",
+			c.environment, backend, c.backend, siteprotocol.StopBackendMismatch)
 	}
 	pull, err := retryUntil(ctx, c.clock, deadline, func() (siteprotocol.Pull, error) {
 		return c.site.Peek(ctx, st.AcknowledgedSequence, 1)

@@ -63,7 +63,8 @@ type fakeSite struct {
 	env      string
 	auth     string
 	install  string
-	stored   [][]byte // stored[i] is command i+1 as served
+	backend  siteprotocol.Backend // the stream state's backend ("" as a server that predates it)
+	stored   [][]byte             // stored[i] is command i+1 as served
 	acked    int64
 	results  map[int64][]byte
 	puts     [][]byte
@@ -130,7 +131,7 @@ func (s *fakeSite) StreamState(context.Context) (siteprotocol.StreamState, error
 	if err := s.popFailure(); err != nil {
 		return siteprotocol.StreamState{}, err
 	}
-	return siteprotocol.StreamState{Environment: s.env, Authority: s.auth, AcknowledgedSequence: s.acked,
+	return siteprotocol.StreamState{Environment: s.env, Authority: s.auth, Backend: s.backend, AcknowledgedSequence: s.acked,
 		HeadSequence: int64(len(s.stored)), InstallationID: s.install}, nil
 }
 

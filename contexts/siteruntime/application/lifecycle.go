@@ -22,20 +22,42 @@ const DefaultDeletionWait = 2 * time.Minute
 // own, so no family sees another's methods.
 type NativeObjects interface {
 	ProjectNamespaces
-	// Create creates obj as the member account of as. Errors: wrapping
+	// Create creates obj as the member account of as and returns the
+	// identity the backend assigned it (the record's uid). Errors: wrapping
 	// ErrNativeRequestDenied when the native system refused it (nothing
 	// exists), wrapping ErrNativeExists when the name is taken; any other
 	// error leaves the effect uncertain.
 	Create(ctx context.Context, as domain.StartIdentity, obj NativeObject) (uid string, err error)
-	// Lookup reads the object under obj's name and compares it with obj's
-	// specification; found is false when no object has the name.
+	NativeIdentity
+}
+
+// NativeIdentity is what each backend supplies to the shared lifecycle so
+// that the lifecycle itself assumes no backend
+// (docs/site-runtime.md#one-lifecycle-for-every-family): the adopt check
+// (Lookup) and the identity-bound delete (Delete, WaitGone). The saved
+// reference of an object is (kind, namespace, name, uid) whatever the
+// backend — namespace an opaque scope and uid an opaque identity the
+// backend assigned at create, which the lifecycle records and compares
+// byte for byte and never parses: a Kubernetes namespace and metadata.uid,
+// a Slurm account and job ID (docs/site-protocol.md#native-references-by-backend).
+// The Kubernetes adaptor (kube.Workloads) reads by name and compares the
+// rendered fields, and deletes with a UID precondition and foreground
+// propagation.
+type NativeIdentity interface {
+	// Lookup is the adopt check: it reads the object under obj's name
+	// (in obj's scope) and compares it with obj's specification — the
+	// live object's identity, whether it is being removed, and the first
+	// rendered field it lacks (LiveObject.Mismatch: an object the
+	// lifecycle must not adopt); found is false when no object has the
+	// name.
 	Lookup(ctx context.Context, obj NativeObject) (live LiveObject, found bool, err error)
-	// Delete deletes the object ref names only if it still has ref.UID,
-	// with foreground propagation. A missing object is Gone; an object of
-	// the name with another UID is Gone and Foreign.
+	// Delete removes the object ref names only if it still has the
+	// identity ref.UID (on Kubernetes: a UID precondition, foreground
+	// propagation). A missing object is Gone; an object of the name with
+	// another identity is Gone and Foreign, and is never touched.
 	Delete(ctx context.Context, ref siteprotocol.NativeRef) (DeleteOutcome, error)
-	// WaitGone waits until the object with ref.UID no longer exists, or ctx
-	// ends (its error is returned).
+	// WaitGone waits until no object with the identity ref.UID exists, or
+	// ctx ends (its error is returned).
 	WaitGone(ctx context.Context, ref siteprotocol.NativeRef) (DeleteOutcome, error)
 }
 

@@ -79,8 +79,10 @@ func (o NativeObject) Ref(uid string) siteprotocol.NativeRef {
 }
 
 // LiveObject is what the native system holds under a rendered object's
-// name.
+// name (NativeIdentity.Lookup).
 type LiveObject struct {
+	// UID is the live object's identity, opaque (a Kubernetes
+	// metadata.uid, a Slurm job ID).
 	UID string
 	// Deleting is true when the object carries a deletion timestamp.
 	Deleting bool
@@ -92,9 +94,10 @@ type LiveObject struct {
 	Mismatch string
 }
 
-// DeleteOutcome is what a UID-bound delete found.
+// DeleteOutcome is what an identity-bound delete found
+// (NativeIdentity.Delete).
 type DeleteOutcome struct {
-	// Gone is true when the object with the UID no longer exists.
+	// Gone is true when the object with the identity no longer exists.
 	Gone bool
 	// Foreign is the object that holds the name with another UID; it is
 	// never touched.

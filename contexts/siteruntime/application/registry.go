@@ -19,6 +19,10 @@ import (
 //     Runtime's backend (kubernetes unless ForBackend says otherwise;
 //     docs/site-protocol.md#member-identity-by-backend) is refused
 //     invalid-payload;
+//   - a workload command of a family the Runtime's backend does not run
+//     (siteprotocol.Backend.Families: a slurm Runtime runs batch only),
+//     which append refuses but a stream may hold from before that rule,
+//     is refused unsupported-operation;
 //   - a known operation without an executor for its family (one not built
 //     into this binary) is refused unsupported-operation.
 //
@@ -32,7 +36,7 @@ type Registry struct {
 
 // ForBackend returns a registry with r's routes that holds payloads to the
 // rules of backend b (a bind-member's account, uid and namespace differ by
-// backend).
+// backend) and refuses the families b does not run.
 func (r *Registry) ForBackend(b siteprotocol.Backend) *Registry {
 	out := *r
 	out.backend = b
@@ -117,6 +121,11 @@ func (r *Registry) route(p *domain.Pending) (CommandExecutor, *domain.Answer) {
 	}
 	if err := siteprotocol.ValidatePayloadFor(cmd, r.backend); err != nil {
 		return refuse(siteprotocol.ReasonInvalidPayload, "%s payload: %v", cmd.Operation, err)
+	}
+	if cmd.Family.Valid() && cmd.Operation.NeedsFamily() && !r.backend.Runs(cmd.Family) {
+		// Append refuses it; a command stored before that rule is answered,
+		// never a stop (docs/site-protocol.md#families-by-backend).
+		return refuse(siteprotocol.ReasonUnsupportedOperation, "a %s Runtime does not run %s workloads; it runs %s", r.backend, cmd.Family, siteprotocol.JoinFamilies(r.backend.Families()))
 	}
 	if exec, ok := r.routes[route{cmd.Operation, cmd.Family}]; ok {
 		return exec, nil

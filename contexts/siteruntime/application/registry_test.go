@@ -168,3 +168,50 @@ func TestRegistryHoldsBindMemberToItsBackend(t *testing.T) {
 		}
 	}
 }
+
+// TestARuntimeAnswersAFamilyItsBackendDoesNotRunUnsupported: a workload
+// command of a family the Runtime's backend does not run, stored before
+// append refused it (docs/site-protocol.md#families-by-backend), is
+// answered refused / unsupported-operation, by Execute and Recover alike,
+// and never reaches an executor, even one registered for it; the same
+// command reaches its executor at a kubernetes Runtime, and a batch
+// command at both.
+func TestARuntimeAnswersAFamilyItsBackendDoesNotRunUnsupported(t *testing.T) {
+	app, batch := newEffectExecutor(), newEffectExecutor()
+	k8s, err := application.NewRegistry(
+		application.Registration{Operation: siteprotocol.OpObserve, Family: siteprotocol.FamilyApplication, Executor: app},
+		application.Registration{Operation: siteprotocol.OpObserve, Family: siteprotocol.FamilyBatch, Executor: batch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slurm := k8s.ForBackend(siteprotocol.BackendSlurm)
+	ctx := context.Background()
+	appObserve := pendingUnchecked(t, command(t, 1, siteprotocol.OpObserve, siteprotocol.FamilyApplication, nil))
+	for name, run := range map[string]func(context.Context, *domain.Pending) (domain.Answer, error){"execute": slurm.Execute, "recover": slurm.Recover} {
+		a, err := run(ctx, appObserve)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Outcome != siteprotocol.OutcomeRefused || a.Reason != siteprotocol.ReasonUnsupportedOperation || !strings.Contains(a.Message, "runs batch") {
+			t.Fatalf("%s at a slurm Runtime: %+v, want refused / unsupported-operation saying it runs batch", name, a)
+		}
+	}
+	if n, r, _ := app.counts(); n+r != 0 {
+		t.Fatalf("the application executor was reached %d times at a slurm Runtime", n+r)
+	}
+	if _, err := k8s.Execute(ctx, appObserve); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, _ := app.counts(); n != 1 {
+		t.Fatal("the kubernetes Runtime did not route the application observe")
+	}
+	batchObserve := pending(t, observe(t, 2))
+	for _, reg := range []*application.Registry{k8s, slurm} {
+		if _, err := reg.Execute(ctx, batchObserve); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _, _ := batch.counts(); n != 2 {
+		t.Fatalf("batch observes routed %d times, want 2", n)
+	}
+}

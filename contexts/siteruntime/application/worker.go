@@ -1,6 +1,7 @@
 package application
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,11 @@ type WorkerConfig struct {
 	// binding and the server's stream must both match them.
 	Environment string
 	Authority   string
+	// Backend is the Runtime's backend (--backend; kubernetes when empty):
+	// the server's stream must belong to an environment of the same
+	// backend, or the worker stops (backend-mismatch) before it executes
+	// anything (docs/site-runtime.md#stop-conditions).
+	Backend siteprotocol.Backend
 	// PullLimit is the most commands asked per pull (1..100; default 100).
 	PullLimit int
 	// PullWait is the long-poll wait (0..30 s; default 30 s).
@@ -66,6 +72,9 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	}
 	if c.Credential == "" {
 		c.Credential = "the configured credential"
+	}
+	if c.Backend == "" {
+		c.Backend = siteprotocol.BackendKubernetes
 	}
 	c.Bounds = c.Bounds.WithDefaults()
 	if c.BeatInterval <= 0 {
@@ -236,8 +245,9 @@ func refusedCredential(err error) bool {
 	return errors.As(err, &p) && (p.Reason == siteprotocol.ProblemUnauthenticated || p.Reason == siteprotocol.ProblemForbidden)
 }
 
-// verifyStream compares the server's stream with the journal's binding
-// and checkpoint before anything is sent.
+// verifyStream compares the server's stream with the journal's binding,
+// the Runtime's backend and the checkpoint before anything is sent or
+// executed (a pending command is resumed only after it).
 func (w *Worker) verifyStream(ctx context.Context) error {
 	st, err := retry(ctx, w, StepStreamState, func() (siteprotocol.StreamState, error) {
 		return site(ctx, w, func() (siteprotocol.StreamState, error) { return w.site.StreamState(ctx) })
@@ -250,6 +260,12 @@ func (w *Worker) verifyStream(ctx context.Context) error {
 	if st.Environment != b.Environment || !sameAuthority(st.Authority, b.Authority) {
 		return domain.Stop(domain.StopBindingMismatch, "the server's stream is environment %q at %s; the journal is bound to environment %q at %s",
 			st.Environment, st.Authority, b.Environment, b.Authority)
+	}
+	// A server that predates the stream state's backend sends none: its
+	// environments are read as kubernetes.
+	if backend := cmp.Or(st.Backend, siteprotocol.BackendKubernetes); backend != w.cfg.Backend {
+		return domain.Stop(domain.StopBackendMismatch, "the server's stream %s belongs to a %s environment; this Runtime is configured for --backend %s and executes nothing",
+			b.Environment, backend, w.cfg.Backend)
 	}
 	if st.InstallationID != "" && st.InstallationID != b.InstallationID {
 		return domain.Stop(domain.StopInstallationMismatch, "the server has bound stream %s to installation %s; this journal belongs to installation %s",

@@ -291,6 +291,17 @@ func TestStopConditions(t *testing.T) {
 		"server bound the stream to another installation": {domain.StopInstallationMismatch, func(t *testing.T, h *harness) {
 			h.site.install = "22222222-2222-4222-8222-222222222222"
 		}},
+		// docs/site-runtime.md#stop-conditions: a pending command and
+		// commands to pull, none executed or recovered (checked below).
+		"server's stream belongs to a slurm environment; the Runtime is kubernetes": {domain.StopBackendMismatch, func(t *testing.T, h *harness) {
+			appendObserves(t, h, 1, 2)
+			pendingFrom(h, 1, false)
+			h.site.backend = siteprotocol.BackendSlurm
+		}},
+		"a slurm Runtime meets a server that names no backend (kubernetes)": {domain.StopBackendMismatch, func(t *testing.T, h *harness) {
+			appendObserves(t, h, 1, 2)
+			h.cfg.Backend = siteprotocol.BackendSlurm
+		}},
 		"server refuses the installation": {domain.StopInstallationMismatch, func(t *testing.T, h *harness) {
 			appendObserves(t, h, 1, 1)
 			h.site.failNext = []error{nil, &application.Problem{Status: 409, Reason: siteprotocol.ProblemInstallationMismatch}}
@@ -355,6 +366,12 @@ func TestStopConditions(t *testing.T) {
 			}
 			if after.Acknowledged != before.Acknowledged && c.reason != domain.StopProtocolViolation {
 				t.Fatalf("checkpoint moved %d -> %d", before.Acknowledged, after.Acknowledged)
+			}
+			if c.reason == domain.StopBackendMismatch {
+				if h.exec.executes+h.exec.recovers != 0 || len(h.site.puts) != 0 || h.site.pulls != 0 {
+					t.Fatalf("a Runtime of another backend acted: %d executes, %d recovers, %d results sent, %d pulls",
+						h.exec.executes, h.exec.recovers, len(h.site.puts), h.site.pulls)
+				}
 			}
 		})
 	}

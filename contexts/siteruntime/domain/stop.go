@@ -27,6 +27,7 @@ const (
 	StopUnexplainedNativeState = siteprotocol.StopUnexplainedNativeState
 	StopInvalidCommand         = siteprotocol.StopInvalidCommand
 	StopProtocolViolation      = siteprotocol.StopProtocolViolation
+	StopBackendMismatch        = siteprotocol.StopBackendMismatch
 )
 
 // StopReasons lists every stop reason (to pre-declare metric series).

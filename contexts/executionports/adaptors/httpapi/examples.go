@@ -234,7 +234,7 @@ func streamStateExamples() []httpserver.Example {
 	return []httpserver.Example{{
 		Name: "bound", Summary: "The stream bound to the installation, two results acknowledged",
 		Params: siteParams(nil), Status: 200,
-		Response: siteprotocol.StreamState{Environment: exampleEnvironment, Site: exampleSite, Authority: exampleAuthority,
+		Response: siteprotocol.StreamState{Environment: exampleEnvironment, Site: exampleSite, Authority: exampleAuthority, Backend: siteprotocol.BackendKubernetes,
 			AcknowledgedSequence: 2, HeadSequence: int64(len(exampleCommands())), InstallationID: exampleInstallation},
 	}}
 }
@@ -255,7 +255,7 @@ func rebindExamples() []httpserver.Example {
 		Request: map[string]any{"installation_id": exampleReinstalled, "reason": "runtime reinstalled after the node's disk was replaced (ticket OPS-4711)"},
 		Status:  200,
 		Response: map[string]any{
-			"stream": siteprotocol.StreamState{Environment: exampleEnvironment, Site: exampleSite, Authority: exampleAuthority,
+			"stream": siteprotocol.StreamState{Environment: exampleEnvironment, Site: exampleSite, Authority: exampleAuthority, Backend: siteprotocol.BackendKubernetes,
 				AcknowledgedSequence: 2, HeadSequence: int64(len(exampleCommands())), InstallationID: exampleReinstalled},
 			"binding": BindingBody{Action: "rebound", InstallationID: exampleReinstalled, PreviousInstallationID: exampleInstallation,
 				Principal: "service:" + DefaultService, Reason: "runtime reinstalled after the node's disk was replaced (ticket OPS-4711)", RecordedAt: "2026-08-20T11:02:17.331Z"},

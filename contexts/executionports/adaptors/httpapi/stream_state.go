@@ -18,7 +18,7 @@ func (h *Handlers) getStreamStateOperation() huma.Operation {
 	return h.siteOperation(huma.Operation{
 		OperationID: "get-stream-state", Method: http.MethodGet, Path: "/site/v1/streams/{environment}",
 		Summary:     "Read a stream's state",
-		Description: "The environment, its Site and authority, the acknowledged and head sequences and the bound installation. `metallo runtime check` reads it; it never binds the stream.",
+		Description: "The environment, its Site, authority and backend (a Runtime configured for another backend stops with backend-mismatch before it executes anything), the acknowledged and head sequences and the bound installation. `metallo runtime check` reads it; it never binds the stream.",
 	}, siteReadReasons())
 }
 
@@ -37,7 +37,7 @@ func (h *Handlers) getStreamState(ctx context.Context, in *SiteRequest) (*stateO
 
 func stateBody(env domain.Environment, st domain.StreamState) siteprotocol.StreamState {
 	return siteprotocol.StreamState{
-		Environment: env.ID, Site: env.Site, Authority: env.Authority,
+		Environment: env.ID, Site: env.Site, Authority: env.Authority, Backend: env.ProtocolBackend(),
 		AcknowledgedSequence: st.AcknowledgedSequence, HeadSequence: st.HeadSequence, InstallationID: st.InstallationID,
 	}
 }

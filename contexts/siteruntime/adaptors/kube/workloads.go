@@ -306,6 +306,11 @@ func (w *Workloads) Get(ctx context.Context, kind, namespace, name string) (*uns
 	return u, true, nil
 }
 
+// Workloads is the Kubernetes backend's adopt check and identity-bound
+// delete of the shared lifecycle: the identity is metadata.uid, the scope
+// the namespace.
+var _ application.NativeIdentity = (*Workloads)(nil)
+
 // Lookup reads the object under obj's name as the Runtime and compares it
 // with obj's specification (Mismatch).
 func (w *Workloads) Lookup(ctx context.Context, obj application.NativeObject) (application.LiveObject, bool, error) {
