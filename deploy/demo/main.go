@@ -647,7 +647,7 @@ func (d *demo) startRuntime(ctx context.Context, tokenFile, kubeconfig, project,
 		"--authority", d.base, "--token-file", tokenFile, "--kubeconfig", kubeconfig, "--batch-image", batchImage,
 		"--permissions", "policy:" + d.path("runtime/permissions.yaml"), "--installation-record", record,
 		"--heartbeat-file", d.path("runtime/heartbeat"), "--admin-listen", "", "--pull-wait", "2s",
-		"--serving-runtimes", "huggingface=" + inferenceRuntime,
+		"--serving-runtimes", servingRuntimes,
 		"--pod-node-selector", d.realNode.Label + "=true", "--pod-tolerations", d.realNode.Taint + "=true:NoSchedule",
 		"--log-format", "json"}, repositoryFlags...)...)
 	if err != nil {
