@@ -24,7 +24,7 @@
 // says so) with the Site's scheduling flags, so its Pod lands on the local
 // cluster's real node (a kubelet with containerd and runc) and its
 // container runs for real in the platform image: it reads the checkout
-// (README.md's content and the LFS object's digest are in its log) and
+// (README.md's content and an LFS object's digest are in its log) and
 // writes a file in its workspace, observe reports its exit code, and the demo shows its log
 // from pods/log and the file; the member then reads the same log through
 // the stream (read-logs, after the Runtime's read checks) and the file (read-file, through the
@@ -33,16 +33,21 @@
 // nothing of this Run lands there. Then an application service (the
 // httpservice image) is prepared, started as the member, observed until
 // healthy on the real node, asked through proxy (its answer comes back
-// through the stream), cancelled and observed gone. Then an inference service on the
-// Runtime's pinned ServingRuntime (the local cluster's metallo-httpservice:
-// the httpservice image speaking the KServe v1 protocol) is prepared,
+// through the stream), cancelled and observed gone. Then an inference service of
+// format sklearn on the Runtime's pinned ServingRuntime for it (the local
+// cluster's metallo-sklearnserver: the sklearnserver image, scikit-learn
+// speaking the KServe v1 protocol) is prepared at the exact commit, whose
+// checkout holds the member's trained iris model as an LFS object,
 // started — its InferenceService created as the member —, observed until
 // KServe's own controller has made its predictor Deployment and Service
 // (the audit log says so), the Pod is Ready on the real node with the
 // arguments of the private inference argument rule and KServe reports it
 // Ready (healthy), its predictor's log read through the stream
-// (read-logs) and the model asked for a prediction through the stream's
-// proxy as the member, cancelled and observed gone. An operator then lists
+// (read-logs) and the model asked for predictions of known samples through
+// the stream's proxy as the member (the classes [0,1,2]), cancelled,
+// observed gone and cleaned up; a second one at the branch head, which
+// lacks the model, is observed failed / ModelLoadFailed with the model
+// server's exit code 3, and cleaned up. An operator then lists
 // every stream with `metallo ctl` and an operator:demo key: the environment
 // with its lag, the member's read-logs results with the log as its size and
 // SHA-256 only, its append refused 403 and named in the audit log. Last, `metallo workspace-init`, run
