@@ -214,26 +214,9 @@ func (d *demo) modelLoadFailure(ctx context.Context, do func(siteprotocol.Operat
 		return failed("start (inference without its model)", start, err)
 	}
 	ref := start.NativeRefs[0]
-	var st siteprotocol.ObserveDetail
-	for i := 0; ; i++ {
-		r, err := do(siteprotocol.OpObserve, nil)
-		if err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
-			return failed("observe (inference without its model)", r, err)
-		}
-		if st, err = siteprotocol.DecodeDetail[siteprotocol.ObserveDetail](r); err != nil {
-			return err
-		}
-		if st.State == siteprotocol.StateFailed {
-			break
-		}
-		if st.State == siteprotocol.StateHealthy || i >= 90 {
-			return fmt.Errorf("the inference service without its model did not fail: %s", r.Detail)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
+	st, err := observeUntil(ctx, do, "the inference service without its model did not fail", 90, siteprotocol.StateFailed, siteprotocol.StateHealthy)
+	if err != nil {
+		return err
 	}
 	if st.Reason != string(kservev1beta1.ModelLoadFailed) || st.ExitCode == nil || *st.ExitCode != sklearnModelExit {
 		return fmt.Errorf("observe of the Attempt without its model: %+v; want failed / %s with exit code %d", st, kservev1beta1.ModelLoadFailed, sklearnModelExit)

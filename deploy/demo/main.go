@@ -954,28 +954,9 @@ func (d *demo) commands(ctx context.Context, ns, project, member, binding string
 		return failed("start", start, err)
 	}
 	job := start.NativeRefs[0]
-	var final siteprotocol.ObserveDetail
-	for i := 0; ; i++ {
-		r, err := do(siteprotocol.OpObserve, nil)
-		if err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
-			return failed("observe", r, err)
-		}
-		st, err := siteprotocol.DecodeDetail[siteprotocol.ObserveDetail](r)
-		if err != nil {
-			return err
-		}
-		if st.State == siteprotocol.StateSucceeded {
-			final = st
-			break
-		}
-		if st.State == siteprotocol.StateFailed || i >= 60 {
-			return fmt.Errorf("the Job did not succeed: %s", r.Detail)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
+	final, err := observeUntil(ctx, do, "the Job did not succeed", 60, siteprotocol.StateSucceeded, siteprotocol.StateFailed)
+	if err != nil {
+		return err
 	}
 	if err := d.showJob(ctx, job, final); err != nil {
 		return err
@@ -1299,24 +1280,32 @@ func (d *demo) workspaceVolume(ctx context.Context, namespace string, pod corev1
 // healthy; it fails on an observe that does not succeed, a failed state, or after tries
 // observes.
 func observeHealthy(ctx context.Context, do func(siteprotocol.Operation, any) (siteprotocol.Result, error), family string, tries int) error {
+	_, err := observeUntil(ctx, do, "the "+family+" service did not become healthy", tries, siteprotocol.StateHealthy, siteprotocol.StateFailed)
+	return err
+}
+
+// observeUntil observes by do every 2 seconds until the state is want and
+// answers that observation; it fails, its error beginning with what, on an
+// observe that does not succeed, the state stop, or after tries observes.
+func observeUntil(ctx context.Context, do func(siteprotocol.Operation, any) (siteprotocol.Result, error), what string, tries int, want, stop siteprotocol.State) (siteprotocol.ObserveDetail, error) {
 	for i := 0; ; i++ {
 		r, err := do(siteprotocol.OpObserve, nil)
 		if err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
-			return failed("observe ("+family+")", r, err)
+			return siteprotocol.ObserveDetail{}, failed("observe", r, err)
 		}
 		st, err := siteprotocol.DecodeDetail[siteprotocol.ObserveDetail](r)
 		if err != nil {
-			return err
+			return siteprotocol.ObserveDetail{}, err
 		}
-		if st.State == siteprotocol.StateHealthy {
-			return nil
+		if st.State == want {
+			return st, nil
 		}
-		if st.State == siteprotocol.StateFailed || i >= tries {
-			return fmt.Errorf("the %s service did not become healthy: %s", family, r.Detail)
+		if st.State == stop || i >= tries {
+			return siteprotocol.ObserveDetail{}, fmt.Errorf("%s: %s", what, r.Detail)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return siteprotocol.ObserveDetail{}, ctx.Err()
 		case <-time.After(2 * time.Second):
 		}
 	}
