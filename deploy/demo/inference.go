@@ -112,7 +112,7 @@ func (d *demo) inferenceService(ctx context.Context, ns, project, member, bindin
 	if err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
 		return failed("prepare (inference)", r, err)
 	}
-	d.say("prepare checked \"model v1\" (%s) out into the Attempt's workspace with the helper Pod on the real node,", d.git.exact[:12])
+	d.say("prepare checked \"model v1\" (%s) out into the Attempt's workspace with the workspace helper, as the batch prepare did,", d.git.exact[:12])
 	d.say("%s included (an LFS object), rendered the InferenceService from KServe v0.16.0's types and saved it in services.sqlite", irismodel.Path)
 	start, err := do(siteprotocol.OpStart, nil)
 	if err != nil || start.Outcome != siteprotocol.OutcomeSucceeded || len(start.NativeRefs) != 1 || start.NativeRefs[0].Kind != domain.KindInferenceService {
@@ -401,7 +401,8 @@ func (d *demo) readPredictorLog(ctx context.Context, do func(siteprotocol.Operat
 	if err != nil {
 		return fmt.Errorf("pods/log: %w", err)
 	}
-	start := "sklearnserver: model " + ref.Name + " (LogisticRegression) from " + strings.TrimPrefix(demoModelArgs[0], "--model_dir=")
+	// The server names the model directory it resolved, always under /workspace.
+	start := "sklearnserver: model " + ref.Name + " (LogisticRegression) from /workspace/"
 	if rd.Container != kubeinference.PredictorContainer || rd.Truncated || !bytes.HasPrefix(logs, got) || !strings.Contains(string(got), start) {
 		return fmt.Errorf("read-logs answered %q of %s; pods/log holds %q", got, rd.Container, logs)
 	}
