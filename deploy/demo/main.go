@@ -24,7 +24,7 @@
 // says so) with the Site's scheduling flags, so its Pod lands on the local
 // cluster's real node (a kubelet with containerd and runc) and its
 // container runs for real in the platform image: it reads the checkout
-// (README.md's content and the LFS object's digest are in its log) and
+// (README.md's content and an LFS object's digest are in its log) and
 // writes a file in its workspace, observe reports its exit code, and the demo shows its log
 // from pods/log and the file; the member then reads the same log through
 // the stream (read-logs, after the Runtime's read checks) and the file (read-file, through the
@@ -33,16 +33,21 @@
 // nothing of this Run lands there. Then an application service (the
 // httpservice image) is prepared, started as the member, observed until
 // healthy on the real node, asked through proxy (its answer comes back
-// through the stream), cancelled and observed gone. Then an inference service on the
-// Runtime's pinned ServingRuntime (the local cluster's metallo-httpservice:
-// the httpservice image speaking the KServe v1 protocol) is prepared,
+// through the stream), cancelled and observed gone. Then an inference service of
+// format sklearn on the Runtime's pinned ServingRuntime for it (the local
+// cluster's metallo-sklearnserver: the sklearnserver image, scikit-learn
+// speaking the KServe v1 protocol) is prepared at the exact commit, whose
+// checkout holds the member's trained iris model as an LFS object,
 // started — its InferenceService created as the member —, observed until
 // KServe's own controller has made its predictor Deployment and Service
 // (the audit log says so), the Pod is Ready on the real node with the
 // arguments of the private inference argument rule and KServe reports it
 // Ready (healthy), its predictor's log read through the stream
-// (read-logs) and the model asked for a prediction through the stream's
-// proxy as the member, cancelled and observed gone. An operator then lists
+// (read-logs) and the model asked for predictions of known samples through
+// the stream's proxy as the member (the classes [0,1,2]), cancelled,
+// observed gone and cleaned up; a second one at the branch head, which
+// lacks the model, is observed failed / ModelLoadFailed with the model
+// server's exit code 3, and cleaned up. An operator then lists
 // every stream with `metallo ctl` and an operator:demo key: the environment
 // with its lag, the member's read-logs results with the log as its size and
 // SHA-256 only, its append refused 403 and named in the audit log. Last, `metallo workspace-init`, run
@@ -647,7 +652,7 @@ func (d *demo) startRuntime(ctx context.Context, tokenFile, kubeconfig, project,
 		"--authority", d.base, "--token-file", tokenFile, "--kubeconfig", kubeconfig, "--batch-image", batchImage,
 		"--permissions", "policy:" + d.path("runtime/permissions.yaml"), "--installation-record", record,
 		"--heartbeat-file", d.path("runtime/heartbeat"), "--admin-listen", "", "--pull-wait", "2s",
-		"--serving-runtimes", "huggingface=" + inferenceRuntime,
+		"--serving-runtimes", servingRuntimes,
 		"--pod-node-selector", d.realNode.Label + "=true", "--pod-tolerations", d.realNode.Taint + "=true:NoSchedule",
 		"--log-format", "json"}, repositoryFlags...)...)
 	if err != nil {
@@ -949,28 +954,9 @@ func (d *demo) commands(ctx context.Context, ns, project, member, binding string
 		return failed("start", start, err)
 	}
 	job := start.NativeRefs[0]
-	var final siteprotocol.ObserveDetail
-	for i := 0; ; i++ {
-		r, err := do(siteprotocol.OpObserve, nil)
-		if err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
-			return failed("observe", r, err)
-		}
-		st, err := siteprotocol.DecodeDetail[siteprotocol.ObserveDetail](r)
-		if err != nil {
-			return err
-		}
-		if st.State == siteprotocol.StateSucceeded {
-			final = st
-			break
-		}
-		if st.State == siteprotocol.StateFailed || i >= 60 {
-			return fmt.Errorf("the Job did not succeed: %s", r.Detail)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
+	final, err := observeUntil(ctx, do, "the Job did not succeed", 60, siteprotocol.StateSucceeded, siteprotocol.StateFailed)
+	if err != nil {
+		return err
 	}
 	if err := d.showJob(ctx, job, final); err != nil {
 		return err
@@ -1294,24 +1280,32 @@ func (d *demo) workspaceVolume(ctx context.Context, namespace string, pod corev1
 // healthy; it fails on an observe that does not succeed, a failed state, or after tries
 // observes.
 func observeHealthy(ctx context.Context, do func(siteprotocol.Operation, any) (siteprotocol.Result, error), family string, tries int) error {
+	_, err := observeUntil(ctx, do, "the "+family+" service did not become healthy", tries, siteprotocol.StateHealthy, siteprotocol.StateFailed)
+	return err
+}
+
+// observeUntil observes by do every 2 seconds until the state is want and
+// answers that observation; it fails, its error beginning with what, on an
+// observe that does not succeed, the state stop, or after tries observes.
+func observeUntil(ctx context.Context, do func(siteprotocol.Operation, any) (siteprotocol.Result, error), what string, tries int, want, stop siteprotocol.State) (siteprotocol.ObserveDetail, error) {
 	for i := 0; ; i++ {
 		r, err := do(siteprotocol.OpObserve, nil)
 		if err != nil || r.Outcome != siteprotocol.OutcomeSucceeded {
-			return failed("observe ("+family+")", r, err)
+			return siteprotocol.ObserveDetail{}, failed("observe", r, err)
 		}
 		st, err := siteprotocol.DecodeDetail[siteprotocol.ObserveDetail](r)
 		if err != nil {
-			return err
+			return siteprotocol.ObserveDetail{}, err
 		}
-		if st.State == siteprotocol.StateHealthy {
-			return nil
+		if st.State == want {
+			return st, nil
 		}
-		if st.State == siteprotocol.StateFailed || i >= tries {
-			return fmt.Errorf("the %s service did not become healthy: %s", family, r.Detail)
+		if st.State == stop || i >= tries {
+			return siteprotocol.ObserveDetail{}, fmt.Errorf("%s: %s", what, r.Detail)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return siteprotocol.ObserveDetail{}, ctx.Err()
 		case <-time.After(2 * time.Second):
 		}
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/pharos-metallo/metallo/platform/siteprotocol"
 	"github.com/pharos-metallo/metallo/standins/githost"
 	"github.com/pharos-metallo/metallo/standins/grantprovider"
+	"github.com/pharos-metallo/metallo/standins/irismodel"
 	"github.com/pharos-metallo/metallo/standins/siteagent"
 )
 
@@ -36,11 +37,12 @@ import (
 // helper (--repository-ca-configmap).
 const repositoryCA = "repository-ca"
 
-// The Run's repository: README.md and weights.bin (in LFS) at the exact
-// commit, README.md changed by the branch head.
+// The Run's repository: README.md, weights.bin and the member's iris
+// model (standins/irismodel, at irismodel.Path), both in LFS, at the exact
+// commit; the branch head changes README.md and removes the model.
 const (
 	readmeAtCommit = "model v1: the exact commit the Run asks for\n"
-	readmeAtHead   = "model v2: the branch head, which the Run must not see\n"
+	readmeAtHead   = "model v2: the branch head, which the Run must not see; the model removed\n"
 )
 
 // weightsAtCommit is the LFS object of the exact commit (80 KiB).
@@ -54,7 +56,9 @@ type gitHost struct {
 	provider *grantprovider.Provider
 	member   githost.User
 	repo     githost.Repo
-	exact    string
+	// exact is the commit "model v1", which holds the model; head the
+	// branch head "model v2", which does not.
+	exact, head string
 }
 
 // repositoryHost starts, before the Runtime, the Site's repository host and
@@ -107,11 +111,14 @@ func (d *demo) repositoryHost(ctx context.Context, ns, member string) error {
 		g.host.AddReader(g.repo, g.member)
 		w := g.host.NewWorkTree()
 		w.TrackLFS("*.bin")
+		w.TrackLFS("*.joblib")
 		w.Write("weights.bin", weightsAtCommit)
+		w.Write(irismodel.Path, irismodel.Model())
 		w.Write("README.md", []byte(readmeAtCommit))
 		g.exact = w.Commit("model v1")
+		w.Git("rm", "-q", irismodel.Path)
 		w.Write("README.md", []byte(readmeAtHead))
-		w.Commit("model v2")
+		g.head = w.Commit("model v2")
 		w.Push(g.repo, true)
 		members := map[string]githost.User{member: g.member}
 		if d.runtimeMode == runtimePod {
@@ -138,7 +145,8 @@ func (d *demo) repositoryHost(ctx context.Context, ns, member string) error {
 	}
 	d.say("Gitea at %s (HTTPS, LFS; the real node's bridge address, so its Pods reach it; log %s)", g.host.URL, rel(o.logPath))
 	d.say("private repository %s: main is at \"model v2\"; the Run asks for \"model v1\", %s, which is no branch head", g.repo.URL, g.exact)
-	d.say("at that commit README.md says %q and weights.bin is an LFS object of %d bytes (sha256 %s…)", strings.TrimSpace(readmeAtCommit), len(weightsAtCommit), weightsDigest()[:16])
+	d.say("at that commit README.md says %q; weights.bin is an LFS object of %d bytes (sha256 %s…)", strings.TrimSpace(readmeAtCommit), len(weightsAtCommit), weightsDigest()[:16])
+	d.say("and %s, the member's trained iris classifier (scikit-learn, joblib), an LFS object of %d bytes; \"model v2\" (%s) removes it", irismodel.Path, len(irismodel.Model()), g.head[:12])
 	d.say("member user %s at Gitea may read it (a collaborator); it holds no access token", g.member.Name)
 	d.say("the grant provider at %s: each grant a token of the member's Gitea user, scope read:repository, revoked by deleting it", g.provider.URL)
 	d.say("the host's CA in ConfigMap %s/%s (key %s), which the Runtime mounts into the workspace helper", ns, repositoryCA, kube.CAKey)
@@ -167,8 +175,11 @@ func (g *gitHost) close() {
 
 // repository is the batch prepare's repository: the exact commit, with
 // its LFS objects.
-func (g *gitHost) repository() siteprotocol.Repository {
-	return siteprotocol.Repository{URL: g.repo.URL, Commit: g.exact, LFS: true}
+func (g *gitHost) repository() siteprotocol.Repository { return g.repositoryAt(g.exact) }
+
+// repositoryAt is the repository at commit, with its LFS objects.
+func (g *gitHost) repositoryAt(commit string) siteprotocol.Repository {
+	return siteprotocol.Repository{URL: g.repo.URL, Commit: commit, LFS: true}
 }
 
 func weightsDigest() string {
@@ -248,8 +259,8 @@ func (d *demo) preparedCheckout(ctx context.Context, ns, attempt string, prepare
 	if err != nil {
 		return fmt.Errorf("the helper's termination message: %w", err)
 	}
-	if outcome.Outcome != siteprotocol.OutcomeSucceeded || outcome.Commit != g.exact || outcome.LFSObjects != 1 {
-		return fmt.Errorf("the helper's outcome %+v; want %s with its one LFS object", outcome, g.exact)
+	if outcome.Outcome != siteprotocol.OutcomeSucceeded || outcome.Commit != g.exact || outcome.LFSObjects != 2 {
+		return fmt.Errorf("the helper's outcome %+v; want %s with its two LFS objects (weights.bin and %s)", outcome, g.exact, irismodel.Path)
 	}
 	command := pod.Spec.Containers[0].Command
 	if len(command) < 2 || command[1] != "workspace-init" {
@@ -257,7 +268,7 @@ func (d *demo) preparedCheckout(ctx context.Context, ns, attempt string, prepare
 	}
 	d.say("the helper Pod %s (uid %s) ran on %s, the real node, as the member's service account %s, in image %s:", pod.Name, pod.UID, pod.Spec.NodeName, pod.Spec.ServiceAccountName, pod.Spec.Containers[0].Image)
 	d.say("  %s", strings.Join(command, " "))
-	d.say("its termination message: %s, %s fetch, commit %s, %d LFS object, %d bytes", outcome.Outcome, outcome.Fetch, outcome.Commit, outcome.LFSObjects, outcome.Bytes)
+	d.say("its termination message: %s, %s fetch, commit %s, %d LFS objects, %d bytes", outcome.Outcome, outcome.Fetch, outcome.Commit, outcome.LFSObjects, outcome.Bytes)
 	s, ok := secret.seen().(*corev1.Secret)
 	if !ok {
 		return fmt.Errorf("the credential Secret %s was never seen", secretName)

@@ -124,7 +124,7 @@ func (d *demo) startRuntimePod(ctx context.Context, grants []byte) error {
 	}
 	overlay := runtimepod.Overlay{Base: base, Namespace: siteagent.RuntimeNamespace, Image: d.realNode.Images[runtimeImage],
 		Environment: environment, Authority: d.base, BatchImage: d.realNode.Images[platformImage],
-		CAPEM: ca, Policy: grants, Literals: []string{"METALLO_PULL_WAIT=2s", "METALLO_SERVING_RUNTIME=" + inferenceRuntime,
+		CAPEM: ca, Policy: grants, Literals: []string{"METALLO_PULL_WAIT=2s", "METALLO_SERVING_RUNTIMES=" + servingRuntimes,
 			// The grant provider over HTTPS on the bridge's host address; its certificate is
 			// the local cluster CA's, which --repository-grants-ca-file makes the Runtime trust
 			// for it (the Site API's through --ca-file, the same file).
