@@ -139,7 +139,8 @@ func shortfall(path string, pod corev1.PodSpec) string {
 	seccompOK := func(p *corev1.SeccompProfile) bool {
 		return p != nil && (p.Type == corev1.SeccompProfileTypeRuntimeDefault || p.Type == corev1.SeccompProfileTypeLocalhost)
 	}
-	if !(psc.RunAsNonRoot != nil && *psc.RunAsNonRoot) && !every(func(c *corev1.SecurityContext) bool { return c != nil && c.RunAsNonRoot != nil && *c.RunAsNonRoot }) {
+	podNonRoot := psc.RunAsNonRoot != nil && *psc.RunAsNonRoot
+	if !podNonRoot && !every(func(c *corev1.SecurityContext) bool { return c != nil && c.RunAsNonRoot != nil && *c.RunAsNonRoot }) {
 		return path + ".securityContext.runAsNonRoot"
 	}
 	if !seccompOK(psc.SeccompProfile) && !every(func(c *corev1.SecurityContext) bool { return c != nil && seccompOK(c.SeccompProfile) }) {
