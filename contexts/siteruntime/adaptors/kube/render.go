@@ -70,6 +70,21 @@ const (
 	WorkspacePath   = "/workspace"
 )
 
+// WorkspaceVolumes is a member workload Pod's volumes: the one volume
+// WorkspaceVolume of the Attempt's workspace claim (a PersistentVolumeClaim
+// name), read-write. Every family's Pod renders it alike.
+func WorkspaceVolumes(claim string) []corev1.Volume {
+	return []corev1.Volume{{Name: WorkspaceVolume, VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
+	}}}
+}
+
+// WorkspaceMounts is a member workload container's volume mounts: the
+// workspace volume read-write at WorkspacePath.
+func WorkspaceMounts() []corev1.VolumeMount {
+	return []corev1.VolumeMount{{Name: WorkspaceVolume, MountPath: WorkspacePath}}
+}
+
 // DefaultExtendedResources maps demand keys gpu.<vendor> to extended
 // resources (docs/site-protocol.md#operations: default gpu.nvidia → nvidia.com/gpu).
 func DefaultExtendedResources() map[string]string {

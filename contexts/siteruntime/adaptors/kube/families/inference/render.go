@@ -88,9 +88,7 @@ func (r *Renderer) RenderInferenceService(s application.InferenceServiceSpec) (a
 				NodeSelector:                 maps.Clone(r.Scheduling.NodeSelector),
 				Tolerations:                  slices.Clone(r.Scheduling.Tolerations),
 				InitContainers:               initContainers,
-				Volumes: []corev1.Volume{{Name: kube.WorkspaceVolume, VolumeSource: corev1.VolumeSource{
-					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.WorkspaceClaim},
-				}}},
+				Volumes:                      kube.WorkspaceVolumes(s.WorkspaceClaim),
 			},
 			Model: &kservev1beta1.ModelSpec{
 				ModelFormat: kservev1beta1.ModelFormat{Name: s.ModelFormat},
@@ -98,7 +96,7 @@ func (r *Renderer) RenderInferenceService(s application.InferenceServiceSpec) (a
 				PredictorExtensionSpec: kservev1beta1.PredictorExtensionSpec{Container: corev1.Container{
 					Args:            slices.Clone(s.Args),
 					Resources:       corev1.ResourceRequirements{Requests: resources, Limits: resources.DeepCopy()},
-					VolumeMounts:    []corev1.VolumeMount{{Name: kube.WorkspaceVolume, MountPath: kube.WorkspacePath}},
+					VolumeMounts:    kube.WorkspaceMounts(),
 					SecurityContext: kube.RestrictedContainer(),
 				}},
 			},
