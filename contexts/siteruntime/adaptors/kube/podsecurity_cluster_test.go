@@ -83,9 +83,9 @@ func (s *site) oldPrepare(attempt string) (dep, svc []byte) {
 // which the access policies would refuse from the administrator).
 func TestRecoveryAdoptsObjectsRenderedBeforePodSecurityRestricted(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t)
 	t.Run("batch", func(t *testing.T) {
 		t.Parallel()
+		ctx := testContext(t) // its own bound: a parallel subtest may wait for a slot
 		s := newSite(t, siteOptions{noPolicy: true})
 		attempt := uuid.NewString()
 		want(t, s.prepare(attempt), siteprotocol.OutcomeSucceeded, siteprotocol.ReasonPrepared)
@@ -122,6 +122,7 @@ func TestRecoveryAdoptsObjectsRenderedBeforePodSecurityRestricted(t *testing.T) 
 	})
 	t.Run("application", func(t *testing.T) {
 		t.Parallel()
+		ctx := testContext(t) // its own bound: a parallel subtest may wait for a slot
 		s := newAppSite(t, appOptions{siteOptions: siteOptions{noPolicy: true, scheduling: appScheduling}})
 		attempt := uuid.NewString()
 		depSpec, svcSpec := s.oldPrepare(attempt)
